@@ -1,0 +1,81 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// HandlerFunc is the signature of a scheduled handler. The occurrence says
+// which period the run is for: derive the work from occ.Slot, never from
+// time.Now, so that a retry or a manual re-run processes the same period.
+type HandlerFunc func(ctx context.Context, occ Occurrence) error
+
+// Middleware wraps a schedule's handler, e.g. to record each execution.
+type Middleware func(s *Schedule, next HandlerFunc) HandlerFunc
+
+// Occurrence is one run of a schedule: the slot it is for, not the moment a
+// worker happens to pick it up.
+type Occurrence struct {
+	// Schedule is the schedule's name (its asynq task type).
+	Schedule string `json:"schedule"`
+	// Slot is the instant the occurrence is for, in the schedule's zone. For
+	// a manual trigger it is the moment of the trigger.
+	Slot time.Time `json:"slot"`
+	// Zone is the IANA name of the schedule's zone.
+	Zone string `json:"zone"`
+	// Manual is true for an occurrence started by Trigger rather than the clock.
+	Manual bool `json:"manual,omitempty"`
+	// ID is the occurrence's identity and asynq TaskID; see Key.
+	ID string `json:"id"`
+}
+
+// Key returns the stable idempotency key of the occurrence: the same for every
+// retry and every replica, different for every slot and every manual trigger.
+// Use it to make a handler's effects happen once, e.g. as a unique column.
+func (o Occurrence) Key() string {
+	if o.ID != "" {
+		return o.ID
+	}
+	return OccurrenceID(o.Schedule, o.Slot)
+}
+
+// OccurrenceID is the identity of the scheduled occurrence of name at slot:
+// "cron:<name>:<slot unix seconds>". It is the asynq TaskID, so a second
+// enqueue of the same occurrence by any replica is rejected by asynq.
+func OccurrenceID(name string, slot time.Time) string {
+	return "cron:" + name + ":" + strconv.FormatInt(slot.Unix(), 10)
+}
+
+// ManualOccurrenceID is the identity of a manual trigger of name, where
+// request is unique per trigger request (a double-submitted request reuses it).
+func ManualOccurrenceID(name, request string) string {
+	return "cron:" + name + ":manual:" + request
+}
+
+// EncodeOccurrence is the asynq task payload for occ.
+func EncodeOccurrence(occ Occurrence) []byte {
+	b, err := json.Marshal(occ)
+	if err != nil { // only fails for unrepresentable times (years outside 0..9999)
+		panic(fmt.Sprintf("registry: encoding occurrence %q: %v", occ.ID, err))
+	}
+	return b
+}
+
+// DecodeOccurrence parses a payload written by EncodeOccurrence and restores
+// the slot's zone when the zone is known.
+func DecodeOccurrence(payload []byte) (Occurrence, error) {
+	var occ Occurrence
+	if err := json.Unmarshal(payload, &occ); err != nil {
+		return Occurrence{}, fmt.Errorf("decoding occurrence payload: %w", err)
+	}
+	if occ.Schedule == "" || occ.Slot.IsZero() {
+		return Occurrence{}, fmt.Errorf("decoding occurrence payload: schedule and slot are required, got %q", payload)
+	}
+	if loc, err := LoadZone(occ.Zone); err == nil {
+		occ.Slot = occ.Slot.In(loc)
+	}
+	return occ, nil
+}
