@@ -1,0 +1,142 @@
+package registry
+
+import (
+	"context"
+	"fmt"
+	"go/ast"
+	"go/types"
+)
+
+// Found is one //cron: directive found in a Go file.
+type Found struct {
+	Comment *ast.Comment
+	// Func is the top-level function whose doc comment holds the
+	// directive, or nil when the directive is anywhere else.
+	Func      *ast.FuncDecl
+	Directive *Directive // nil when Err is set
+	Err       *PosError
+}
+
+// FindDirectives returns every //cron: directive in f, in source order,
+// including those that are misplaced (Func == nil) or invalid (Err != nil).
+// It scans all comments, not only doc comments, so that a directive in the
+// wrong place is reported instead of silently ignored.
+func FindDirectives(f *ast.File) []Found {
+	owner := map[*ast.Comment]*ast.FuncDecl{}
+	for _, decl := range f.Decls {
+		if fn, ok := decl.(*ast.FuncDecl); ok && fn.Doc != nil {
+			for _, c := range fn.Doc.List {
+				owner[c] = fn
+			}
+		}
+	}
+	var found []Found
+	for _, group := range f.Comments {
+		for _, c := range group.List {
+			if !IsDirective(c.Text) {
+				continue
+			}
+			fd := Found{Comment: c, Func: owner[c]}
+			d, err := ParseDirective(c)
+			if err != nil {
+				fd.Err = err.(*PosError)
+			} else {
+				fd.Directive = d
+			}
+			found = append(found, fd)
+		}
+	}
+	return found
+}
+
+// MisplacedError is the message for a directive not in a top-level func's
+// doc comment (including methods: a handler must be a plain function).
+func MisplacedError(fd Found) *PosError {
+	if fd.Func != nil && fd.Func.Recv == nil {
+		return nil
+	}
+	what := "a //cron:schedule directive must be in the doc comment of a top-level func"
+	if fd.Func != nil {
+		what += ", not a method"
+	}
+	return &PosError{fd.Comment.Slash, fd.Comment.End(), what + "; e.g. " + DirectiveExample + " directly above func Prune(ctx context.Context, occ registry.Occurrence) error"}
+}
+
+// HandlerSignature is the signature a handler must have, as text.
+const HandlerSignature = "func(context.Context, registry.Occurrence) error"
+
+// CheckHandler reports whether fn's signature is a handler's: the
+// HandlerFunc signature, or with payload != nil, the same with a third
+// parameter to which a value of type payload is assignable.
+func CheckHandler(fn *types.Func, payload types.Type) error {
+	sig := fn.Type().(*types.Signature)
+	want := HandlerSignature
+	if payload != nil {
+		want = fmt.Sprintf("func(context.Context, registry.Occurrence, %s) error", types.TypeString(payload, shortQualifier))
+	}
+	bad := func(why string) error {
+		return fmt.Errorf("handler %s has signature %s; %s: want %s", fn.Name(), types.TypeString(sig, shortQualifier), why, want)
+	}
+	params, results := sig.Params(), sig.Results()
+	nparams := 2
+	if payload != nil {
+		nparams = 3
+	}
+	switch {
+	case sig.Recv() != nil:
+		return bad("methods cannot be handlers")
+	case sig.TypeParams().Len() > 0:
+		return bad("generic functions cannot be handlers")
+	case sig.Variadic() || params.Len() != nparams:
+		if payload == nil && params.Len() == 3 {
+			return bad("a third parameter needs payload=<package-level var>")
+		}
+		return bad(fmt.Sprintf("it takes %d parameters", params.Len()))
+	case !isNamed(params.At(0).Type(), "context", "Context"):
+		return bad("the first parameter must be context.Context")
+	case !isNamed(params.At(1).Type(), registryPath, "Occurrence"):
+		return bad("the second parameter must be registry.Occurrence")
+	case results.Len() != 1 || !types.Identical(results.At(0).Type(), types.Universe.Lookup("error").Type()):
+		return bad("it must return exactly one error")
+	case payload != nil && !types.AssignableTo(payload, params.At(2).Type()):
+		return bad(fmt.Sprintf("the payload of type %s is not assignable to the third parameter", types.TypeString(payload, shortQualifier)))
+	}
+	return nil
+}
+
+const registryPath = "github.com/belfry/belfry/registry"
+
+func isNamed(t types.Type, pkgPath, name string) bool {
+	n, ok := types.Unalias(t).(*types.Named)
+	if !ok {
+		return false
+	}
+	obj := n.Obj()
+	return obj.Name() == name && obj.Pkg() != nil && obj.Pkg().Path() == pkgPath
+}
+
+func shortQualifier(p *types.Package) string { return p.Name() }
+
+// Wrap returns the schedule's handler wrapped by middleware, the first
+// middleware outermost.
+func (s *Schedule) Wrap(middleware ...Middleware) HandlerFunc {
+	h := s.Handler
+	for i := len(middleware) - 1; i >= 0; i-- {
+		h = middleware[i](s, h)
+	}
+	return h
+}
+
+// HandlePayload decodes an occurrence from an asynq task payload and runs
+// the wrapped handler. Generated RegisterHandlers functions call it, so the
+// adapter from asynq lives here once instead of in every generated file.
+func (s *Schedule) HandlePayload(ctx context.Context, payload []byte, middleware ...Middleware) error {
+	occ, err := DecodeOccurrence(payload)
+	if err != nil {
+		return err
+	}
+	if occ.Schedule != s.Name {
+		return fmt.Errorf("occurrence %s is for schedule %q, delivered to %q", occ.ID, occ.Schedule, s.Name)
+	}
+	return s.Wrap(middleware...)(ctx, occ)
+}
