@@ -1,0 +1,252 @@
+package runtime
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/belfry/belfry/registry"
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+)
+
+// Runtime schedules a registry's occurrences into asynq, once per
+// occurrence across replicas. Create one per process with New and call Run.
+type Runtime struct {
+	reg  *registry.Registry
+	opts Options
+	log  *slog.Logger
+	keys keys
+
+	// disabled explains why the scheduler does not run (no Redis
+	// configured); empty when it does.
+	disabled string
+
+	rdb        redis.UniversalClient
+	ownsClient bool
+	client     *asynq.Client
+	inspector  *asynq.Inspector
+	lease      *lease
+
+	redisMu   sync.Mutex
+	redisErr  error // last Redis error, nil while reachable
+	redisSeen bool  // a call has completed since start
+	running   atomic.Bool
+}
+
+// ErrUnknownSchedule is returned for a schedule name not in the registry.
+var ErrUnknownSchedule = errors.New("unknown schedule")
+
+// ErrDisabled is returned by operations that need Redis when none is
+// configured.
+var ErrDisabled = errors.New("scheduler disabled: no Redis configured")
+
+// New validates opts and returns a runtime for reg. It does not touch
+// Redis; Run does.
+func New(reg *registry.Registry, opts Options) (*Runtime, error) {
+	if reg == nil {
+		return nil, errors.New("registry is nil; pass the Registry that crongen generated")
+	}
+	if err := opts.normalize(); err != nil {
+		return nil, err
+	}
+	r := &Runtime{reg: reg, opts: opts, keys: newKeys(opts.Namespace)}
+	r.log = opts.Logger.With("replica", opts.Replica)
+	switch {
+	case opts.Redis != nil:
+		r.rdb = opts.Redis
+	case opts.RedisURL != "":
+		ropts, err := redis.ParseURL(opts.RedisURL)
+		if err != nil {
+			return nil, fmt.Errorf("RedisURL: %v; want e.g. redis://127.0.0.1:6379/0", redactURLError(err))
+		}
+		r.rdb, r.ownsClient = redis.NewClient(ropts), true
+	default:
+		r.disabled = "no Redis configured (set Options.Redis or Options.RedisURL)"
+		r.lease = &lease{changed: make(chan struct{}, 1)}
+		return r, nil
+	}
+	r.client = asynq.NewClientFromRedisClient(r.rdb)
+	r.inspector = asynq.NewInspectorFromRedisClient(r.rdb)
+	r.lease = newLease(r.rdb, r.keys, opts.Replica, opts.LeaseTTL, r.log, r.noteRedis)
+	return r, nil
+}
+
+var urlUserinfo = regexp.MustCompile(`//[^/@]*@`)
+
+// redactURLError keeps passwords in a malformed URL out of logs and pages.
+func redactURLError(err error) string { return urlUserinfo.ReplaceAllString(err.Error(), "//…@") }
+
+// Registry returns the schedules this runtime serves.
+func (r *Runtime) Registry() *registry.Registry { return r.reg }
+
+// Replica returns this replica's name.
+func (r *Runtime) Replica() string { return r.opts.Replica }
+
+// Disabled returns why the scheduler is disabled, or "" if it is not.
+func (r *Runtime) Disabled() string { return r.disabled }
+
+// IsLeader reports whether this replica holds the lease and trusts it.
+func (r *Runtime) IsLeader() bool {
+	_, ok := r.lease.current()
+	return ok && r.disabled == ""
+}
+
+// Run schedules until ctx is cancelled, then releases the lease so a
+// follower takes over at once, and returns. With no Redis configured it logs
+// once that scheduling is disabled and waits for ctx. It never panics the
+// host on Redis errors: it retries with backoff and logs state changes.
+func (r *Runtime) Run(ctx context.Context) error {
+	if !r.running.CompareAndSwap(false, true) {
+		return errors.New("runtime: Run called twice")
+	}
+	if r.disabled != "" {
+		r.log.Warn("belfry scheduler disabled: " + r.disabled + "; schedules are listed but nothing is enqueued")
+		<-ctx.Done()
+		return nil
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { r.lease.run(ctx) })
+	wg.Go(func() { r.scheduleLoop(ctx) })
+	wg.Wait()
+	releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	r.lease.release(releaseCtx)
+	return nil
+}
+
+// Close releases the clients the runtime owns. A shared Options.Redis
+// client is left open: closing it is the caller's job.
+func (r *Runtime) Close() error {
+	if r.disabled != "" {
+		return nil
+	}
+	// asynq's Close on a client built from a shared redis client does not
+	// close that client (it is not the owner), so this is always safe.
+	err := errors.Join(r.client.Close(), r.inspector.Close())
+	if r.ownsClient {
+		err = errors.Join(err, r.rdb.Close())
+	}
+	return err
+}
+
+// noteRedis logs Redis reachability changes once, not every retry.
+func (r *Runtime) noteRedis(err error) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, errNotLeader) {
+		return
+	}
+	r.redisMu.Lock()
+	defer r.redisMu.Unlock()
+	wasDown, first := r.redisErr != nil, !r.redisSeen
+	r.redisSeen = true
+	r.redisErr = err
+	switch {
+	case err != nil && (!wasDown || first):
+		r.log.Error("redis unreachable; retrying with backoff", "err", err)
+	case err == nil && wasDown:
+		r.log.Info("redis reachable again")
+	}
+}
+
+// RedisState is "disabled", "unknown" (no call yet), "up" or "down".
+func (r *Runtime) RedisState() (state string, lastErr error) {
+	if r.disabled != "" {
+		return "disabled", nil
+	}
+	r.redisMu.Lock()
+	defer r.redisMu.Unlock()
+	switch {
+	case !r.redisSeen:
+		return "unknown", nil
+	case r.redisErr != nil:
+		return "down", r.redisErr
+	}
+	return "up", nil
+}
+
+func (r *Runtime) now() time.Time { return time.Now().Add(r.opts.Testing.ClockOffset) }
+
+func (r *Runtime) grace(s *registry.Schedule) time.Duration {
+	if r.opts.Grace > 0 {
+		return r.opts.Grace
+	}
+	return s.Grace
+}
+
+// retention keeps a finished task's ID reserved as long as any replica
+// could still attempt the same slot: grace plus clock skew. Longer would
+// only fill Redis (a per-second schedule kept a day is 86,400 tasks).
+func (r *Runtime) retention(s *registry.Schedule) time.Duration {
+	return r.grace(s) + r.opts.SkewMargin
+}
+
+// ledgerTTL bounds how long an occurrence record outlives its index entry.
+func (r *Runtime) ledgerTTL() time.Duration { return 7 * 24 * time.Hour }
+
+// manualRetention keeps a manual trigger's ID reserved long enough to make
+// a double-submitted form a no-op.
+const manualRetention = time.Hour
+
+var requestKeyRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// Trigger enqueues one manual occurrence of the schedule now. requestKey
+// identifies the request (e.g. a token in the admin form): triggering twice
+// with the same key enqueues once and returns the same occurrence. An empty
+// key makes a fresh one.
+func (r *Runtime) Trigger(ctx context.Context, name, requestKey string) (registry.Occurrence, error) {
+	s, ok := r.reg.Lookup(name)
+	if !ok {
+		return registry.Occurrence{}, fmt.Errorf("%w %q", ErrUnknownSchedule, name)
+	}
+	if r.disabled != "" {
+		return registry.Occurrence{}, ErrDisabled
+	}
+	if requestKey == "" {
+		var b [8]byte
+		rand.Read(b[:])
+		requestKey = hex.EncodeToString(b[:])
+	} else if !requestKeyRE.MatchString(requestKey) {
+		return registry.Occurrence{}, fmt.Errorf("request key %q: want 1-64 letters, digits, '-' or '_'", requestKey)
+	}
+	now := r.now().Truncate(time.Second)
+	occ := registry.Occurrence{Schedule: s.Name, Slot: now.In(s.Location()), Zone: s.Zone, Manual: true,
+		ID: registry.ManualOccurrenceID(s.Name, requestKey)}
+	task := asynq.NewTask(s.Name, registry.EncodeOccurrence(occ))
+	_, err := r.client.EnqueueContext(ctx, task, asynq.TaskID(occ.ID), asynq.Queue(s.Queue),
+		asynq.Timeout(s.Timeout), asynq.MaxRetry(s.MaxRetry), asynq.Retention(manualRetention))
+	if errors.Is(err, asynq.ErrTaskIDConflict) {
+		return occ, nil // a double submit: already enqueued
+	}
+	if err != nil {
+		return registry.Occurrence{}, fmt.Errorf("enqueue %s: %w", occ.ID, err)
+	}
+	rec := commitRec{ID: occ.ID, Slot: now.Unix(), Manual: "1", At: time.Now().UnixMilli(), Count: 1,
+		Outcome: "enqueued", Score: time.Now().UnixMilli()}
+	batch, _ := json.Marshal(commitItem{Name: s.Name, Recs: []commitRec{rec},
+		Counts: map[string]int64{"manual": 1, "last_enqueue": rec.At}})
+	if err := triggerRecordScript.Run(ctx, r.rdb, nil, r.keys.prefix, r.opts.HistoryLimit,
+		int(r.ledgerTTL().Seconds()), batch).Err(); err != nil {
+		r.log.Warn("manual occurrence enqueued but not recorded in history", "id", occ.ID, "err", err)
+	}
+	return occ, nil
+}
+
+// RegisterHandlers registers every schedule's handler on mux, wrapped so the
+// runtime records each execution (start, finish, duration, error) in its
+// ledger; extra middleware runs inside that recording.
+func (r *Runtime) RegisterHandlers(mux *asynq.ServeMux, middleware ...registry.Middleware) {
+	mw := append([]registry.Middleware{r.Middleware()}, middleware...)
+	for _, s := range r.reg.Schedules() {
+		mux.HandleFunc(s.Name, func(ctx context.Context, t *asynq.Task) error {
+			return s.HandlePayload(ctx, t.Payload(), mw...)
+		})
+	}
+}

@@ -1,0 +1,138 @@
+package runtime_test
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/belfry/belfry/registry"
+	"github.com/belfry/belfry/runtime"
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+)
+
+// cluster is n in-process replicas sharing one Redis, plus one worker.
+type cluster struct {
+	reg      *registry.Registry
+	ns       string
+	queue    string
+	rts      []*runtime.Runtime
+	cancels  []context.CancelFunc
+	wg       sync.WaitGroup
+	executed *executions
+}
+
+func newCluster(t *testing.T, rdb redis.UniversalClient, n int, opts runtime.Options, scheds ...registry.Schedule) *cluster {
+	t.Helper()
+	c := &cluster{ns: uniq("ns"), queue: uniq("q"), executed: newExecutions()}
+	for i := range scheds {
+		scheds[i].Queue = c.queue
+		if scheds[i].Handler == nil {
+			scheds[i].Handler = c.executed.handler
+		}
+	}
+	reg, err := registry.New(scheds...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.reg = reg
+	opts.Redis, opts.Namespace = rdb, c.ns
+	opts.LeaseTTL = cmpOr(opts.LeaseTTL, 2*time.Second)
+	opts.Logger = testLogger(t)
+	for i := range n {
+		o := opts
+		o.Replica = "r" + string(rune('0'+i))
+		rt, err := runtime.New(reg, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.rts = append(c.rts, rt)
+	}
+	startWorker(t, rdb, c.queue, func(mux *asynq.ServeMux) { c.rts[0].RegisterHandlers(mux) })
+	for i := range c.rts {
+		c.start(i)
+	}
+	t.Cleanup(c.stopAll)
+	return c
+}
+
+func cmpOr[T comparable](a, b T) T {
+	var zero T
+	if a != zero {
+		return a
+	}
+	return b
+}
+
+func (c *cluster) start(i int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancels = append(c.cancels, nil)
+	c.cancels[i] = cancel
+	c.wg.Go(func() { c.rts[i].Run(ctx) })
+}
+
+func (c *cluster) stopAll() {
+	for _, cancel := range c.cancels {
+		if cancel != nil {
+			cancel()
+		}
+	}
+	c.wg.Wait()
+	for _, rt := range c.rts {
+		rt.Close()
+	}
+}
+
+func (c *cluster) leaders() (n int) {
+	for _, rt := range c.rts {
+		if rt.IsLeader() {
+			n++
+		}
+	}
+	return n
+}
+
+// assertOncePerSlot checks that every slot between the first and the last
+// executed ran exactly once: no duplicate, no gap.
+func assertOncePerSlot(t *testing.T, s *registry.Schedule, runs map[int64]int) {
+	t.Helper()
+	var slots []int64
+	for slot, n := range runs {
+		if n != 1 {
+			t.Errorf("slot %s ran %d times, want 1", time.Unix(slot, 0).UTC().Format(time.RFC3339), n)
+		}
+		slots = append(slots, slot)
+	}
+	sort.Slice(slots, func(i, j int) bool { return slots[i] < slots[j] })
+	for i := 1; i < len(slots); i++ {
+		prev := time.Unix(slots[i-1], 0)
+		if want := s.Next(prev); want.Unix() != slots[i] {
+			t.Errorf("slot %s never ran (between %s and %s)", want.UTC().Format(time.RFC3339),
+				prev.UTC().Format(time.RFC3339), time.Unix(slots[i], 0).UTC().Format(time.RFC3339))
+		}
+	}
+}
+
+func TestReplicasEnqueueEachSlotOnce(t *testing.T) {
+	for _, n := range []int{2, 5} {
+		t.Run(string(rune('0'+n))+" replicas", func(t *testing.T) {
+			t.Parallel()
+			rdb := sharedRedis(t)
+			c := newCluster(t, rdb, n, runtime.Options{},
+				registry.Schedule{Name: "every-second", Expr: "* * * * * *"},
+				registry.Schedule{Name: "every-2s", Expr: "*/2 * * * * *"})
+			waitFor(t, 15*time.Second, "6 per-second slots to run", func() bool {
+				return len(c.executed.slots("every-second")) >= 6
+			})
+			if got := c.leaders(); got != 1 {
+				t.Errorf("%d replicas lead, want 1", got)
+			}
+			c.stopAll()
+			for _, s := range c.reg.Schedules() {
+				assertOncePerSlot(t, s, c.executed.slots(s.Name))
+			}
+		})
+	}
+}
