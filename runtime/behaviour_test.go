@@ -1,0 +1,313 @@
+package runtime_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/belfry/belfry/registry"
+	"github.com/belfry/belfry/runtime"
+	"github.com/hibiken/asynq"
+)
+
+func TestTakeoverAfterHolderCrash(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const ttl = 2 * time.Second
+	rts := newReplicas(t, 2, ttl, idleSchedule())
+	crashed, follower := rts[0], rts[1]
+	acquired := time.Now()
+	crashed.AcquireLease(ctx) // ...and never renews: it crashed
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { follower.Run(runCtx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitFor(t, 3*ttl, "the follower to take over", follower.IsLeader)
+	// The follower retries when the key expires, not on a blind poll: the
+	// takeover lands within TTL of the crashed holder's last renewal, plus
+	// scheduling slack, and never before.
+	took := time.Since(acquired)
+	if took < ttl-100*time.Millisecond || took > ttl+ttl/3 {
+		t.Errorf("takeover %s after the holder's last renewal; want about the TTL %s", took, ttl)
+	}
+}
+
+func TestGracefulShutdownHandsOverAtOnce(t *testing.T) {
+	t.Parallel()
+	rdb := sharedRedis(t)
+	// A long TTL: without the release and its wake-up, handover would take
+	// up to 20s.
+	c := newCluster(t, rdb, 2, runtime.Options{LeaseTTL: 20 * time.Second}, registry.Schedule{Name: "nightly", Expr: "17 3 * * *"})
+	waitFor(t, 5*time.Second, "a leader", func() bool { return c.leaders() == 1 })
+	holder := 0
+	if c.rts[1].IsLeader() {
+		holder = 1
+	}
+	stopped := time.Now()
+	c.cancels[holder]()
+	other := c.rts[1-holder]
+	waitFor(t, 5*time.Second, "the other replica to take over", other.IsLeader)
+	if took := time.Since(stopped); took > 2*time.Second {
+		t.Errorf("graceful handover took %s; want well under the 20s TTL", took)
+	}
+}
+
+func TestSlotsOlderThanGraceAreMissedNotRun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := sharedRedis(t)
+	const grace = 3 * time.Second
+	ns, queue := uniq("ns"), uniq("q")
+	exec := newExecutions()
+	reg := registry.MustNew(registry.Schedule{Name: "tick", Expr: "* * * * * *", Queue: queue, Handler: exec.handler})
+	rt, err := runtime.New(reg, runtime.Options{Redis: rdb, Namespace: ns, Grace: grace, LeaseTTL: 2 * time.Second, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	// The scheduler was down for a minute: its cursor is 60 slots behind.
+	behind := time.Now().Add(-time.Minute).Truncate(time.Second)
+	if err := rdb.HSet(ctx, rt.CursorsKey(), "tick", behind.Unix()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, rdb, queue, func(mux *asynq.ServeMux) { rt.RegisterHandlers(mux) })
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { rt.Run(runCtx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitFor(t, 10*time.Second, "the backlog to be recorded as missed", func() bool {
+		c, _ := rt.Counters(ctx)
+		return c["tick"].Missed > 0
+	})
+	started := time.Now()
+	waitFor(t, 10*time.Second, "fresh slots to run", func() bool { return len(exec.slots("tick")) >= 3 })
+	counters, _ := rt.Counters(ctx)
+	if m := counters["tick"].Missed; m < 50 || m > 60 {
+		t.Errorf("missed = %d, want the ~57 slots older than the %s grace", m, grace)
+	}
+	for slot := range exec.slots("tick") {
+		if age := started.Sub(time.Unix(slot, 0)); age > grace+2*time.Second {
+			t.Errorf("slot %s ran although it was %s old, beyond the %s grace", time.Unix(slot, 0).UTC(), age, grace)
+		}
+	}
+	hist, err := rt.History(ctx, "tick", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outcomes := map[string]int{}
+	for _, r := range hist {
+		outcomes[r.Outcome]++
+	}
+	if outcomes[runtime.OutcomeMissed] == 0 {
+		t.Errorf("history has no missed record: %v", outcomes)
+	}
+}
+
+func TestManualTriggerRunsOncePerRequest(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := sharedRedis(t)
+	c := newCluster(t, rdb, 1, runtime.Options{}, registry.Schedule{Name: "nightly", Expr: "17 3 * * *"})
+	rt := c.rts[0]
+	first, err := rt.Trigger(ctx, "nightly", "form-123")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := rt.Trigger(ctx, "nightly", "form-123") // the form submitted twice
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.ID != again.ID || !strings.Contains(first.ID, ":manual:") {
+		t.Errorf("double submit gave IDs %q and %q, want one manual ID", first.ID, again.ID)
+	}
+	other, err := rt.Trigger(ctx, "nightly", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.ID == first.ID {
+		t.Error("a second request got the first request's ID")
+	}
+	waitFor(t, 10*time.Second, "two manual runs", func() bool {
+		c.executed.mu.Lock()
+		defer c.executed.mu.Unlock()
+		return c.executed.manual >= 2
+	})
+	hist, err := rt.History(ctx, "nightly", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "both manual runs to be recorded as succeeded", func() bool {
+		hist, _ = rt.History(ctx, "nightly", 10)
+		n := 0
+		for _, r := range hist {
+			if r.Manual && r.Outcome == runtime.OutcomeSucceeded {
+				n++
+			}
+		}
+		return n == 2
+	})
+	if len(hist) != 2 {
+		t.Errorf("history has %d records, want 2: %+v", len(hist), hist)
+	}
+	if _, err := rt.Trigger(ctx, "no-such", ""); !errors.Is(err, runtime.ErrUnknownSchedule) {
+		t.Errorf("trigger of an unknown schedule: %v, want ErrUnknownSchedule", err)
+	}
+	if _, err := rt.Trigger(ctx, "nightly", "bad key!"); err == nil {
+		t.Error("a request key with spaces was accepted")
+	}
+	c.executed.mu.Lock()
+	defer c.executed.mu.Unlock()
+	if c.executed.manual != 2 {
+		t.Errorf("%d manual runs, want 2", c.executed.manual)
+	}
+}
+
+func TestOverlapSkipDoesNotEnqueueWhilePreviousRuns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := sharedRedis(t)
+	release := make(chan struct{})
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { close(release) }) })
+	var mu sync.Mutex
+	runs := 0
+	slow := func(ctx context.Context, occ registry.Occurrence) error {
+		mu.Lock()
+		runs++
+		mu.Unlock()
+		<-release
+		return nil
+	}
+	c := newCluster(t, rdb, 1, runtime.Options{},
+		registry.Schedule{Name: "slow", Expr: "* * * * * *", Overlap: registry.OverlapSkip, Handler: slow})
+	waitFor(t, 10*time.Second, "two slots skipped while the first runs", func() bool {
+		counters, _ := c.rts[0].Counters(ctx)
+		return counters["slow"].Skipped >= 2
+	})
+	mu.Lock()
+	if runs != 1 {
+		t.Errorf("%d runs started while the first was still running, want 1", runs)
+	}
+	mu.Unlock()
+	once.Do(func() { close(release) })
+	waitFor(t, 10*time.Second, "a new occurrence after the first finished", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return runs >= 2
+	})
+}
+
+func TestWithoutRedisTheSchedulerIsDisabledNotFatal(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	reg := registry.MustNew(idleSchedule())
+	rt, err := runtime.New(reg, runtime.Options{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- rt.Run(ctx) }()
+	waitFor(t, 5*time.Second, "the disabled notice", func() bool { return strings.Contains(logs.String(), "disabled") })
+	if _, err := rt.Trigger(context.Background(), "nightly", ""); !errors.Is(err, runtime.ErrDisabled) {
+		t.Errorf("Trigger without Redis: %v, want ErrDisabled", err)
+	}
+	if state, _ := rt.RedisState(); state != "disabled" {
+		t.Errorf("RedisState = %q, want disabled", state)
+	}
+	s, _ := rt.Registry().Lookup("nightly")
+	if next := s.Next(time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)); next.Format(time.RFC3339) != "2026-11-29T03:17:00Z" {
+		t.Errorf("next run %s, want 2026-11-29T03:17:00Z", next)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run returned %v", err)
+	}
+	if n := strings.Count(logs.String(), "\n"); n != 1 {
+		t.Errorf("logged %d lines, want exactly one:\n%s", n, logs.String())
+	}
+}
+
+func TestRedisDownThenBackResumesAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := startPrivateRedis(t)
+	rdb := srv.client(t)
+	var logs syncBuffer
+	queue := uniq("q")
+	exec := newExecutions()
+	reg := registry.MustNew(registry.Schedule{Name: "tick", Expr: "* * * * * *", Queue: queue, Handler: exec.handler})
+	rt, err := runtime.New(reg, runtime.Options{Redis: rdb, LeaseTTL: time.Second,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	startWorker(t, rdb, queue, func(mux *asynq.ServeMux) { rt.RegisterHandlers(mux) })
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { rt.Run(runCtx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	waitFor(t, 10*time.Second, "runs before the outage", func() bool { return len(exec.slots("tick")) >= 2 })
+	srv.stop()
+	waitFor(t, 10*time.Second, "the runtime to notice Redis is down", func() bool {
+		state, _ := rt.RedisState()
+		return state == "down" && !rt.IsLeader()
+	})
+	downSince := time.Now()
+	waitFor(t, 10*time.Second, "several retries", func() bool { return time.Since(downSince) > 2*time.Second })
+	srv.start()
+	restarted := time.Now()
+	waitFor(t, 20*time.Second, "runs after Redis is back", func() bool {
+		for slot := range exec.slots("tick") {
+			if time.Unix(slot, 0).After(restarted) {
+				return true
+			}
+		}
+		return false
+	})
+	if n := strings.Count(logs.String(), "redis unreachable"); n != 1 {
+		t.Errorf("logged the outage %d times, want once:\n%s", n, logs.String())
+	}
+	if !strings.Contains(logs.String(), "redis reachable again") {
+		t.Errorf("no recovery logged:\n%s", logs.String())
+	}
+	assertOncePerSlot(t, reg.Schedules()[0], onlyBefore(exec.slots("tick"), downSince))
+}
+
+// onlyBefore keeps the slots before t: slots during an outage are missed
+// or late by design, so exactly-once is checked on each side separately.
+func onlyBefore(runs map[int64]int, t time.Time) map[int64]int {
+	out := map[int64]int{}
+	for slot, n := range runs {
+		if time.Unix(slot, 0).Before(t) {
+			out[slot] = n
+		}
+	}
+	return out
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+

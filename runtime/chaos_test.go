@@ -1,0 +1,721 @@
+package runtime_test
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/belfry/belfry/registry"
+	"github.com/belfry/belfry/runtime"
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+)
+
+// The chaos harness is opt-in: it takes minutes and starts processes, so it
+// runs only under `make chaos`, never in `go test ./...`.
+var (
+	chaosFlag    = flag.Bool("chaos", false, "run the chaos harness (make chaos)")
+	chaosSummary = flag.String("chaos.summary", "", "also write the chaos summary line to this file")
+)
+
+// A replica process is this test binary re-executed with these variables
+// set; TestChaosReplica then runs a replica instead of a test.
+const (
+	envReplica = "BELFRY_CHAOS_REPLICA"
+	envSocket  = "BELFRY_CHAOS_SOCKET"
+	envOffset  = "BELFRY_CHAOS_OFFSET"
+	envRecord  = "BELFRY_CHAOS_RECORD"
+	envTTL     = "BELFRY_CHAOS_TTL"
+	envGrace   = "BELFRY_CHAOS_GRACE"
+)
+
+const (
+	chaosNamespace = "chaos"
+	chaosQueue     = "chaos"
+)
+
+// chaosSchedules are what every replica serves and what the harness counts.
+// The per-second ones make a lost or doubled slot visible within a second of
+// any fault.
+func chaosSchedules(h registry.HandlerFunc) *registry.Registry {
+	exprs := []struct{ name, expr string }{
+		{"every-1s", "* * * * * *"},
+		{"every-2s", "*/2 * * * * *"},
+		{"every-5s", "*/5 * * * * *"},
+		{"every-1m", "* * * * *"},
+	}
+	var scheds []registry.Schedule
+	for _, e := range exprs {
+		scheds = append(scheds, registry.Schedule{Name: e.name, Expr: e.expr, Queue: chaosQueue,
+			Timeout: 10 * time.Second, MaxRetry: 5, Handler: h})
+	}
+	return registry.MustNew(scheds...)
+}
+
+// TestChaosReplica is the body of a replica process; run directly it skips.
+func TestChaosReplica(t *testing.T) {
+	name := os.Getenv(envReplica)
+	if name == "" {
+		t.Skip("replica process of TestChaos; runs only when TestChaos starts it")
+	}
+	if err := runChaosReplica(name); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func runChaosReplica(name string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	offset, err := time.ParseDuration(os.Getenv(envOffset))
+	if err != nil {
+		return fmt.Errorf("%s: %v", envOffset, err)
+	}
+	ttl, err := time.ParseDuration(os.Getenv(envTTL))
+	if err != nil {
+		return fmt.Errorf("%s: %v", envTTL, err)
+	}
+	grace, err := time.ParseDuration(os.Getenv(envGrace))
+	if err != nil {
+		return fmt.Errorf("%s: %v", envGrace, err)
+	}
+	// One file per process, appended with one write per execution: it
+	// survives Redis restarts and a SIGKILL (the page cache is the kernel's),
+	// so the count does not depend on anything the runtime writes.
+	rec, err := os.OpenFile(os.Getenv(envRecord), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer rec.Close()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	pid := os.Getpid()
+	reg := chaosSchedules(func(ctx context.Context, occ registry.Occurrence) error {
+		retry, _ := asynq.GetRetryCount(ctx)
+		line := fmt.Sprintf("%s %d %d %s %d\n", occ.Schedule, occ.Slot.Unix(), retry, name, pid)
+		if _, err := rec.WriteString(line); err != nil {
+			log.Error("chaos: recording an execution failed; the count will be short", "occ", occ.ID, "err", err)
+		}
+		return nil // every execution counts, so none is retried for failing
+	})
+
+	rdb := redis.NewClient(&redis.Options{Network: "unix", Addr: os.Getenv(envSocket),
+		DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second})
+	defer rdb.Close()
+	rt, err := runtime.New(reg, runtime.Options{Redis: rdb, Namespace: chaosNamespace, Replica: name,
+		LeaseTTL: ttl, Grace: grace, Logger: log, Testing: runtime.TestingKnobs{ClockOffset: offset}})
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
+		Queues: map[string]int{chaosQueue: 1}, Concurrency: 8,
+		TaskCheckInterval: 100 * time.Millisecond, DelayedTaskCheckInterval: time.Second,
+		// A task orphaned by a SIGKILLed worker comes back as a retry; run it
+		// soon so the drain does not wait for asynq's default backoff.
+		RetryDelayFunc:  func(int, error, *asynq.Task) time.Duration { return time.Second },
+		ShutdownTimeout: 5 * time.Second,
+		Logger:          chaosAsynqLogger{log.With("component", "asynq")}, LogLevel: asynq.WarnLevel,
+	})
+	mux := asynq.NewServeMux()
+	rt.RegisterHandlers(mux)
+	if err := srv.Start(mux); err != nil {
+		return err
+	}
+	log.Info("chaos replica up", "pid", pid, "clock_offset", offset)
+	runErr := rt.Run(ctx)
+	srv.Shutdown()
+	log.Info("chaos replica down", "pid", pid)
+	return runErr
+}
+
+type chaosAsynqLogger struct{ l *slog.Logger }
+
+func (c chaosAsynqLogger) Debug(args ...any) { c.l.Debug(fmt.Sprint(args...)) }
+func (c chaosAsynqLogger) Info(args ...any)  { c.l.Info(fmt.Sprint(args...)) }
+func (c chaosAsynqLogger) Warn(args ...any)  { c.l.Warn(fmt.Sprint(args...)) }
+func (c chaosAsynqLogger) Error(args ...any) { c.l.Error(fmt.Sprint(args...)) }
+func (c chaosAsynqLogger) Fatal(args ...any) { c.l.Error(fmt.Sprint(args...)); os.Exit(1) }
+
+// chaosConfig is read from the environment so `make chaos` can be tuned
+// without editing code.
+type chaosConfig struct {
+	replicas int
+	duration time.Duration
+	seed     uint64
+	skew     time.Duration
+	ttl      time.Duration
+	grace    time.Duration
+}
+
+func chaosConfigFromEnv(t *testing.T) chaosConfig {
+	t.Helper()
+	c := chaosConfig{replicas: 3, duration: 60 * time.Second, seed: 1, skew: 3 * time.Second,
+		ttl: 2 * time.Second, grace: 30 * time.Second}
+	var err error
+	if v := os.Getenv("CHAOS_REPLICAS"); v != "" {
+		if c.replicas, err = strconv.Atoi(v); err != nil || c.replicas < 2 {
+			t.Fatalf("CHAOS_REPLICAS=%q: want an integer of at least 2", v)
+		}
+	}
+	if v := os.Getenv("CHAOS_DURATION"); v != "" {
+		if c.duration, err = time.ParseDuration(v); err != nil || c.duration < 10*time.Second {
+			t.Fatalf("CHAOS_DURATION=%q: want a duration of at least 10s, e.g. 60s", v)
+		}
+	}
+	if v := os.Getenv("CHAOS_SEED"); v != "" {
+		if c.seed, err = strconv.ParseUint(v, 10, 64); err != nil {
+			t.Fatalf("CHAOS_SEED=%q: want a non-negative integer", v)
+		}
+	}
+	if v := os.Getenv("CHAOS_SKEW"); v != "" {
+		if c.skew, err = time.ParseDuration(v); err != nil || c.skew < 0 || c.skew >= c.grace/2 {
+			t.Fatalf("CHAOS_SKEW=%q: want a duration between 0 and %s", v, c.grace/2)
+		}
+	}
+	return c
+}
+
+// offset gives replica i its clock offset: the first runs on true time, the
+// others alternate ahead and behind, so leadership moves between clocks that
+// disagree by up to twice the skew.
+func (c chaosConfig) offset(i int) time.Duration {
+	if i == 0 || c.skew == 0 {
+		return 0
+	}
+	d := c.skew
+	if i > 2 {
+		d = c.skew / 2
+	}
+	if i%2 == 0 {
+		return -d
+	}
+	return d
+}
+
+type replicaState int
+
+const (
+	replicaRunning replicaState = iota
+	replicaPaused
+	replicaDead
+)
+
+// chaosReplica is one replica slot; each restart is a new process (a new
+// incarnation with its own name, log and record file).
+type chaosReplica struct {
+	idx         int
+	incarnation int
+	name        string
+	offset      time.Duration
+	cmd         *exec.Cmd
+	exited      chan struct{}
+	state       replicaState
+}
+
+type chaosHarness struct {
+	t        *testing.T
+	cfg      chaosConfig
+	dir      string
+	exe      string
+	redis    *chaosRedis
+	rdb      *redis.Client
+	replicas []*chaosReplica
+	// chaosStart is the origin of the fault schedule's offsets.
+	chaosStart time.Time
+
+	kills, pauses, redisRestarts int
+}
+
+func TestChaos(t *testing.T) {
+	if !*chaosFlag {
+		t.Skip("chaos harness is opt-in: run `make chaos` (go test ./runtime -run '^TestChaos$' -chaos -v)")
+	}
+	cfg := chaosConfigFromEnv(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not t.TempDir: the logs and records are the evidence when the run
+	// fails, so they are kept unless it passes.
+	dir, err := os.MkdirTemp("", "belfry-chaos-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("chaos: logs and execution records kept in %s", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
+	h := &chaosHarness{t: t, cfg: cfg, dir: dir, exe: exe}
+	t.Logf("chaos: seed=%d replicas=%d duration=%s lease_ttl=%s grace=%s skew=±%s dir=%s",
+		cfg.seed, cfg.replicas, cfg.duration, cfg.ttl, cfg.grace, cfg.skew, dir)
+
+	h.redis = startChaosRedis(t, dir)
+	t.Cleanup(h.redis.stop)
+	h.rdb = redis.NewClient(&redis.Options{Network: "unix", Addr: h.redis.socket,
+		DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second})
+	t.Cleanup(func() { h.rdb.Close() })
+	t.Cleanup(h.killAll) // only on a failure path; a normal run stops them first
+
+	for i := range cfg.replicas {
+		h.replicas = append(h.replicas, &chaosReplica{idx: i, offset: cfg.offset(i), state: replicaDead})
+		h.start(h.replicas[i])
+	}
+	reg := chaosSchedules(func(context.Context, registry.Occurrence) error { return nil })
+
+	// Warm-up: a leader has written every schedule's first cursor. Slots
+	// before that were never meant to run (a new schedule starts from now),
+	// and a leader ahead by the skew set that "now" up to skew in the
+	// future, so counting starts after it.
+	if !h.waitUntil(30*time.Second, "a leader to initialise every schedule's cursor", func() bool {
+		n, err := h.rdb.HLen(context.Background(), chaosNamespace+":cursors").Result()
+		return err == nil && int(n) == reg.Len()
+	}) {
+		t.FailNow()
+	}
+	warm := time.NewTimer(cfg.skew + 2*time.Second)
+	<-warm.C
+	start := time.Now()
+	windowStart := start.Truncate(time.Second).Add(time.Second)
+
+	h.runChaos(start)
+	end := time.Now()
+	t.Logf("chaos: faults over after %s; draining", end.Sub(start).Round(time.Millisecond))
+
+	slots := windowSlots(reg, windowStart, end)
+	h.drain(slots, end)
+	h.stopAll()
+
+	runs, retries := h.readRecords()
+	var occurrences, duplicates, missed, redelivered int
+	for _, s := range reg.Schedules() {
+		for _, slot := range slots[s.Name] {
+			occurrences++
+			first, again := runs[s.Name][slot], retries[s.Name][slot]
+			at := time.Unix(slot, 0).UTC().Format(time.TimeOnly)
+			switch {
+			case first+again == 0:
+				missed++
+				t.Errorf("chaos: %s slot %s (%d) never ran", s.Name, at, slot)
+			case first > 1:
+				duplicates += first - 1
+				t.Errorf("chaos: %s slot %s (%d) ran %d times as a first attempt", s.Name, at, slot, first)
+			}
+			if again > 0 {
+				redelivered += again
+				t.Logf("chaos: %s slot %s (%d) ran %d time(s) as an asynq retry (a worker died before acknowledging)",
+					s.Name, at, slot, again)
+			}
+		}
+	}
+	if redelivered > 0 {
+		fmt.Printf("chaos: retries=%d (asynq redelivered tasks whose worker was SIGKILLed; at-least-once delivery, not counted as duplicates)\n", redelivered)
+	}
+	skew := strconv.FormatFloat(cfg.skew.Seconds(), 'f', -1, 64)
+	line := fmt.Sprintf("chaos: occurrences=%d duplicates=%d missed=%d kills=%d pauses=%d skew_s=%s redis_restarts=%d",
+		occurrences, duplicates, missed, h.kills, h.pauses, skew, h.redisRestarts)
+	if *chaosSummary != "" {
+		if err := os.WriteFile(*chaosSummary, []byte(line+"\n"), 0o644); err != nil {
+			t.Errorf("writing %s: %v", *chaosSummary, err)
+		}
+	}
+	if occurrences == 0 {
+		t.Error("chaos: no slot came due in the window")
+	}
+	fmt.Println(line)
+}
+
+// windowSlots lists, per schedule, every slot in [from, to] by true time.
+func windowSlots(reg *registry.Registry, from, to time.Time) map[string][]int64 {
+	out := map[string][]int64{}
+	for _, s := range reg.Schedules() {
+		for slot := s.Next(from.Add(-time.Nanosecond)); !slot.IsZero() && !slot.After(to); slot = s.Next(slot) {
+			out[s.Name] = append(out[s.Name], slot.Unix())
+		}
+	}
+	return out
+}
+
+// chaosEvent is one step of the fault schedule, at an offset from the start.
+type chaosEvent struct {
+	at   time.Duration
+	kind string // "kill", "pause", "redis"
+	hold time.Duration
+	// tries counts attempts to find a leader to hit.
+	tries int
+	do    func()
+}
+
+// plan draws the whole fault schedule from the seed before anything runs,
+// so a seed names one sequence of faults. Which replica each fault hits is
+// whichever leads at that moment.
+func (h *chaosHarness) plan() []*chaosEvent {
+	cfg := h.cfg
+	rng := rand.New(rand.NewPCG(cfg.seed, 0x62656c667279))
+	between := func(lo, hi time.Duration) time.Duration {
+		return lo + time.Duration(rng.Int64N(int64(hi-lo)+1))
+	}
+	var evs []*chaosEvent
+	for at := between(2*time.Second, 5*time.Second); at < cfg.duration; at += between(2*time.Second, 6*time.Second) {
+		ev := &chaosEvent{at: at, kind: "kill", hold: between(500*time.Millisecond, 3*time.Second)}
+		if rng.IntN(4) == 0 {
+			// Longer than the lease: the key expires, another replica takes
+			// over, and this one wakes up still thinking it leads.
+			ev.kind, ev.hold = "pause", between(cfg.ttl+time.Second, 2*cfg.ttl+2*time.Second)
+		}
+		evs = append(evs, ev)
+	}
+	if !slices.ContainsFunc(evs, func(e *chaosEvent) bool { return e.kind == "pause" }) && len(evs) > 1 {
+		evs[1].kind, evs[1].hold = "pause", cfg.ttl+2*time.Second
+	}
+	if !slices.ContainsFunc(evs, func(e *chaosEvent) bool { return e.kind == "kill" }) {
+		evs[0].kind = "kill"
+	}
+	evs = append(evs, &chaosEvent{at: between(cfg.duration*35/100, cfg.duration*65/100), kind: "redis",
+		hold: between(200*time.Millisecond, 1500*time.Millisecond)})
+	slices.SortStableFunc(evs, func(a, b *chaosEvent) int { return cmp.Compare(a.at, b.at) })
+	return evs
+}
+
+// runChaos plays the fault schedule, then finishes pending restarts and
+// resumes so every replica is up for the drain.
+func (h *chaosHarness) runChaos(start time.Time) {
+	h.chaosStart = start
+	queue := h.plan()
+	for _, ev := range queue {
+		switch ev.kind {
+		case "kill", "pause":
+			ev.do = func() { h.hitLeader(ev, &queue) }
+		case "redis":
+			ev.do = func() { h.restartRedis(ev, &queue) }
+		}
+	}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for len(queue) > 0 {
+		slices.SortStableFunc(queue, func(a, b *chaosEvent) int { return cmp.Compare(a.at, b.at) })
+		ev := queue[0]
+		queue = queue[1:]
+		if wait := time.Until(start.Add(ev.at)); wait > 0 {
+			timer.Reset(wait)
+			<-timer.C
+		}
+		ev.do()
+	}
+}
+
+// after queues a follow-up (a restart, a resume) d from now.
+func (h *chaosHarness) after(queue *[]*chaosEvent, d time.Duration, kind string, do func()) {
+	*queue = append(*queue, &chaosEvent{at: time.Since(h.chaosStart) + d, kind: kind, do: do})
+}
+
+// hitLeader kills or pauses whichever replica holds the lease. With no
+// running leader to hit (Redis down, the leader already paused, a takeover
+// under way) it tries again shortly, a few times, then lets the event go.
+func (h *chaosHarness) hitLeader(ev *chaosEvent, queue *[]*chaosEvent) {
+	r := h.leader()
+	if r == nil {
+		if ev.tries++; ev.tries < 12 {
+			ev.at = time.Since(h.chaosStart) + 250*time.Millisecond
+			*queue = append(*queue, ev)
+		} else {
+			h.t.Logf("chaos: %s skipped: no running leader", ev.kind)
+		}
+		return
+	}
+	switch ev.kind {
+	case "kill":
+		h.kills++
+		h.t.Logf("chaos: SIGKILL leader %s (pid %d); restart in %s", r.name, r.cmd.Process.Pid, ev.hold)
+		r.cmd.Process.Signal(syscall.SIGKILL)
+		<-r.exited
+		r.state = replicaDead
+		h.after(queue, ev.hold, "restart", func() { h.start(r) })
+	case "pause":
+		h.pauses++
+		h.t.Logf("chaos: SIGSTOP leader %s (pid %d) for %s", r.name, r.cmd.Process.Pid, ev.hold)
+		r.cmd.Process.Signal(syscall.SIGSTOP)
+		r.state = replicaPaused
+		h.after(queue, ev.hold, "resume", func() {
+			h.t.Logf("chaos: SIGCONT %s (pid %d): wakes up a zombie", r.name, r.cmd.Process.Pid)
+			r.cmd.Process.Signal(syscall.SIGCONT)
+			r.state = replicaRunning
+		})
+	}
+}
+
+// leader is the running replica named in the lease key ("<replica>|<token>").
+func (h *chaosHarness) leader() *chaosReplica {
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	v, err := h.rdb.Get(ctx, chaosNamespace+":lease").Result()
+	if err != nil {
+		return nil
+	}
+	name, _, _ := strings.Cut(v, "|")
+	for _, r := range h.replicas {
+		if r.name == name && r.state == replicaRunning {
+			return r
+		}
+	}
+	return nil
+}
+
+// restartRedis shuts Redis down cleanly (SIGTERM: the AOF is complete) and
+// starts it again on the same socket and directory after a short outage.
+func (h *chaosHarness) restartRedis(ev *chaosEvent, queue *[]*chaosEvent) {
+	h.redisRestarts++
+	h.t.Logf("chaos: Redis shutdown (SIGTERM); down for %s", ev.hold)
+	h.redis.stop()
+	h.after(queue, ev.hold, "redis-start", func() {
+		h.redis.start()
+		h.t.Logf("chaos: Redis started again from its AOF")
+	})
+}
+
+// start launches a new incarnation of replica r.
+func (h *chaosHarness) start(r *chaosReplica) {
+	h.t.Helper()
+	r.incarnation++
+	r.name = fmt.Sprintf("r%d.%d", r.idx, r.incarnation)
+	logf, err := os.Create(filepath.Join(h.dir, "replica-"+r.name+".log"))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer logf.Close() // the child keeps its own descriptor
+	cmd := exec.Command(h.exe, "-test.run=^TestChaosReplica$", "-test.count=1", "-test.timeout=0", "-test.v")
+	cmd.Env = append(os.Environ(),
+		envReplica+"="+r.name,
+		envSocket+"="+h.redis.socket,
+		envOffset+"="+r.offset.String(),
+		envRecord+"="+filepath.Join(h.dir, "exec-"+r.name+".log"),
+		envTTL+"="+h.cfg.ttl.String(),
+		envGrace+"="+h.cfg.grace.String(),
+	)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		h.t.Fatalf("starting replica %s: %v", r.name, err)
+	}
+	r.cmd, r.exited, r.state = cmd, make(chan struct{}), replicaRunning
+	exited := r.exited
+	go func() { cmd.Wait(); close(exited) }()
+	h.t.Logf("chaos: started replica %s (pid %d, clock offset %s)", r.name, cmd.Process.Pid, r.offset)
+}
+
+// drain keeps the replicas running until every slot of the window has run
+// and no task of the window is still queued, active or waiting to retry
+// (a task orphaned by a SIGKILLed worker is recovered by asynq after its
+// lease, and its retry may run the handler again: that must be seen).
+func (h *chaosHarness) drain(slots map[string][]int64, end time.Time) {
+	// A replica behind by the skew enqueues the last slots that much later,
+	// and a leader killed at the very end is replaced within a TTL.
+	settle := time.NewTimer(h.cfg.skew + h.cfg.ttl + 2*time.Second)
+	<-settle.C
+	insp := asynq.NewInspectorFromRedisClient(h.rdb)
+	defer insp.Close()
+	endUnix := end.Unix()
+	deadline := 3*time.Minute + h.cfg.grace
+	var last string
+	h.waitUntil(deadline, "the window's tasks to finish", func() bool {
+		runs, retries := h.readRecords()
+		for name, list := range slots {
+			for _, slot := range list {
+				if runs[name][slot]+retries[name][slot] == 0 {
+					last = fmt.Sprintf("%s slot %d has not run", name, slot)
+					return false
+				}
+			}
+		}
+		for _, list := range []func(string, ...asynq.ListOption) ([]*asynq.TaskInfo, error){
+			insp.ListPendingTasks, insp.ListActiveTasks, insp.ListRetryTasks, insp.ListScheduledTasks,
+		} {
+			tasks, err := list(chaosQueue, asynq.PageSize(10000))
+			if err != nil && !errors.Is(err, asynq.ErrQueueNotFound) {
+				last = err.Error()
+				return false
+			}
+			for _, ti := range tasks {
+				i := strings.LastIndexByte(ti.ID, ':')
+				if slot, err := strconv.ParseInt(ti.ID[i+1:], 10, 64); err == nil && slot <= endUnix {
+					last = fmt.Sprintf("task %s is %s", ti.ID, ti.State)
+					return false
+				}
+			}
+		}
+		return true
+	}, func() string { return last })
+}
+
+// readRecords counts executions per schedule and slot: first attempts and
+// asynq retries apart, since two first attempts of one slot mean it was
+// enqueued twice while a retry is asynq redelivering the one task.
+func (h *chaosHarness) readRecords() (runs, retries map[string]map[int64]int) {
+	runs, retries = map[string]map[int64]int{}, map[string]map[int64]int{}
+	files, _ := filepath.Glob(filepath.Join(h.dir, "exec-*.log"))
+	for _, name := range files {
+		f, err := os.Open(name)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			fields := strings.Fields(sc.Text())
+			if len(fields) != 5 {
+				continue // a line cut short by a SIGKILL mid-write
+			}
+			slot, err1 := strconv.ParseInt(fields[1], 10, 64)
+			retry, err2 := strconv.Atoi(fields[2])
+			if err1 != nil || err2 != nil {
+				continue
+			}
+			m := runs
+			if retry > 0 {
+				m = retries
+			}
+			if m[fields[0]] == nil {
+				m[fields[0]] = map[int64]int{}
+			}
+			m[fields[0]][slot]++
+		}
+		f.Close()
+	}
+	return runs, retries
+}
+
+// stopAll stops every replica the way a deploy does: SIGTERM, and each
+// releases its lease and stops its worker before exiting.
+func (h *chaosHarness) stopAll() {
+	for _, r := range h.replicas {
+		if r.state == replicaPaused {
+			r.cmd.Process.Signal(syscall.SIGCONT)
+			r.state = replicaRunning
+		}
+		if r.state == replicaRunning {
+			r.cmd.Process.Signal(syscall.SIGTERM)
+		}
+	}
+	for _, r := range h.replicas {
+		if r.state != replicaRunning {
+			continue
+		}
+		timer := time.NewTimer(20 * time.Second)
+		select {
+		case <-r.exited:
+			if code := r.cmd.ProcessState.ExitCode(); code != 0 {
+				h.t.Errorf("chaos: replica %s exited with status %d on SIGTERM; see replica-%s.log", r.name, code, r.name)
+			}
+		case <-timer.C:
+			h.t.Errorf("chaos: replica %s did not exit within 20s of SIGTERM; killing it", r.name)
+			r.cmd.Process.Kill()
+			<-r.exited
+		}
+		timer.Stop()
+		r.state = replicaDead
+	}
+}
+
+// killAll is the failure-path cleanup: it ends only the processes this
+// harness started.
+func (h *chaosHarness) killAll() {
+	for _, r := range h.replicas {
+		if r.state != replicaDead && r.cmd != nil {
+			r.cmd.Process.Signal(syscall.SIGCONT)
+			r.cmd.Process.Kill()
+			<-r.exited
+			r.state = replicaDead
+		}
+	}
+}
+
+// waitUntil polls cond, which reads state other processes change; the
+// interval only paces the polling.
+func (h *chaosHarness) waitUntil(within time.Duration, what string, cond func() bool, why ...func() string) bool {
+	h.t.Helper()
+	deadline := time.Now().Add(within)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			msg := fmt.Sprintf("chaos: timed out after %s waiting for %s", within, what)
+			for _, f := range why {
+				msg += ": " + f()
+			}
+			h.t.Error(msg)
+			return false
+		}
+		<-tick.C
+	}
+	return true
+}
+
+// chaosRedis is the harness's own redis-server, restartable in place.
+type chaosRedis struct {
+	t      *testing.T
+	dir    string
+	socket string
+	cmd    *exec.Cmd
+}
+
+func startChaosRedis(t *testing.T, dir string) *chaosRedis {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatalf("redis-server not on PATH: %v (install it: apt-get install redis-server)", err)
+	}
+	r := &chaosRedis{t: t, dir: dir, socket: filepath.Join(dir, "redis.sock")}
+	r.start()
+	return r
+}
+
+func (r *chaosRedis) start() {
+	r.t.Helper()
+	// appendfsync always: a clean shutdown loses nothing either way, but it
+	// keeps the restart honest about acknowledged writes.
+	r.cmd = exec.Command("redis-server", "--port", "0", "--unixsocket", r.socket, "--unixsocketperm", "700",
+		"--dir", r.dir, "--save", "", "--appendonly", "yes", "--appendfsync", "always",
+		"--logfile", filepath.Join(r.dir, "redis.log"))
+	if err := r.cmd.Start(); err != nil {
+		r.t.Fatalf("starting redis-server: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		c, err := net.Dial("unix", r.socket)
+		if err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("redis-server did not accept connections on %s within 10s: %v (see %s)", r.socket, err,
+				filepath.Join(r.dir, "redis.log"))
+		}
+		<-tick.C
+	}
+}
+
+// stop is a clean shutdown: on SIGTERM Redis flushes the AOF and exits.
+func (r *chaosRedis) stop() {
+	if r.cmd == nil || r.cmd.Process == nil {
+		return
+	}
+	r.cmd.Process.Signal(syscall.SIGTERM)
+	r.cmd.Wait()
+	r.cmd = nil
+}

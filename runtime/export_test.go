@@ -1,0 +1,41 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/belfry/belfry/registry"
+)
+
+// Hooks into the lease and the fenced writes for tests that play a crashed
+// or paused holder, which a running Runtime never does on purpose.
+
+func (r *Runtime) AcquireLease(ctx context.Context) (time.Duration, error) { return r.lease.acquire(ctx) }
+
+func (r *Runtime) RenewLease(ctx context.Context) error {
+	_, err := r.lease.renew(ctx, r.lease.holding())
+	return err
+}
+
+func (r *Runtime) LeaseValue() (string, bool) { return r.lease.current() }
+
+func (r *Runtime) ReleaseLease(ctx context.Context) { r.lease.release(ctx) }
+
+// CommitCursor advances one schedule's cursor through the fenced script as
+// the holder of leaseValue would.
+func (r *Runtime) CommitCursor(ctx context.Context, leaseValue, name string, cursor time.Time) (bool, error) {
+	batch, _ := json.Marshal([]commitItem{{Name: name, Cursor: cursor.Unix(), Recs: []commitRec{}, Counts: map[string]int64{}}})
+	ok, err := commitScript.Run(ctx, r.rdb, []string{r.keys.lease}, leaseValue, r.keys.prefix,
+		r.opts.HistoryLimit, 60, batch).Int()
+	return ok == 1, err
+}
+
+// Enqueue enqueues a scheduled occurrence as the scheduler does, without
+// any lease check: what a zombie that slipped past its check would do.
+func (r *Runtime) Enqueue(ctx context.Context, occ registry.Occurrence) error {
+	s, _ := r.reg.Lookup(occ.Schedule)
+	return r.enqueue(ctx, occ, r.retention(s))
+}
+
+func (r *Runtime) CursorsKey() string { return r.keys.cursors }
