@@ -11,7 +11,9 @@ import (
 // Hooks into the lease and the fenced writes for tests that play a crashed
 // or paused holder, which a running Runtime never does on purpose.
 
-func (r *Runtime) AcquireLease(ctx context.Context) (time.Duration, error) { return r.lease.acquire(ctx) }
+func (r *Runtime) AcquireLease(ctx context.Context) (time.Duration, error) {
+	return r.lease.acquire(ctx)
+}
 
 func (r *Runtime) RenewLease(ctx context.Context) error {
 	_, err := r.lease.renew(ctx, r.lease.holding())
