@@ -1,0 +1,155 @@
+// Package directive defines an Analyzer that checks //cron:schedule
+// directives: their grammar, placement and handler signature.
+package directive
+
+import (
+	"fmt"
+	"go/token"
+	"go/types"
+	"slices"
+	"strings"
+
+	"golang.org/x/tools/go/analysis"
+
+	"github.com/belfry/belfry/analyzer/internal/cronpass"
+	"github.com/belfry/belfry/registry"
+)
+
+const doc = `check //cron:schedule directives
+
+Reports what would make crongen fail or silently drop a schedule:
+  - a malformed //cron: line: unknown directive, bad or missing cron
+    expression, unknown, duplicate or empty key, bad value, unknown zone,
+    each at the offending text;
+  - a CRON_TZ= or TZ= prefix in the expression (fix: move it to tz=);
+  - "// cron:schedule" with a space, which Go does not treat as a
+    directive, so the schedule would not exist (fix: remove the space);
+  - a directive that is not in the doc comment of a top-level func;
+  - a handler whose signature is not
+    func(context.Context, registry.Occurrence) error, or with payload=V
+    the same with a third parameter that V's type is assignable to, V
+    being a package-level variable;
+  - a //cronlint:ignore comment without a check name and a reason, naming
+    an unknown check, or next to no directive.`
+
+// Analyzer is the directive check.
+var Analyzer = &analysis.Analyzer{
+	Name:     "directive",
+	Doc:      doc,
+	URL:      "https://github.com/belfry/belfry/tree/main/analyzer/directive",
+	Requires: []*analysis.Analyzer{cronpass.Analyzer},
+	Run:      run,
+}
+
+func run(pass *analysis.Pass) (any, error) {
+	res := cronpass.Of(pass)
+	for _, e := range res.Entries {
+		switch {
+		case e.Err != nil:
+			d := analysis.Diagnostic{Pos: e.Err.Pos, End: e.Err.End, Message: e.Err.Msg}
+			if fix, ok := zonePrefixFix(e); ok {
+				d.SuggestedFixes = []analysis.SuggestedFix{fix}
+			}
+			cronpass.Report(pass, e, d)
+		case registry.MisplacedError(e.Found) != nil:
+			err := registry.MisplacedError(e.Found)
+			cronpass.Report(pass, e, analysis.Diagnostic{Pos: err.Pos, End: err.End, Message: err.Msg})
+		default:
+			checkHandler(pass, e)
+		}
+	}
+	for _, c := range res.Spaced {
+		slash := strings.Index(c.Text[2:], "cron:") + 2
+		pass.Report(analysis.Diagnostic{
+			Pos: c.Slash, End: c.Slash + token.Pos(slash+len("cron:")),
+			Message: fmt.Sprintf("%q has a space after //, so Go does not treat it as a directive and the schedule does not exist; write //cron:", c.Text[:slash+len("cron:")]),
+			SuggestedFixes: []analysis.SuggestedFix{{
+				Message:   "Remove the space after //",
+				TextEdits: []analysis.TextEdit{{Pos: c.Slash + 2, End: c.Slash + token.Pos(slash)}},
+			}},
+		})
+	}
+	for _, ig := range res.Ignores {
+		checkIgnore(pass, ig)
+	}
+	return nil, nil
+}
+
+const ignoreExample = cronpass.IgnorePrefix + " pileup reports are batched downstream"
+
+func checkIgnore(pass *analysis.Pass, ig *cronpass.Ignore) {
+	c := ig.Comment
+	var msg string
+	switch {
+	case ig.Check == "":
+		msg = fmt.Sprintf("%s needs a check and a reason; checks are %s, e.g. %s", cronpass.IgnorePrefix, strings.Join(cronpass.Checks, ", "), ignoreExample)
+	case !slices.Contains(cronpass.Checks, ig.Check):
+		msg = fmt.Sprintf("%s names unknown check %q; checks are %s, e.g. %s", cronpass.IgnorePrefix, ig.Check, strings.Join(cronpass.Checks, ", "), ignoreExample)
+	case ig.Reason == "":
+		msg = fmt.Sprintf("%s %s needs a reason, so the next reader knows why the check does not apply, e.g. %s", cronpass.IgnorePrefix, ig.Check, ignoreExample)
+	case !ig.Used:
+		msg = fmt.Sprintf("%s has no effect here: put it in the doc comment of the //cron:schedule directive it is about", cronpass.IgnorePrefix)
+	default:
+		return
+	}
+	pass.Report(analysis.Diagnostic{Pos: c.Slash, End: c.End(), Message: msg})
+}
+
+// zonePrefixFix moves a CRON_TZ=Zone or TZ=Zone prefix of the expression
+// to a tz= key, when the zone is valid and no tz= key competes with it.
+func zonePrefixFix(e *cronpass.Entry) (analysis.SuggestedFix, bool) {
+	c := e.Comment
+	off := int(e.Err.Pos - c.Slash)
+	if off < 0 || off >= len(c.Text) {
+		return analysis.SuggestedFix{}, false
+	}
+	rest := c.Text[off:]
+	var zone string
+	for _, prefix := range []string{"CRON_TZ=", "TZ="} {
+		if after, ok := strings.CutPrefix(rest, prefix); ok {
+			zone, _, _ = strings.Cut(after, " ")
+			zone = strings.TrimRight(zone, `"`)
+			rest = prefix + zone
+		}
+	}
+	if zone == "" || strings.Contains(c.Text, " tz=") {
+		return analysis.SuggestedFix{}, false
+	}
+	if _, err := registry.LoadZone(zone); err != nil {
+		return analysis.SuggestedFix{}, false
+	}
+	end := off + len(rest)
+	for end < len(c.Text) && c.Text[end] == ' ' {
+		end++
+	}
+	return analysis.SuggestedFix{
+		Message: "Move the zone to tz=" + zone,
+		TextEdits: []analysis.TextEdit{
+			{Pos: c.Slash + token.Pos(off), End: c.Slash + token.Pos(end)},
+			{Pos: c.End(), End: c.End(), NewText: []byte(" tz=" + zone)},
+		},
+	}, true
+}
+
+func checkHandler(pass *analysis.Pass, e *cronpass.Entry) {
+	fn, ok := pass.TypesInfo.Defs[e.Func.Name].(*types.Func)
+	if !ok {
+		return
+	}
+	var payload types.Type
+	if name := e.Directive.Payload; name != "" {
+		v := cronpass.PayloadVar(pass, e)
+		if v == nil {
+			kv, _ := e.Directive.Key("payload")
+			cronpass.Report(pass, e, analysis.Diagnostic{
+				Pos: kv.ValuePos, End: kv.ValuePos + token.Pos(len(kv.Value)),
+				Message: fmt.Sprintf("payload=%s names no package-level variable of package %s; declare one, e.g. var %s = DigestConfig{...}", name, pass.Pkg.Name(), name),
+			})
+			return
+		}
+		payload = v.Type()
+	}
+	if err := registry.CheckHandler(fn, payload); err != nil {
+		cronpass.Report(pass, e, analysis.Diagnostic{Pos: e.Func.Name.Pos(), End: e.Func.Type.End(), Message: err.Error()})
+	}
+}

@@ -1,0 +1,18 @@
+package overlap_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/tools/go/analysis/analysistest"
+
+	"github.com/belfry/belfry/analyzer/overlap"
+)
+
+func TestAnalyzer(t *testing.T) {
+	testdata, err := filepath.Abs(filepath.Join("..", "testdata"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	analysistest.RunWithSuggestedFixes(t, testdata, overlap.Analyzer, "overlap")
+}

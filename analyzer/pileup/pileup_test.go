@@ -1,0 +1,48 @@
+package pileup_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/tools/go/analysis/analysistest"
+
+	"github.com/belfry/belfry/analyzer/pileup"
+)
+
+func testdata(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("..", "testdata"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestAnalyzer(t *testing.T) {
+	analysistest.RunWithSuggestedFixes(t, testdata(t), pileup.Analyzer, "pileup")
+}
+
+func TestThresholdFlag(t *testing.T) {
+	if err := pileup.Analyzer.Flags.Set("threshold", "2"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pileup.Analyzer.Flags.Set("threshold", "3") })
+	analysistest.RunWithSuggestedFixes(t, testdata(t), pileup.Analyzer, "pileup/pairs")
+}
+
+func TestSpreadMinute(t *testing.T) {
+	seen := map[int]bool{}
+	for _, name := range []string{"a", "b", "jobs.prune", "jobs.send-digest", "nightly-a", "nightly-b", "london"} {
+		m := pileup.SpreadMinute(name)
+		if m < 1 || m > 59 {
+			t.Errorf("SpreadMinute(%q) = %d, want 1..59", name, m)
+		}
+		if m != pileup.SpreadMinute(name) {
+			t.Errorf("SpreadMinute(%q) is not stable", name)
+		}
+		seen[m] = true
+	}
+	if len(seen) < 5 {
+		t.Errorf("7 names land on only %d minutes; the hash does not spread", len(seen))
+	}
+}

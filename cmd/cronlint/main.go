@@ -1,0 +1,21 @@
+// Command cronlint checks //cron:schedule directives and their handlers.
+//
+// It runs standalone (cronlint ./...) or as a vet tool
+// (go vet -vettool=$(which cronlint) ./...); -fix applies suggested fixes.
+// Each check can be silenced for one schedule with
+// //cronlint:ignore <check> <reason> in the directive's doc comment.
+package main
+
+import (
+	"golang.org/x/tools/go/analysis/multichecker"
+
+	"github.com/belfry/belfry/analyzer/directive"
+	"github.com/belfry/belfry/analyzer/idempotent"
+	"github.com/belfry/belfry/analyzer/overlap"
+	"github.com/belfry/belfry/analyzer/pileup"
+	"github.com/belfry/belfry/analyzer/zone"
+)
+
+func main() {
+	multichecker.Main(directive.Analyzer, pileup.Analyzer, zone.Analyzer, idempotent.Analyzer, overlap.Analyzer)
+}
