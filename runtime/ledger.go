@@ -36,7 +36,8 @@ type Record struct {
 	EnqueuedAt time.Time     `json:"enqueued_at,omitzero"`
 	StartedAt  time.Time     `json:"started_at,omitzero"`
 	FinishedAt time.Time     `json:"finished_at,omitzero"`
-	Duration   time.Duration `json:"duration_ns,omitempty"`
+	Duration   time.Duration `json:"-"`
+	DurationMS int64         `json:"duration_ms,omitempty"`
 	Error      string        `json:"error,omitempty"`
 	Attempt    int           `json:"attempt,omitempty"`
 	Replica    string        `json:"replica,omitempty"`
@@ -138,7 +139,7 @@ func parseRecord(h map[string]string) Record {
 		rec.Slot = time.Unix(sec, 0).UTC()
 	}
 	if d, err := strconv.ParseInt(h["duration_ms"], 10, 64); err == nil {
-		rec.Duration = time.Duration(d) * time.Millisecond
+		rec.Duration, rec.DurationMS = time.Duration(d)*time.Millisecond, d
 	}
 	rec.Attempt, _ = strconv.Atoi(h["attempt"])
 	return rec
@@ -149,6 +150,9 @@ func parseRecord(h map[string]string) Record {
 type Counters struct {
 	Enqueued, Manual, Missed, Skipped, Succeeded, Failed int64
 	LastEnqueue, LastSuccess, LastFailure                time.Time
+	// FirstSeen is when the scheduler first saw the schedule; slots
+	// before it were never meant to run.
+	FirstSeen time.Time
 }
 
 // Counters returns every schedule's counters in one round trip.
@@ -188,6 +192,8 @@ func (r *Runtime) Counters(ctx context.Context) (map[string]Counters, error) {
 			c.LastSuccess = time.UnixMilli(n).UTC()
 		case "last_failure":
 			c.LastFailure = time.UnixMilli(n).UTC()
+		case "first_seen":
+			c.FirstSeen = time.UnixMilli(n).UTC()
 		}
 		out[name] = c
 	}
@@ -225,4 +231,41 @@ func (r *Runtime) Cluster(ctx context.Context) (Cluster, error) {
 	}
 	c.Replicas = replicasCmd.Val()
 	return c, nil
+}
+
+// recentRecords returns each schedule's newest n records, newest first, in
+// two pipelined round trips whatever the number of schedules.
+func (r *Runtime) recentRecords(ctx context.Context, n int) (map[string][]Record, error) {
+	out := map[string][]Record{}
+	if r.disabled != "" {
+		return out, nil
+	}
+	scheds := r.reg.Schedules()
+	idCmds := make([]*redis.StringSliceCmd, len(scheds))
+	if _, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, s := range scheds {
+			idCmds[i] = p.ZRevRange(ctx, r.keys.history(s.Name), 0, int64(n)-1)
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	var recCmds []*redis.MapStringStringCmd
+	if _, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, c := range idCmds {
+			for _, id := range c.Val() {
+				recCmds = append(recCmds, p.HGetAll(ctx, r.keys.occurrence(id)))
+			}
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	for _, c := range recCmds {
+		if h := c.Val(); len(h) > 0 {
+			rec := parseRecord(h)
+			out[rec.Schedule] = append(out[rec.Schedule], rec)
+		}
+	}
+	return out, nil
 }

@@ -141,7 +141,7 @@ func (r *Runtime) loadLeaderState(ctx context.Context, value string) (*leaderSta
 	}
 	heap.Init(&st.queue)
 	if len(fresh) > 0 {
-		args := append([]any{value, r.keys.cursors, now.Unix()}, fresh...)
+		args := append([]any{value, r.keys.cursors, now.Unix(), r.keys.stats}, fresh...)
 		ok, err := initCursorsScript.Run(ctx, r.rdb, []string{r.keys.lease}, args...).Int()
 		if err != nil {
 			return nil, err

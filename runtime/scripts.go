@@ -116,14 +116,20 @@ return 1
 `)
 
 // initCursorsScript starts schedules seen for the first time from now (no
-// run for the slot that passed just before the deploy). Fenced like commit.
+// run for the slot that passed just before the deploy), and notes when, so
+// that a slot before it is never reported late. Fenced like commit.
 //
 //	KEYS[1] lease
-//	ARGV[1] lease value, ARGV[2] cursors key, ARGV[3] cursor, ARGV[4..] names
+//	ARGV[1] lease value, ARGV[2] cursors key, ARGV[3] cursor (unix s),
+//	ARGV[4] stats key, ARGV[5..] names
 //	returns 1 if written, 0 if the lease is not held with that value.
 var initCursorsScript = redis.NewScript(`
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-for i = 4, #ARGV do redis.call('HSETNX', ARGV[2], ARGV[i], ARGV[3]) end
+for i = 5, #ARGV do
+  if redis.call('HSETNX', ARGV[2], ARGV[i], ARGV[3]) == 1 then
+    redis.call('HSET', ARGV[4], ARGV[i] .. ':first_seen', ARGV[3] * 1000)
+  end
+end
 return 1
 `)
 

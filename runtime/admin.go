@@ -1,0 +1,368 @@
+package runtime
+
+import (
+	"context"
+	"crypto/rand"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"html/template"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// AdminOptions configure the admin handler.
+type AdminOptions struct {
+	// ReadOnly hides the Trigger buttons and answers trigger requests with
+	// 403: for an admin exposed to people who may look but not act.
+	ReadOnly bool
+	// Middleware wraps every route, e.g. the host's own authentication.
+	Middleware func(http.Handler) http.Handler
+	// Title heads the page; default "belfry".
+	Title string
+}
+
+//go:embed admin.html
+var adminFS embed.FS
+
+var adminTemplates = template.Must(template.New("").Funcs(template.FuncMap{
+	"rfc3339": func(t time.Time) string {
+		if t.IsZero() {
+			return "—"
+		}
+		return t.Format(time.RFC3339)
+	},
+	"utc":        func(t time.Time) time.Time { return t.UTC() },
+	"pathEscape": url.PathEscape,
+	"triggerData": func(page pageData, st *ScheduleState, action string) map[string]any {
+		return map[string]any{"ReadOnly": page.ReadOnly, "Request": page.Request, "Action": action, "Name": st.Schedule.Name}
+	},
+}).ParseFS(adminFS, "admin.html"))
+
+// Admin returns the admin handler: an HTML page, a JSON API, a trigger,
+// Prometheus metrics and a health check. Its paths are relative, so mount
+// it under any prefix with http.StripPrefix:
+//
+//	mux.Handle("/cron/", http.StripPrefix("/cron", rt.Admin(runtime.AdminOptions{})))
+//
+// Routes (relative to the prefix):
+//
+//	GET  /                              the page
+//	GET  /schedules/{name}              one schedule and its history
+//	POST /schedules/{name}/trigger      the page's Trigger button (redirects back)
+//	GET  /api/schedules                 every schedule, JSON
+//	GET  /api/schedules/{name}          one schedule with history, JSON
+//	POST /api/schedules/{name}/trigger  202 {"task_id": ...}; Idempotency-Key header or
+//	                                    "request" form field makes a double submit a no-op
+//	GET  /api/status                    leader, replicas, Redis state
+//	GET  /metrics                       Prometheus
+//	GET  /healthz                       200, or 503 listing late and failing schedules
+//
+// Cross-origin POSTs are refused with 403 (http.CrossOriginProtection).
+func (r *Runtime) Admin(opts AdminOptions) http.Handler {
+	if opts.Title == "" {
+		opts.Title = "belfry"
+	}
+	a := &admin{r: r, opts: opts}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(r.Collector())
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", a.index)
+	mux.HandleFunc("GET /schedules/{name}", a.detail)
+	mux.HandleFunc("POST /schedules/{name}/trigger", a.triggerForm)
+	mux.HandleFunc("GET /api/schedules", a.apiList)
+	mux.HandleFunc("GET /api/schedules/{name}", a.apiDetail)
+	mux.HandleFunc("POST /api/schedules/{name}/trigger", a.apiTrigger)
+	mux.HandleFunc("GET /api/status", a.apiStatus)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", a.health)
+	var h http.Handler = http.NewCrossOriginProtection().Handler(mux)
+	if opts.Middleware != nil {
+		h = opts.Middleware(h)
+	}
+	return h
+}
+
+type admin struct {
+	r    *Runtime
+	opts AdminOptions
+}
+
+// readTimeout bounds the Redis reads of one admin request, so a Redis
+// outage makes a page degrade, not hang.
+const readTimeout = 2 * time.Second
+
+func (a *admin) snapshot(req *http.Request) (Snapshot, error) {
+	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
+	defer cancel()
+	return a.r.Snapshot(ctx)
+}
+
+type pageData struct {
+	Title    string
+	ReadOnly bool
+	Snapshot
+	Notice  string
+	Error   string
+	Request string // a fresh token per rendered form: a double submit triggers once
+	Detail  *ScheduleState
+	History []Record
+	Base    string // relative path back to the index
+}
+
+func newRequestToken() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (a *admin) index(w http.ResponseWriter, req *http.Request) {
+	snap, err := a.snapshot(req)
+	data := pageData{Title: a.opts.Title, ReadOnly: a.opts.ReadOnly, Snapshot: snap, Request: newRequestToken(), Base: "./"}
+	if err != nil {
+		data.Error = "Redis unreachable: history and replicas are not shown."
+	}
+	a.render(w, http.StatusOK, "index", data)
+}
+
+func (a *admin) detail(w http.ResponseWriter, req *http.Request) {
+	name := req.PathValue("name")
+	snap, err := a.snapshot(req)
+	st, ok := find(snap, name)
+	if !ok {
+		a.render(w, http.StatusNotFound, "notfound", pageData{Title: a.opts.Title, Snapshot: snap, Base: "../", Error: "No schedule is called " + name + "."})
+		return
+	}
+	data := pageData{Title: a.opts.Title, ReadOnly: a.opts.ReadOnly, Snapshot: snap, Detail: &st, Request: newRequestToken(), Base: "../"}
+	if err == nil {
+		ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
+		defer cancel()
+		data.History, err = a.r.History(ctx, name, a.r.opts.HistoryLimit)
+	}
+	if err != nil {
+		data.Error = "Redis unreachable: history is not shown."
+	}
+	// The redirect after a trigger carries a fixed word, never text, so a
+	// crafted link cannot put words on the page.
+	switch req.URL.Query().Get("triggered") {
+	case "ok":
+		data.Notice = "Triggered: the occurrence is enqueued and appears below."
+	case strconv.Itoa(http.StatusForbidden):
+		data.Error = "Trigger refused: this admin is read-only."
+	case strconv.Itoa(http.StatusServiceUnavailable):
+		data.Error = "Trigger failed: the scheduler is disabled or Redis is unreachable."
+	case strconv.Itoa(http.StatusBadRequest):
+		data.Error = "Trigger refused: malformed request."
+	}
+	a.render(w, http.StatusOK, "detail", data)
+}
+
+func find(snap Snapshot, name string) (ScheduleState, bool) {
+	for _, st := range snap.Schedules {
+		if st.Schedule.Name == name {
+			return st, true
+		}
+	}
+	return ScheduleState{}, false
+}
+
+func (a *admin) render(w http.ResponseWriter, status int, page string, data pageData) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+	w.WriteHeader(status)
+	if err := adminTemplates.ExecuteTemplate(w, page, data); err != nil {
+		a.r.log.Warn("rendering the admin page", "page", page, "err", err)
+	}
+}
+
+// trigger runs a trigger request and maps its errors to HTTP statuses.
+func (a *admin) trigger(req *http.Request) (id string, status int, msg string) {
+	if a.opts.ReadOnly {
+		return "", http.StatusForbidden, "triggering is disabled: this admin is read-only"
+	}
+	key := req.Header.Get("Idempotency-Key")
+	if key == "" {
+		key = req.FormValue("request")
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), 5*time.Second)
+	defer cancel()
+	occ, err := a.r.Trigger(ctx, req.PathValue("name"), key)
+	switch {
+	case errors.Is(err, ErrUnknownSchedule):
+		return "", http.StatusNotFound, "no schedule is called " + req.PathValue("name")
+	case errors.Is(err, ErrDisabled):
+		return "", http.StatusServiceUnavailable, "the scheduler is disabled: " + a.r.disabled
+	case err != nil && strings.Contains(err.Error(), "request key"):
+		return "", http.StatusBadRequest, err.Error()
+	case err != nil:
+		a.r.log.Warn("manual trigger failed", "schedule", req.PathValue("name"), "err", err)
+		return "", http.StatusServiceUnavailable, "could not enqueue: Redis unreachable"
+	}
+	return occ.ID, http.StatusAccepted, ""
+}
+
+func (a *admin) triggerForm(w http.ResponseWriter, req *http.Request) {
+	_, status, msg := a.trigger(req)
+	if status == http.StatusNotFound {
+		http.Error(w, msg, status)
+		return
+	}
+	result := "ok"
+	if status != http.StatusAccepted {
+		result = strconv.Itoa(status)
+	}
+	// A relative Location keeps the mount prefix, which http.Redirect
+	// would drop after StripPrefix.
+	w.Header().Set("Location", "../"+url.PathEscape(req.PathValue("name"))+"?triggered="+url.QueryEscape(result))
+	w.WriteHeader(http.StatusSeeOther)
+}
+
+// apiSchedule is the JSON form of a schedule.
+type apiSchedule struct {
+	Name       string      `json:"name"`
+	Expression string      `json:"expression"`
+	Zone       string      `json:"zone"`
+	Queue      string      `json:"queue"`
+	Timeout    string      `json:"timeout"`
+	MaxRetry   int         `json:"max_retry"`
+	Grace      string      `json:"grace"`
+	Overlap    string      `json:"overlap"`
+	Misfire    string      `json:"misfire"`
+	Source     string      `json:"source,omitempty"`
+	NextRun    *string     `json:"next_run"`
+	NextRunUTC *string     `json:"next_run_utc"`
+	Status     string      `json:"status"`
+	LastRun    *Record     `json:"last_run"`
+	Counters   apiCounters `json:"counters"`
+	History    []Record    `json:"history,omitempty"`
+}
+
+type apiCounters struct {
+	Enqueued    int64      `json:"enqueued"`
+	Manual      int64      `json:"manual"`
+	Missed      int64      `json:"missed"`
+	Skipped     int64      `json:"skipped"`
+	Succeeded   int64      `json:"succeeded"`
+	Failed      int64      `json:"failed"`
+	LastEnqueue *time.Time `json:"last_enqueue"`
+	LastSuccess *time.Time `json:"last_success"`
+	LastFailure *time.Time `json:"last_failure"`
+}
+
+func orNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func (a *admin) toAPI(st ScheduleState) apiSchedule {
+	s, c := st.Schedule, st.Counters
+	out := apiSchedule{
+		Name: s.Name, Expression: s.Expr, Zone: s.Zone, Queue: s.Queue, Timeout: s.Timeout.String(),
+		MaxRetry: s.MaxRetry, Grace: a.r.grace(s).String(), Overlap: string(s.Overlap), Misfire: string(s.Misfire),
+		Source: s.Source, Status: st.Status, LastRun: st.LastRun(),
+		Counters: apiCounters{Enqueued: c.Enqueued, Manual: c.Manual, Missed: c.Missed, Skipped: c.Skipped,
+			Succeeded: c.Succeeded, Failed: c.Failed, LastEnqueue: orNil(c.LastEnqueue),
+			LastSuccess: orNil(c.LastSuccess), LastFailure: orNil(c.LastFailure)},
+	}
+	if !st.Next.IsZero() {
+		local, utc := st.Next.Format(time.RFC3339), st.Next.UTC().Format(time.RFC3339)
+		out.NextRun, out.NextRunUTC = &local, &utc
+	}
+	return out
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func writeJSONError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"error": msg})
+}
+
+func (a *admin) apiList(w http.ResponseWriter, req *http.Request) {
+	snap, _ := a.snapshot(req) // without Redis the schedules and next runs still answer
+	out := make([]apiSchedule, 0, len(snap.Schedules))
+	for _, st := range snap.Schedules {
+		out = append(out, a.toAPI(st))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *admin) apiDetail(w http.ResponseWriter, req *http.Request) {
+	snap, _ := a.snapshot(req)
+	st, ok := find(snap, req.PathValue("name"))
+	if !ok {
+		writeJSONError(w, http.StatusNotFound, "no schedule is called "+req.PathValue("name"))
+		return
+	}
+	out := a.toAPI(st)
+	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
+	defer cancel()
+	out.History, _ = a.r.History(ctx, st.Schedule.Name, a.r.opts.HistoryLimit)
+	if out.History == nil {
+		out.History = []Record{}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *admin) apiTrigger(w http.ResponseWriter, req *http.Request) {
+	id, status, msg := a.trigger(req)
+	if status != http.StatusAccepted {
+		writeJSONError(w, status, msg)
+		return
+	}
+	writeJSON(w, status, map[string]string{"task_id": id})
+}
+
+func (a *admin) apiStatus(w http.ResponseWriter, req *http.Request) {
+	snap, _ := a.snapshot(req)
+	var leader *string
+	if snap.Cluster.Leader != "" {
+		leader = &snap.Cluster.Leader
+	}
+	replicas := snap.Cluster.Replicas
+	if replicas == nil {
+		replicas = []string{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"leader": leader, "replicas": replicas, "replica": snap.Replica,
+		"redis": snap.Redis, "redis_error": snap.RedisError, "disabled": snap.Disabled,
+	})
+}
+
+// health answers 503 while a schedule is late or failing, for uptime checks
+// and alerts. It is not a readiness probe: a late job is no reason to take
+// a replica out of a load balancer.
+func (a *admin) health(w http.ResponseWriter, req *http.Request) {
+	snap, _ := a.snapshot(req)
+	late, failing := []string{}, []string{}
+	for _, st := range snap.Schedules {
+		switch st.Status {
+		case StatusLate:
+			late = append(late, st.Schedule.Name)
+		case StatusFailing:
+			failing = append(failing, st.Schedule.Name)
+		}
+	}
+	status, code := "ok", http.StatusOK
+	if len(late)+len(failing) > 0 {
+		status, code = "unhealthy", http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, map[string]any{"status": status, "late": late, "failing": failing, "redis": snap.Redis})
+}

@@ -1,0 +1,227 @@
+package runtime_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/belfry/belfry/registry"
+	"github.com/belfry/belfry/runtime"
+	"github.com/hibiken/asynq"
+)
+
+const hostileError = `<script>alert("pwned")</script>`
+
+// adminSetup runs one replica with two schedules, a worker, and the admin
+// mounted under /cron/ as a host would, and makes "fails" fail once.
+func adminSetup(t *testing.T, opts runtime.AdminOptions) (*cluster, *httptest.Server) {
+	t.Helper()
+	rdb := sharedRedis(t)
+	c := newCluster(t, rdb, 1, runtime.Options{},
+		registry.Schedule{Name: "nightly", Expr: "17 3 * * *", Zone: "Europe/Berlin"},
+		registry.Schedule{Name: "fails", Expr: "0 4 * * *", MaxRetry: 0,
+			Handler: func(context.Context, registry.Occurrence) error { return errors.New(hostileError) }})
+	waitFor(t, 5*time.Second, "the replica to lead", func() bool { return c.leaders() == 1 })
+	mux := http.NewServeMux()
+	mux.Handle("/cron/", http.StripPrefix("/cron", c.rts[0].Admin(opts)))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return c, srv
+}
+
+func do(t *testing.T, method, url string, header http.Header, body io.Reader) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func TestAdminRoutes(t *testing.T) {
+	t.Parallel()
+	c, srv := adminSetup(t, runtime.AdminOptions{})
+	// One failed manual run, so the page has an error string to escape.
+	if _, err := c.rts[0].Trigger(context.Background(), "fails", "setup"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the failure to be recorded", func() bool {
+		h, _ := c.rts[0].History(context.Background(), "fails", 1)
+		return len(h) == 1 && h[0].Outcome == runtime.OutcomeFailed
+	})
+	form := url.Values{"request": {"form-1"}}.Encode()
+	formHeader := http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}
+	crossSite := http.Header{"Origin": {"https://evil.example"}, "Sec-Fetch-Site": {"cross-site"}}
+	base := srv.URL + "/cron/"
+	for _, tt := range []struct {
+		name, method, path string
+		header             http.Header
+		body               string
+		status             int
+		contentType        string
+		contains           []string
+		absent             []string
+	}{
+		{"page", "GET", "", nil, "", 200, "text/html", []string{"nightly", "fails", "Europe/Berlin", "17 3 * * *", "Lease holder", "r0", "failing", "Trigger", "&lt;script&gt;"}, []string{hostileError}},
+		{"detail", "GET", "schedules/fails", nil, "", 200, "text/html", []string{"History", "failed", "&lt;script&gt;alert", "cron:fails:manual:setup"}, []string{hostileError}},
+		{"detail of unknown", "GET", "schedules/nope", nil, "", 404, "text/html", []string{"No schedule is called nope"}, nil},
+		{"form trigger", "POST", "schedules/nightly/trigger", formHeader, form, 303, "", nil, nil},
+		{"form trigger of unknown", "POST", "schedules/nope/trigger", formHeader, form, 404, "text/plain", nil, nil},
+		{"list", "GET", "api/schedules", nil, "", 200, "application/json", []string{`"name": "nightly"`, `"expression": "17 3 * * *"`, `"zone": "Europe/Berlin"`, `"next_run": "`, `"status": "failing"`, `"last_run": {`, `"queue": "`}, nil},
+		{"one", "GET", "api/schedules/fails", nil, "", 200, "application/json", []string{`"history": [`, `"outcome": "failed"`, `\u003cscript\u003e`}, nil},
+		{"one unknown", "GET", "api/schedules/nope", nil, "", 404, "application/json", []string{`"error": "no schedule is called nope"`}, nil},
+		{"trigger", "POST", "api/schedules/nightly/trigger", http.Header{"Idempotency-Key": {"k1"}}, "", 202, "application/json", []string{`"task_id": "cron:nightly:manual:k1"`}, nil},
+		{"trigger unknown", "POST", "api/schedules/nope/trigger", nil, "", 404, "application/json", []string{"no schedule is called nope"}, nil},
+		{"trigger by GET", "GET", "api/schedules/nightly/trigger", nil, "", 405, "text/plain", nil, nil},
+		{"trigger bad key", "POST", "api/schedules/nightly/trigger", http.Header{"Idempotency-Key": {"a b"}}, "", 400, "application/json", []string{"request key"}, nil},
+		{"trigger cross-origin", "POST", "api/schedules/nightly/trigger", crossSite, "", 403, "text/plain", nil, nil},
+		{"form trigger cross-origin", "POST", "schedules/nightly/trigger", crossSite, form, 403, "text/plain", nil, nil},
+		{"status", "GET", "api/status", nil, "", 200, "application/json", []string{`"leader": "r0"`, `"replicas": [`, `"redis": "up"`}, nil},
+		{"metrics", "GET", "metrics", nil, "", 200, "text/plain", []string{`belfry_schedule_late{schedule="nightly"} 0`, `belfry_schedule_occurrences_total{outcome="failed",schedule="fails"} 1`, `belfry_leader{replica="r0"} 1`, "belfry_schedule_next_run_timestamp_seconds", "belfry_redis_up 1"}, nil},
+		{"health", "GET", "healthz", nil, "", 503, "application/json", []string{`"failing": [`, `"fails"`}, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, body := do(t, tt.method, base+tt.path, tt.header, strings.NewReader(tt.body))
+			if resp.StatusCode != tt.status {
+				t.Fatalf("%s %s: status %d, want %d\n%s", tt.method, tt.path, resp.StatusCode, tt.status, body)
+			}
+			if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, tt.contentType) {
+				t.Errorf("Content-Type %q, want %s", ct, tt.contentType)
+			}
+			for _, s := range tt.contains {
+				if !strings.Contains(body, s) {
+					t.Errorf("body lacks %q:\n%s", s, body)
+				}
+			}
+			for _, s := range tt.absent {
+				if strings.Contains(body, s) {
+					t.Errorf("body contains %q unescaped", s)
+				}
+			}
+		})
+	}
+}
+
+func TestAdminFormTriggerRedirectsUnderThePrefixAndRunsOnce(t *testing.T) {
+	t.Parallel()
+	c, srv := adminSetup(t, runtime.AdminOptions{})
+	form := url.Values{"request": {"form-twice"}}.Encode()
+	header := http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}
+	target := srv.URL + "/cron/schedules/nightly/trigger"
+	var locations []string
+	for range 2 { // the user double-clicks
+		resp, _ := do(t, "POST", target, header, strings.NewReader(form))
+		if resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("status %d, want 303", resp.StatusCode)
+		}
+		locations = append(locations, resp.Header.Get("Location"))
+	}
+	u, _ := url.Parse(target)
+	next, err := u.Parse(locations[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Path != "/cron/schedules/nightly" || next.Query().Get("triggered") != "ok" {
+		t.Errorf("redirect to %s, want /cron/schedules/nightly?triggered=ok", next)
+	}
+	resp, body := do(t, "GET", next.String(), nil, nil)
+	if resp.StatusCode != 200 || !strings.Contains(body, "Triggered") || !strings.Contains(body, "cron:nightly:manual:form-twice") {
+		t.Errorf("the page after the trigger does not show it (status %d):\n%s", resp.StatusCode, body)
+	}
+	insp := asynq.NewInspectorFromRedisClient(sharedRedis(t))
+	waitFor(t, 10*time.Second, "the manual run", func() bool {
+		c.executed.mu.Lock()
+		defer c.executed.mu.Unlock()
+		return c.executed.manual == 1
+	})
+	info, err := insp.GetQueueInfo(c.queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Size already counts completed tasks, despite its doc comment.
+	if total := info.Pending + info.Active + info.Scheduled + info.Retry + info.Archived + info.Completed; total != 1 {
+		t.Errorf("double submit left %d tasks in the queue, want 1", total)
+	}
+	if _, err := insp.GetTaskInfo(c.queue, "cron:nightly:manual:form-twice"); err != nil {
+		t.Errorf("the manual task: %v", err)
+	}
+}
+
+func TestAdminReadOnlyAndMiddleware(t *testing.T) {
+	t.Parallel()
+	requireToken := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Authorization") != "Bearer letmein" {
+				http.Error(w, "unauthorized", http.StatusUnauthorized)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+	_, srv := adminSetup(t, runtime.AdminOptions{ReadOnly: true, Middleware: requireToken})
+	auth := http.Header{"Authorization": {"Bearer letmein"}}
+	if resp, _ := do(t, "GET", srv.URL+"/cron/", nil, nil); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("without the host's auth: status %d, want 401", resp.StatusCode)
+	}
+	resp, body := do(t, "GET", srv.URL+"/cron/", auth, nil)
+	if resp.StatusCode != 200 || strings.Contains(body, "<button") {
+		t.Errorf("read-only page: status %d, has a button: %v", resp.StatusCode, strings.Contains(body, "<button"))
+	}
+	resp, body = do(t, "POST", srv.URL+"/cron/api/schedules/nightly/trigger", auth, nil)
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "read-only") {
+		t.Errorf("read-only trigger: status %d %s, want 403", resp.StatusCode, body)
+	}
+}
+
+func TestAdminWithoutRedisShowsSchedulesDisabled(t *testing.T) {
+	t.Parallel()
+	reg := registry.MustNew(idleSchedule())
+	rt, err := runtime.New(reg, runtime.Options{RedisURL: "", Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := rt.Admin(runtime.AdminOptions{})
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/api/schedules", nil))
+	var list []map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &list); err != nil || rec.Code != 200 {
+		t.Fatalf("status %d, %v: %s", rec.Code, err, rec.Body)
+	}
+	if len(list) != 1 || list[0]["status"] != "disabled" || list[0]["next_run"] == nil {
+		t.Errorf("without Redis: %v, want nightly disabled with a next run", list)
+	}
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), "scheduler disabled") {
+		t.Errorf("page without Redis: status %d\n%s", rec.Code, rec.Body)
+	}
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("POST", "/api/schedules/nightly/trigger", nil))
+	if rec.Code != http.StatusServiceUnavailable {
+		t.Errorf("trigger without Redis: status %d, want 503", rec.Code)
+	}
+}
+
+func TestSecretsStayOutOfErrors(t *testing.T) {
+	_, err := runtime.New(registry.MustNew(idleSchedule()), runtime.Options{RedisURL: "redis://user:hunter2@127.0.0.1:6379/x"})
+	if err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("bad Redis URL error %v: want an error without the password", err)
+	}
+}
