@@ -1,0 +1,83 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+)
+
+// TestScript runs the CLI scripts in testdata/script. Each script's work
+// directory is a module example.com/e2e using this checkout of belfry, so
+// that generate and list can load the packages a script writes.
+func TestScript(t *testing.T) {
+	t.Parallel()
+	root := repoRoot(t)
+	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// testscript runs commands with HOME unset; the go command needs its
+	// caches spelled out to find the module and build caches.
+	out, err := exec.Command("go", "env", "GOCACHE", "GOMODCACHE", "GOPATH").Output()
+	if err != nil {
+		t.Fatalf("go env: %v", err)
+	}
+	goenv := strings.Fields(string(out))
+	if len(goenv) != 3 {
+		t.Fatalf("go env printed %q, want three paths", out)
+	}
+	testscript.Run(t, testscript.Params{
+		Dir:                 filepath.Join("testdata", "script"),
+		RequireExplicitExec: true,
+		UpdateScripts:       *update,
+		Setup: func(env *testscript.Env) error {
+			for k, v := range map[string]string{
+				"GOCACHE": goenv[0], "GOMODCACHE": goenv[1], "GOPATH": goenv[2],
+				"GOFLAGS": "-mod=mod", "GOPROXY": "off", "GOTOOLCHAIN": "local", "GOWORK": "off",
+			} {
+				env.Setenv(k, v)
+			}
+			if err := os.WriteFile(filepath.Join(env.WorkDir, "go.mod"), []byte(goModule(root)), 0o666); err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(env.WorkDir, "go.sum"), sum, 0o666)
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"exitcode": exitCode,
+		},
+	})
+}
+
+// exitCode runs a command and checks its exit status, which the builtin
+// exec cannot tell apart beyond zero and non-zero:
+//
+//	exitcode 2 crongen next --tz Nowhere '* * * * *'
+func exitCode(ts *testscript.TestScript, neg bool, args []string) {
+	if neg {
+		ts.Fatalf("usage: exitcode N command [args...] (no !)")
+	}
+	if len(args) < 2 {
+		ts.Fatalf("usage: exitcode N command [args...]")
+	}
+	want, err := strconv.Atoi(args[0])
+	if err != nil {
+		ts.Fatalf("exitcode: %q is not a number", args[0])
+	}
+	got := 0
+	if err := ts.Exec(args[1], args[2:]...); err != nil {
+		var exitErr *exec.ExitError
+		if !errors.As(err, &exitErr) {
+			ts.Fatalf("exitcode: %v", err)
+		}
+		got = exitErr.ExitCode()
+	}
+	if got != want {
+		ts.Fatalf("%s exited with status %d, want %d", args[1], got, want)
+	}
+}
