@@ -80,7 +80,10 @@ func ParseCron(expr string, loc *time.Location) (*Cron, error) {
 		}
 	}
 	if strings.HasPrefix(trimmed, "@every") {
-		return c, c.parseEvery(trimmed, lead)
+		if err := c.parseEvery(trimmed, lead); err != nil {
+			return nil, err
+		}
+		return c, nil
 	}
 	text := trimmed
 	if strings.HasPrefix(trimmed, "@") {
@@ -108,11 +111,11 @@ func ParseCron(expr string, loc *time.Location) (*Cron, error) {
 	for i, f := range fields {
 		set, err := parseField(i, f)
 		if err != nil {
-			at, n := offsets[i], len(f)
+			msg := err.Error() + "; want e.g. " + ExprExample
 			if !strings.HasPrefix(trimmed, "@") {
-				return nil, &ExprError{at, n, err.Error()}
+				return nil, &ExprError{offsets[i], len(f), msg}
 			}
-			return nil, &ExprError{lead, len(trimmed), err.Error()}
+			return nil, &ExprError{lead, len(trimmed), msg}
 		}
 		sets[i] = set
 	}
@@ -176,11 +179,11 @@ func splitFields(s string) (fields []string, offsets []int) {
 
 // parseField parses field number i (0 = seconds) with robfig's parser.
 func parseField(i int, f string) (uint64, error) {
-	if i == 5 {
-		f = sundayAsSeven(f)
-	}
 	spec := [6]string{"*", "*", "*", "*", "*", "*"}
 	spec[i] = f
+	if i == 5 {
+		spec[i] = sundayAsSeven(f)
+	}
 	sched, err := fieldParser.Parse(strings.Join(spec[:], " "))
 	if err != nil {
 		msg := err.Error()
@@ -208,20 +211,29 @@ func sundayAsSeven(field string) string {
 		if m == nil {
 			continue
 		}
-		lo, _ := strconv.Atoi(m[1])
+		// Numbers too long for an int are left to robfig to reject.
+		lo, err := strconv.Atoi(m[1])
+		if err != nil {
+			continue
+		}
 		hi := lo
 		if m[2] != "" {
-			hi, _ = strconv.Atoi(m[2])
+			if hi, err = strconv.Atoi(m[2]); err != nil {
+				continue
+			}
 		} else if m[3] != "" {
 			hi = 7 // "N/step" means N through the maximum
 		}
 		step := 1
 		if m[3] != "" {
-			step, _ = strconv.Atoi(m[3])
+			if step, err = strconv.Atoi(m[3]); err != nil {
+				continue
+			}
 		}
 		if lo != 7 && hi != 7 || lo > hi || step < 1 || hi > 7 {
 			continue // leave errors and 7-free elements to robfig
 		}
+		step = min(step, 8) // any larger step lands past 7 just the same, without overflowing v
 		var vals []string
 		for v := lo; v <= hi; v += step {
 			vals = append(vals, strconv.Itoa(v%7))

@@ -212,17 +212,24 @@ func ParseDirective(c *ast.Comment) (*Directive, error) {
 	if err != nil {
 		return nil, &PosError{raw.ArgsPos, raw.End(), fmt.Sprintf("malformed arguments: %v; want e.g. %s", err, DirectiveExample)}
 	}
-	quoted := func(a ast.DirectiveArg) bool {
+	// argEnd is where a ends in the comment. For a quoted argument that is
+	// past its closing quote, which len(a.Arg), the unquoted length, misses.
+	argEnd := func(a ast.DirectiveArg) (end token.Pos, quoted bool) {
 		off := int(a.Pos - c.Slash)
-		return off < len(c.Text) && (c.Text[off] == '"' || c.Text[off] == '`')
+		if off >= len(c.Text) || c.Text[off] != '"' && c.Text[off] != '`' {
+			return a.Pos + token.Pos(len(a.Arg)), false
+		}
+		q, _ := strconv.QuotedPrefix(c.Text[off:]) // ParseArgs accepted it
+		return a.Pos + token.Pos(len(q)), true
 	}
+	var exprEnd token.Pos
 	for i, a := range args {
-		end := a.Pos + token.Pos(len(a.Arg))
-		if quoted(a) {
+		end, quoted := argEnd(a)
+		if quoted {
 			if i != 0 {
 				return nil, &PosError{a.Pos, end, fmt.Sprintf("unexpected quoted argument; the expression comes first and keys are bare key=value, e.g. %s", DirectiveExample)}
 			}
-			d.Expr, d.ExprPos = a.Arg, a.Pos
+			d.Expr, d.ExprPos, exprEnd = a.Arg, a.Pos, end
 			continue
 		}
 		if i == 0 {
@@ -252,17 +259,19 @@ func ParseDirective(c *ast.Comment) (*Directive, error) {
 	}
 	loc, _ := LoadZone(d.Zone) // validated above
 	if d.Cron, err = ParseCron(d.Expr, loc); err != nil {
-		return nil, d.exprError(c.Text, err.(*ExprError))
+		return nil, d.exprError(exprEnd, err.(*ExprError))
 	}
 	return d, nil
 }
 
 // exprError positions an expression error at the offending field when the
-// expression is written without escapes, else at the opening quote.
-func (d *Directive) exprError(text string, e *ExprError) *PosError {
-	off := int(d.ExprPos-d.Slash) + 1
-	pos, end := d.ExprPos, d.ExprPos+token.Pos(len(d.Expr)+2)
-	if off+len(d.Expr) <= len(text) && text[off:off+len(d.Expr)] == d.Expr {
+// expression is written without escapes, else on the whole quoted
+// expression, which ends at end. Every escape is longer than the bytes it
+// stands for, so the quoted text is two bytes (the quotes) longer than the
+// expression exactly when it has none.
+func (d *Directive) exprError(end token.Pos, e *ExprError) *PosError {
+	pos := d.ExprPos
+	if int(end-d.ExprPos) == len(d.Expr)+2 {
 		pos = d.ExprPos + 1 + token.Pos(e.Offset)
 		end = pos + token.Pos(max(e.Len, 1))
 	}

@@ -36,6 +36,14 @@ func periodAt(loc *time.Location, instant int64) period {
 	if !e.IsZero() {
 		p.end = e.Unix()
 	}
+	// For the last UTC day of a leap year served by a zone's TZ footer rule
+	// (after its explicit transitions, e.g. 2040-12-31 in New York), Go
+	// reports an end at or before the instant (golang/go#81583); walking
+	// periods from there never advanced. The offset is right and holds
+	// through that day, which ends the year.
+	if p.end <= instant {
+		p.start, p.end = p.end, p.end+secondsPerDay
+	}
 	return p
 }
 

@@ -1,0 +1,82 @@
+package registry
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	robfig "github.com/robfig/cron/v3"
+)
+
+// benchExprs are typical schedules; the last has a seconds field.
+var benchExprs = []string{"17 3 * * *", "*/5 * * * *", "0 9 * * MON-FRI", "0 0 1 * *", "*/10 * * * * *"}
+
+var benchZones = []string{"UTC", "America/New_York"}
+
+// benchFroms spreads start instants over 2026 at an interval prime to the
+// hour, so the benchmark averages over times of day, weekdays and both DST
+// transitions instead of timing one lucky instant.
+func benchFroms(b *testing.B, loc *time.Location) []time.Time {
+	b.Helper()
+	froms := make([]time.Time, 1024)
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range froms {
+		froms[i] = at.Add(time.Duration(i) * 30803 * time.Second).In(loc)
+	}
+	return froms
+}
+
+func benchName(expr, zone string) string {
+	return strings.ReplaceAll(expr, "/", "÷") + "/" + zone
+}
+
+var benchSink time.Time
+
+func BenchmarkNext(b *testing.B) {
+	for _, expr := range benchExprs {
+		for _, zone := range benchZones {
+			b.Run(benchName(expr, zone), func(b *testing.B) {
+				loc, err := LoadZone(zone)
+				if err != nil {
+					b.Fatal(err)
+				}
+				c := MustParseCron(expr, loc)
+				froms := benchFroms(b, loc)
+				b.ReportAllocs()
+				for i := 0; b.Loop(); i++ {
+					benchSink = c.Next(froms[i%len(froms)])
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkRobfigNext is the yardstick for BenchmarkNext: robfig's own Next
+// on the same expressions and instants (it gets DST wrong, but its cost is
+// what a user would compare with).
+func BenchmarkRobfigNext(b *testing.B) {
+	withSeconds := robfig.NewParser(robfig.Second | robfig.Minute | robfig.Hour | robfig.Dom | robfig.Month | robfig.Dow)
+	for _, expr := range benchExprs {
+		for _, zone := range benchZones {
+			b.Run(benchName(expr, zone), func(b *testing.B) {
+				loc, err := LoadZone(zone)
+				if err != nil {
+					b.Fatal(err)
+				}
+				parse := robfig.ParseStandard
+				if len(strings.Fields(expr)) == 6 {
+					parse = withSeconds.Parse
+				}
+				s, err := parse(expr)
+				if err != nil {
+					b.Fatal(err)
+				}
+				froms := benchFroms(b, loc) // robfig evaluates in the argument's zone
+				b.ReportAllocs()
+				for i := 0; b.Loop(); i++ {
+					benchSink = s.Next(froms[i%len(froms)])
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,217 @@
+package registry
+
+import (
+	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+// parseDirectiveLine parses line as the first comment of a real file, so
+// that positions go through a token.FileSet as they do in crongen and
+// cronlint.
+func parseDirectiveLine(t *testing.T, line string) (*token.FileSet, *ast.Comment) {
+	t.Helper()
+	src := "package p\n\n" + line + "\nfunc F() {}\n"
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "jobs.go", src, parser.ParseComments)
+	if err != nil {
+		t.Fatalf("parsing %q: %v", src, err)
+	}
+	return fset, f.Comments[0].List[0]
+}
+
+func TestParseDirectiveErrors(t *testing.T) {
+	t.Parallel()
+	// Columns are 1-based byte columns. The prefix `//cron:schedule ` is 16
+	// bytes and `"17 3 * * *" ` 13 more, so the first key starts at 30.
+	tests := []struct {
+		name, line  string
+		col, endCol int
+		msgHas      []string
+	}{
+		{"unknown key", `//cron:schedule "17 3 * * *" color=red`, 30, 35,
+			[]string{`unknown key "color"`, DirectiveExample}},
+		{"duplicate key", `//cron:schedule "17 3 * * *" tz=UTC tz=UTC`, 37, 43,
+			[]string{"key tz is given twice", "tz=UTC"}},
+		{"empty value", `//cron:schedule "17 3 * * *" queue=`, 30, 36,
+			[]string{"key queue has an empty value", "queue=maintenance"}},
+		{"bad tz", `//cron:schedule "17 3 * * *" tz=Mars/Olympus`, 33, 45,
+			[]string{`unknown zone "Mars/Olympus"`, "tz=UTC"}},
+		{"host zone", `//cron:schedule "17 3 * * *" tz=Local`, 33, 38,
+			[]string{"depends on the host", "tz=UTC"}},
+		{"bad timeout", `//cron:schedule "17 3 * * *" timeout=soon`, 38, 42,
+			[]string{`bad value "soon" for timeout`, "timeout=20m"}},
+		{"sub-second timeout", `//cron:schedule "17 3 * * *" timeout=500ms`, 38, 43,
+			[]string{"at least 1s", "timeout=20m"}},
+		{"bad grace", `//cron:schedule "17 3 * * *" grace=0s`, 36, 38,
+			[]string{"grace", "grace=10m"}},
+		{"bad retry", `//cron:schedule "17 3 * * *" retry=-1`, 36, 38,
+			[]string{`bad value "-1" for retry`, "retry=3"}},
+		{"bad overlap", `//cron:schedule "17 3 * * *" overlap=never`, 38, 43,
+			[]string{`bad value "never" for overlap`, "overlap=skip"}},
+		{"bad misfire", `//cron:schedule "17 3 * * *" misfire=all`, 38, 41,
+			[]string{"misfire", "misfire=latest"}},
+		{"bad name", `//cron:schedule "17 3 * * *" name=-prune`, 35, 41,
+			[]string{"name", "name=prune-soft-deleted"}},
+		{"bad payload", `//cron:schedule "17 3 * * *" payload=1cfg`, 38, 42,
+			[]string{"package-level variable", "payload=digestConfig"}},
+		{"not key=value", `//cron:schedule "17 3 * * *" verbose`, 30, 37,
+			[]string{`"verbose" is not key=value`, "tz=UTC"}},
+		{"missing expression", `//cron:schedule`, 1, 16,
+			[]string{"missing cron expression", DirectiveExample}},
+		{"key before expression", `//cron:schedule tz=UTC "17 3 * * *"`, 17, 23,
+			[]string{"must come first", DirectiveExample}},
+		{"second quoted argument", `//cron:schedule "17 3 * * *" "0 4 * * *"`, 30, 41,
+			[]string{"unexpected quoted argument", DirectiveExample}},
+		{"unterminated quote", `//cron:schedule "17 3 * * *`, 17, 28,
+			[]string{"malformed arguments", DirectiveExample}},
+		{"CRON_TZ prefix", `//cron:schedule "CRON_TZ=Europe/Berlin 17 3 * * *"`, 18, 39,
+			[]string{"use the key tz=Europe/Berlin"}},
+		{"TZ prefix", `//cron:schedule "TZ=UTC 17 3 * * *"`, 18, 24,
+			[]string{"use the key tz=UTC"}},
+		{"bad hour field", `//cron:schedule "17 25 * * *"`, 21, 23,
+			[]string{`hour field "25"`, ExprExample}},
+		{"bad field after leading spaces", `//cron:schedule "  17 3 * * MON-FRY"`, 29, 36,
+			[]string{`day-of-week field "MON-FRY"`, ExprExample}},
+		{"bad field in raw string", "//cron:schedule `17 3 * 13 *` tz=UTC", 25, 27,
+			[]string{`month field "13"`}},
+		{"escaped expression", `//cron:schedule "17\x203 * * 8"`, 17, 32,
+			[]string{`day-of-week field "8"`}},
+		{"never fires", `//cron:schedule "0 0 30 2 *"`, 22, 24,
+			[]string{"never fires", `"0 0 28 2 *"`}},
+		{"too few fields", `//cron:schedule "17 3 * *"`, 18, 26,
+			[]string{"has 4 fields", ExprExample}},
+		{"L extension", `//cron:schedule "0 0 L * *"`, 22, 23,
+			[]string{"H, L, W and # extensions are not supported", ExprExample}},
+		{"unknown directive", `//cron:foo "17 3 * * *"`, 1, 11,
+			[]string{`unknown directive "//cron:foo"`, DirectiveExample}},
+		{"bare prefix", `//cron:`, 1, 8,
+			[]string{"unknown directive", DirectiveExample}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fset, c := parseDirectiveLine(t, tt.line)
+			d, err := ParseDirective(c)
+			if err == nil {
+				t.Fatalf("ParseDirective(%s) = %+v, want an error", tt.line, d)
+			}
+			var pe *PosError
+			if !errors.As(err, &pe) {
+				t.Fatalf("error %v is %T, want *PosError", err, err)
+			}
+			pos, end := fset.Position(pe.Pos), fset.Position(pe.End)
+			if pos.Line != 3 || pos.Column != tt.col || end.Column != tt.endCol {
+				t.Errorf("error at %d:%d-%d, want 3:%d-%d (%q); message: %s",
+					pos.Line, pos.Column, end.Column, tt.col, tt.endCol, tt.line[tt.col-1:tt.endCol-1], pe.Msg)
+			}
+			for _, want := range tt.msgHas {
+				if !strings.Contains(pe.Msg, want) {
+					t.Errorf("message %q does not contain %q", pe.Msg, want)
+				}
+			}
+		})
+	}
+}
+
+// TestDirectiveExamplesAreValid makes sure that the examples error messages
+// offer parse: a message that suggests an invalid fix is worse than none.
+func TestDirectiveExamplesAreValid(t *testing.T) {
+	t.Parallel()
+	expr, _, _ := strings.Cut(ExprExample, " (")
+	lines := []string{DirectiveExample, `//cron:schedule ` + expr}
+	for _, k := range Keys() {
+		lines = append(lines, `//cron:schedule "17 3 * * *" `+keySpecs[k].example)
+	}
+	for _, line := range lines {
+		_, c := parseDirectiveLine(t, line)
+		if _, err := ParseDirective(c); err != nil {
+			t.Errorf("example %s: %v", line, err)
+		}
+	}
+}
+
+func TestParseDirective(t *testing.T) {
+	t.Parallel()
+	line := "//cron:schedule `0 9 * * MON-FRI`\tname=send-digest tz=Europe/Berlin queue=mail timeout=90s retry=0 grace=1m overlap=skip misfire=latest payload=digestConfig"
+	fset, c := parseDirectiveLine(t, line)
+	d, err := ParseDirective(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Directive{Expr: "0 9 * * MON-FRI", Name: "send-digest", Zone: "Europe/Berlin", Queue: "mail",
+		Timeout: 90 * time.Second, MaxRetry: 0, Grace: time.Minute, Overlap: OverlapSkip, Misfire: MisfireLatest, Payload: "digestConfig"}
+	ignore := cmpopts.IgnoreFields(Directive{}, "Slash", "ExprPos", "Keys", "Cron")
+	if diff := cmp.Diff(want, *d, ignore); diff != "" {
+		t.Errorf("ParseDirective mismatch (-want +got):\n%s", diff)
+	}
+	if col := fset.Position(d.ExprPos).Column; col != 17 {
+		t.Errorf("ExprPos at column %d, want 17 (the opening quote)", col)
+	}
+	kv, ok := d.Key("queue")
+	if !ok || kv.Value != "mail" || fset.Position(kv.KeyPos).Column != 69 || fset.Position(kv.ValuePos).Column != 75 {
+		t.Errorf("Key(queue) = %+v, %v; want value mail with key at column 69, value at 75", kv, ok)
+	}
+	if d.Cron == nil || d.Cron.Location().String() != "Europe/Berlin" || d.Cron.Wildcard() {
+		t.Errorf("Cron = %+v, want a fixed-time schedule in Europe/Berlin", d.Cron)
+	}
+	s := d.Schedule("jobs.send")
+	if s.Name != "send-digest" || s.Cron() != d.Cron || s.Queue != "mail" {
+		t.Errorf("Schedule = %+v", s)
+	}
+}
+
+func TestParseDirectiveDefaults(t *testing.T) {
+	t.Parallel()
+	_, c := parseDirectiveLine(t, `//cron:schedule "17 3 * * *"`)
+	d, err := ParseDirective(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Name != "" || d.Zone != ZoneDefault || d.Queue != QueueDefault || d.Timeout != TimeoutDefault ||
+		d.MaxRetry != RetryDefault || d.Grace != GraceDefault || d.Overlap != OverlapAllow || d.Misfire != MisfireSkip {
+		t.Errorf("defaults not applied: %+v", d)
+	}
+	if s := d.Schedule("jobs.prune"); s.Name != "jobs.prune" {
+		t.Errorf("Schedule name %q, want the default jobs.prune", s.Name)
+	}
+}
+
+func TestParseDirectiveIgnoresOtherComments(t *testing.T) {
+	t.Parallel()
+	for _, line := range []string{"// cron:schedule \"17 3 * * *\"", "//go:generate crongen", "// plain comment", "//cronjob:schedule x"} {
+		_, c := parseDirectiveLine(t, line)
+		if d, err := ParseDirective(c); d != nil || err != nil {
+			t.Errorf("ParseDirective(%s) = %v, %v; want nil, nil", line, d, err)
+		}
+	}
+}
+
+func TestDefaultName(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ pkg, fn, want string }{
+		{"jobs", "PruneSoftDeleted", "jobs.prune-soft-deleted"},
+		{"jobs", "sendDigest", "jobs.send-digest"},
+		{"jobs", "HTTPCheck", "jobs.http-check"},
+		{"jobs", "CheckHTTP", "jobs.check-http"},
+		{"jobs", "Prune", "jobs.prune"},
+		{"jobs", "prune_old", "jobs.prune_old"},
+		{"jobs", "Prune_Old", "jobs.prune_old"},
+		{"jobs", "Sync2FA", "jobs.sync2-fa"},
+		{"billing", "ID", "billing.id"},
+	}
+	for _, tt := range tests {
+		if got := DefaultName(tt.pkg, tt.fn); got != tt.want {
+			t.Errorf("DefaultName(%q, %q) = %q, want %q", tt.pkg, tt.fn, got, tt.want)
+		}
+		if !nameRE.MatchString(DefaultName(tt.pkg, tt.fn)) {
+			t.Errorf("DefaultName(%q, %q) is not a valid schedule name", tt.pkg, tt.fn)
+		}
+	}
+}
