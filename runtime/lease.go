@@ -29,6 +29,8 @@ type lease struct {
 	trustedUntil time.Time
 	// previous is the last value held, to resume after a transient error.
 	previous string
+	// lastHeartbeat is when this replica last recorded its heartbeat.
+	lastHeartbeat time.Time
 
 	// changed receives a signal whenever leadership is gained or lost.
 	changed chan struct{}
@@ -52,8 +54,20 @@ func (l *lease) trustMargin() time.Duration { return l.ttl / 10 }
 func (l *lease) renewEvery() time.Duration { return l.ttl / 3 }
 
 // heartbeatStale is how old a heartbeat may be before the replica is
-// considered gone. Followers heartbeat at least once per TTL.
+// considered gone. Replicas heartbeat about once per TTL.
 func (l *lease) heartbeatStale() time.Duration { return 3 * l.ttl }
+
+// heartbeatDue says whether this lease call should carry a heartbeat, and
+// assumes it will succeed (a failed call is retried soon anyway).
+func (l *lease) heartbeatDue() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if time.Since(l.lastHeartbeat) < l.ttl*9/10 {
+		return "0"
+	}
+	l.lastHeartbeat = time.Now()
+	return "1"
+}
 
 // current returns the lease value if this replica holds the lease and may
 // still trust it.
@@ -146,7 +160,7 @@ func (l *lease) acquire(ctx context.Context) (time.Duration, error) {
 	l.mu.Unlock()
 	sent := time.Now()
 	res, err := acquireScript.Run(ctx, l.rdb, []string{l.keys.lease, l.keys.token, l.keys.replicas},
-		l.replica, l.ttl.Milliseconds(), previous, l.heartbeatStale().Milliseconds()).Slice()
+		l.replica, l.ttl.Milliseconds(), previous, l.heartbeatDue()).Slice()
 	if err != nil {
 		return 0, err
 	}
@@ -174,7 +188,7 @@ func (l *lease) renew(ctx context.Context, value string) (time.Duration, error) 
 	rctx, cancel := context.WithDeadline(ctx, sent.Add(l.ttl-l.trustMargin()))
 	defer cancel()
 	ok, err := renewScript.Run(rctx, l.rdb, []string{l.keys.lease, l.keys.token, l.keys.replicas},
-		l.replica, l.ttl.Milliseconds(), value, l.heartbeatStale().Milliseconds()).Int()
+		l.replica, l.ttl.Milliseconds(), value, l.heartbeatDue()).Int()
 	switch {
 	case err != nil:
 		l.stepDown("renewal failed: " + err.Error())
@@ -203,7 +217,11 @@ func (l *lease) release(ctx context.Context) {
 func (l *lease) listenForRelease(ctx context.Context) {
 	ps := l.rdb.Subscribe(ctx, l.keys.released)
 	defer ps.Close()
-	ch := ps.Channel()
+	// go-redis pings an idle subscription every 3s by default: 20 commands a
+	// minute per replica for a channel that only speeds up a graceful
+	// handover (followers still retry when the key expires). Once a minute
+	// is enough to notice a half-open connection.
+	ch := ps.Channel(redis.WithChannelHealthCheckInterval(time.Minute))
 	for {
 		select {
 		case <-ctx.Done():

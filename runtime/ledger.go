@@ -214,10 +214,11 @@ func (r *Runtime) Cluster(ctx context.Context) (Cluster, error) {
 		return c, nil
 	}
 	var leaseCmd *redis.StringCmd
-	var replicasCmd *redis.StringSliceCmd
+	var replicasCmd *redis.Cmd
 	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		leaseCmd = p.Get(ctx, r.keys.lease)
-		replicasCmd = p.ZRange(ctx, r.keys.replicas, 0, -1)
+		// Eval, not Run: inside a pipeline a NOSCRIPT error cannot fall back.
+		replicasCmd = liveReplicasScript.Eval(ctx, p, []string{r.keys.replicas}, r.lease.heartbeatStale().Milliseconds())
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -229,7 +230,7 @@ func (r *Runtime) Cluster(ctx context.Context) (Cluster, error) {
 			c.Token, _ = strconv.ParseInt(v[i+1:], 10, 64)
 		}
 	}
-	c.Replicas = replicasCmd.Val()
+	c.Replicas, _ = replicasCmd.StringSlice()
 	return c, nil
 }
 

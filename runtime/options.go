@@ -18,7 +18,7 @@ const (
 	LeaseTTLDefault           = 15 * time.Second
 	SkewMarginDefault         = time.Minute
 	HistoryLimitDefault       = 50
-	EnqueueConcurrencyDefault = 16
+	EnqueueConcurrencyDefault = 32
 )
 
 // Options configure a Runtime. The zero value of every field means its

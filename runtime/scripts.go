@@ -3,12 +3,15 @@ package runtime
 import "github.com/redis/go-redis/v9"
 
 // Heartbeats use Redis's clock (TIME), not the replica's: replicas may be
-// skewed, and a skewed heartbeat would make a live replica look dead.
+// skewed, and a skewed heartbeat would make a live replica look dead. They
+// ride on lease calls, at most once per TTL (ARGV[4] = "1"), and stale
+// entries are pruned when the replica list is read, not on every beat: an
+// idle replica's cost is a few commands a minute.
 const heartbeatLua = `
-local now = redis.call('TIME')
-local nowMs = now[1] * 1000 + math.floor(now[2] / 1000)
-redis.call('ZADD', KEYS[3], nowMs, ARGV[1])
-redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', nowMs - tonumber(ARGV[4]))
+if ARGV[4] == '1' then
+  local now = redis.call('TIME')
+  redis.call('ZADD', KEYS[3], now[1] * 1000 + math.floor(now[2] / 1000), ARGV[1])
+end
 `
 
 // acquireScript takes the lease if it is free, or resumes it if it still
@@ -16,7 +19,7 @@ redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', nowMs - tonumber(ARGV[4]))
 // down, but nobody else took over). It also records a heartbeat.
 //
 //	KEYS[1] lease, KEYS[2] token counter, KEYS[3] replicas zset
-//	ARGV[1] replica, ARGV[2] TTL ms, ARGV[3] previous value or "", ARGV[4] heartbeat staleness ms
+//	ARGV[1] replica, ARGV[2] TTL ms, ARGV[3] previous value or "", ARGV[4] "1" to heartbeat
 //	returns {token, value, pttl}: token > 0 when this replica now holds the
 //	lease; otherwise value is the holder's and pttl its remaining life.
 var acquireScript = redis.NewScript(heartbeatLua + `
@@ -38,7 +41,7 @@ return {token, value, tonumber(ARGV[2])}
 // (compare-and-PEXPIRE), and records a heartbeat.
 //
 //	KEYS[1] lease, KEYS[2] unused, KEYS[3] replicas zset
-//	ARGV[1] replica, ARGV[2] TTL ms, ARGV[3] lease value, ARGV[4] heartbeat staleness ms
+//	ARGV[1] replica, ARGV[2] TTL ms, ARGV[3] lease value, ARGV[4] "1" to heartbeat
 //	returns 1 if renewed, 0 if the lease is someone else's or gone.
 var renewScript = redis.NewScript(heartbeatLua + `
 if redis.call('GET', KEYS[1]) == ARGV[3] then
@@ -62,6 +65,17 @@ if ARGV[2] ~= '' and redis.call('GET', KEYS[1]) == ARGV[2] then
   return 1
 end
 return 0
+`)
+
+// liveReplicasScript prunes heartbeats older than the staleness limit and
+// returns the live replicas.
+//
+//	KEYS[1] replicas zset
+//	ARGV[1] staleness ms
+var liveReplicasScript = redis.NewScript(`
+local now = redis.call('TIME')
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now[1] * 1000 + math.floor(now[2] / 1000) - tonumber(ARGV[1]))
+return redis.call('ZRANGE', KEYS[1], 0, -1)
 `)
 
 // recordLua writes one occurrence into the ledger: a hash per occurrence and
