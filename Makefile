@@ -48,4 +48,4 @@ chaos: ## kill, pause, skew and restart replicas and Redis; prove once-per-slot
 
 .PHONY: bench
 bench: ## compare belfry with robfig and asynq's Scheduler (BENCH_QUICK=1 for a smoke run)
-	@echo "make bench: not built yet (issue 5)"; exit 1
+	$(GO) run ./runtime/internal/bench

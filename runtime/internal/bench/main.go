@@ -1,0 +1,583 @@
+// Command bench measures belfry against what a Go user would pick instead,
+// asynq's own Scheduler, in one run on one private redis-server, and prints
+// a table and, last, one summary line:
+//
+//	bench: next_vs_robfig=R fire_p99_ms=F asynq_fire_p99_ms=A takeover_crash_ttl=T takeover_graceful_s=G spike10k_s=S spike_vs_raw=V leader_cmds_min=L follower_cmds_min=W dup_asynq=DA dup_belfry=DB
+//
+// BENCH_QUICK=1 shortens every measurement for a smoke run; BENCH_ONLY=fire,spike
+// (first words of the step names) runs a subset. See BENCHMARKS.md.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/belfry/belfry/registry"
+	"github.com/belfry/belfry/runtime"
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+)
+
+func main() {
+	if mode := os.Getenv(replicaEnv); mode != "" {
+		replicaMain(mode)
+		return
+	}
+	if err := run(os.Getenv("BENCH_QUICK") == "1"); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// settings scale the measurements; quick mode keeps the whole run under
+// two minutes for CI smoke tests.
+type settings struct {
+	benchtime     string
+	fireSlots     int
+	crashKills    int
+	gracefulStops int
+	idleWindow    time.Duration
+	dupWindow     time.Duration
+}
+
+type results struct {
+	nextRatio                            float64
+	nextRows                             [][]string
+	fireP50, fireP99                     time.Duration
+	asynqP50, asynqP99                   time.Duration
+	crashTTL                             float64
+	crashDelays                          []time.Duration
+	graceful                             time.Duration
+	spike, raw                           time.Duration
+	leaderPerMin, followerPerMin         float64 // issued by the replica
+	leaderExecPerMin, followerExecPerMin float64 // executed by Redis, script internals included
+	dupAsynq, dupBelfry                  float64
+	dupSlots                             int
+}
+
+func run(quick bool) error {
+	s := settings{benchtime: "1s", fireSlots: 60, crashKills: 5, gracefulStops: 3, idleWindow: time.Minute, dupWindow: time.Minute}
+	if quick {
+		s = settings{benchtime: "200ms", fireSlots: 15, crashKills: 2, gracefulStops: 2, idleWindow: 15 * time.Second, dupWindow: 15 * time.Second}
+	}
+	srv, err := startRedis()
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	var r results
+	steps := []struct {
+		name string
+		run  func() error
+	}{
+		{"Next vs robfig", func() error { return benchNext(s, &r) }},
+		{"fire latency", func() error { return benchFireLatency(srv.addr, s, &r) }},
+		{"takeover", func() error { return benchTakeover(srv.addr, s, &r) }},
+		{"midnight spike", func() error { return benchSpike(srv.addr, &r) }},
+		{"idle cost", func() error { return benchIdle(srv.addr, s, &r) }},
+		{"duplicates", func() error { return benchDuplicates(srv.addr, s, &r) }},
+	}
+	only := os.Getenv("BENCH_ONLY") // e.g. "takeover,spike": run a subset
+	for _, step := range steps {
+		if only != "" && !strings.Contains(only, strings.Fields(step.name)[0]) {
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "bench: %s...\n", step.name)
+		if err := step.run(); err != nil {
+			return fmt.Errorf("%s: %w", step.name, err)
+		}
+	}
+	r.print(os.Stdout)
+	return nil
+}
+
+func quietLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+}
+
+func repoRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Dir(strings.TrimSpace(string(out))), nil
+}
+
+var benchLine = regexp.MustCompile(`^Benchmark(Next|RobfigNext)/(\S+?)(-\d+)?\s+\d+\s+([\d.]+) ns/op(?:\s+\d+ B/op\s+(\d+) allocs/op)?`)
+
+// benchNext runs the registry's Next benchmarks (ours and robfig's on the
+// same expressions, in one go test run) and reports the worst ratio.
+func benchNext(s settings, r *results) error {
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command("go", "test", "-run", "^$", "-bench", "^Benchmark(Next|RobfigNext)$", "-benchmem", "-benchtime", s.benchtime, "./registry")
+	cmd.Dir = root
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("go test -bench: %v\n%s", err, out)
+	}
+	type cost struct{ ns, allocs string }
+	ours, theirs := map[string]cost{}, map[string]cost{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		m := benchLine.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		if m[1] == "Next" {
+			ours[m[2]] = cost{m[4], m[5]}
+		} else {
+			theirs[m[2]] = cost{m[4], m[5]}
+		}
+	}
+	names := make([]string, 0, len(ours))
+	for name := range ours {
+		if _, ok := theirs[name]; ok {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return fmt.Errorf("no paired Next/RobfigNext benchmarks in:\n%s", out)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		a, _ := strconv.ParseFloat(ours[name].ns, 64)
+		b, _ := strconv.ParseFloat(theirs[name].ns, 64)
+		ratio := a / b
+		r.nextRatio = max(r.nextRatio, ratio)
+		r.nextRows = append(r.nextRows, []string{name, ours[name].ns, ours[name].allocs, theirs[name].ns, theirs[name].allocs, fmt.Sprintf("%.2f", ratio)})
+	}
+	return nil
+}
+
+// benchFireLatency runs belfry and asynq's Scheduler side by side, each
+// with a per-second schedule, and times each enqueue against its slot.
+func benchFireLatency(addr string, s settings, r *results) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	belfryLog, asynqLog := newEventLog(), newEventLog()
+
+	rdbB := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdbB.Close()
+	rdbB.AddHook(newEnqueueHook("bench-fire-belfry", belfryLog.add))
+	reg := registry.MustNew(registry.Schedule{Name: "tick", Expr: "* * * * * *", Queue: "bench-fire-belfry",
+		Handler: func(context.Context, registry.Occurrence) error { return nil }})
+	rt, err := runtime.New(reg, runtime.Options{Redis: rdbB, Namespace: "bench-fire", Logger: quietLogger()})
+	if err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	go func() { rt.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done; rt.Close() }()
+
+	rdbA := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdbA.Close()
+	rdbA.AddHook(newEnqueueHook("bench-fire-asynq", asynqLog.add))
+	sched := asynq.NewSchedulerFromRedisClient(rdbA, &asynq.SchedulerOpts{Location: time.UTC, LogLevel: asynq.FatalLevel})
+	if _, err := sched.Register("@every 1s", asynq.NewTask("tick", nil), asynq.Queue("bench-fire-asynq")); err != nil {
+		return err
+	}
+	if err := sched.Start(); err != nil {
+		return err
+	}
+	defer sched.Shutdown()
+
+	const warmup = 2
+	want := s.fireSlots + warmup
+	deadline := time.Now().Add(time.Duration(want+20) * time.Second)
+	enough := func(evs []enqueueEvent) bool { return len(evs) >= want }
+	if !belfryLog.waitUntil(deadline, enough) || !asynqLog.waitUntil(deadline, enough) {
+		return errors.New("too few enqueues before the deadline")
+	}
+	var ours, theirs []time.Duration
+	for _, e := range belfryLog.snapshot()[warmup:want] {
+		ours = append(ours, e.at.Sub(slotOf(e.taskID)))
+	}
+	for _, e := range asynqLog.snapshot()[warmup:want] {
+		theirs = append(theirs, e.at.Sub(e.at.Truncate(time.Second)))
+	}
+	r.fireP50, r.fireP99 = percentile(ours, 50), percentile(ours, 99)
+	r.asynqP50, r.asynqP99 = percentile(theirs, 50), percentile(theirs, 99)
+	return nil
+}
+
+// slotOf reads the slot from an occurrence ID "cron:<name>:<unix>".
+func slotOf(taskID string) time.Time {
+	sec, _ := strconv.ParseInt(taskID[strings.LastIndexByte(taskID, ':')+1:], 10, 64)
+	return time.Unix(sec, 0)
+}
+
+// percentile is the nearest-rank percentile.
+func percentile(ds []time.Duration, p int) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := max((p*len(s)+99)/100-1, 0)
+	return s[i]
+}
+
+// benchTakeover kills or stops the leader of two replica processes and
+// times the survivor's first enqueue. A takeover delay is how late that
+// enqueue is: from the kill, or from its slot if the slot came later (a
+// graceful handover should not be charged for waiting for the next second).
+func benchTakeover(addr string, s settings, r *results) error {
+	const ttl = 2 * time.Second
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	rng := rand.New(rand.NewPCG(1, 2))
+	logs := [2]*eventLog{newEventLog(), newEventLog()}
+	var procs [2]*replicaProc
+	start := func(i int) error {
+		cfg := replicaConfig{mode: "belfry", redisAddr: addr, namespace: "bench-takeover", queue: "bench-takeover",
+			name: "replica-" + strconv.Itoa(i), ttl: ttl}
+		p, err := startReplica(cfg, logs[i])
+		procs[i] = p
+		return err
+	}
+	for i := range procs {
+		if err := start(i); err != nil {
+			return err
+		}
+	}
+	defer func() {
+		for _, p := range procs {
+			p.stop()
+		}
+	}()
+	leader := func() int {
+		v, _ := rdb.Get(context.Background(), "bench-takeover:lease").Result()
+		for i := range procs {
+			if strings.HasPrefix(v, "replica-"+strconv.Itoa(i)+"|") {
+				return i
+			}
+		}
+		return -1
+	}
+	round := func(sig syscall.Signal) (time.Duration, error) {
+		// Wait for a leader that is enqueueing, then let a random part of
+		// its renewal period pass so kills land at every phase.
+		var lead int
+		deadline := time.Now().Add(4 * ttl)
+		for lead = leader(); lead < 0 || len(logs[lead].snapshot()) == 0; lead = leader() {
+			if time.Now().After(deadline) {
+				return 0, errors.New("no enqueueing leader")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		time.Sleep(time.Duration(rng.Int64N(int64(ttl / 3))))
+		other := 1 - lead
+		stopped := time.Now()
+		procs[lead].signal(sig)
+		procs[lead].wait()
+		var first enqueueEvent
+		ok := logs[other].waitUntil(stopped.Add(3*ttl), func(evs []enqueueEvent) bool {
+			for _, e := range evs {
+				if e.at.After(stopped) {
+					first = e
+					return true
+				}
+			}
+			return false
+		})
+		if !ok {
+			return 0, fmt.Errorf("no enqueue by the follower within %s", 3*ttl)
+		}
+		logs[lead] = newEventLog()
+		if err := start(lead); err != nil {
+			return 0, err
+		}
+		return first.at.Sub(later(stopped, slotOf(first.taskID))), nil
+	}
+	for range s.crashKills {
+		d, err := round(syscall.SIGKILL)
+		if err != nil {
+			return err
+		}
+		r.crashDelays = append(r.crashDelays, d)
+	}
+	var graceful []time.Duration
+	for range s.gracefulStops {
+		d, err := round(syscall.SIGTERM)
+		if err != nil {
+			return err
+		}
+		graceful = append(graceful, d)
+	}
+	r.crashTTL = float64(percentile(r.crashDelays, 50)) / float64(ttl)
+	r.graceful = percentile(graceful, 50)
+	return nil
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// benchSpike makes 10,000 schedules come due in the same second and times
+// how long until all are in the queue, against a plain sequential loop of
+// asynq Enqueue calls in the same run.
+func benchSpike(addr string, r *results) error {
+	const n = 10000
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	due := time.Now().Add(10 * time.Second).Truncate(time.Second).UTC()
+	expr := fmt.Sprintf("%d %d %d * * *", due.Second(), due.Minute(), due.Hour())
+	scheds := make([]registry.Schedule, n)
+	for i := range scheds {
+		scheds[i] = registry.Schedule{Name: fmt.Sprintf("spike-%05d", i), Expr: expr, Queue: "bench-spike",
+			Handler: func(context.Context, registry.Occurrence) error { return nil }}
+	}
+	reg, err := registry.New(scheds...)
+	if err != nil {
+		return err
+	}
+	var count atomic.Int64
+	var last atomic.Int64
+	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 32})
+	defer rdb.Close()
+	rdb.AddHook(newEnqueueHook("bench-spike", func(e enqueueEvent) {
+		count.Add(1)
+		last.Store(e.at.UnixNano())
+	}))
+	rt, err := runtime.New(reg, runtime.Options{Redis: rdb, Namespace: "bench-spike", Logger: quietLogger()})
+	if err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	go func() { rt.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done; rt.Close() }()
+	for count.Load() < n {
+		if time.Now().After(due.Add(30 * time.Second)) {
+			return fmt.Errorf("only %d of %d enqueued 30s after the slot", count.Load(), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	r.spike = time.Unix(0, last.Load()).Sub(due)
+	// Exactly once: the queue holds the 10,000 expected task IDs, once each.
+	ids, err := rdb.LRange(ctx, "asynq:{bench-spike}:pending", 0, -1).Result()
+	if err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for _, id := range ids {
+		seen[id] = true
+	}
+	for i := range n {
+		if id := registry.OccurrenceID(fmt.Sprintf("spike-%05d", i), due); !seen[id] {
+			return fmt.Errorf("task %s missing from the queue", id)
+		}
+	}
+	if len(ids) != n || len(seen) != n {
+		return fmt.Errorf("queue holds %d tasks (%d distinct), want %d", len(ids), len(seen), n)
+	}
+
+	client := asynq.NewClientFromRedisClient(rdb)
+	defer client.Close()
+	start := time.Now()
+	for i := range n {
+		if _, err := client.Enqueue(asynq.NewTask("raw", nil), asynq.TaskID("raw-"+strconv.Itoa(i)), asynq.Queue("bench-raw")); err != nil {
+			return err
+		}
+	}
+	r.raw = time.Since(start)
+	return nil
+}
+
+// benchIdle measures the Redis traffic of a leader, then of a follower,
+// with 100 schedules due once a day and default lease settings, two ways:
+// commands each replica issues (a go-redis hook on its own client) and
+// commands Redis executes (INFO commandstats, which also counts the calls a
+// Lua script makes and the pub/sub health-check PINGs).
+func benchIdle(addr string, s settings, r *results) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	scheds := make([]registry.Schedule, 100)
+	for i := range scheds {
+		scheds[i] = registry.Schedule{Name: fmt.Sprintf("daily-%03d", i), Expr: fmt.Sprintf("%d 3 * * *", i%60),
+			Handler: func(context.Context, registry.Occurrence) error { return nil }}
+	}
+	reg := registry.MustNew(scheds...)
+	admin := redis.NewClient(&redis.Options{Addr: addr})
+	defer admin.Close()
+	var running []chan struct{}
+	startRuntime := func(name string, issued *atomic.Int64) error {
+		rdb := redis.NewClient(&redis.Options{Addr: addr})
+		rdb.AddHook(commandCounter{issued})
+		rt, err := runtime.New(reg, runtime.Options{Redis: rdb, Namespace: "bench-idle", Replica: name, Logger: quietLogger()})
+		if err != nil {
+			return err
+		}
+		done := make(chan struct{})
+		go func() { rt.Run(ctx); rt.Close(); rdb.Close(); close(done) }()
+		running = append(running, done)
+		return nil
+	}
+	defer func() {
+		cancel()
+		for _, done := range running {
+			<-done
+		}
+	}()
+	// measure returns the issued commands of one replica and the executed
+	// commands of the whole server, per minute.
+	measure := func(issued *atomic.Int64) (float64, float64, error) {
+		time.Sleep(3 * time.Second) // let start-up traffic pass
+		before, err := totalCalls(ctx, admin)
+		if err != nil {
+			return 0, 0, err
+		}
+		issuedBefore := issued.Load()
+		time.Sleep(s.idleWindow)
+		after, err := totalCalls(ctx, admin)
+		if err != nil {
+			return 0, 0, err
+		}
+		mins := s.idleWindow.Minutes()
+		return float64(issued.Load()-issuedBefore) / mins, float64(after-before-1) / mins, nil // -1: the INFO itself
+	}
+	var leader, follower atomic.Int64
+	if err := startRuntime("leader", &leader); err != nil {
+		return err
+	}
+	var err error
+	if r.leaderPerMin, r.leaderExecPerMin, err = measure(&leader); err != nil {
+		return err
+	}
+	if err := startRuntime("follower", &follower); err != nil {
+		return err
+	}
+	var both float64
+	r.followerPerMin, both, err = measure(&follower)
+	r.followerExecPerMin = both - r.leaderExecPerMin
+	return err
+}
+
+// commandCounter counts the commands a client sends, each command of a
+// pipeline included.
+type commandCounter struct{ n *atomic.Int64 }
+
+func (c commandCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c commandCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (c commandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// benchDuplicates runs three replica processes of asynq's Scheduler, then
+// three of belfry, each with a per-second schedule, and counts enqueues per
+// occurrence.
+func benchDuplicates(addr string, s settings, r *results) error {
+	measure := func(mode string, perOccurrence func([]enqueueEvent) (float64, int)) (float64, int, error) {
+		logs := make([]*eventLog, 3)
+		var procs []*replicaProc
+		for i := range logs {
+			logs[i] = newEventLog()
+			p, err := startReplica(replicaConfig{mode: mode, redisAddr: addr, namespace: "bench-dup", queue: "bench-dup-" + mode,
+				name: fmt.Sprintf("%s-%d", mode, i), ttl: runtime.LeaseTTLDefault}, logs[i])
+			if err != nil {
+				return 0, 0, err
+			}
+			procs = append(procs, p)
+		}
+		time.Sleep(3 * time.Second) // every replica has started
+		from := time.Now()
+		time.Sleep(s.dupWindow)
+		to := time.Now()
+		for _, p := range procs {
+			p.stop()
+		}
+		var window []enqueueEvent
+		for _, l := range logs {
+			for _, e := range l.snapshot() {
+				if e.at.After(from) && e.at.Before(to) {
+					window = append(window, e)
+				}
+			}
+		}
+		ratio, occurrences := perOccurrence(window)
+		return ratio, occurrences, nil
+	}
+	var err error
+	r.dupAsynq, _, err = measure("asynq", func(evs []enqueueEvent) (float64, int) {
+		ticks := map[int64]bool{}
+		for _, e := range evs {
+			ticks[e.at.Unix()] = true
+		}
+		return float64(len(evs)) / float64(max(len(ticks), 1)), len(ticks)
+	})
+	if err != nil {
+		return err
+	}
+	r.dupBelfry, r.dupSlots, err = measure("belfry", func(evs []enqueueEvent) (float64, int) {
+		ids := map[string]bool{}
+		for _, e := range evs {
+			ids[e.taskID] = true
+		}
+		return float64(len(evs)) / float64(max(len(ids), 1)), len(ids)
+	})
+	return err
+}
+
+func (r *results) print(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "Next\tbelfry ns/op\tallocs\trobfig ns/op\tallocs\tratio")
+	for _, row := range r.nextRows {
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "measure\tbelfry\tasynq Scheduler / plain loop\ttarget")
+	fmt.Fprintf(tw, "fire latency p50\t%s\t%s\t\n", ms(r.fireP50), ms(r.asynqP50))
+	fmt.Fprintf(tw, "fire latency p99\t%s\t%s\t<= 10 ms, <= asynq + 5 ms\n", ms(r.fireP99), ms(r.asynqP99))
+	fmt.Fprintf(tw, "takeover after SIGKILL\t%.2f x TTL (%s)\t\t<= 1.05 x TTL\n", r.crashTTL, durations(r.crashDelays))
+	fmt.Fprintf(tw, "takeover after SIGTERM\t%.3f s\t\t<= 0.5 s\n", r.graceful.Seconds())
+	fmt.Fprintf(tw, "10,000 due at once\t%.3f s\t%.3f s (plain loop)\t<= 0.5 s, >= 2x loop\n", r.spike.Seconds(), r.raw.Seconds())
+	fmt.Fprintf(tw, "idle commands/min issued\tleader %.0f, follower %.0f\t\t<= 60, <= 12\n", r.leaderPerMin, r.followerPerMin)
+	fmt.Fprintf(tw, "idle commands/min executed\tleader %.0f, follower %.0f\t\t(INFO commandstats: script internals too)\n", r.leaderExecPerMin, r.followerExecPerMin)
+	fmt.Fprintf(tw, "enqueues per occurrence, 3 replicas\t%.2f (%d slots)\t%.2f\t1.00\n", r.dupBelfry, r.dupSlots, r.dupAsynq)
+	tw.Flush()
+	spikeVsRaw := r.raw.Seconds() / cmp.Or(r.spike.Seconds(), 1e-9)
+	fmt.Fprintf(w, "bench: next_vs_robfig=%.2f fire_p99_ms=%.1f asynq_fire_p99_ms=%.1f takeover_crash_ttl=%.2f takeover_graceful_s=%.2f spike10k_s=%.2f spike_vs_raw=%.1f leader_cmds_min=%.0f follower_cmds_min=%.0f dup_asynq=%.2f dup_belfry=%.2f\n",
+		r.nextRatio, msf(r.fireP99), msf(r.asynqP99), r.crashTTL, r.graceful.Seconds(), r.spike.Seconds(), spikeVsRaw,
+		r.leaderPerMin, r.followerPerMin, r.dupAsynq, r.dupBelfry)
+}
+
+func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+func ms(d time.Duration) string   { return fmt.Sprintf("%.1f ms", msf(d)) }
+
+func durations(ds []time.Duration) string {
+	var parts []string
+	for _, d := range ds {
+		parts = append(parts, fmt.Sprintf("%.2fs", d.Seconds()))
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// privateRedis is the redis-server every measurement runs against, on a
+// free loopback port so that replica processes can reach it.
+type privateRedis struct {
+	addr string
+	dir  string
+	cmd  *exec.Cmd
+}
+
+func startRedis() (*privateRedis, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	dir, err := os.MkdirTemp("", "belfry-bench-")
+	if err != nil {
+		return nil, err
+	}
+	p := &privateRedis{addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir}
+	p.cmd = exec.Command("redis-server", "--bind", "127.0.0.1", "--port", strconv.Itoa(port),
+		"--save", "", "--appendonly", "no", "--dir", dir, "--logfile", filepath.Join(dir, "redis.log"))
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting redis-server (is it installed?): %w", err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: p.addr})
+	defer rdb.Close()
+	for deadline := time.Now().Add(10 * time.Second); rdb.Ping(context.Background()).Err() != nil; {
+		if time.Now().After(deadline) {
+			p.stop()
+			return nil, fmt.Errorf("redis-server on %s did not answer", p.addr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return p, nil
+}
+
+func (p *privateRedis) stop() {
+	if p.cmd != nil && p.cmd.Process != nil {
+		p.cmd.Process.Signal(os.Interrupt)
+		p.cmd.Wait()
+	}
+	os.RemoveAll(p.dir)
+}
+
+// totalCalls sums the calls of every command from INFO commandstats.
+func totalCalls(ctx context.Context, rdb *redis.Client) (int64, error) {
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, line := range strings.Split(info, "\n") {
+		if !strings.HasPrefix(line, "cmdstat_") {
+			continue
+		}
+		_, rest, _ := strings.Cut(line, "calls=")
+		n, _ := strconv.ParseInt(strings.SplitN(rest, ",", 2)[0], 10, 64)
+		total += n
+	}
+	return total, nil
+}
+
+// enqueueEvent is one successful asynq enqueue, seen from the client.
+type enqueueEvent struct {
+	taskID string
+	at     time.Time
+}
+
+// enqueueHook reports every successful asynq enqueue of a queue's tasks:
+// asynq's enqueue script takes the task key "asynq:{queue}:t:<id>" as its
+// first key and returns 1 when it inserted the task (0 on an ID conflict).
+// Both belfry and asynq's Scheduler go through it, so both are timed alike.
+type enqueueHook struct {
+	prefix  string
+	onEvent func(enqueueEvent)
+}
+
+func newEnqueueHook(queue string, onEvent func(enqueueEvent)) *enqueueHook {
+	return &enqueueHook{prefix: "asynq:{" + queue + "}:t:", onEvent: onEvent}
+}
+
+func (h *enqueueHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *enqueueHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if err == nil {
+			h.inspect(cmd)
+		}
+		return err
+	}
+}
+
+func (h *enqueueHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h *enqueueHook) inspect(cmd redis.Cmder) {
+	args := cmd.Args()
+	if len(args) < 4 {
+		return
+	}
+	name := strings.ToLower(fmt.Sprint(args[0]))
+	if name != "evalsha" && name != "eval" {
+		return
+	}
+	key, _ := args[3].(string)
+	if !strings.HasPrefix(key, h.prefix) {
+		return
+	}
+	if c, ok := cmd.(*redis.Cmd); ok {
+		if n, err := c.Int64(); err == nil && n == 1 {
+			h.onEvent(enqueueEvent{taskID: strings.TrimPrefix(key, h.prefix), at: time.Now()})
+		}
+	}
+}
+
+// eventLog collects enqueue events from any goroutine.
+type eventLog struct {
+	mu     sync.Mutex
+	events []enqueueEvent
+	added  chan struct{}
+}
+
+func newEventLog() *eventLog { return &eventLog{added: make(chan struct{}, 1)} }
+
+func (l *eventLog) add(e enqueueEvent) {
+	l.mu.Lock()
+	l.events = append(l.events, e)
+	l.mu.Unlock()
+	select {
+	case l.added <- struct{}{}:
+	default:
+	}
+}
+
+func (l *eventLog) snapshot() []enqueueEvent {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]enqueueEvent(nil), l.events...)
+}
+
+// waitUntil waits for cond, re-checking on every new event and at least
+// every 10ms, until the deadline.
+func (l *eventLog) waitUntil(deadline time.Time, cond func([]enqueueEvent) bool) bool {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if cond(l.snapshot()) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		select {
+		case <-l.added:
+		case <-tick.C:
+		}
+	}
+}
