@@ -118,8 +118,7 @@ func (h *enqueueHook) inspect(cmd redis.Cmder) {
 	if len(args) < 4 {
 		return
 	}
-	name := strings.ToLower(fmt.Sprint(args[0]))
-	if name != "evalsha" && name != "eval" {
+	if name, _ := args[0].(string); !strings.EqualFold(name, "evalsha") && !strings.EqualFold(name, "eval") {
 		return
 	}
 	key, _ := args[3].(string)
