@@ -41,3 +41,6 @@ func (r *Runtime) Enqueue(ctx context.Context, occ registry.Occurrence) error {
 }
 
 func (r *Runtime) CursorsKey() string { return r.keys.cursors }
+
+// CommitScriptHash identifies the fenced commit in a go-redis hook.
+func CommitScriptHash() string { return commitScript.Hash() }

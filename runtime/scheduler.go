@@ -83,9 +83,12 @@ func (r *Runtime) scheduleLoop(ctx context.Context) {
 			now := r.now()
 			if len(st.queue) > 0 && !st.queue[0].slot.After(now) {
 				if err := r.dispatch(ctx, st, now); err != nil {
+					// The cursors in Redis are the truth; what this replica
+					// holds in memory may be ahead of them after a failed
+					// commit, so it is rebuilt before the next attempt.
+					st = nil
 					if errors.Is(err, errNotLeader) {
 						r.lease.stepDown("a fenced write was rejected")
-						st = nil
 						continue
 					}
 					r.noteRedis(err)

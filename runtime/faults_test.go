@@ -1,0 +1,67 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/belfry/belfry/registry"
+	"github.com/belfry/belfry/runtime"
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+)
+
+// failOnce fails the first fenced commit after it reached Redis: the
+// enqueues before it happened, the cursor did not move.
+type failOnce struct{ failed atomic.Bool }
+
+func (h *failOnce) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *failOnce) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *failOnce) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		if len(args) > 1 && args[0] == "evalsha" && args[1] == runtime.CommitScriptHash() && h.failed.CompareAndSwap(false, true) {
+			cmd.SetErr(errors.New("injected: connection reset"))
+			return cmd.Err()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func TestFailedCommitDoesNotStopTheSchedule(t *testing.T) {
+	t.Parallel()
+	rdb := redis.NewClient(&redis.Options{Addr: sharedRedisAddr()})
+	t.Cleanup(func() { rdb.Close() })
+	faults := &failOnce{}
+	rdb.AddHook(faults)
+	queue := uniq("q")
+	exec := newExecutions()
+	reg := registry.MustNew(registry.Schedule{Name: "tick", Expr: "* * * * * *", Queue: queue, Handler: exec.handler})
+	rt, err := runtime.New(reg, runtime.Options{Redis: rdb, Namespace: uniq("ns"), LeaseTTL: 2 * time.Second, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	startWorker(t, sharedRedis(t), queue, func(mux *asynq.ServeMux) { rt.RegisterHandlers(mux) })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { rt.Run(ctx); close(done) }()
+	waitFor(t, 10*time.Second, "the injected commit failure", faults.failed.Load)
+	failedAt := time.Now()
+	waitFor(t, 10*time.Second, "slots after the failure to run", func() bool {
+		n := 0
+		for slot := range exec.slots("tick") {
+			if time.Unix(slot, 0).After(failedAt) {
+				n++
+			}
+		}
+		return n >= 3
+	})
+	cancel()
+	<-done
+	assertOncePerSlot(t, reg.Schedules()[0], exec.slots("tick"))
+}
