@@ -107,18 +107,24 @@ func (r *Runtime) History(ctx context.Context, name string, limit int) ([]Record
 	if err != nil {
 		return nil, err
 	}
-	cmds, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, id := range ids {
-			p.HGetAll(ctx, r.keys.occurrence(id))
+	return r.readRecords(ctx, ids)
+}
+
+// readRecords reads occurrence records in one pipelined round trip,
+// skipping any that expired meanwhile.
+func (r *Runtime) readRecords(ctx context.Context, ids []string) ([]Record, error) {
+	cmds := make([]*redis.MapStringStringCmd, len(ids))
+	if _, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			cmds[i] = p.HGetAll(ctx, r.keys.occurrence(id))
 		}
 		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
+	}); err != nil {
 		return nil, err
 	}
 	recs := make([]Record, 0, len(cmds))
 	for _, c := range cmds {
-		if h := c.(*redis.MapStringStringCmd).Val(); len(h) > 0 {
+		if h := c.Val(); len(h) > 0 {
 			recs = append(recs, parseRecord(h))
 		}
 	}
@@ -251,22 +257,13 @@ func (r *Runtime) recentRecords(ctx context.Context, n int) (map[string][]Record
 	}); err != nil {
 		return nil, err
 	}
-	var recCmds []*redis.MapStringStringCmd
-	if _, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, c := range idCmds {
-			for _, id := range c.Val() {
-				recCmds = append(recCmds, p.HGetAll(ctx, r.keys.occurrence(id)))
-			}
-		}
-		return nil
-	}); err != nil {
-		return nil, err
+	var ids []string
+	for _, c := range idCmds {
+		ids = append(ids, c.Val()...)
 	}
-	for _, c := range recCmds {
-		if h := c.Val(); len(h) > 0 {
-			rec := parseRecord(h)
-			out[rec.Schedule] = append(out[rec.Schedule], rec)
-		}
+	recs, err := r.readRecords(ctx, ids)
+	for _, rec := range recs {
+		out[rec.Schedule] = append(out[rec.Schedule], rec)
 	}
-	return out, nil
+	return out, err
 }
