@@ -44,3 +44,14 @@ func (r *Runtime) CursorsKey() string { return r.keys.cursors }
 
 // CommitScriptHash identifies the fenced commit in a go-redis hook.
 func CommitScriptHash() string { return commitScript.Hash() }
+
+// LapseTrust ends the holder's trust window now, as a stall (GC pause,
+// SIGSTOP) that outlasts it does, while its key lives on in Redis.
+func (r *Runtime) LapseTrust() {
+	r.lease.mu.Lock()
+	r.lease.trustedUntil = time.Now().Add(-time.Millisecond)
+	r.lease.mu.Unlock()
+}
+
+// Scheduling reports whether the scheduling loop holds leader state.
+func (r *Runtime) Scheduling() bool { return r.scheduling.Load() }

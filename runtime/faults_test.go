@@ -65,3 +65,32 @@ func TestFailedCommitDoesNotStopTheSchedule(t *testing.T) {
 	<-done
 	assertOncePerSlot(t, reg.Schedules()[0], exec.slots("tick"))
 }
+
+func TestStalledHolderResumesAfterItsNextRenewal(t *testing.T) {
+	t.Parallel()
+	rdb := sharedRedis(t)
+	// A long TTL: the backstop (one renewal period) must not be what wakes
+	// the scheduler; the renewal itself must.
+	c := newCluster(t, rdb, 1, runtime.Options{LeaseTTL: 30 * time.Second},
+		registry.Schedule{Name: "tick", Expr: "* * * * * *"})
+	rt := c.rts[0]
+	waitFor(t, 5*time.Second, "the replica to lead", rt.IsLeader)
+	waitFor(t, 5*time.Second, "the loop to hold leader state", rt.Scheduling)
+	rt.LapseTrust()
+	if rt.IsLeader() {
+		t.Fatal("the holder still trusts a lapsed lease")
+	}
+	waitFor(t, 5*time.Second, "the loop to stand down", func() bool { return !rt.Scheduling() })
+	lapsed := time.Now()
+	if err := rt.RenewLease(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "slots after the stall to run", func() bool {
+		for slot := range c.executed.slots("tick") {
+			if time.Unix(slot, 0).After(lapsed.Add(time.Second)) {
+				return true
+			}
+		}
+		return false
+	})
+}

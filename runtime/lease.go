@@ -93,11 +93,17 @@ func (l *lease) holding() string {
 func (l *lease) setLeader(value string, sent time.Time) {
 	l.mu.Lock()
 	gained := l.value != value
+	// A renewal that lands after the trust window ended (the process was
+	// stalled) keeps the value, but the scheduler stood down meanwhile and
+	// waits for a change: wake it as for a new lease.
+	lapsed := !gained && time.Now().After(l.trustedUntil)
 	l.value, l.previous = value, value
 	l.trustedUntil = sent.Add(l.ttl - l.trustMargin())
 	l.mu.Unlock()
 	if gained {
 		l.log.Info("lease acquired: this replica schedules", "lease", value)
+	}
+	if gained || lapsed {
 		signal(l.changed)
 	}
 }

@@ -40,6 +40,8 @@ type Runtime struct {
 	redisErr  error // last Redis error, nil while reachable
 	redisSeen bool  // a call has completed since start
 	running   atomic.Bool
+	// scheduling is true while the loop holds leader state and enqueues.
+	scheduling atomic.Bool
 }
 
 // ErrUnknownSchedule is returned for a schedule name not in the registry.

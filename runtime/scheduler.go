@@ -62,13 +62,16 @@ func (r *Runtime) scheduleLoop(ctx context.Context) {
 	retry := newBackoff(50*time.Millisecond, 2*time.Second)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	defer r.scheduling.Store(false)
 	for {
 		var wait time.Duration
 		value, leader := r.lease.current()
 		switch {
 		case !leader:
 			st = nil
-			wait = time.Hour // until the lease changes
+			// Woken when the lease changes; the cap is a backstop against
+			// a missed signal and costs no Redis traffic.
+			wait = r.opts.LeaseTTL / 3
 		case st == nil || st.value != value:
 			var err error
 			if st, err = r.loadLeaderState(ctx, value); err != nil {
@@ -103,6 +106,7 @@ func (r *Runtime) scheduleLoop(ctx context.Context) {
 				wait = st.queue[0].slot.Sub(now)
 			}
 		}
+		r.scheduling.Store(st != nil)
 		timer.Reset(wait)
 		select {
 		case <-ctx.Done():
