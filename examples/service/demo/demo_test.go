@@ -1,0 +1,207 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// freePorts finds n consecutive free ports on 127.0.0.1, as the demo needs.
+func freePorts(t *testing.T, n int) int {
+	t.Helper()
+	for range 20 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		ok := first+n-1 <= 65535
+		for p := first; ok && p < first+n; p++ {
+			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+			if err != nil {
+				ok = false
+				break
+			}
+			l.Close()
+		}
+		if ok {
+			return first
+		}
+	}
+	t.Fatalf("no %d consecutive free ports", n)
+	return 0
+}
+
+// buildDemo builds the demo; it runs as a process because it handles
+// signals and starts processes of its own.
+func buildDemo(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "demo")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+var (
+	tmpDirRE    = regexp.MustCompile(`demo: removed (\S+)`)
+	bannerURLRE = regexp.MustCompile(`^ .*(http://\S+/cron/)\s+replica demo-\d`)
+)
+
+// TestDemo runs make demo's program the way a newcomer does, on the
+// embedded Redis a machine with Go alone gets, and with redis-server: the
+// replicas come up and agree on a leader, the banner names each admin URL,
+// and Ctrl-C stops everything and removes the demo's files. A busy port is
+// one clear line before anything starts.
+func TestDemo(t *testing.T) {
+	bin := buildDemo(t)
+	t.Run("port taken", func(t *testing.T) { portTaken(t, bin) })
+	for _, mode := range []string{"embedded", "redis-server"} {
+		t.Run(mode, func(t *testing.T) {
+			args := []string{"-port", strconv.Itoa(freePorts(t, 3))}
+			if mode == "embedded" {
+				args = append(args, "-embedded")
+			} else if _, err := exec.LookPath("redis-server"); err != nil {
+				t.Fatalf("redis-server not on PATH: %v", err)
+			}
+			runDemo(t, bin, args)
+		})
+	}
+}
+
+func runDemo(t *testing.T, bin string, args []string) {
+	cmd := exec.Command(bin, args...)
+	// Its own process group, so that a demo that hangs can be stopped with
+	// the replicas it started, and none outlives the test.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var output strings.Builder
+	var banner []string // admin URLs in the banner
+	ready := make(chan struct{})
+	exited := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			line := sc.Text()
+			mu.Lock()
+			output.WriteString(line + "\n")
+			if m := bannerURLRE.FindStringSubmatch(line); m != nil {
+				banner = append(banner, m[1])
+			}
+			mu.Unlock()
+			if strings.Contains(line, "Press Ctrl-C to stop everything.") {
+				close(ready)
+			}
+		}
+		exited <- cmd.Wait()
+	}()
+	log := func() string { mu.Lock(); defer mu.Unlock(); return output.String() }
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("demo output:\n%s", log())
+		}
+	})
+
+	select {
+	case <-ready:
+	case err := <-exited:
+		stopped = true
+		t.Fatalf("demo exited before it was ready: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("demo not ready within 60s")
+	}
+	mu.Lock()
+	admins := slices.Clone(banner)
+	mu.Unlock()
+	if len(admins) != 3 {
+		t.Fatalf("banner lists %d admin URLs %v, want 3", len(admins), admins)
+	}
+	var leaders []string
+	for _, u := range admins {
+		resp, err := http.Get(u + "api/status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s struct {
+			Leader   *string  `json:"leader"`
+			Replicas []string `json:"replicas"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&s)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", u, err)
+		}
+		if s.Leader == nil {
+			t.Fatalf("%s reports no leader", u)
+		}
+		leaders = append(leaders, *s.Leader)
+	}
+	if leaders[0] != leaders[1] || leaders[1] != leaders[2] {
+		t.Errorf("the replicas disagree about the leader: %v", leaders)
+	}
+
+	cmd.Process.Signal(os.Interrupt)
+	select {
+	case err := <-exited:
+		stopped = true
+		if err != nil {
+			t.Errorf("demo exited with %v after Ctrl-C, want status 0", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("demo did not stop within 30s of Ctrl-C")
+	}
+	m := tmpDirRE.FindStringSubmatch(log())
+	if m == nil {
+		t.Fatal("demo did not report removing its directory")
+	}
+	if _, err := os.Stat(m[1]); !os.IsNotExist(err) {
+		t.Errorf("demo directory %s still exists (%v)", m[1], err)
+	}
+	for _, want := range []string{"replicas stopped", "Redis stopped"} {
+		if !strings.Contains(strings.ReplaceAll(log(), "redis-server stopped", "Redis stopped"), want) {
+			t.Errorf("demo output lacks %q", want)
+		}
+	}
+}
+
+// portTaken checks the one-line answer when a port is busy.
+func portTaken(t *testing.T, bin string) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	out, err := exec.Command(bin, "-port", strconv.Itoa(port)).CombinedOutput()
+	want := fmt.Sprintf("demo: 127.0.0.1:%d is taken; pick other ports with -port N or DEMO_PORT=N", port)
+	if err == nil || !strings.HasPrefix(string(out), want) || strings.Count(string(out), "\n") != 1 {
+		t.Errorf("err %v, output %q; want a failure with one line starting %q", err, out, want)
+	}
+}

@@ -1,0 +1,231 @@
+// Service is a small service whose recurring work runs once per occurrence
+// however many replicas run: the jobs package declares the schedules, the
+// belfry runtime enqueues each due occurrence into asynq from whichever
+// replica holds the lease, and every replica's workers run them.
+//
+// Usage:
+//
+//	service [-redis URL] [-http ADDR] [-replica NAME] [-lease-ttl DURATION]
+//
+// The admin page is at http://ADDR/cron/. Without -redis (and with
+// REDIS_URL unset) the scheduler is disabled: the page still lists the
+// schedules and their next runs, and nothing is enqueued or run.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/belfry/belfry/examples/service/jobs"
+	"github.com/belfry/belfry/runtime"
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stderr))
+}
+
+type config struct {
+	redisURL  string
+	httpAddr  string
+	replica   string
+	leaseTTL  time.Duration
+	namespace string
+	logLevel  slog.Level
+}
+
+// exitUsage is the conventional status for bad flags, as flag.ExitOnError uses.
+const exitUsage = 2
+
+func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("service", flag.ContinueOnError)
+	fs.StringVar(&c.redisURL, "redis", getenv("REDIS_URL"), "Redis `URL` (redis://host:6379/0, unix:///path/redis.sock); empty disables the scheduler (default $REDIS_URL)")
+	fs.StringVar(&c.httpAddr, "http", "127.0.0.1:8080", "HTTP listen `ADDR` for the admin page at /cron/")
+	fs.StringVar(&c.replica, "replica", "", "replica `NAME` in the lease and the admin page (default hostname-pid)")
+	fs.DurationVar(&c.leaseTTL, "lease-ttl", runtime.LeaseTTLDefault, "how long the lease outlives a crashed holder")
+	fs.StringVar(&c.namespace, "namespace", runtime.NamespaceDefault, "prefix of the scheduler's Redis keys, to share one Redis between services")
+	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log `level`: debug (shows every heartbeat), info, warn or error")
+	// The flag package prints the error and the whole usage on a bad flag;
+	// a one-line error says more in a deploy log. -h still prints usage.
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stderr)
+			fs.Usage()
+		}
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q; all options are flags", fs.Arg(0))
+	}
+	return c, nil
+}
+
+func run(args []string, getenv func(string) string, stderr io.Writer) int {
+	cfg, err := parseFlags(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "service: %v (see -h)\n", err)
+		return exitUsage
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+
+	var rdb redis.UniversalClient
+	if cfg.redisURL != "" {
+		opts, err := redis.ParseURL(cfg.redisURL)
+		if err != nil {
+			fmt.Fprintf(stderr, "service: -redis %s: %v; want e.g. redis://127.0.0.1:6379/0\n", redact(cfg.redisURL), redactErr(err, cfg.redisURL))
+			return exitUsage
+		}
+		rdb = redis.NewClient(opts)
+		defer rdb.Close()
+	}
+	rt, err := runtime.New(jobs.Registry, runtime.Options{
+		Redis: rdb, Logger: log, Replica: cfg.replica, LeaseTTL: cfg.leaseTTL, Namespace: cfg.namespace,
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "service: %v\n", err)
+		return exitUsage
+	}
+	defer rt.Close()
+	log = log.With("replica", rt.Replica())
+	// The jobs log through the default logger; the replica name says which
+	// worker ran an occurrence.
+	slog.SetDefault(log)
+
+	// Listen before starting anything else, so a taken port is one clear
+	// error and not a half-started replica.
+	ln, err := net.Listen("tcp", cfg.httpAddr)
+	if err != nil {
+		log.Error("cannot serve the admin page", "err", err)
+		return 1
+	}
+
+	signalled, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// Cancelled by a signal, or with a cause when a part of the service fails.
+	ctx, cancel := context.WithCancelCause(signalled)
+	defer cancel(nil)
+
+	var workers *asynq.Server
+	if rdb != nil {
+		workers = asynq.NewServerFromRedisClient(rdb, asynq.Config{
+			Queues:          map[string]int{"default": 3, "maintenance": 1},
+			Logger:          asynqLogger{log.With("component", "asynq")},
+			LogLevel:        asynqLevel(cfg.logLevel),
+			ShutdownTimeout: 10 * time.Second,
+		})
+		mux := asynq.NewServeMux()
+		rt.RegisterHandlers(mux)
+		if err := workers.Start(mux); err != nil {
+			log.Error("cannot start the workers", "err", err)
+			return 1
+		}
+	}
+
+	var scheduler sync.WaitGroup
+	scheduler.Go(func() {
+		if err := rt.Run(ctx); err != nil {
+			cancel(fmt.Errorf("scheduler: %w", err))
+		}
+	})
+
+	mux := http.NewServeMux()
+	mux.Handle("/cron/", http.StripPrefix("/cron", rt.Admin(runtime.AdminOptions{})))
+	mux.Handle("GET /{$}", http.RedirectHandler("/cron/", http.StatusFound))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			cancel(fmt.Errorf("http: %w", err))
+		}
+	}()
+	log.Info("serving", "admin", "http://"+ln.Addr().String()+"/cron/", "redis", redact(cfg.redisURL))
+
+	<-ctx.Done()
+	var failed error
+	if signalled.Err() != nil {
+		log.Info("shutting down")
+	} else {
+		failed = context.Cause(ctx)
+		log.Error("shutting down", "err", failed)
+	}
+	// The order matters: stop taking requests, hand the lease to a follower
+	// (Run releases it as it returns), then let running tasks finish.
+	shutdownCtx, cancelShutdown := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancelShutdown()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		log.Warn("http shutdown", "err", err)
+	}
+	scheduler.Wait()
+	if workers != nil {
+		workers.Shutdown()
+	}
+	if failed != nil {
+		return 1
+	}
+	log.Info("stopped")
+	return 0
+}
+
+// redact hides a password in a Redis URL before it reaches a log.
+func redact(rawURL string) string {
+	if rawURL == "" {
+		return "none"
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
+func redactErr(err error, rawURL string) string {
+	msg := err.Error()
+	if u, perr := url.Parse(rawURL); perr == nil && u.User != nil {
+		if p, ok := u.User.Password(); ok && p != "" {
+			msg = strings.ReplaceAll(msg, p, "xxxxx")
+		}
+	}
+	return msg
+}
+
+// asynqLogger sends asynq's logs to slog, so the service has one log format.
+type asynqLogger struct{ l *slog.Logger }
+
+func (a asynqLogger) Debug(args ...any) { a.l.Debug(fmt.Sprint(args...)) }
+func (a asynqLogger) Info(args ...any)  { a.l.Info(fmt.Sprint(args...)) }
+func (a asynqLogger) Warn(args ...any)  { a.l.Warn(fmt.Sprint(args...)) }
+func (a asynqLogger) Error(args ...any) { a.l.Error(fmt.Sprint(args...)) }
+func (a asynqLogger) Fatal(args ...any) {
+	a.l.Error(fmt.Sprint(args...))
+	os.Exit(1)
+}
+
+func asynqLevel(l slog.Level) asynq.LogLevel {
+	switch {
+	case l <= slog.LevelDebug:
+		return asynq.DebugLevel
+	case l <= slog.LevelInfo:
+		return asynq.InfoLevel
+	case l <= slog.LevelWarn:
+		return asynq.WarnLevel
+	}
+	return asynq.ErrorLevel
+}
