@@ -44,9 +44,10 @@ func goModule(root string) string {
 }
 
 // moduleEnv lets the go command complete a temporary module's requirements
-// from the module cache and this checkout's go.sum, never from the network.
+// from this checkout's go.sum; modules missing from the cache (a fresh
+// machine) come through the environment's GOPROXY like any build's.
 func moduleEnv() []string {
-	return append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOTOOLCHAIN=local", "GOWORK=off")
+	return append(os.Environ(), "GOFLAGS=-mod=mod", "GOTOOLCHAIN=local", "GOWORK=off")
 }
 
 // tempModule creates a module example.com/e2e holding copies of the named

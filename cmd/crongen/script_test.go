@@ -39,7 +39,7 @@ func TestScript(t *testing.T) {
 		Setup: func(env *testscript.Env) error {
 			for k, v := range map[string]string{
 				"GOCACHE": goenv[0], "GOMODCACHE": goenv[1], "GOPATH": goenv[2],
-				"GOFLAGS": "-mod=mod", "GOPROXY": "off", "GOTOOLCHAIN": "local", "GOWORK": "off",
+				"GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local", "GOWORK": "off",
 			} {
 				env.Setenv(k, v)
 			}
