@@ -110,7 +110,15 @@ func (h *enqueueHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 }
 
 func (h *enqueueHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			if cmd.Err() == nil {
+				h.inspect(cmd)
+			}
+		}
+		return err
+	}
 }
 
 func (h *enqueueHook) inspect(cmd redis.Cmder) {
