@@ -76,7 +76,7 @@ type results struct {
 func run(quick bool) error {
 	s := settings{benchtime: "1s", fireSlots: 60, crashKills: 5, gracefulStops: 3, idleWindow: time.Minute, dupWindow: time.Minute}
 	if quick {
-		s = settings{benchtime: "200ms", fireSlots: 15, crashKills: 2, gracefulStops: 2, idleWindow: 15 * time.Second, dupWindow: 15 * time.Second}
+		s = settings{benchtime: "100ms", fireSlots: 15, crashKills: 2, gracefulStops: 2, idleWindow: 10 * time.Second, dupWindow: 10 * time.Second}
 	}
 	srv, err := startRedis()
 	if err != nil {
