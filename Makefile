@@ -28,12 +28,12 @@ lint: ## gofmt, go vet, and cronlint as a vet tool over the examples
 	$(GO) vet -vettool=$(CURDIR)/bin/cronlint ./examples/...
 
 .PHONY: test
-test: verify/generate lint ## everything CI checks: generated code, lint, tests (race on the runtime), short fuzz and bench runs
+test: verify/generate lint ## everything CI checks: generated code, lint, a bench smoke run, tests (race on the runtime), short fuzz runs
+	BENCH_QUICK=1 $(GO) run ./runtime/internal/bench
 	$(GO) test -count=1 $(PKGS)
 	$(GO) test -count=1 -race ./registry/... ./runtime/...
 	$(GO) test -run='^$$' -fuzz='^FuzzParseCron$$' -fuzztime=10s ./registry
 	$(GO) test -run='^$$' -fuzz='^FuzzParseDirective$$' -fuzztime=10s ./registry
-	BENCH_QUICK=1 $(GO) run ./runtime/internal/bench
 
 .PHONY: test/long
 test/long: ## the long differential run of Next against the brute-force oracle
