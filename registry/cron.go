@@ -50,6 +50,14 @@ var descriptors = map[string]string{
 	"@hourly":   "0 * * * *",
 }
 
+// ExpandDescriptor returns the five-field form of a descriptor such as
+// @daily ("0 0 * * *"), for tools that rewrite expressions; ok is false for
+// anything else, @every included.
+func ExpandDescriptor(expr string) (fields string, ok bool) {
+	fields, ok = descriptors[strings.TrimSpace(expr)]
+	return fields, ok
+}
+
 var fieldNames = [6]string{"second", "minute", "hour", "day-of-month", "month", "day-of-week"}
 
 // fieldParser parses one field at a time (the others "*"), so an error names

@@ -228,3 +228,16 @@ func TestNextStrictlyAfterSubSecond(t *testing.T) {
 		}
 	}
 }
+
+func TestExpandDescriptor(t *testing.T) {
+	for expr, want := range map[string]string{"@daily": "0 0 * * *", "@hourly": "0 * * * *", "@yearly": "0 0 1 1 *"} {
+		if got, ok := ExpandDescriptor(expr); !ok || got != want {
+			t.Errorf("ExpandDescriptor(%q) = %q, %v; want %q", expr, got, ok, want)
+		}
+	}
+	for _, expr := range []string{"@every 1h", "0 0 * * *", "@nightly"} {
+		if got, ok := ExpandDescriptor(expr); ok {
+			t.Errorf("ExpandDescriptor(%q) = %q, want no expansion", expr, got)
+		}
+	}
+}

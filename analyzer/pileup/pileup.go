@@ -156,11 +156,6 @@ func join(names []string) string {
 	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 
-var descriptors = map[string]string{
-	"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *", "@weekly": "0 0 * * 0",
-	"@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *",
-}
-
 // SpreadMinute is the minute, 1 to 59, that a schedule called name is
 // moved to: a hash of the name, so that it is stable across runs and
 // different schedules land on different minutes. Minute 0 is avoided: it
@@ -181,8 +176,8 @@ func spread(e *cronpass.Entry) (expr string, minute int, edit analysis.TextEdit,
 		return "", 0, analysis.TextEdit{}, false
 	}
 	fields := strings.Fields(d.Expr)
-	if len(fields) == 1 {
-		fields = strings.Fields(descriptors[fields[0]])
+	if expanded, ok := registry.ExpandDescriptor(d.Expr); ok {
+		fields = strings.Fields(expanded)
 	}
 	m := 0
 	if len(fields) == 6 {
