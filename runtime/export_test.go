@@ -37,7 +37,8 @@ func (r *Runtime) CommitCursor(ctx context.Context, leaseValue, name string, cur
 // any lease check: what a zombie that slipped past its check would do.
 func (r *Runtime) Enqueue(ctx context.Context, occ registry.Occurrence) error {
 	s, _ := r.reg.Lookup(occ.Schedule)
-	return r.enqueue(ctx, occ, r.retention(s))
+	_, err := r.enqueue(ctx, s, occ, r.retention(s))
+	return err
 }
 
 func (r *Runtime) CursorsKey() string { return r.keys.cursors }

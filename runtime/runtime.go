@@ -221,14 +221,12 @@ func (r *Runtime) Trigger(ctx context.Context, name, requestKey string) (registr
 	now := r.now().Truncate(time.Second)
 	occ := registry.Occurrence{Schedule: s.Name, Slot: now.In(s.Location()), Zone: s.Zone, Manual: true,
 		ID: registry.ManualOccurrenceID(s.Name, requestKey)}
-	task := asynq.NewTask(s.Name, registry.EncodeOccurrence(occ))
-	_, err := r.client.EnqueueContext(ctx, task, asynq.TaskID(occ.ID), asynq.Queue(s.Queue),
-		asynq.Timeout(s.Timeout), asynq.MaxRetry(s.MaxRetry), asynq.Retention(manualRetention))
-	if errors.Is(err, asynq.ErrTaskIDConflict) {
-		return occ, nil // a double submit: already enqueued
-	}
+	inserted, err := r.enqueue(ctx, s, occ, manualRetention)
 	if err != nil {
-		return registry.Occurrence{}, fmt.Errorf("enqueue %s: %w", occ.ID, err)
+		return registry.Occurrence{}, err
+	}
+	if !inserted {
+		return occ, nil // a double submit: already enqueued and recorded
 	}
 	rec := commitRec{ID: occ.ID, Slot: now.Unix(), Manual: "1", At: time.Now().UnixMilli(), Count: 1,
 		Outcome: "enqueued", Score: time.Now().UnixMilli()}

@@ -314,8 +314,9 @@ func (r *Runtime) enqueuePlan(ctx context.Context, leaseValue string, p *slotPla
 				outcome = "skipped"
 			}
 		}
+		occ := s.Occurrence(slot)
 		if p.err == nil && outcome == "enqueued" {
-			p.err = r.enqueue(ctx, s.Occurrence(slot), r.retention(s))
+			_, p.err = r.enqueue(ctx, s, occ, r.retention(s))
 		}
 		if p.err != nil {
 			// Keep the cursor just before the failed slot.
@@ -327,7 +328,6 @@ func (r *Runtime) enqueuePlan(ctx context.Context, leaseValue string, p *slotPla
 			p.enqueue = p.enqueue[:k]
 			return
 		}
-		occ := s.Occurrence(slot)
 		p.done = append(p.done, commitRec{ID: occ.ID, Slot: slot.Unix(), Manual: "0",
 			At: r.now().UnixMilli(), Count: 1, Outcome: outcome, Score: slot.UnixMilli()})
 	}
@@ -377,20 +377,21 @@ func (p *slotPlan) commitItem(now time.Time) commitItem {
 	return it
 }
 
-// enqueue puts one occurrence into asynq. A task ID conflict means another
-// replica (or an earlier attempt of this one) already enqueued it: success.
-func (r *Runtime) enqueue(ctx context.Context, occ registry.Occurrence, retention time.Duration) error {
-	s, _ := r.reg.Lookup(occ.Schedule)
+// enqueue puts one occurrence into asynq and reports whether it inserted
+// it. A task ID conflict means another replica (or an earlier attempt of
+// this one, or a double-submitted trigger) already enqueued it: success,
+// with nothing inserted.
+func (r *Runtime) enqueue(ctx context.Context, s *registry.Schedule, occ registry.Occurrence, retention time.Duration) (inserted bool, err error) {
 	task := asynq.NewTask(s.Name, registry.EncodeOccurrence(occ))
-	_, err := r.client.EnqueueContext(ctx, task, asynq.TaskID(occ.ID), asynq.Queue(s.Queue),
+	_, err = r.client.EnqueueContext(ctx, task, asynq.TaskID(occ.ID), asynq.Queue(s.Queue),
 		asynq.Timeout(s.Timeout), asynq.MaxRetry(s.MaxRetry), asynq.Retention(retention))
-	if errors.Is(err, asynq.ErrTaskIDConflict) {
-		return nil
+	switch {
+	case errors.Is(err, asynq.ErrTaskIDConflict):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("enqueue %s: %w", occ.ID, err)
 	}
-	if err != nil {
-		return fmt.Errorf("enqueue %s: %w", occ.ID, err)
-	}
-	return nil
+	return true, nil
 }
 
 // previousStillRunning reports whether the schedule's last enqueued
