@@ -334,7 +334,8 @@ func (r *Runtime) enqueuePlan(ctx context.Context, leaseValue string, p *slotPla
 }
 
 // prevCursor is the cursor to keep when the first slot to enqueue failed:
-// the last missed slot before it, or the cursor the leader started from.
+// the newest missed slot before it, else one second before it, from which
+// Next finds that same slot again.
 func prevCursor(p *slotPlan) time.Time {
 	first := p.enqueue[0]
 	if n := len(p.missed); n > 0 && p.missed[n-1].Before(first) {
