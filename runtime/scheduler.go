@@ -283,19 +283,21 @@ func countSlots(s *registry.Schedule, from, until time.Time) int {
 // schedule's slots go in order, and a schedule stops at its first failure
 // so its cursor never passes an un-enqueued slot.
 func (r *Runtime) enqueueAll(ctx context.Context, leaseValue string, plans []*slotPlan) {
-	sem := make(chan struct{}, r.opts.EnqueueConcurrency)
+	work := make(chan *slotPlan)
 	var wg sync.WaitGroup
-	for _, p := range plans {
-		if len(p.enqueue) == 0 {
-			continue
-		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			r.enqueuePlan(ctx, leaseValue, p)
-		}()
+	for range min(r.opts.EnqueueConcurrency, len(plans)) {
+		wg.Go(func() {
+			for p := range work {
+				r.enqueuePlan(ctx, leaseValue, p)
+			}
+		})
 	}
+	for _, p := range plans {
+		if len(p.enqueue) > 0 {
+			work <- p
+		}
+	}
+	close(work)
 	wg.Wait()
 }
 
