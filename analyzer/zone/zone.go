@@ -60,7 +60,7 @@ func run(pass *analysis.Pass) (any, error) {
 			continue
 		}
 		c := e.Directive.Cron
-		transitions := offsetChanges(c.Location(), now, now.AddDate(scanYears, 0, 0))
+		transitions := registry.Transitions(c.Location(), now, now.AddDate(scanYears, 0, 0))
 		if _, offset := now.In(c.Location()).Zone(); offset == 0 && len(transitions) == 0 {
 			continue // UTC by another name
 		}
@@ -80,31 +80,9 @@ func run(pass *analysis.Pass) (any, error) {
 	return nil, nil
 }
 
-// transition is a change of a zone's UTC offset at an instant.
-type transition struct {
-	at            time.Time
-	before, after int // offsets in seconds east of UTC
-}
-
-func offsetChanges(loc *time.Location, from, to time.Time) []transition {
-	var ts []transition
-	for t := from; ; {
-		_, end := t.In(loc).ZoneBounds()
-		if end.IsZero() || end.After(to) || !end.After(t) {
-			return ts
-		}
-		_, before := end.Add(-time.Second).In(loc).Zone()
-		_, after := end.In(loc).Zone()
-		if before != after {
-			ts = append(ts, transition{end, before, after})
-		}
-		t = end
-	}
-}
-
 // dstTraps describes the first gap and the first fold that the schedule's
 // wall times fall into, or returns "".
-func dstTraps(d *registry.Directive, transitions []transition) string {
+func dstTraps(d *registry.Directive, transitions []registry.Transition) string {
 	// The expression evaluated in UTC yields its wall times: the clock
 	// readings it matches, whatever the zone makes of them.
 	wall, err := registry.ParseCron(d.Expr, time.UTC)
@@ -115,21 +93,21 @@ func dstTraps(d *registry.Directive, transitions []transition) string {
 	var gap, fold string
 	var parts []string
 	for _, tr := range transitions {
-		lo := tr.at.Add(time.Duration(min(tr.before, tr.after)) * time.Second)
-		hi := tr.at.Add(time.Duration(max(tr.before, tr.after)) * time.Second)
+		lo := tr.At.Add(time.Duration(min(tr.Before, tr.After)) * time.Second)
+		hi := tr.At.Add(time.Duration(max(tr.Before, tr.After)) * time.Second)
 		w := wall.Next(time.Unix(lo.Unix()-1, 0).UTC())
 		if w.IsZero() || !w.Before(hi) {
 			continue
 		}
-		clockFrom := time.Unix(tr.at.Unix()+int64(tr.before), 0).UTC().Format("15:04")
-		clockTo := time.Unix(tr.at.Unix()+int64(tr.after), 0).UTC().Format("15:04")
+		clockFrom := time.Unix(tr.At.Unix()+int64(tr.Before), 0).UTC().Format("15:04")
+		clockTo := time.Unix(tr.At.Unix()+int64(tr.After), 0).UTC().Format("15:04")
 		switch {
-		case tr.after > tr.before && gap == "":
-			runs := d.Cron.Next(tr.at.Add(-time.Second))
+		case tr.Gap() && gap == "":
+			runs := d.Cron.Next(tr.At.Add(-time.Second))
 			gap = fmt.Sprintf("%s does not exist on %s (clocks go forward from %s to %s), so it runs at %s instead",
 				clock(w), w.Format("2006-01-02"), clockFrom, clockTo, runs.In(loc).Format("15:04 MST"))
 			parts = append(parts, gap)
-		case tr.after < tr.before && fold == "":
+		case !tr.Gap() && fold == "":
 			fold = fmt.Sprintf("%s happens twice on %s (clocks go back from %s to %s), so it runs once, at the first",
 				clock(w), w.Format("2006-01-02"), clockFrom, clockTo)
 			parts = append(parts, fold)
