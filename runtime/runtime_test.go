@@ -136,3 +136,28 @@ func TestReplicasEnqueueEachSlotOnce(t *testing.T) {
 		})
 	}
 }
+
+// Close releases only what the runtime owns: a shared client stays usable,
+// a client built from RedisURL is closed, and neither is an error.
+func TestCloseLeavesASharedClientOpen(t *testing.T) {
+	t.Parallel()
+	reg := registry.MustNew(idleSchedule())
+	shared := sharedRedis(t)
+	rt, err := runtime.New(reg, runtime.Options{Redis: shared, Namespace: uniq("ns"), Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Close(); err != nil {
+		t.Errorf("Close with a shared client: %v", err)
+	}
+	if err := shared.Ping(context.Background()).Err(); err != nil {
+		t.Errorf("the shared client was closed: %v", err)
+	}
+	owned, err := runtime.New(reg, runtime.Options{RedisURL: "redis://" + sharedRedisAddr(), Namespace: uniq("ns"), Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := owned.Close(); err != nil {
+		t.Errorf("Close with its own client: %v", err)
+	}
+}
