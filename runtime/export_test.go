@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/registry"
+	"github.com/redis/go-redis/v9"
 )
 
 // Hooks into the lease and the fenced writes for tests that play a crashed
@@ -56,3 +57,17 @@ func (r *Runtime) LapseTrust() {
 
 // Scheduling reports whether the scheduling loop holds leader state.
 func (r *Runtime) Scheduling() bool { return r.scheduling.Load() }
+
+// NewPipeliningClient is the client the runtime's asynq Client enqueues
+// through.
+func NewPipeliningClient(c redis.UniversalClient) redis.UniversalClient {
+	return newPipeliningClient(c)
+}
+
+// PipelineWaiting counts the calls waiting for a pipeline slot.
+func PipelineWaiting(c redis.UniversalClient) int {
+	pc := c.(*pipeliningClient)
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	return len(pc.waiting)
+}

@@ -76,7 +76,7 @@ func New(reg *registry.Registry, opts Options) (*Runtime, error) {
 		r.lease = &lease{changed: make(chan struct{}, 1)}
 		return r, nil
 	}
-	r.client = asynq.NewClientFromRedisClient(r.rdb)
+	r.client = asynq.NewClientFromRedisClient(newPipeliningClient(r.rdb))
 	r.inspector = asynq.NewInspectorFromRedisClient(r.rdb)
 	r.lease = newLease(r.rdb, r.keys, opts.Replica, opts.LeaseTTL, r.log, r.noteRedis)
 	return r, nil
