@@ -18,7 +18,7 @@ const (
 	LeaseTTLDefault           = 15 * time.Second
 	SkewMarginDefault         = time.Minute
 	HistoryLimitDefault       = 50
-	EnqueueConcurrencyDefault = 32
+	EnqueueConcurrencyDefault = 256
 )
 
 // Options configure a Runtime. The zero value of every field means its
@@ -53,7 +53,9 @@ type Options struct {
 	// ledger.
 	HistoryLimit int
 	// EnqueueConcurrency bounds the concurrent enqueues when many schedules
-	// come due together (the midnight spike).
+	// come due together (the midnight spike). Enqueues made at the same
+	// moment share a pipeline, so this is also the largest batch; it costs
+	// goroutines, not Redis connections.
 	EnqueueConcurrency int
 
 	// Testing holds knobs for tests and the chaos harness only.
@@ -93,8 +95,8 @@ func (o *Options) normalize() error {
 		return fmt.Errorf("SkewMargin must be positive; got %s", o.SkewMargin)
 	case o.HistoryLimit < 1 || o.HistoryLimit > 10000:
 		return fmt.Errorf("HistoryLimit must be between 1 and 10000; got %d", o.HistoryLimit)
-	case o.EnqueueConcurrency < 1 || o.EnqueueConcurrency > 256:
-		return fmt.Errorf("EnqueueConcurrency must be between 1 and 256; got %d", o.EnqueueConcurrency)
+	case o.EnqueueConcurrency < 1 || o.EnqueueConcurrency > 4096:
+		return fmt.Errorf("EnqueueConcurrency must be between 1 and 4096; got %d", o.EnqueueConcurrency)
 	case !replicaRE.MatchString(o.Replica):
 		return fmt.Errorf("Replica %q: want letters, digits and . _ : @ -, at most 128", o.Replica)
 	case !replicaRE.MatchString(o.Namespace):
