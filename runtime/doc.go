@@ -61,7 +61,7 @@
 // the lease it reads every schedule's cursor (the last slot handled) in one
 // round trip and builds a heap of next slots; then it sleeps until the
 // earliest slot. When slots come due it enqueues them (concurrently across
-// schedules, the enqueues made at the same moment sharing one pipeline) and
+// schedules, the enqueues made at the same moment sharing pipelines) and
 // then advances their cursors in one fenced script per batch.
 // A crash between the two is repaired by the next holder, which enqueues the
 // same IDs again and is told they exist. The loop's work grows with the

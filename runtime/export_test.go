@@ -71,3 +71,6 @@ func PipelineWaiting(c redis.UniversalClient) int {
 	defer pc.mu.Unlock()
 	return len(pc.waiting)
 }
+
+// RedisClient is the client the runtime uses, shared or its own.
+func (r *Runtime) RedisClient() redis.UniversalClient { return r.rdb }

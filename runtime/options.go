@@ -54,8 +54,10 @@ type Options struct {
 	HistoryLimit int
 	// EnqueueConcurrency bounds the concurrent enqueues when many schedules
 	// come due together (the midnight spike). Enqueues made at the same
-	// moment share a pipeline, so this is also the largest batch; it costs
-	// goroutines, not Redis connections.
+	// moment share pipelines, so this is also the largest batch, and the
+	// enqueues themselves need no more Redis connections for it. The check
+	// an overlap=skip schedule makes before its enqueue does use a
+	// connection of the client's pool.
 	EnqueueConcurrency int
 
 	// Testing holds knobs for tests and the chaos harness only.

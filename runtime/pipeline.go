@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -9,31 +11,35 @@ import (
 
 // pipeliningClient is the Redis client that asynq's Client enqueues
 // through. asynq has no batch enqueue: each task is one EVALSHA of its
-// enqueue script, one round trip. When the enqueue workers call at the same
-// moment (the midnight spike), this client sends their EVALSHAs together in
-// one go-redis pipeline, so a burst costs a round trip and a pair of system
-// calls per batch instead of per task. Every other command goes straight to
-// the wrapped client.
+// enqueue script, one round trip. When many enqueue workers call at the
+// same moment (the midnight spike), this client sends their EVALSHAs
+// together as go-redis pipelines, so a burst costs a round trip and a pair
+// of system calls per batch instead of per task. Every other command goes
+// straight to the wrapped client, and a shared client's hooks see these
+// enqueues as pipelines.
 //
-// There is no flushing goroutine and no delay: a caller that finds fewer
-// than pipelinesInFlight pipelines out sends everything waiting, then
-// whatever arrived meanwhile, until nothing waits (flat combining). A lone
-// call therefore goes out at once, as a pipeline of one. Two pipelines in
-// flight let Redis run one batch while this process writes the next.
+// A caller that finds a free sending slot sends its own command at once: a
+// lone enqueue waits for nothing. Callers that find every slot busy queue,
+// and the first sender to finish hands the queue to a goroutine that sends
+// it in batches until it is empty, while the sender returns with its own
+// reply. There are two slots so that one slow round trip does not hold up
+// every enqueue; one, two and four measured the same on the spike.
 //
-// Each caller gets its own command back, with its own reply or error, as
-// the pipeline reports it; a pipeline that fails fails every command in it,
-// and the scheduler retries those occurrences, whose task IDs make a repeat
-// harmless.
+// Each caller gets its own command back, with its own reply or error, as the
+// pipeline reports it. A caller whose context ends while it is queued leaves
+// the queue, so its command is never sent; once sent, it waits for the
+// reply, which is the truth about whether its task went in.
 type pipeliningClient struct {
 	redis.UniversalClient
 
 	mu      sync.Mutex
 	waiting []*pipelinedCall
-	sending int // callers sending pipelines now, at most pipelinesInFlight
+	sending int // slots in use, at most pipelinesInFlight
 }
 
 const pipelinesInFlight = 2
+
+var errNoReply = errors.New("redis pipeline ended without a reply")
 
 type pipelinedCall struct {
 	ctx  context.Context
@@ -48,49 +54,116 @@ func newPipeliningClient(c redis.UniversalClient) *pipeliningClient {
 	return &pipeliningClient{UniversalClient: c}
 }
 
-// EvalSha joins the next pipeline. It returns when its reply is in, or
-// with ctx's error if ctx ends first while it waits its turn (the command
-// may still run; an enqueue is idempotent by task ID).
 func (c *pipeliningClient) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
 	call := &pipelinedCall{ctx: ctx, sha: sha, keys: keys, args: args, done: make(chan struct{})}
+	if err := ctx.Err(); err != nil {
+		return call.fail(err)
+	}
 	c.mu.Lock()
+	if c.sending < pipelinesInFlight {
+		// A slot is only freed when nothing waits, so nothing is queued
+		// ahead of this call.
+		c.sending++
+		c.mu.Unlock()
+		defer c.handOff() // deferred: a panicking hook must not keep the slot
+		c.send([]*pipelinedCall{call})
+		return call.cmd
+	}
 	c.waiting = append(c.waiting, call)
-	if c.sending == pipelinesInFlight {
-		c.mu.Unlock()
-		select {
-		case <-call.done:
-			return call.cmd
-		case <-ctx.Done():
-			cmd := redis.NewCmd(ctx, "evalsha", sha)
-			cmd.SetErr(ctx.Err())
-			return cmd
-		}
-	}
-	c.sending++
-	for len(c.waiting) > 0 {
-		batch := c.waiting
-		c.waiting = nil
-		c.mu.Unlock()
-		c.send(batch)
-		c.mu.Lock()
-	}
-	c.sending--
 	c.mu.Unlock()
+	select {
+	case <-call.done:
+	case <-ctx.Done():
+		if c.withdraw(call) {
+			return call.fail(ctx.Err())
+		}
+		<-call.done
+	}
 	return call.cmd
 }
 
+// handOff frees a sending slot, or gives it to a goroutine that sends
+// whatever queued meanwhile.
+func (c *pipeliningClient) handOff() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.waiting) == 0 {
+		c.sending--
+		return
+	}
+	go c.drain()
+}
+
+func (c *pipeliningClient) drain() {
+	for {
+		c.mu.Lock()
+		batch := c.waiting
+		c.waiting = nil
+		if len(batch) == 0 {
+			c.sending--
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		c.send(batch)
+	}
+}
+
+// withdraw takes a queued call out of the queue, and reports whether it was
+// still there (not yet sent).
+func (c *pipeliningClient) withdraw(call *pipelinedCall) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := slices.Index(c.waiting, call)
+	if i < 0 {
+		return false
+	}
+	c.waiting = slices.Delete(c.waiting, i, i+1)
+	return true
+}
+
 // send runs one pipeline. It is detached from the callers' contexts, which
-// may differ (the scheduler's, a trigger's HTTP request), so that one
-// caller giving up does not fail the others; go-redis's read and write
-// timeouts still bound it.
+// differ (the scheduler's, a trigger's HTTP request), so that one caller
+// giving up does not fail the others; go-redis's timeouts bound it as they
+// bound any command. Trace spans from the context belong to the batch's
+// first caller.
 func (c *pipeliningClient) send(batch []*pipelinedCall) {
+	execErr := errNoReply
+	defer func() {
+		// A hook that fails the pipeline without running it, or panics,
+		// leaves commands with neither reply nor error: no caller may
+		// read that as success.
+		for _, call := range batch {
+			if call.cmd == nil {
+				call.cmd = redis.NewCmd(call.ctx, call.cmdArgs()...)
+			}
+			if call.cmd.Err() == nil && call.cmd.Val() == nil {
+				call.cmd.SetErr(execErr)
+			}
+			close(call.done)
+		}
+	}()
 	ctx := context.WithoutCancel(batch[0].ctx)
 	pipe := c.UniversalClient.Pipeline()
 	for _, call := range batch {
 		call.cmd = pipe.EvalSha(ctx, call.sha, call.keys, call.args...)
 	}
-	_, _ = pipe.Exec(ctx) // each command carries its own error
-	for _, call := range batch {
-		close(call.done)
+	if _, err := pipe.Exec(ctx); err != nil {
+		execErr = err
 	}
+}
+
+func (call *pipelinedCall) cmdArgs() []any {
+	args := []any{"evalsha", call.sha, len(call.keys)}
+	for _, k := range call.keys {
+		args = append(args, k)
+	}
+	return append(args, call.args...)
+}
+
+// fail returns the call's command failed with err, never sent.
+func (call *pipelinedCall) fail(err error) *redis.Cmd {
+	cmd := redis.NewCmd(call.ctx, call.cmdArgs()...)
+	cmd.SetErr(err)
+	return cmd
 }
