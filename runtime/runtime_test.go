@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"sync"
 	"testing"
@@ -159,5 +160,8 @@ func TestCloseLeavesASharedClientOpen(t *testing.T) {
 	}
 	if err := owned.Close(); err != nil {
 		t.Errorf("Close with its own client: %v", err)
+	}
+	if err := owned.RedisClient().Ping(context.Background()).Err(); !errors.Is(err, redis.ErrClosed) {
+		t.Errorf("after Close, the runtime's own client answers Ping with %v, want redis.ErrClosed", err)
 	}
 }
