@@ -71,8 +71,9 @@ type results struct {
 	graceful                             time.Duration
 	spike, raw                           time.Duration // medians of the trials
 	spikes, raws                         []time.Duration
-	leaderPerMin, followerPerMin         float64 // issued by the replica
-	leaderExecPerMin, followerExecPerMin float64 // executed by Redis, script internals included
+	spikeServiceCPU, spikeRedisCPU       time.Duration // medians of the trials
+	leaderPerMin, followerPerMin         float64       // issued by the replica
+	leaderExecPerMin, followerExecPerMin float64       // executed by Redis, script internals included
 	dupAsynq, dupBelfry                  float64
 	dupSlots                             int
 }
@@ -370,21 +371,32 @@ func later(a, b time.Time) time.Time {
 // to double it, so it is measured several times and the median reported,
 // with every trial shown.
 func benchSpike(addr string, s settings, r *results) error {
+	var serviceCPU, redisCPU []time.Duration
 	for trial := range s.spikeTrials {
-		spike, raw, err := spikeTrial(addr, trial)
+		t, err := spikeTrial(addr, trial)
 		if err != nil {
 			return fmt.Errorf("trial %d: %w", trial+1, err)
 		}
-		r.spikes = append(r.spikes, spike)
-		r.raws = append(r.raws, raw)
+		r.spikes = append(r.spikes, t.spike)
+		r.raws = append(r.raws, t.raw)
+		serviceCPU = append(serviceCPU, t.serviceCPU)
+		redisCPU = append(redisCPU, t.redisCPU)
 	}
 	r.spike, r.raw = percentile(r.spikes, 50), percentile(r.raws, 50)
+	r.spikeServiceCPU, r.spikeRedisCPU = percentile(serviceCPU, 50), percentile(redisCPU, 50)
 	return nil
+}
+
+// spikeTrialResult is one trial: the spike's time and the CPU it took in
+// the service (this process, hook included) and in Redis, and the plain
+// loop's time.
+type spikeTrialResult struct {
+	spike, serviceCPU, redisCPU, raw time.Duration
 }
 
 // spikeTrial is one spike on a fresh namespace and queue, checked for
 // exactly once, then the plain loop.
-func spikeTrial(addr string, trial int) (spike, raw time.Duration, err error) {
+func spikeTrial(addr string, trial int) (res spikeTrialResult, err error) {
 	const n = 10000
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -398,7 +410,7 @@ func spikeTrial(addr string, trial int) (spike, raw time.Duration, err error) {
 	}
 	reg, err := registry.New(scheds...)
 	if err != nil {
-		return 0, 0, err
+		return res, err
 	}
 	var count atomic.Int64
 	var last atomic.Int64
@@ -410,22 +422,36 @@ func spikeTrial(addr string, trial int) (spike, raw time.Duration, err error) {
 	}))
 	rt, err := runtime.New(reg, runtime.Options{Redis: rdb, Namespace: ns, Logger: quietLogger()})
 	if err != nil {
-		return 0, 0, err
+		return res, err
 	}
 	done := make(chan struct{})
 	go func() { rt.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done; rt.Close() }()
+	// The CPU counters are read while the runtime idles just before the
+	// slot and as soon as the last task is in.
+	time.Sleep(time.Until(due.Add(-100 * time.Millisecond)))
+	serviceBefore := processCPU()
+	redisBefore, err := redisCPU(ctx, rdb)
+	if err != nil {
+		return res, err
+	}
 	for count.Load() < n {
 		if time.Now().After(due.Add(30 * time.Second)) {
-			return 0, 0, fmt.Errorf("only %d of %d enqueued 30s after the slot", count.Load(), n)
+			return res, fmt.Errorf("only %d of %d enqueued 30s after the slot", count.Load(), n)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	spike = time.Unix(0, last.Load()).Sub(due)
+	res.serviceCPU = processCPU() - serviceBefore
+	redisAfter, err := redisCPU(ctx, rdb)
+	if err != nil {
+		return res, err
+	}
+	res.redisCPU = redisAfter - redisBefore
+	res.spike = time.Unix(0, last.Load()).Sub(due)
 	// Exactly once: the queue holds the 10,000 expected task IDs, once each.
 	ids, err := rdb.LRange(ctx, "asynq:{"+ns+"}:pending", 0, -1).Result()
 	if err != nil {
-		return 0, 0, err
+		return res, err
 	}
 	seen := map[string]bool{}
 	for _, id := range ids {
@@ -433,21 +459,22 @@ func spikeTrial(addr string, trial int) (spike, raw time.Duration, err error) {
 	}
 	for i := range n {
 		if id := registry.OccurrenceID(fmt.Sprintf("spike-%05d", i), due); !seen[id] {
-			return 0, 0, fmt.Errorf("task %s missing from the queue", id)
+			return res, fmt.Errorf("task %s missing from the queue", id)
 		}
 	}
 	if len(ids) != n || len(seen) != n {
-		return 0, 0, fmt.Errorf("queue holds %d tasks (%d distinct), want %d", len(ids), len(seen), n)
+		return res, fmt.Errorf("queue holds %d tasks (%d distinct), want %d", len(ids), len(seen), n)
 	}
 
 	client := asynq.NewClientFromRedisClient(rdb)
 	start := time.Now()
 	for i := range n {
 		if _, err := client.Enqueue(asynq.NewTask("raw", nil), asynq.TaskID("raw-"+strconv.Itoa(i)), asynq.Queue(ns+"-raw")); err != nil {
-			return 0, 0, err
+			return res, err
 		}
 	}
-	return spike, time.Since(start), nil
+	res.raw = time.Since(start)
+	return res, nil
 }
 
 // benchIdle measures the Redis traffic of a leader, then of a follower,
@@ -608,6 +635,7 @@ func (r *results) print(w io.Writer) {
 	fmt.Fprintf(tw, "takeover after SIGKILL\t%.2f x TTL (%s)\t\t<= 1.05 x TTL\n", r.crashTTL, durations(r.crashDelays))
 	fmt.Fprintf(tw, "takeover after SIGTERM\t%.3f s\t\t<= 0.5 s\n", r.graceful.Seconds())
 	fmt.Fprintf(tw, "10,000 due at once, median\t%.3f s (%s)\t%.3f s (plain loop)\t<= 0.5 s, >= 2x loop\n", r.spike.Seconds(), durations(r.spikes), r.raw.Seconds())
+	fmt.Fprintf(tw, "10,000 due at once, CPU median\tservice %.3f s, Redis %.3f s\t\t\n", r.spikeServiceCPU.Seconds(), r.spikeRedisCPU.Seconds())
 	fmt.Fprintf(tw, "idle commands/min issued\tleader %.0f, follower %.0f\t\t<= 60, <= 12\n", r.leaderPerMin, r.followerPerMin)
 	fmt.Fprintf(tw, "idle commands/min executed\tleader %.0f, follower %.0f\t\t(INFO commandstats: script internals too)\n", r.leaderExecPerMin, r.followerExecPerMin)
 	fmt.Fprintf(tw, "enqueues per occurrence, 3 replicas\t%.2f (%d slots)\t%.2f\t1.00\n", r.dupBelfry, r.dupSlots, r.dupAsynq)

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -76,6 +77,35 @@ func totalCalls(ctx context.Context, rdb *redis.Client) (int64, error) {
 		total += n
 	}
 	return total, nil
+}
+
+// redisCPU is the CPU time Redis has used, user and system, from INFO cpu.
+func redisCPU(ctx context.Context, rdb *redis.Client) (time.Duration, error) {
+	info, err := rdb.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0, err
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		name, value, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if name == "used_cpu_sys" || name == "used_cpu_user" {
+			secs, err := strconv.ParseFloat(value, 64)
+			if err != nil {
+				return 0, fmt.Errorf("INFO cpu %s: %w", name, err)
+			}
+			total += secs
+		}
+	}
+	return time.Duration(total * float64(time.Second)), nil
+}
+
+// processCPU is the CPU time this process has used, user and system.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // enqueueEvent is one successful asynq enqueue, seen from the client.
