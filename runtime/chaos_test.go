@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -235,7 +234,7 @@ type chaosHarness struct {
 	cfg      chaosConfig
 	dir      string
 	exe      string
-	redis    *chaosRedis
+	redis    *privateRedis
 	rdb      *redis.Client
 	replicas []*chaosReplica
 	// chaosStart is the origin of the fault schedule's offsets.
@@ -270,7 +269,7 @@ func TestChaos(t *testing.T) {
 	t.Logf("chaos: seed=%d replicas=%d duration=%s lease_ttl=%s grace=%s skew=±%s stall=%t dir=%s",
 		cfg.seed, cfg.replicas, cfg.duration, cfg.ttl, cfg.grace, cfg.skew, cfg.stall, dir)
 
-	h.redis = startChaosRedis(t, dir)
+	h.redis = newPrivateRedis(t, dir)
 	t.Cleanup(h.redis.stop)
 	h.rdb = redis.NewClient(&redis.Options{Network: "unix", Addr: h.redis.socket,
 		DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second})
@@ -785,59 +784,4 @@ func (h *chaosHarness) waitUntil(within time.Duration, what string, cond func() 
 		<-tick.C
 	}
 	return true
-}
-
-// chaosRedis is the harness's own redis-server, restartable in place.
-type chaosRedis struct {
-	t      *testing.T
-	dir    string
-	socket string
-	cmd    *exec.Cmd
-}
-
-func startChaosRedis(t *testing.T, dir string) *chaosRedis {
-	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Fatalf("redis-server not on PATH: %v (install it: apt-get install redis-server)", err)
-	}
-	r := &chaosRedis{t: t, dir: dir, socket: filepath.Join(dir, "redis.sock")}
-	r.start()
-	return r
-}
-
-func (r *chaosRedis) start() {
-	r.t.Helper()
-	// appendfsync always: a clean shutdown loses nothing either way, but it
-	// keeps the restart honest about acknowledged writes.
-	r.cmd = exec.Command("redis-server", "--port", "0", "--unixsocket", r.socket, "--unixsocketperm", "700",
-		"--dir", r.dir, "--save", "", "--appendonly", "yes", "--appendfsync", "always",
-		"--logfile", filepath.Join(r.dir, "redis.log"))
-	if err := r.cmd.Start(); err != nil {
-		r.t.Fatalf("starting redis-server: %v", err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		c, err := net.Dial("unix", r.socket)
-		if err == nil {
-			c.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("redis-server did not accept connections on %s within 10s: %v (see %s)", r.socket, err,
-				filepath.Join(r.dir, "redis.log"))
-		}
-		<-tick.C
-	}
-}
-
-// stop is a clean shutdown: on SIGTERM Redis flushes the AOF and exits.
-func (r *chaosRedis) stop() {
-	if r.cmd == nil || r.cmd.Process == nil {
-		return
-	}
-	r.cmd.Process.Signal(syscall.SIGTERM)
-	r.cmd.Wait()
-	r.cmd = nil
 }

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -40,7 +41,9 @@ func sharedRedis(t testing.TB) redis.UniversalClient {
 }
 
 // privateRedis is a redis-server of the test's own on a unix socket, for
-// tests that stop and restart Redis.
+// tests (and the chaos harness) that stop and restart Redis. It keeps an
+// AOF with appendfsync always: a clean shutdown loses nothing either way,
+// but it keeps a restart honest about acknowledged writes.
 type privateRedis struct {
 	t      testing.TB
 	dir    string
@@ -48,28 +51,36 @@ type privateRedis struct {
 	cmd    *exec.Cmd
 }
 
+// startPrivateRedis starts one in a temporary directory, stopped when the
+// test ends.
 func startPrivateRedis(t testing.TB) *privateRedis {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
+	p := newPrivateRedis(t, t.TempDir())
+	t.Cleanup(p.stop)
+	return p
+}
+
+// newPrivateRedis starts one with its files in dir; stopping it is the
+// caller's job.
+func newPrivateRedis(t testing.TB, dir string) *privateRedis {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatalf("redis-server not on PATH: %v (install it: apt-get install redis-server)", err)
 	}
-	dir := t.TempDir()
 	p := &privateRedis{t: t, dir: dir, socket: filepath.Join(dir, "redis.sock")}
-	_ = bin
 	p.start()
-	t.Cleanup(p.stop)
 	return p
 }
 
 func (p *privateRedis) start() {
 	p.t.Helper()
-	p.cmd = exec.Command("redis-server", "--port", "0", "--unixsocket", p.socket, "--dir", p.dir,
-		"--save", "", "--appendonly", "yes", "--logfile", filepath.Join(p.dir, "redis.log"))
+	p.cmd = exec.Command("redis-server", "--port", "0", "--unixsocket", p.socket, "--unixsocketperm", "700",
+		"--dir", p.dir, "--save", "", "--appendonly", "yes", "--appendfsync", "always",
+		"--logfile", filepath.Join(p.dir, "redis.log"))
 	if err := p.cmd.Start(); err != nil {
 		p.t.Fatalf("starting redis-server: %v", err)
 	}
-	waitFor(p.t, 10*time.Second, "private redis to accept connections", func() bool {
+	waitFor(p.t, 10*time.Second, "redis-server to accept connections on "+p.socket+" (see "+filepath.Join(p.dir, "redis.log")+")", func() bool {
 		c, err := net.Dial("unix", p.socket)
 		if err == nil {
 			c.Close()
@@ -78,12 +89,12 @@ func (p *privateRedis) start() {
 	})
 }
 
-// stop shuts Redis down cleanly (SIGTERM: AOF is flushed) and waits.
+// stop is a clean shutdown: on SIGTERM Redis flushes the AOF and exits.
 func (p *privateRedis) stop() {
 	if p.cmd == nil || p.cmd.Process == nil {
 		return
 	}
-	p.cmd.Process.Signal(os.Interrupt)
+	p.cmd.Process.Signal(syscall.SIGTERM)
 	p.cmd.Wait()
 	p.cmd = nil
 }
