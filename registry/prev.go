@@ -27,3 +27,17 @@ func (c *Cron) Prev(t time.Time) time.Time {
 
 // Prev returns the schedule's newest fire time at or before t.
 func (s *Schedule) Prev(t time.Time) time.Time { return s.cron.Prev(t) }
+
+// AtOrAfter returns the first fire time at or after t, or the zero Time if
+// there is none within 30 years. Fire times are whole seconds, so a t with
+// a fraction counts from the next second.
+func (c *Cron) AtOrAfter(t time.Time) time.Time {
+	whole := t.Truncate(time.Second)
+	if whole.Before(t) {
+		whole = whole.Add(time.Second)
+	}
+	return c.Next(whole.Add(-time.Second))
+}
+
+// AtOrAfter returns the schedule's first fire time at or after t.
+func (s *Schedule) AtOrAfter(t time.Time) time.Time { return s.cron.AtOrAfter(t) }

@@ -30,6 +30,29 @@ func TestPrevIsTheNewestFireAtOrBefore(t *testing.T) {
 	}
 }
 
+func TestAtOrAfterIsTheFirstFireNotBefore(t *testing.T) {
+	ny, _ := LoadZone("America/New_York")
+	for _, tt := range []struct{ expr, zone, at, want string }{
+		{"17 3 * * *", "UTC", "2026-11-29T03:17:00Z", "2026-11-29T03:17:00Z"},
+		{"17 3 * * *", "UTC", "2026-11-29T03:17:00.001Z", "2026-11-30T03:17:00Z"},
+		{"17 3 * * *", "UTC", "2026-11-29T03:16:59.999Z", "2026-11-29T03:17:00Z"},
+		{"* * * * * *", "UTC", "2026-11-29T12:00:00.5Z", "2026-11-29T12:00:01Z"},
+		{"0 0 29 2 *", "UTC", "2028-02-29T00:00:00Z", "2028-02-29T00:00:00Z"},
+		// The gap: 02:30 does not exist; it runs at 03:00 EDT.
+		{"30 2 * * *", "America/New_York", "2026-03-08T07:00:00Z", "2026-03-08T07:00:00Z"},
+	} {
+		loc := time.UTC
+		if tt.zone != "UTC" {
+			loc = ny
+		}
+		c := MustParseCron(tt.expr, loc)
+		at, _ := time.Parse(time.RFC3339Nano, tt.at)
+		if got := c.AtOrAfter(at); !got.Equal(mustTime(t, tt.want)) {
+			t.Errorf("AtOrAfter(%q, %s) = %s, want %s", tt.expr, tt.at, got.UTC().Format(time.RFC3339), tt.want)
+		}
+	}
+}
+
 func mustTime(t *testing.T, s string) time.Time {
 	t.Helper()
 	v, err := time.Parse(time.RFC3339, s)

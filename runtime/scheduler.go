@@ -245,7 +245,7 @@ func (r *Runtime) plan(d due, cursor, now time.Time) *slotPlan {
 		if n == maxSlotsPerDispatch {
 			// A backlog this long is all missed; skip to the grace window.
 			p.nMissed += countSlots(s, slot, oldest)
-			slot = s.Next(oldest.Add(-time.Second))
+			slot = s.AtOrAfter(oldest)
 			continue
 		}
 		if slot.Before(oldest) {

@@ -95,7 +95,7 @@ func dstTraps(d *registry.Directive, transitions []registry.Transition) string {
 	for _, tr := range transitions {
 		lo := tr.At.Add(time.Duration(min(tr.Before, tr.After)) * time.Second)
 		hi := tr.At.Add(time.Duration(max(tr.Before, tr.After)) * time.Second)
-		w := wall.Next(time.Unix(lo.Unix()-1, 0).UTC())
+		w := wall.AtOrAfter(lo)
 		if w.IsZero() || !w.Before(hi) {
 			continue
 		}
@@ -103,7 +103,7 @@ func dstTraps(d *registry.Directive, transitions []registry.Transition) string {
 		clockTo := time.Unix(tr.At.Unix()+int64(tr.After), 0).UTC().Format("15:04")
 		switch {
 		case tr.Gap() && gap == "":
-			runs := d.Cron.Next(tr.At.Add(-time.Second))
+			runs := d.Cron.AtOrAfter(tr.At)
 			gap = fmt.Sprintf("%s does not exist on %s (clocks go forward from %s to %s), so it runs at %s instead",
 				clock(w), w.Format("2006-01-02"), clockFrom, clockTo, runs.In(loc).Format("15:04 MST"))
 			parts = append(parts, gap)

@@ -159,7 +159,7 @@ func Of(pass *analysis.Pass) *Result { return pass.ResultOf[Analyzer].(*Result) 
 func Fires(c *registry.Cron, days, limit int) []time.Time {
 	end := Reference.AddDate(0, 0, days)
 	var fires []time.Time
-	for t := c.Next(Reference.Add(-time.Second)); !t.IsZero() && t.Before(end) && len(fires) < limit; t = c.Next(t) {
+	for t := c.AtOrAfter(Reference); !t.IsZero() && t.Before(end) && len(fires) < limit; t = c.Next(t) {
 		fires = append(fires, t)
 	}
 	return fires
