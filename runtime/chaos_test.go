@@ -128,7 +128,7 @@ func runChaosReplica(name string) error {
 		// soon so the drain does not wait for asynq's default backoff.
 		RetryDelayFunc:  func(int, error, *asynq.Task) time.Duration { return time.Second },
 		ShutdownTimeout: 5 * time.Second,
-		Logger:          chaosAsynqLogger{log.With("component", "asynq")}, LogLevel: asynq.WarnLevel,
+		Logger:          runtime.AsynqLogger(log.With("component", "asynq")), LogLevel: asynq.WarnLevel,
 	})
 	mux := asynq.NewServeMux()
 	rt.RegisterHandlers(mux)
@@ -141,14 +141,6 @@ func runChaosReplica(name string) error {
 	log.Info("chaos replica down", "pid", pid)
 	return runErr
 }
-
-type chaosAsynqLogger struct{ l *slog.Logger }
-
-func (c chaosAsynqLogger) Debug(args ...any) { c.l.Debug(fmt.Sprint(args...)) }
-func (c chaosAsynqLogger) Info(args ...any)  { c.l.Info(fmt.Sprint(args...)) }
-func (c chaosAsynqLogger) Warn(args ...any)  { c.l.Warn(fmt.Sprint(args...)) }
-func (c chaosAsynqLogger) Error(args ...any) { c.l.Error(fmt.Sprint(args...)) }
-func (c chaosAsynqLogger) Fatal(args ...any) { c.l.Error(fmt.Sprint(args...)); os.Exit(1) }
 
 // chaosConfig is read from the environment so `make chaos` can be tuned
 // without editing code.

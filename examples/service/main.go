@@ -128,8 +128,8 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	if rdb != nil {
 		workers = asynq.NewServerFromRedisClient(rdb, asynq.Config{
 			Queues:          map[string]int{"default": 3, "maintenance": 1},
-			Logger:          asynqLogger{log.With("component", "asynq")},
-			LogLevel:        asynqLevel(cfg.logLevel),
+			Logger:          runtime.AsynqLogger(log.With("component", "asynq")),
+			LogLevel:        runtime.AsynqLogLevel(cfg.logLevel),
 			ShutdownTimeout: 10 * time.Second,
 		})
 		mux := asynq.NewServeMux()
@@ -204,28 +204,4 @@ func redactErr(err error, rawURL string) string {
 		}
 	}
 	return msg
-}
-
-// asynqLogger sends asynq's logs to slog, so the service has one log format.
-type asynqLogger struct{ l *slog.Logger }
-
-func (a asynqLogger) Debug(args ...any) { a.l.Debug(fmt.Sprint(args...)) }
-func (a asynqLogger) Info(args ...any)  { a.l.Info(fmt.Sprint(args...)) }
-func (a asynqLogger) Warn(args ...any)  { a.l.Warn(fmt.Sprint(args...)) }
-func (a asynqLogger) Error(args ...any) { a.l.Error(fmt.Sprint(args...)) }
-func (a asynqLogger) Fatal(args ...any) {
-	a.l.Error(fmt.Sprint(args...))
-	os.Exit(1)
-}
-
-func asynqLevel(l slog.Level) asynq.LogLevel {
-	switch {
-	case l <= slog.LevelDebug:
-		return asynq.DebugLevel
-	case l <= slog.LevelInfo:
-		return asynq.InfoLevel
-	case l <= slog.LevelWarn:
-		return asynq.WarnLevel
-	}
-	return asynq.ErrorLevel
 }
