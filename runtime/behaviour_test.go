@@ -12,6 +12,8 @@ import (
 
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/internal/lease"
+	"github.com/belfry/belfry/runtime/internal/store"
 	"github.com/hibiken/asynq"
 )
 
@@ -19,10 +21,11 @@ func TestTakeoverAfterHolderCrash(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	const ttl = 2 * time.Second
-	rts := newReplicas(t, 2, ttl, idleSchedule())
-	crashed, follower := rts[0], rts[1]
+	follower := newReplicas(t, 1, ttl, idleSchedule())[0]
+	crashed := lease.New(lease.Config{Redis: follower.RedisClient(), Keys: store.NewKeys(follower.Namespace()),
+		Replica: "crashed", TTL: ttl})
 	acquired := time.Now()
-	crashed.AcquireLease(ctx) // ...and never renews: it crashed
+	crashed.Acquire(ctx) // ...and never renews: it crashed
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { follower.Run(runCtx); close(done) }()
@@ -72,7 +75,7 @@ func TestSlotsOlderThanGraceAreMissedNotRun(t *testing.T) {
 	t.Cleanup(func() { rt.Close() })
 	// The scheduler was down for a minute: its cursor is 60 slots behind.
 	behind := time.Now().Add(-time.Minute).Truncate(time.Second)
-	if err := rdb.HSet(ctx, rt.CursorsKey(), "tick", behind.Unix()).Err(); err != nil {
+	if err := rdb.HSet(ctx, store.NewKeys(ns).Cursors, "tick", behind.Unix()).Err(); err != nil {
 		t.Fatal(err)
 	}
 	startWorker(t, rdb, queue, func(mux *asynq.ServeMux) { rt.RegisterHandlers(mux) })
@@ -99,7 +102,7 @@ func TestSlotsOlderThanGraceAreMissedNotRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	outcomes := map[string]int{}
+	outcomes := map[runtime.Outcome]int{}
 	for _, r := range hist {
 		outcomes[r.Outcome]++
 	}
@@ -218,7 +221,7 @@ func TestWithoutRedisTheSchedulerIsDisabledNotFatal(t *testing.T) {
 	if _, err := rt.Trigger(context.Background(), "nightly", ""); !errors.Is(err, runtime.ErrDisabled) {
 		t.Errorf("Trigger without Redis: %v, want ErrDisabled", err)
 	}
-	if state, _ := rt.RedisState(); state != "disabled" {
+	if state, _ := rt.RedisState(); state != runtime.RedisDisabled {
 		t.Errorf("RedisState = %q, want disabled", state)
 	}
 	s, _ := rt.Registry().Lookup("nightly")
@@ -238,7 +241,7 @@ func TestRedisDownThenBackResumesAlone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	srv := startPrivateRedis(t)
-	rdb := srv.client(t)
+	rdb := srv.Client(t)
 	var logs syncBuffer
 	queue := uniq("q")
 	exec := newExecutions()
@@ -256,14 +259,14 @@ func TestRedisDownThenBackResumesAlone(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 
 	waitFor(t, 10*time.Second, "runs before the outage", func() bool { return len(exec.slots("tick")) >= 2 })
-	srv.stop()
+	srv.Stop()
 	waitFor(t, 10*time.Second, "the runtime to notice Redis is down", func() bool {
 		state, _ := rt.RedisState()
-		return state == "down" && !rt.IsLeader()
+		return state == runtime.RedisDown && !rt.IsLeader()
 	})
 	downSince := time.Now()
 	waitFor(t, 10*time.Second, "several retries", func() bool { return time.Since(downSince) > 2*time.Second })
-	srv.start()
+	srv.Start()
 	restarted := time.Now()
 	waitFor(t, 20*time.Second, "runs after Redis is back", func() bool {
 		for slot := range exec.slots("tick") {

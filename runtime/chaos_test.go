@@ -22,6 +22,8 @@ import (
 
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/internal/clock"
+	"github.com/belfry/belfry/runtime/internal/redistest"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 )
@@ -115,8 +117,8 @@ func runChaosReplica(name string) error {
 	rdb := redis.NewClient(&redis.Options{Network: "unix", Addr: os.Getenv(envSocket),
 		DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second})
 	defer rdb.Close()
-	rt, err := runtime.New(reg, runtime.Options{Redis: rdb, Namespace: chaosNamespace, Replica: name,
-		LeaseTTL: ttl, Grace: grace, Logger: log, Testing: runtime.TestingKnobs{ClockOffset: offset}})
+	rt, err := runtime.NewWithClock(reg, runtime.Options{Redis: rdb, Namespace: chaosNamespace, Replica: name,
+		LeaseTTL: ttl, Grace: grace, Logger: log}, clock.Offset(offset))
 	if err != nil {
 		return err
 	}
@@ -226,7 +228,7 @@ type chaosHarness struct {
 	cfg      chaosConfig
 	dir      string
 	exe      string
-	redis    *privateRedis
+	redis    *redistest.Private
 	rdb      *redis.Client
 	replicas []*chaosReplica
 	// chaosStart is the origin of the fault schedule's offsets.
@@ -261,9 +263,9 @@ func TestChaos(t *testing.T) {
 	t.Logf("chaos: seed=%d replicas=%d duration=%s lease_ttl=%s grace=%s skew=±%s stall=%t dir=%s",
 		cfg.seed, cfg.replicas, cfg.duration, cfg.ttl, cfg.grace, cfg.skew, cfg.stall, dir)
 
-	h.redis = newPrivateRedis(t, dir)
-	t.Cleanup(h.redis.stop)
-	h.rdb = redis.NewClient(&redis.Options{Network: "unix", Addr: h.redis.socket,
+	h.redis = redistest.NewPrivate(t, dir)
+	t.Cleanup(h.redis.Stop)
+	h.rdb = redis.NewClient(&redis.Options{Network: "unix", Addr: h.redis.Socket,
 		DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second})
 	t.Cleanup(func() { h.rdb.Close() })
 	t.Cleanup(h.killAll) // only on a failure path; a normal run stops them first
@@ -551,9 +553,9 @@ func (h *chaosHarness) leader() *chaosReplica {
 func (h *chaosHarness) restartRedis(ev *chaosEvent, queue *[]*chaosEvent) {
 	h.redisRestarts++
 	h.logf("Redis shutdown (SIGTERM); down for %s", ev.hold)
-	h.redis.stop()
+	h.redis.Stop()
 	h.after(queue, ev.hold, "redis-start", func() {
-		h.redis.start()
+		h.redis.Start()
 		h.logf("Redis started again from its AOF")
 	})
 }
@@ -571,7 +573,7 @@ func (h *chaosHarness) start(r *chaosReplica) {
 	cmd := exec.Command(h.exe, "-test.run=^TestChaosReplica$", "-test.count=1", "-test.timeout=0", "-test.v")
 	cmd.Env = append(os.Environ(),
 		envReplica+"="+r.name,
-		envSocket+"="+h.redis.socket,
+		envSocket+"="+h.redis.Socket,
 		envOffset+"="+r.offset.String(),
 		envRecord+"="+filepath.Join(h.dir, "exec-"+r.name+".log"),
 		envTTL+"="+h.cfg.ttl.String(),

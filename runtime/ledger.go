@@ -2,25 +2,23 @@ package runtime
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strconv"
-	"strings"
+	"slices"
 	"time"
 
 	"github.com/belfry/belfry/registry"
+	"github.com/belfry/belfry/runtime/internal/lease"
+	"github.com/belfry/belfry/runtime/internal/store"
 	"github.com/hibiken/asynq"
-	"github.com/redis/go-redis/v9"
 )
 
-// Outcomes recorded in the ledger.
+// Counter names in the ledger's stats, beside one per Outcome.
 const (
-	OutcomeEnqueued  = "enqueued"
-	OutcomeRunning   = "running"
-	OutcomeSucceeded = "succeeded"
-	OutcomeFailed    = "failed"
-	OutcomeMissed    = "missed"
-	OutcomeSkipped   = "skipped"
+	counterManual      = "manual"
+	counterLastEnqueue = "last_enqueue"
+	counterLastSuccess = "last_success"
+	counterLastFailure = "last_failure"
+	counterFirstSeen   = "first_seen"
 )
 
 // maxErrorLen bounds a recorded error message.
@@ -32,7 +30,7 @@ type Record struct {
 	Schedule   string        `json:"schedule"`
 	Slot       time.Time     `json:"slot"`
 	Manual     bool          `json:"manual"`
-	Outcome    string        `json:"outcome"`
+	Outcome    Outcome       `json:"outcome"`
 	EnqueuedAt time.Time     `json:"enqueued_at,omitzero"`
 	StartedAt  time.Time     `json:"started_at,omitzero"`
 	FinishedAt time.Time     `json:"finished_at,omitzero"`
@@ -43,54 +41,65 @@ type Record struct {
 	Replica    string        `json:"replica,omitempty"`
 }
 
+func unixMilli(ms int64) time.Time {
+	if ms <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+func recordOf(s store.Record) Record {
+	return Record{ID: s.ID, Schedule: s.Schedule, Slot: time.Unix(s.Slot, 0).UTC(), Manual: s.Manual,
+		Outcome: Outcome(s.Outcome), EnqueuedAt: unixMilli(s.EnqueuedAt), StartedAt: unixMilli(s.StartedAt),
+		FinishedAt: unixMilli(s.FinishedAt), Duration: time.Duration(s.DurationMS) * time.Millisecond,
+		DurationMS: s.DurationMS, Error: s.Error, Attempt: s.Attempt, Replica: s.Replica}
+}
+
 // Middleware returns the worker-side recorder: it marks the occurrence
 // running, then succeeded or failed with duration and error. Ledger writes
 // that fail are logged and never fail the handler.
 func (r *Runtime) Middleware() registry.Middleware {
 	return func(s *registry.Schedule, next registry.HandlerFunc) registry.HandlerFunc {
 		return func(ctx context.Context, occ registry.Occurrence) error {
-			start := time.Now()
+			start := r.clock.Now()
 			attempt, _ := asynq.GetRetryCount(ctx)
-			r.recordExecution(ctx, occ, OutcomeRunning, "started_at", start.UnixMilli(),
+			r.recordExecution(ctx, occ, OutcomeRunning, start, "started_at", start.UnixMilli(),
 				"attempt", attempt, "replica", r.opts.Replica)
 			err := next(ctx, occ)
-			end := time.Now()
+			end := r.clock.Now()
 			if err != nil {
 				msg := err.Error()
 				if len(msg) > maxErrorLen {
 					msg = msg[:maxErrorLen] + "…"
 				}
-				r.recordExecution(ctx, occ, OutcomeFailed, "finished_at", end.UnixMilli(),
+				r.recordExecution(ctx, occ, OutcomeFailed, end, "finished_at", end.UnixMilli(),
 					"duration_ms", end.Sub(start).Milliseconds(), "error", msg)
 				return err
 			}
-			r.recordExecution(ctx, occ, OutcomeSucceeded, "finished_at", end.UnixMilli(),
+			r.recordExecution(ctx, occ, OutcomeSucceeded, end, "finished_at", end.UnixMilli(),
 				"duration_ms", end.Sub(start).Milliseconds(), "error", "")
 			return nil
 		}
 	}
 }
 
-func (r *Runtime) recordExecution(ctx context.Context, occ registry.Occurrence, outcome string, fields ...any) {
+func (r *Runtime) recordExecution(ctx context.Context, occ registry.Occurrence, outcome Outcome, at time.Time, fields ...any) {
 	if r.disabled != "" {
 		return
 	}
-	key := r.keys.occurrence(occ.Key())
-	ctx = context.WithoutCancel(ctx) // record the failure of a timed-out handler too
-	_, err := r.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, key, append([]any{"outcome", outcome}, fields...)...)
-		p.Expire(ctx, key, r.ledgerTTL())
-		switch outcome {
-		case OutcomeSucceeded:
-			p.HSet(ctx, r.keys.stats, occ.Schedule+":last_success", time.Now().UnixMilli())
-			p.HIncrBy(ctx, r.keys.stats, occ.Schedule+":succeeded", 1)
-		case OutcomeFailed:
-			p.HSet(ctx, r.keys.stats, occ.Schedule+":last_failure", time.Now().UnixMilli())
-			p.HIncrBy(ctx, r.keys.stats, occ.Schedule+":failed", 1)
-		}
-		return nil
-	})
-	if err != nil {
+	e := store.Execution{ID: occ.Key(), Schedule: occ.Schedule, Slot: occ.Slot, At: at,
+		Fields: append([]any{"outcome", string(outcome)}, fields...)}
+	if occ.Manual {
+		e.Fields = append(e.Fields, "manual", "1")
+	}
+	switch outcome {
+	case OutcomeSucceeded:
+		e.Count, e.Last = string(OutcomeSucceeded), counterLastSuccess
+	case OutcomeFailed:
+		e.Count, e.Last = string(OutcomeFailed), counterLastFailure
+	}
+	// Record the failure of a timed-out handler too.
+	if err := r.store.RecordExecution(context.WithoutCancel(ctx), e); err != nil {
 		r.log.Warn("could not record execution in the ledger", "id", occ.Key(), "outcome", outcome, "err", err)
 	}
 }
@@ -103,52 +112,20 @@ func (r *Runtime) History(ctx context.Context, name string, limit int) ([]Record
 	if r.disabled != "" {
 		return nil, nil
 	}
-	ids, err := r.rdb.ZRevRange(ctx, r.keys.history(name), 0, int64(limit)-1).Result()
+	ids, err := r.store.History(ctx, name, limit)
 	if err != nil {
 		return nil, err
 	}
-	return r.readRecords(ctx, ids)
+	return r.records(ctx, ids)
 }
 
-// readRecords reads occurrence records in one pipelined round trip,
-// skipping any that expired meanwhile.
-func (r *Runtime) readRecords(ctx context.Context, ids []string) ([]Record, error) {
-	cmds := make([]*redis.MapStringStringCmd, len(ids))
-	if _, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, id := range ids {
-			cmds[i] = p.HGetAll(ctx, r.keys.occurrence(id))
-		}
-		return nil
-	}); err != nil {
-		return nil, err
+func (r *Runtime) records(ctx context.Context, ids []string) ([]Record, error) {
+	stored, err := r.store.Records(ctx, ids)
+	recs := make([]Record, len(stored))
+	for i, s := range stored {
+		recs[i] = recordOf(s)
 	}
-	recs := make([]Record, 0, len(cmds))
-	for _, c := range cmds {
-		if h := c.Val(); len(h) > 0 {
-			recs = append(recs, parseRecord(h))
-		}
-	}
-	return recs, nil
-}
-
-func parseRecord(h map[string]string) Record {
-	ms := func(k string) time.Time {
-		if n, err := strconv.ParseInt(h[k], 10, 64); err == nil && n > 0 {
-			return time.UnixMilli(n).UTC()
-		}
-		return time.Time{}
-	}
-	rec := Record{ID: h["id"], Schedule: h["schedule"], Manual: h["manual"] == "1", Outcome: h["outcome"],
-		EnqueuedAt: ms("enqueued_at"), StartedAt: ms("started_at"), FinishedAt: ms("finished_at"),
-		Error: h["error"], Replica: h["replica"]}
-	if sec, err := strconv.ParseInt(h["slot"], 10, 64); err == nil {
-		rec.Slot = time.Unix(sec, 0).UTC()
-	}
-	if d, err := strconv.ParseInt(h["duration_ms"], 10, 64); err == nil {
-		rec.Duration, rec.DurationMS = time.Duration(d)*time.Millisecond, d
-	}
-	rec.Attempt, _ = strconv.Atoi(h["attempt"])
-	return rec
+	return recs, err
 }
 
 // Counters are a schedule's totals across the cluster since the ledger
@@ -161,49 +138,68 @@ type Counters struct {
 	FirstSeen time.Time
 }
 
+func countersOf(m map[string]int64) Counters {
+	return Counters{
+		Enqueued: m[string(OutcomeEnqueued)], Manual: m[counterManual], Missed: m[string(OutcomeMissed)],
+		Skipped: m[string(OutcomeSkipped)], Succeeded: m[string(OutcomeSucceeded)], Failed: m[string(OutcomeFailed)],
+		LastEnqueue: unixMilli(m[counterLastEnqueue]), LastSuccess: unixMilli(m[counterLastSuccess]),
+		LastFailure: unixMilli(m[counterLastFailure]), FirstSeen: unixMilli(m[counterFirstSeen]),
+	}
+}
+
 // Counters returns every schedule's counters in one round trip.
 func (r *Runtime) Counters(ctx context.Context) (map[string]Counters, error) {
 	out := make(map[string]Counters, r.reg.Len())
 	if r.disabled != "" {
 		return out, nil
 	}
-	all, err := r.rdb.HGetAll(ctx, r.keys.stats).Result()
+	stats, err := r.store.Stats(ctx)
 	if err != nil {
 		return nil, err
 	}
-	for field, v := range all {
-		i := strings.LastIndexByte(field, ':')
-		if i < 0 {
-			continue
-		}
-		name, counter := field[:i], field[i+1:]
-		n, _ := strconv.ParseInt(v, 10, 64)
-		c := out[name]
-		switch counter {
-		case "enqueued":
-			c.Enqueued = n
-		case "manual":
-			c.Manual = n
-		case "missed":
-			c.Missed = n
-		case "skipped":
-			c.Skipped = n
-		case "succeeded":
-			c.Succeeded = n
-		case "failed":
-			c.Failed = n
-		case "last_enqueue":
-			c.LastEnqueue = time.UnixMilli(n).UTC()
-		case "last_success":
-			c.LastSuccess = time.UnixMilli(n).UTC()
-		case "last_failure":
-			c.LastFailure = time.UnixMilli(n).UTC()
-		case "first_seen":
-			c.FirstSeen = time.UnixMilli(n).UTC()
-		}
-		out[name] = c
+	for name, m := range stats {
+		out[name] = countersOf(m)
 	}
 	return out, nil
+}
+
+// Orphans returns the schedules that have state in Redis (cursor, counters
+// or history) but are no longer in the registry: removed from the code, or
+// renamed. Their state stays until Forget removes it; nothing expires it,
+// because a schedule removed by mistake and restored must find its cursor.
+func (r *Runtime) Orphans(ctx context.Context) ([]string, error) {
+	if r.disabled != "" {
+		return nil, nil
+	}
+	known, err := r.store.Known(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var orphans []string
+	for _, name := range known {
+		if _, ok := r.reg.Lookup(name); !ok {
+			orphans = append(orphans, name)
+		}
+	}
+	slices.Sort(orphans)
+	return orphans, nil
+}
+
+// Forget removes every trace of a schedule that is no longer in the
+// registry (see Orphans). It refuses with ErrScheduleInUse for a schedule
+// the registry declares, and is a no-op for a name with no state.
+func (r *Runtime) Forget(ctx context.Context, name string) error {
+	if _, ok := r.reg.Lookup(name); ok {
+		return fmt.Errorf("%w: %q", ErrScheduleInUse, name)
+	}
+	if r.disabled != "" {
+		return ErrDisabled
+	}
+	n, err := r.store.Forget(ctx, name)
+	if err == nil && n > 0 {
+		r.log.Info("forgot a schedule removed from the registry", "schedule", name, "removed", n)
+	}
+	return err
 }
 
 // Cluster is the replicas' view: who holds the lease and who is alive.
@@ -215,29 +211,11 @@ type Cluster struct {
 
 // Cluster reads the lease holder and the replicas with a fresh heartbeat.
 func (r *Runtime) Cluster(ctx context.Context) (Cluster, error) {
-	var c Cluster
 	if r.disabled != "" {
-		return c, nil
+		return Cluster{}, nil
 	}
-	var leaseCmd *redis.StringCmd
-	var replicasCmd *redis.Cmd
-	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		leaseCmd = p.Get(ctx, r.keys.lease)
-		// Eval, not Run: inside a pipeline a NOSCRIPT error cannot fall back.
-		replicasCmd = liveReplicasScript.Eval(ctx, p, []string{r.keys.replicas}, r.lease.heartbeatStale().Milliseconds())
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return c, err
-	}
-	if v, err := leaseCmd.Result(); err == nil {
-		if i := strings.LastIndexByte(v, '|'); i > 0 {
-			c.Leader = v[:i]
-			c.Token, _ = strconv.ParseInt(v[i+1:], 10, 64)
-		}
-	}
-	c.Replicas, _ = replicasCmd.StringSlice()
-	return c, nil
+	h, err := lease.Observe(ctx, r.rdb, r.store.Keys, r.lease.HeartbeatStale())
+	return Cluster{Leader: h.Replica, Token: h.Token, Replicas: h.Replicas}, err
 }
 
 // recentRecords returns each schedule's newest n records, newest first, in
@@ -248,20 +226,19 @@ func (r *Runtime) recentRecords(ctx context.Context, n int) (map[string][]Record
 		return out, nil
 	}
 	scheds := r.reg.Schedules()
-	idCmds := make([]*redis.StringSliceCmd, len(scheds))
-	if _, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, s := range scheds {
-			idCmds[i] = p.ZRevRange(ctx, r.keys.history(s.Name), 0, int64(n)-1)
-		}
-		return nil
-	}); err != nil {
+	names := make([]string, len(scheds))
+	for i, s := range scheds {
+		names[i] = s.Name
+	}
+	perSchedule, err := r.store.RecentIDs(ctx, names, n)
+	if err != nil {
 		return nil, err
 	}
 	var ids []string
-	for _, c := range idCmds {
-		ids = append(ids, c.Val()...)
+	for _, p := range perSchedule {
+		ids = append(ids, p...)
 	}
-	recs, err := r.readRecords(ctx, ids)
+	recs, err := r.records(ctx, ids)
 	for _, rec := range recs {
 		out[rec.Schedule] = append(out[rec.Schedule], rec)
 	}

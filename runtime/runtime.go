@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +13,10 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/registry"
+	"github.com/belfry/belfry/runtime/internal/clock"
+	"github.com/belfry/belfry/runtime/internal/lease"
+	"github.com/belfry/belfry/runtime/internal/pipeline"
+	"github.com/belfry/belfry/runtime/internal/store"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 )
@@ -21,10 +24,10 @@ import (
 // Runtime schedules a registry's occurrences into asynq, once per
 // occurrence across replicas. Create one per process with New and call Run.
 type Runtime struct {
-	reg  *registry.Registry
-	opts Options
-	log  *slog.Logger
-	keys keys
+	reg   *registry.Registry
+	opts  Options
+	log   *slog.Logger
+	clock clock.Clock
 
 	// disabled explains why the scheduler does not run (no Redis
 	// configured); empty when it does.
@@ -34,7 +37,8 @@ type Runtime struct {
 	ownsClient bool
 	client     *asynq.Client
 	inspector  *asynq.Inspector
-	lease      *lease
+	lease      *lease.Lease
+	store      *store.Store
 
 	redisMu   sync.Mutex
 	redisErr  error // last Redis error, nil while reachable
@@ -44,23 +48,25 @@ type Runtime struct {
 	scheduling atomic.Bool
 }
 
-// ErrUnknownSchedule is returned for a schedule name not in the registry.
-var ErrUnknownSchedule = errors.New("unknown schedule")
-
-// ErrDisabled is returned by operations that need Redis when none is
-// configured.
-var ErrDisabled = errors.New("scheduler disabled: no Redis configured")
+// recordTTL bounds how long an occurrence record outlives its index entry.
+const recordTTL = 7 * 24 * time.Hour
 
 // New validates opts and returns a runtime for reg. It does not touch
 // Redis; Run does.
 func New(reg *registry.Registry, opts Options) (*Runtime, error) {
+	return newRuntime(reg, opts, clock.Real{})
+}
+
+// newRuntime is New with the clock that lease, scheduler and ledger share:
+// tests place a runtime at another instant, the chaos harness skews it.
+func newRuntime(reg *registry.Registry, opts Options, clk clock.Clock) (*Runtime, error) {
 	if reg == nil {
 		return nil, errors.New("registry is nil; pass the Registry that crongen generated")
 	}
 	if err := opts.normalize(); err != nil {
 		return nil, err
 	}
-	r := &Runtime{reg: reg, opts: opts, keys: newKeys(opts.Namespace)}
+	r := &Runtime{reg: reg, opts: opts, clock: clk}
 	r.log = opts.Logger.With("replica", opts.Replica)
 	switch {
 	case opts.Redis != nil:
@@ -73,12 +79,13 @@ func New(reg *registry.Registry, opts Options) (*Runtime, error) {
 		r.rdb, r.ownsClient = redis.NewClient(ropts), true
 	default:
 		r.disabled = "no Redis configured (set Options.Redis or Options.RedisURL)"
-		r.lease = &lease{changed: make(chan struct{}, 1)}
 		return r, nil
 	}
-	r.client = asynq.NewClientFromRedisClient(newPipeliningClient(r.rdb))
+	r.store = store.New(r.rdb, opts.Namespace, opts.HistoryLimit, recordTTL)
+	r.client = asynq.NewClientFromRedisClient(pipeline.NewClient(r.rdb))
 	r.inspector = asynq.NewInspectorFromRedisClient(r.rdb)
-	r.lease = newLease(r.rdb, r.keys, opts.Replica, opts.LeaseTTL, r.log, r.noteRedis)
+	r.lease = lease.New(lease.Config{Redis: r.rdb, Keys: r.store.Keys, Replica: opts.Replica,
+		TTL: opts.LeaseTTL, Log: r.log, OnRedis: r.noteRedis, Clock: clk})
 	return r, nil
 }
 
@@ -93,13 +100,31 @@ func (r *Runtime) Registry() *registry.Registry { return r.reg }
 // Replica returns this replica's name.
 func (r *Runtime) Replica() string { return r.opts.Replica }
 
+// Logger returns the runtime's logger, for integrations that log beside it.
+func (r *Runtime) Logger() *slog.Logger { return r.log }
+
+// HistoryLimit is the number of occurrences the ledger keeps per schedule.
+func (r *Runtime) HistoryLimit() int { return r.opts.HistoryLimit }
+
 // Disabled returns why the scheduler is disabled, or "" if it is not.
 func (r *Runtime) Disabled() string { return r.disabled }
 
+// Grace returns how late a slot of s may still be enqueued: Options.Grace
+// when set, else the schedule's own.
+func (r *Runtime) Grace(s *registry.Schedule) time.Duration {
+	if r.opts.Grace > 0 {
+		return r.opts.Grace
+	}
+	return s.Grace
+}
+
 // IsLeader reports whether this replica holds the lease and trusts it.
 func (r *Runtime) IsLeader() bool {
-	_, ok := r.lease.current()
-	return ok && r.disabled == ""
+	if r.disabled != "" {
+		return false
+	}
+	_, ok := r.lease.Current()
+	return ok
 }
 
 // Run schedules until ctx is cancelled, then releases the lease so a
@@ -116,21 +141,18 @@ func (r *Runtime) Run(ctx context.Context) error {
 		return nil
 	}
 	var wg sync.WaitGroup
-	wg.Go(func() { r.lease.run(ctx) })
+	wg.Go(func() { r.lease.Run(ctx) })
 	wg.Go(func() { r.scheduleLoop(ctx) })
 	wg.Wait()
 	releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	r.lease.release(releaseCtx)
+	r.lease.Release(releaseCtx)
 	return nil
 }
 
 // Close releases the clients the runtime owns. A shared Options.Redis
 // client is left open: closing it is the caller's job.
 func (r *Runtime) Close() error {
-	if r.disabled != "" {
-		return nil
-	}
 	// asynq's Client and Inspector hold nothing but the redis client they
 	// were built on (their Close only says so, as an error).
 	if r.ownsClient {
@@ -141,7 +163,7 @@ func (r *Runtime) Close() error {
 
 // noteRedis logs Redis reachability changes once, not every retry.
 func (r *Runtime) noteRedis(err error) {
-	if errors.Is(err, context.Canceled) || errors.Is(err, errNotLeader) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, store.ErrNotLeader) {
 		return
 	}
 	r.redisMu.Lock()
@@ -157,40 +179,29 @@ func (r *Runtime) noteRedis(err error) {
 	}
 }
 
-// RedisState is "disabled", "unknown" (no call yet), "up" or "down".
-func (r *Runtime) RedisState() (state string, lastErr error) {
+// RedisState returns the runtime's view of Redis and, when it is down, the
+// last error.
+func (r *Runtime) RedisState() (RedisState, error) {
 	if r.disabled != "" {
-		return "disabled", nil
+		return RedisDisabled, nil
 	}
 	r.redisMu.Lock()
 	defer r.redisMu.Unlock()
 	switch {
 	case !r.redisSeen:
-		return "unknown", nil
+		return RedisUnknown, nil
 	case r.redisErr != nil:
-		return "down", r.redisErr
+		return RedisDown, r.redisErr
 	}
-	return "up", nil
-}
-
-func (r *Runtime) now() time.Time { return time.Now().Add(r.opts.Testing.ClockOffset) }
-
-func (r *Runtime) grace(s *registry.Schedule) time.Duration {
-	if r.opts.Grace > 0 {
-		return r.opts.Grace
-	}
-	return s.Grace
+	return RedisUp, nil
 }
 
 // retention keeps a finished task's ID reserved as long as any replica
 // could still attempt the same slot: grace plus clock skew. Longer would
 // only fill Redis (a per-second schedule kept a day is 86,400 tasks).
 func (r *Runtime) retention(s *registry.Schedule) time.Duration {
-	return r.grace(s) + r.opts.SkewMargin
+	return r.Grace(s) + r.opts.SkewMargin
 }
-
-// ledgerTTL bounds how long an occurrence record outlives its index entry.
-func (r *Runtime) ledgerTTL() time.Duration { return 7 * 24 * time.Hour }
 
 // manualRetention keeps a manual trigger's ID reserved long enough to make
 // a double-submitted form a no-op.
@@ -201,7 +212,7 @@ var requestKeyRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 // Trigger enqueues one manual occurrence of the schedule now. requestKey
 // identifies the request (e.g. a token in the admin form): triggering twice
 // with the same key enqueues once and returns the same occurrence. An empty
-// key makes a fresh one.
+// key makes a fresh one; a malformed one is ErrBadRequestKey.
 func (r *Runtime) Trigger(ctx context.Context, name, requestKey string) (registry.Occurrence, error) {
 	s, ok := r.reg.Lookup(name)
 	if !ok {
@@ -215,9 +226,9 @@ func (r *Runtime) Trigger(ctx context.Context, name, requestKey string) (registr
 		rand.Read(b[:])
 		requestKey = hex.EncodeToString(b[:])
 	} else if !requestKeyRE.MatchString(requestKey) {
-		return registry.Occurrence{}, fmt.Errorf("request key %q: want 1-64 letters, digits, '-' or '_'", requestKey)
+		return registry.Occurrence{}, fmt.Errorf("%w %q: want 1-64 letters, digits, '-' or '_'", ErrBadRequestKey, requestKey)
 	}
-	now := r.now().Truncate(time.Second)
+	now := r.clock.Now().Truncate(time.Second)
 	occ := registry.Occurrence{Schedule: s.Name, Slot: now.In(s.Location()), Zone: s.Zone, Manual: true,
 		ID: registry.ManualOccurrenceID(s.Name, requestKey)}
 	inserted, err := r.enqueue(ctx, s, occ, manualRetention)
@@ -227,12 +238,10 @@ func (r *Runtime) Trigger(ctx context.Context, name, requestKey string) (registr
 	if !inserted {
 		return occ, nil // a double submit: already enqueued and recorded
 	}
-	rec := commitRec{ID: occ.ID, Slot: now.Unix(), Manual: "1", At: time.Now().UnixMilli(), Count: 1,
-		Outcome: "enqueued", Score: time.Now().UnixMilli()}
-	batch, _ := json.Marshal(commitItem{Name: s.Name, Recs: []commitRec{rec},
-		Counts: map[string]int64{"manual": 1, "last_enqueue": rec.At}})
-	if err := triggerRecordScript.Run(ctx, r.rdb, nil, r.keys.prefix, r.opts.HistoryLimit,
-		int(r.ledgerTTL().Seconds()), batch).Err(); err != nil {
+	at := r.clock.Now().UnixMilli()
+	rec := store.Rec{ID: occ.ID, Slot: now.Unix(), Manual: true, At: at, Outcome: string(OutcomeEnqueued), Score: at}
+	if err := r.store.RecordManual(ctx, store.Commit{Name: s.Name, Recs: []store.Rec{rec},
+		Counts: map[string]int64{counterManual: 1, counterLastEnqueue: at}}); err != nil {
 		r.log.Warn("manual occurrence enqueued but not recorded in history", "id", occ.ID, "err", err)
 	}
 	return occ, nil

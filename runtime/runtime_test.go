@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -163,5 +164,11 @@ func TestCloseLeavesASharedClientOpen(t *testing.T) {
 	}
 	if err := owned.RedisClient().Ping(context.Background()).Err(); !errors.Is(err, redis.ErrClosed) {
 		t.Errorf("after Close, the runtime's own client answers Ping with %v, want redis.ErrClosed", err)
+	}
+}
+func TestSecretsStayOutOfErrors(t *testing.T) {
+	_, err := runtime.New(registry.MustNew(idleSchedule()), runtime.Options{RedisURL: "redis://user:hunter2@127.0.0.1:6379/x"})
+	if err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("bad Redis URL error %v: want an error without the password", err)
 	}
 }

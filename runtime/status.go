@@ -7,21 +7,12 @@ import (
 	"github.com/belfry/belfry/registry"
 )
 
-// Schedule statuses shown on the admin page and exported as metrics.
-const (
-	StatusOK       = "ok"
-	StatusLate     = "late"     // the newest due slot has no success within grace + timeout
-	StatusFailing  = "failing"  // the newest finished occurrence failed
-	StatusRunning  = "running"  // the newest occurrence is running
-	StatusDisabled = "disabled" // no Redis configured: nothing is scheduled
-)
-
 // ScheduleState is one schedule as the admin page, the JSON API, metrics
 // and the health check see it, computed once per request by Snapshot.
 type ScheduleState struct {
 	Schedule *registry.Schedule
 	Next     time.Time // in the schedule's zone; zero if it never fires again
-	Status   string
+	Status   Status
 	Recent   []Record // newest first
 	Counters Counters
 }
@@ -40,9 +31,12 @@ type Snapshot struct {
 	Schedules  []ScheduleState
 	Cluster    Cluster
 	Replica    string
-	Redis      string // "up", "down", "unknown" or "disabled"
+	Redis      RedisState
 	RedisError string
 	Disabled   string
+	// Orphans are schedules with state in Redis that the registry no
+	// longer declares (see Runtime.Orphans).
+	Orphans []string
 }
 
 // recentPerSchedule is how many occurrences the index page shows per row.
@@ -52,14 +46,16 @@ const recentPerSchedule = 5
 // is unreachable it still returns every schedule with its next run; the
 // error says what is missing.
 func (r *Runtime) Snapshot(ctx context.Context) (Snapshot, error) {
-	now := r.now()
+	now := r.clock.Now()
 	snap := Snapshot{At: now, Replica: r.opts.Replica, Disabled: r.disabled}
 	var err error
 	recent, counters := map[string][]Record{}, map[string]Counters{}
 	if r.disabled == "" {
 		if recent, err = r.recentRecords(ctx, recentPerSchedule); err == nil {
 			if counters, err = r.Counters(ctx); err == nil {
-				snap.Cluster, err = r.Cluster(ctx)
+				if snap.Cluster, err = r.Cluster(ctx); err == nil {
+					snap.Orphans, err = r.Orphans(ctx)
+				}
 			}
 		}
 		r.noteRedis(err)
@@ -77,16 +73,25 @@ func (r *Runtime) Snapshot(ctx context.Context) (Snapshot, error) {
 	return snap, err
 }
 
-func (r *Runtime) status(st ScheduleState, now time.Time) string {
+func (r *Runtime) status(st ScheduleState, now time.Time) Status {
 	if r.disabled != "" {
 		return StatusDisabled
 	}
+	return scheduleStatus(st, now, r.Grace(st.Schedule))
+}
+
+// scheduleStatus judges a schedule from its ledger at now. Failing wins
+// over late (the newest run failed: that is the thing to look at); a
+// schedule is late when the newest slot that should have finished by now
+// (due grace + timeout ago) has no success since it, counting only slots
+// after the scheduler first saw the schedule.
+func scheduleStatus(st ScheduleState, now time.Time, grace time.Duration) Status {
 	last := st.LastRun()
 	if last != nil && last.Outcome == OutcomeFailed {
 		return StatusFailing
 	}
 	s, c := st.Schedule, st.Counters
-	due := s.Prev(now.Add(-r.grace(s) - s.Timeout))
+	due := s.Prev(now.Add(-grace - s.Timeout))
 	if !due.IsZero() && !c.FirstSeen.IsZero() && due.After(c.FirstSeen) && c.LastSuccess.Before(due) {
 		return StatusLate
 	}

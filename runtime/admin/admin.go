@@ -1,4 +1,8 @@
-package runtime
+// Package admin serves belfry's admin page and JSON API for one runtime: the
+// schedules with their next runs, history and status, the cluster, and a
+// Trigger per schedule. It is written only against package runtime's public
+// API, so anything it shows a service can compute itself.
+package admin
 
 import (
 	"context"
@@ -11,15 +15,13 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/belfry/belfry/runtime"
 )
 
-// AdminOptions configure the admin handler.
-type AdminOptions struct {
+// Options configure the admin handler.
+type Options struct {
 	// ReadOnly hides the Trigger buttons and answers trigger requests with
 	// 403: for an admin exposed to people who may look but not act.
 	ReadOnly bool
@@ -27,6 +29,10 @@ type AdminOptions struct {
 	Middleware func(http.Handler) http.Handler
 	// Title heads the page; default "belfry".
 	Title string
+	// Metrics, when set, is served at /metrics (e.g. metrics.Handler(rt)
+	// from package runtime/metrics). Without it /metrics is 404, and the
+	// admin does not link Prometheus.
+	Metrics http.Handler
 }
 
 //go:embed admin.html
@@ -41,16 +47,16 @@ var adminTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 	},
 	"utc":        func(t time.Time) time.Time { return t.UTC() },
 	"pathEscape": url.PathEscape,
-	"triggerData": func(page pageData, st *ScheduleState, action string) map[string]any {
+	"triggerData": func(page pageData, st *runtime.ScheduleState, action string) map[string]any {
 		return map[string]any{"ReadOnly": page.ReadOnly, "Request": page.Request, "Action": action, "Name": st.Schedule.Name}
 	},
 }).ParseFS(adminFS, "admin.html"))
 
-// Admin returns the admin handler: an HTML page, a JSON API, a trigger,
-// Prometheus metrics and a health check. Its paths are relative, so mount
-// it under any prefix with http.StripPrefix:
+// New returns the admin handler of rt: an HTML page, a JSON API, a trigger,
+// a health check and, when Options.Metrics is set, Prometheus metrics. Its
+// paths are relative, so mount it under any prefix with http.StripPrefix:
 //
-//	mux.Handle("/cron/", http.StripPrefix("/cron", rt.Admin(runtime.AdminOptions{})))
+//	mux.Handle("/cron/", http.StripPrefix("/cron", admin.New(rt, admin.Options{Metrics: metrics.Handler(rt)})))
 //
 // Routes (relative to the prefix):
 //
@@ -62,17 +68,15 @@ var adminTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 //	POST /api/schedules/{name}/trigger  202 {"task_id": ...}; Idempotency-Key header or
 //	                                    "request" form field makes a double submit a no-op
 //	GET  /api/status                    leader, replicas, Redis state
-//	GET  /metrics                       Prometheus
+//	GET  /metrics                       Options.Metrics, if set
 //	GET  /healthz                       200, or 503 listing late and failing schedules
 //
 // Cross-origin POSTs are refused with 403 (http.CrossOriginProtection).
-func (r *Runtime) Admin(opts AdminOptions) http.Handler {
+func New(rt *runtime.Runtime, opts Options) http.Handler {
 	if opts.Title == "" {
 		opts.Title = "belfry"
 	}
-	a := &admin{r: r, opts: opts}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(r.Collector())
+	a := &admin{r: rt, opts: opts}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", a.index)
 	mux.HandleFunc("GET /schedules/{name}", a.detail)
@@ -81,7 +85,9 @@ func (r *Runtime) Admin(opts AdminOptions) http.Handler {
 	mux.HandleFunc("GET /api/schedules/{name}", a.apiDetail)
 	mux.HandleFunc("POST /api/schedules/{name}/trigger", a.apiTrigger)
 	mux.HandleFunc("GET /api/status", a.apiStatus)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	if opts.Metrics != nil {
+		mux.Handle("GET /metrics", opts.Metrics)
+	}
 	mux.HandleFunc("GET /healthz", a.health)
 	var h http.Handler = http.NewCrossOriginProtection().Handler(mux)
 	if opts.Middleware != nil {
@@ -91,15 +97,15 @@ func (r *Runtime) Admin(opts AdminOptions) http.Handler {
 }
 
 type admin struct {
-	r    *Runtime
-	opts AdminOptions
+	r    *runtime.Runtime
+	opts Options
 }
 
 // readTimeout bounds the Redis reads of one admin request, so a Redis
 // outage makes a page degrade, not hang.
 const readTimeout = 2 * time.Second
 
-func (a *admin) snapshot(req *http.Request) (Snapshot, error) {
+func (a *admin) snapshot(req *http.Request) (runtime.Snapshot, error) {
 	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
 	defer cancel()
 	return a.r.Snapshot(ctx)
@@ -108,12 +114,12 @@ func (a *admin) snapshot(req *http.Request) (Snapshot, error) {
 type pageData struct {
 	Title    string
 	ReadOnly bool
-	Snapshot
+	runtime.Snapshot
 	Notice  string
 	Error   string
 	Request string // a fresh token per rendered form: a double submit triggers once
-	Detail  *ScheduleState
-	History []Record
+	Detail  *runtime.ScheduleState
+	History []runtime.Record
 	Base    string // relative path back to the index
 }
 
@@ -144,7 +150,7 @@ func (a *admin) detail(w http.ResponseWriter, req *http.Request) {
 	if err == nil {
 		ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
 		defer cancel()
-		data.History, err = a.r.History(ctx, name, a.r.opts.HistoryLimit)
+		data.History, err = a.r.History(ctx, name, a.r.HistoryLimit())
 	}
 	if err != nil {
 		data.Error = "Redis unreachable: history is not shown."
@@ -164,13 +170,13 @@ func (a *admin) detail(w http.ResponseWriter, req *http.Request) {
 	a.render(w, http.StatusOK, "detail", data)
 }
 
-func find(snap Snapshot, name string) (ScheduleState, bool) {
+func find(snap runtime.Snapshot, name string) (runtime.ScheduleState, bool) {
 	for _, st := range snap.Schedules {
 		if st.Schedule.Name == name {
 			return st, true
 		}
 	}
-	return ScheduleState{}, false
+	return runtime.ScheduleState{}, false
 }
 
 func (a *admin) render(w http.ResponseWriter, status int, page string, data pageData) {
@@ -180,7 +186,7 @@ func (a *admin) render(w http.ResponseWriter, status int, page string, data page
 	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
 	w.WriteHeader(status)
 	if err := adminTemplates.ExecuteTemplate(w, page, data); err != nil {
-		a.r.log.Warn("rendering the admin page", "page", page, "err", err)
+		a.r.Logger().Warn("rendering the admin page", "page", page, "err", err)
 	}
 }
 
@@ -197,14 +203,14 @@ func (a *admin) trigger(req *http.Request) (id string, status int, msg string) {
 	defer cancel()
 	occ, err := a.r.Trigger(ctx, req.PathValue("name"), key)
 	switch {
-	case errors.Is(err, ErrUnknownSchedule):
+	case errors.Is(err, runtime.ErrUnknownSchedule):
 		return "", http.StatusNotFound, "no schedule is called " + req.PathValue("name")
-	case errors.Is(err, ErrDisabled):
-		return "", http.StatusServiceUnavailable, "the scheduler is disabled: " + a.r.disabled
-	case err != nil && strings.Contains(err.Error(), "request key"):
+	case errors.Is(err, runtime.ErrDisabled):
+		return "", http.StatusServiceUnavailable, "the scheduler is disabled: " + a.r.Disabled()
+	case errors.Is(err, runtime.ErrBadRequestKey):
 		return "", http.StatusBadRequest, err.Error()
 	case err != nil:
-		a.r.log.Warn("manual trigger failed", "schedule", req.PathValue("name"), "err", err)
+		a.r.Logger().Warn("manual trigger failed", "schedule", req.PathValue("name"), "err", err)
 		return "", http.StatusServiceUnavailable, "could not enqueue: Redis unreachable"
 	}
 	return occ.ID, http.StatusAccepted, ""
@@ -228,22 +234,22 @@ func (a *admin) triggerForm(w http.ResponseWriter, req *http.Request) {
 
 // apiSchedule is the JSON form of a schedule.
 type apiSchedule struct {
-	Name       string      `json:"name"`
-	Expression string      `json:"expression"`
-	Zone       string      `json:"zone"`
-	Queue      string      `json:"queue"`
-	Timeout    string      `json:"timeout"`
-	MaxRetry   int         `json:"max_retry"`
-	Grace      string      `json:"grace"`
-	Overlap    string      `json:"overlap"`
-	Misfire    string      `json:"misfire"`
-	Source     string      `json:"source,omitempty"`
-	NextRun    *string     `json:"next_run"`
-	NextRunUTC *string     `json:"next_run_utc"`
-	Status     string      `json:"status"`
-	LastRun    *Record     `json:"last_run"`
-	Counters   apiCounters `json:"counters"`
-	History    []Record    `json:"history,omitempty"`
+	Name       string           `json:"name"`
+	Expression string           `json:"expression"`
+	Zone       string           `json:"zone"`
+	Queue      string           `json:"queue"`
+	Timeout    string           `json:"timeout"`
+	MaxRetry   int              `json:"max_retry"`
+	Grace      string           `json:"grace"`
+	Overlap    string           `json:"overlap"`
+	Misfire    string           `json:"misfire"`
+	Source     string           `json:"source,omitempty"`
+	NextRun    *string          `json:"next_run"`
+	NextRunUTC *string          `json:"next_run_utc"`
+	Status     runtime.Status   `json:"status"`
+	LastRun    *runtime.Record  `json:"last_run"`
+	Counters   apiCounters      `json:"counters"`
+	History    []runtime.Record `json:"history,omitempty"`
 }
 
 type apiCounters struct {
@@ -265,11 +271,11 @@ func orNil(t time.Time) *time.Time {
 	return &t
 }
 
-func (a *admin) toAPI(st ScheduleState) apiSchedule {
+func (a *admin) toAPI(st runtime.ScheduleState) apiSchedule {
 	s, c := st.Schedule, st.Counters
 	out := apiSchedule{
 		Name: s.Name, Expression: s.Expr, Zone: s.Zone, Queue: s.Queue, Timeout: s.Timeout.String(),
-		MaxRetry: s.MaxRetry, Grace: a.r.grace(s).String(), Overlap: string(s.Overlap), Misfire: string(s.Misfire),
+		MaxRetry: s.MaxRetry, Grace: a.r.Grace(s).String(), Overlap: string(s.Overlap), Misfire: string(s.Misfire),
 		Source: s.Source, Status: st.Status, LastRun: st.LastRun(),
 		Counters: apiCounters{Enqueued: c.Enqueued, Manual: c.Manual, Missed: c.Missed, Skipped: c.Skipped,
 			Succeeded: c.Succeeded, Failed: c.Failed, LastEnqueue: orNil(c.LastEnqueue),
@@ -314,9 +320,9 @@ func (a *admin) apiDetail(w http.ResponseWriter, req *http.Request) {
 	out := a.toAPI(st)
 	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
 	defer cancel()
-	out.History, _ = a.r.History(ctx, st.Schedule.Name, a.r.opts.HistoryLimit)
+	out.History, _ = a.r.History(ctx, st.Schedule.Name, a.r.HistoryLimit())
 	if out.History == nil {
-		out.History = []Record{}
+		out.History = []runtime.Record{}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -354,9 +360,9 @@ func (a *admin) health(w http.ResponseWriter, req *http.Request) {
 	late, failing := []string{}, []string{}
 	for _, st := range snap.Schedules {
 		switch st.Status {
-		case StatusLate:
+		case runtime.StatusLate:
 			late = append(late, st.Schedule.Name)
-		case StatusFailing:
+		case runtime.StatusFailing:
 			failing = append(failing, st.Schedule.Name)
 		}
 	}
