@@ -42,9 +42,18 @@ func planSlots(s *registry.Schedule, first, cursor, now time.Time, grace time.Du
 	slot := first
 	for n := 0; !slot.IsZero() && !slot.After(now); n++ {
 		if n == maxSlotsPerDispatch {
-			// A backlog this long is all missed; skip to the grace window.
-			skipped, _ := countSlots(s, slot, oldest)
+			if !slot.Before(oldest) {
+				// The rest is within grace: the next pass goes on from
+				// the cursor, at once.
+				break
+			}
+			// A backlog this long is all missed: count the rest up to the
+			// grace window in one step, keeping only its newest slot,
+			// which misfire=latest may run and the cursor moves to.
+			skipped, newest := countSlots(s, slot, oldest)
 			p.nMissed += skipped
+			stale = appendStale(stale, newest)
+			p.cursor = newest
 			slot = s.AtOrAfter(oldest)
 			continue
 		}
