@@ -12,6 +12,7 @@ import (
 
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/internal/clock"
 	"github.com/belfry/belfry/runtime/internal/lease"
 	"github.com/belfry/belfry/runtime/internal/store"
 	"github.com/hibiken/asynq"
@@ -312,4 +313,91 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// A schedule removed from the code leaves its state in Redis: it is listed
+// as an orphan, and Forget removes it (and refuses a declared schedule).
+func TestRemovedSchedulesAreListedAndForgotten(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := sharedRedis(t)
+	ns, queue := uniq("ns"), uniq("q")
+	noop := func(context.Context, registry.Occurrence) error { return nil }
+	before := registry.MustNew(registry.Schedule{Name: "old-report", Expr: "0 9 * * MON", Queue: queue, Handler: noop},
+		registry.Schedule{Name: "nightly", Expr: "17 3 * * *", Queue: queue, Handler: noop})
+	old, err := runtime.New(before, runtime.Options{Redis: rdb, Namespace: ns, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"old-report", "nightly"} {
+		if _, err := old.Trigger(ctx, name, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The next deploy no longer declares old-report.
+	after := registry.MustNew(registry.Schedule{Name: "nightly", Expr: "17 3 * * *", Queue: queue, Handler: noop})
+	rt, err := runtime.New(after, runtime.Options{Redis: rdb, Namespace: ns, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphans, err := rt.Orphans(ctx)
+	if err != nil || len(orphans) != 1 || orphans[0] != "old-report" {
+		t.Fatalf("orphans %v (%v), want [old-report]", orphans, err)
+	}
+	if err := rt.Forget(ctx, "nightly"); !errors.Is(err, runtime.ErrScheduleInUse) {
+		t.Errorf("Forget of a declared schedule: %v, want ErrScheduleInUse", err)
+	}
+	if err := rt.Forget(ctx, "old-report"); err != nil {
+		t.Fatal(err)
+	}
+	if orphans, _ := rt.Orphans(ctx); len(orphans) != 0 {
+		t.Errorf("after Forget the orphans are %v, want none", orphans)
+	}
+	if h, _ := old.History(ctx, "old-report", 10); len(h) != 0 {
+		t.Errorf("old-report's history survived Forget: %+v", h)
+	}
+	if h, _ := rt.History(ctx, "nightly", 10); len(h) != 1 {
+		t.Errorf("nightly's history has %d records after forgetting another schedule, want 1", len(h))
+	}
+}
+
+// misfire=latest after an outage runs only the newest missed slot, with its
+// own slot, and records the older ones as missed.
+func TestMisfireLatestRunsOnlyTheNewestMissedSlot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := sharedRedis(t)
+	ns, queue := uniq("ns"), uniq("q")
+	exec := newExecutions()
+	reg := registry.MustNew(registry.Schedule{Name: "daily", Expr: "0 0 * * *", Queue: queue, Misfire: registry.MisfireLatest,
+		Grace: time.Minute, Handler: exec.handler})
+	s := reg.Schedules()[0]
+	// The replica's clock reads noon, so the newest slot (midnight) is
+	// always older than grace, whenever the test runs.
+	noon := time.Now().UTC().Truncate(24 * time.Hour).Add(12 * time.Hour)
+	offset := clock.Offset(time.Until(noon))
+	newest := s.Prev(noon)
+	// The scheduler was down for three days: its cursor is before the
+	// three newest slots.
+	cursor := newest.AddDate(0, 0, -3)
+	if err := rdb.HSet(ctx, store.NewKeys(ns).Cursors, "daily", cursor.Unix()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := runtime.NewWithClock(reg, runtime.Options{Redis: rdb, Namespace: ns, LeaseTTL: 2 * time.Second, Logger: testLogger(t)}, offset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, rdb, queue, func(mux *asynq.ServeMux) { rt.RegisterHandlers(mux) })
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { rt.Run(runCtx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; rt.Close() })
+	waitFor(t, 10*time.Second, "the newest missed slot to run", func() bool { return len(exec.slots("daily")) == 1 })
+	if runs := exec.slots("daily"); runs[newest.Unix()] != 1 {
+		t.Errorf("ran %v, want only the newest slot %s", runs, newest.UTC())
+	}
+	counters, _ := rt.Counters(ctx)
+	if c := counters["daily"]; c.Missed != 2 || c.Enqueued != 1 {
+		t.Errorf("missed %d, enqueued %d; want 2 and 1", c.Missed, c.Enqueued)
+	}
 }

@@ -68,6 +68,10 @@ var adminTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 //	POST /api/schedules/{name}/trigger  202 {"task_id": ...}; Idempotency-Key header or
 //	                                    "request" form field makes a double submit a no-op
 //	GET  /api/status                    leader, replicas, Redis state
+//	GET  /api/orphans                   {"orphans": [...]}: schedules with state in Redis
+//	                                    that the registry no longer declares
+//	DELETE /api/orphans/{name}          204: forget one (its cursor, counters, history)
+//	POST /orphans/{name}/forget         the page's Forget button (redirects back)
 //	GET  /metrics                       Options.Metrics, if set
 //	GET  /healthz                       200, or 503 listing late and failing schedules
 //
@@ -85,6 +89,9 @@ func New(rt *runtime.Runtime, opts Options) http.Handler {
 	mux.HandleFunc("GET /api/schedules/{name}", a.apiDetail)
 	mux.HandleFunc("POST /api/schedules/{name}/trigger", a.apiTrigger)
 	mux.HandleFunc("GET /api/status", a.apiStatus)
+	mux.HandleFunc("GET /api/orphans", a.apiOrphans)
+	mux.HandleFunc("DELETE /api/orphans/{name}", a.apiForget)
+	mux.HandleFunc("POST /orphans/{name}/forget", a.forgetForm)
 	if opts.Metrics != nil {
 		mux.Handle("GET /metrics", opts.Metrics)
 	}
@@ -121,6 +128,8 @@ type pageData struct {
 	Detail  *runtime.ScheduleState
 	History []runtime.Record
 	Base    string // relative path back to the index
+	// HasMetrics says /metrics is served (Options.Metrics).
+	HasMetrics bool
 }
 
 func newRequestToken() string {
@@ -131,9 +140,20 @@ func newRequestToken() string {
 
 func (a *admin) index(w http.ResponseWriter, req *http.Request) {
 	snap, err := a.snapshot(req)
-	data := pageData{Title: a.opts.Title, ReadOnly: a.opts.ReadOnly, Snapshot: snap, Request: newRequestToken(), Base: "./"}
+	data := pageData{Title: a.opts.Title, ReadOnly: a.opts.ReadOnly, Snapshot: snap, Request: newRequestToken(), Base: "./",
+		HasMetrics: a.opts.Metrics != nil}
 	if err != nil {
 		data.Error = "Redis unreachable: history and replicas are not shown."
+	}
+	switch req.URL.Query().Get("forgot") {
+	case "ok":
+		data.Notice = "Forgotten: the removed schedule's state is gone from Redis."
+	case strconv.Itoa(http.StatusForbidden):
+		data.Error = "Forget refused: this admin is read-only."
+	case strconv.Itoa(http.StatusConflict):
+		data.Error = "Forget refused: that schedule is in the registry."
+	case strconv.Itoa(http.StatusServiceUnavailable):
+		data.Error = "Forget failed: the scheduler is disabled or Redis is unreachable."
 	}
 	a.render(w, http.StatusOK, "index", data)
 }
@@ -371,4 +391,56 @@ func (a *admin) health(w http.ResponseWriter, req *http.Request) {
 		status, code = "unhealthy", http.StatusServiceUnavailable
 	}
 	writeJSON(w, code, map[string]any{"status": status, "late": late, "failing": failing, "redis": snap.Redis})
+}
+
+func (a *admin) apiOrphans(w http.ResponseWriter, req *http.Request) {
+	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
+	defer cancel()
+	orphans, err := a.r.Orphans(ctx)
+	if err != nil {
+		writeJSONError(w, http.StatusServiceUnavailable, "could not read Redis")
+		return
+	}
+	if orphans == nil {
+		orphans = []string{}
+	}
+	writeJSON(w, http.StatusOK, map[string][]string{"orphans": orphans})
+}
+
+// forget runs a forget request and maps its errors to HTTP statuses.
+func (a *admin) forget(req *http.Request) (status int, msg string) {
+	if a.opts.ReadOnly {
+		return http.StatusForbidden, "forgetting is disabled: this admin is read-only"
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
+	defer cancel()
+	err := a.r.Forget(ctx, req.PathValue("name"))
+	switch {
+	case errors.Is(err, runtime.ErrScheduleInUse):
+		return http.StatusConflict, req.PathValue("name") + " is in the registry; only removed schedules can be forgotten"
+	case errors.Is(err, runtime.ErrDisabled):
+		return http.StatusServiceUnavailable, "the scheduler is disabled: " + a.r.Disabled()
+	case err != nil:
+		a.r.Logger().Warn("forgetting a removed schedule failed", "schedule", req.PathValue("name"), "err", err)
+		return http.StatusServiceUnavailable, "could not forget: Redis unreachable"
+	}
+	return http.StatusNoContent, ""
+}
+
+func (a *admin) apiForget(w http.ResponseWriter, req *http.Request) {
+	if status, msg := a.forget(req); status != http.StatusNoContent {
+		writeJSONError(w, status, msg)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *admin) forgetForm(w http.ResponseWriter, req *http.Request) {
+	status, _ := a.forget(req)
+	result := "ok"
+	if status != http.StatusNoContent {
+		result = strconv.Itoa(status)
+	}
+	w.Header().Set("Location", "../../?forgot="+result)
+	w.WriteHeader(http.StatusSeeOther)
 }

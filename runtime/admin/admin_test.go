@@ -282,3 +282,57 @@ func TestAdminWithoutRedisShowsSchedulesDisabled(t *testing.T) {
 		t.Errorf("trigger without Redis: status %d, want 503", rec.Code)
 	}
 }
+
+// A schedule removed from the code shows in the admin as orphaned, and can
+// be forgotten through the API or the page, except in read-only mode.
+func TestAdminListsAndForgetsRemovedSchedules(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := sharedRedis(t)
+	ns, queue := redistest.Uniq("ns"), redistest.Uniq("q")
+	noop := func(context.Context, registry.Occurrence) error { return nil }
+	old, err := runtime.New(registry.MustNew(
+		registry.Schedule{Name: "gone-a", Expr: "17 3 * * *", Queue: queue, Handler: noop},
+		registry.Schedule{Name: "gone-b", Expr: "17 4 * * *", Queue: queue, Handler: noop}),
+		runtime.Options{Redis: rdb, Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"gone-a", "gone-b"} {
+		if _, err := old.Trigger(ctx, name, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rt, err := runtime.New(registry.MustNew(registry.Schedule{Name: "nightly", Expr: "17 3 * * *", Queue: queue, Handler: noop}),
+		runtime.Options{Redis: rdb, Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	readOnly := httptest.NewServer(admin.New(rt, admin.Options{ReadOnly: true}))
+	t.Cleanup(readOnly.Close)
+	srv := httptest.NewServer(admin.New(rt, admin.Options{}))
+	t.Cleanup(srv.Close)
+
+	if _, body := do(t, "GET", srv.URL+"/api/orphans", nil, nil); !strings.Contains(body, `"gone-a"`) || !strings.Contains(body, `"gone-b"`) {
+		t.Errorf("api/orphans: %s", body)
+	}
+	if _, body := do(t, "GET", srv.URL+"/", nil, nil); !strings.Contains(body, "Removed from the code") || !strings.Contains(body, `action="orphans/gone-a/forget"`) {
+		t.Errorf("the page does not offer to forget gone-a:\n%s", body)
+	}
+	if resp, _ := do(t, "DELETE", readOnly.URL+"/api/orphans/gone-a", nil, nil); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("read-only forget: status %d, want 403", resp.StatusCode)
+	}
+	if resp, _ := do(t, "DELETE", srv.URL+"/api/orphans/nightly", nil, nil); resp.StatusCode != http.StatusConflict {
+		t.Errorf("forget of a declared schedule: status %d, want 409", resp.StatusCode)
+	}
+	if resp, body := do(t, "DELETE", srv.URL+"/api/orphans/gone-a", nil, nil); resp.StatusCode != http.StatusNoContent {
+		t.Errorf("forget gone-a: status %d %s, want 204", resp.StatusCode, body)
+	}
+	resp, _ := do(t, "POST", srv.URL+"/orphans/gone-b/forget", nil, nil)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "../../?forgot=ok" {
+		t.Errorf("form forget: status %d to %q, want 303 to ../../?forgot=ok", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if _, body := do(t, "GET", srv.URL+"/api/orphans", nil, nil); !strings.Contains(body, `"orphans": []`) {
+		t.Errorf("after forgetting both: %s", body)
+	}
+}
