@@ -66,6 +66,9 @@ func startWorker(t testing.TB, rdb redis.UniversalClient, queue string, register
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		Queues: map[string]int{queue: 1}, Concurrency: 4, TaskCheckInterval: 20 * time.Millisecond,
 		ShutdownTimeout: 5 * time.Second, Logger: quietAsynq{}, LogLevel: asynq.FatalLevel,
+		// Retries at once, so tests of retried handlers take milliseconds.
+		RetryDelayFunc:           func(int, error, *asynq.Task) time.Duration { return time.Millisecond },
+		DelayedTaskCheckInterval: 50 * time.Millisecond,
 	})
 	mux := asynq.NewServeMux()
 	register(mux)

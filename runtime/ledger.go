@@ -2,8 +2,11 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/belfry/belfry/registry"
@@ -37,8 +40,13 @@ type Record struct {
 	Duration   time.Duration `json:"-"`
 	DurationMS int64         `json:"duration_ms,omitempty"`
 	Error      string        `json:"error,omitempty"`
-	Attempt    int           `json:"attempt,omitempty"`
-	Replica    string        `json:"replica,omitempty"`
+	// Attempt is asynq's retry count of the newest attempt: 0 for the
+	// first; MaxRetry is how many retries it has in all.
+	Attempt  int    `json:"attempt,omitempty"`
+	MaxRetry int    `json:"max_retry,omitempty"`
+	Replica  string `json:"replica,omitempty"`
+	// Actor is who asked for a manual occurrence, if the admin knew.
+	Actor string `json:"actor,omitempty"`
 }
 
 func unixMilli(ms int64) time.Time {
@@ -52,55 +60,137 @@ func recordOf(s store.Record) Record {
 	return Record{ID: s.ID, Schedule: s.Schedule, Slot: time.Unix(s.Slot, 0).UTC(), Manual: s.Manual,
 		Outcome: Outcome(s.Outcome), EnqueuedAt: unixMilli(s.EnqueuedAt), StartedAt: unixMilli(s.StartedAt),
 		FinishedAt: unixMilli(s.FinishedAt), Duration: time.Duration(s.DurationMS) * time.Millisecond,
-		DurationMS: s.DurationMS, Error: s.Error, Attempt: s.Attempt, Replica: s.Replica}
+		DurationMS: s.DurationMS, Error: s.Error, Attempt: s.Attempt, MaxRetry: s.MaxRetry, Replica: s.Replica,
+		Actor: s.Actor}
 }
 
-// Middleware returns the worker-side recorder: it marks the occurrence
-// running, then succeeded or failed with duration and error. Ledger writes
-// that fail are logged and never fail the handler.
+// Middleware returns the worker-side recorder. Every execution ends in a
+// recorded outcome, whichever way it ends:
+//
+//   - the handler returns nil: succeeded;
+//   - it returns an error: retrying (asynq will run it again) or failed (the
+//     last attempt; asynq archives it), with the error text;
+//   - it panics: the same, with the panic value and a short stack excerpt;
+//     the panic is turned into an error, so the worker keeps running and
+//     retry= applies;
+//   - it runs past its timeout: recorded failed or retrying ("timeout after
+//     2s") the moment the deadline passes, whether the handler ever returns
+//     or not, as asynq itself gives up on it then.
+//
+// Each attempt is counted. Ledger writes that fail are logged and never
+// fail the handler.
 func (r *Runtime) Middleware() registry.Middleware {
 	return func(s *registry.Schedule, next registry.HandlerFunc) registry.HandlerFunc {
 		return func(ctx context.Context, occ registry.Occurrence) error {
-			start := r.clock.Now()
 			attempt, _ := asynq.GetRetryCount(ctx)
-			r.recordExecution(ctx, occ, OutcomeRunning, start, "started_at", start.UnixMilli(),
-				"attempt", attempt, "replica", r.opts.Replica)
-			err := next(ctx, occ)
+			maxRetry, ok := asynq.GetMaxRetry(ctx)
+			if !ok {
+				maxRetry = s.MaxRetry
+			}
+			start := r.clock.Now()
+			r.recordExecution(ctx, occ, attempt, OutcomeRunning, start, "started_at", start.UnixMilli(),
+				"max_retry", maxRetry, "replica", r.opts.Replica, "finished_at", 0, "duration_ms", 0, "error", "")
+			done := make(chan error, 1)
+			go func() { done <- callRecovering(ctx, next, occ) }()
+			var err error
+			select {
+			case err = <-done:
+				// A handler that returned nil after its deadline still
+				// overran it: asynq has already failed the attempt.
+				if err == nil && ctx.Err() != nil {
+					err = ctx.Err()
+				}
+			case <-ctx.Done():
+				err = ctx.Err()
+			}
 			end := r.clock.Now()
+			outcome := OutcomeSucceeded
 			if err != nil {
-				msg := err.Error()
+				err = explain(ctx, s, err)
+				outcome = OutcomeFailed
+				if attempt < maxRetry && !errors.Is(err, asynq.SkipRetry) {
+					outcome = OutcomeRetrying
+				}
+			}
+			msg := ""
+			if err != nil {
+				msg = err.Error()
 				if len(msg) > maxErrorLen {
 					msg = msg[:maxErrorLen] + "…"
 				}
-				r.recordExecution(ctx, occ, OutcomeFailed, end, "finished_at", end.UnixMilli(),
-					"duration_ms", end.Sub(start).Milliseconds(), "error", msg)
-				return err
 			}
-			r.recordExecution(ctx, occ, OutcomeSucceeded, end, "finished_at", end.UnixMilli(),
-				"duration_ms", end.Sub(start).Milliseconds(), "error", "")
-			return nil
+			r.recordExecution(ctx, occ, attempt, outcome, end, "finished_at", end.UnixMilli(),
+				"duration_ms", end.Sub(start).Milliseconds(), "error", msg)
+			return err
 		}
 	}
 }
 
-func (r *Runtime) recordExecution(ctx context.Context, occ registry.Occurrence, outcome Outcome, at time.Time, fields ...any) {
+// panicError is a handler's panic, as an error asynq can retry.
+type panicError struct {
+	value any
+	stack string
+}
+
+func (p *panicError) Error() string { return fmt.Sprintf("panic: %v\n%s", p.value, p.stack) }
+
+// callRecovering runs the handler and turns a panic into an error.
+func callRecovering(ctx context.Context, h registry.HandlerFunc, occ registry.Occurrence) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &panicError{value: v, stack: stackExcerpt(debug.Stack())}
+		}
+	}()
+	return h(ctx, occ)
+}
+
+// stackExcerpt keeps the frames of a panic's stack that locate it: those
+// after the runtime's own panic frames, at most eight lines.
+func stackExcerpt(stack []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(stack)), "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "panic(") {
+			lines = lines[i+2:] // the panic call and its file line
+			break
+		}
+	}
+	return strings.Join(lines[:min(len(lines), 8)], "\n")
+}
+
+// explain says why a context error ended an attempt.
+func explain(ctx context.Context, s *registry.Schedule, err error) error {
+	switch {
+	case !errors.Is(err, ctx.Err()) || ctx.Err() == nil:
+		return err
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return fmt.Errorf("timeout after %s: %w", s.Timeout, err)
+	}
+	return fmt.Errorf("interrupted (the worker stopped or the task was cancelled): %w", err)
+}
+
+func (r *Runtime) recordExecution(ctx context.Context, occ registry.Occurrence, attempt int, outcome Outcome, at time.Time, fields ...any) {
 	if r.disabled != "" {
 		return
 	}
-	e := store.Execution{ID: occ.Key(), Schedule: occ.Schedule, Slot: occ.Slot, At: at,
+	e := store.Execution{ID: occ.ID, Schedule: occ.Schedule, Slot: occ.Slot, At: at, Attempt: attempt,
 		Fields: append([]any{"outcome", string(outcome)}, fields...)}
+	if e.ID == "" {
+		e.ID = occ.Key()
+	}
 	if occ.Manual {
 		e.Fields = append(e.Fields, "manual", "1")
 	}
 	switch outcome {
 	case OutcomeSucceeded:
 		e.Count, e.Last = string(OutcomeSucceeded), counterLastSuccess
-	case OutcomeFailed:
+	case OutcomeFailed, OutcomeRetrying:
 		e.Count, e.Last = string(OutcomeFailed), counterLastFailure
 	}
 	// Record the failure of a timed-out handler too.
-	if err := r.store.RecordExecution(context.WithoutCancel(ctx), e); err != nil {
-		r.log.Warn("could not record execution in the ledger", "id", occ.Key(), "outcome", outcome, "err", err)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := r.store.RecordExecution(ctx, e); err != nil {
+		r.log.Warn("could not record execution in the ledger", "id", e.ID, "outcome", outcome, "err", err)
 	}
 }
 

@@ -235,6 +235,7 @@ func TestScheduleStatus(t *testing.T) {
 		{"late just after grace + timeout", "2026-11-29T03:43:00Z", rec(OutcomeEnqueued), Counters{FirstSeen: firstSeen, LastSuccess: utc("2026-11-28T03:18:00Z")}, StatusLate},
 		{"failing beats late", "2026-11-29T09:00:00Z", rec(OutcomeFailed), Counters{FirstSeen: firstSeen}, StatusFailing},
 		{"running", "2026-11-29T03:20:00Z", rec(OutcomeRunning), Counters{FirstSeen: firstSeen, LastSuccess: utc("2026-11-28T03:18:00Z")}, StatusRunning},
+		{"retrying is not over yet", "2026-11-29T03:20:00Z", rec(OutcomeRetrying), Counters{FirstSeen: firstSeen, LastSuccess: utc("2026-11-28T03:18:00Z")}, StatusRunning},
 		{"slots before first seen are not late", "2026-11-29T09:00:00Z", nil, Counters{FirstSeen: utc("2026-11-29T08:00:00Z")}, StatusOK},
 		{"never seen by a scheduler", "2026-11-29T09:00:00Z", nil, Counters{}, StatusOK},
 	} {

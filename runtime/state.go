@@ -10,7 +10,8 @@ const (
 	OutcomeEnqueued  Outcome = "enqueued"  // in asynq, not yet started
 	OutcomeRunning   Outcome = "running"   // a worker is running it
 	OutcomeSucceeded Outcome = "succeeded" // the handler returned nil
-	OutcomeFailed    Outcome = "failed"    // the handler returned an error
+	OutcomeRetrying  Outcome = "retrying"  // an attempt failed; asynq runs it again
+	OutcomeFailed    Outcome = "failed"    // the last attempt failed (or panicked, or timed out); asynq archived it
 	OutcomeMissed    Outcome = "missed"    // older than grace when the leader got to it; never run
 	OutcomeSkipped   Outcome = "skipped"   // overlap=skip and the previous occurrence still ran
 )
@@ -24,7 +25,7 @@ const (
 	StatusOK       Status = "ok"
 	StatusLate     Status = "late"     // the newest due slot has no success within grace + timeout
 	StatusFailing  Status = "failing"  // the newest finished occurrence failed
-	StatusRunning  Status = "running"  // the newest occurrence is running
+	StatusRunning  Status = "running"  // the newest occurrence is running or waiting to retry
 	StatusDisabled Status = "disabled" // no Redis configured: nothing is scheduled
 )
 

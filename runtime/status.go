@@ -95,8 +95,8 @@ func scheduleStatus(st ScheduleState, now time.Time, grace time.Duration) Status
 	if !due.IsZero() && !c.FirstSeen.IsZero() && due.After(c.FirstSeen) && c.LastSuccess.Before(due) {
 		return StatusLate
 	}
-	if last != nil && last.Outcome == OutcomeRunning {
-		return StatusRunning
+	if last != nil && (last.Outcome == OutcomeRunning || last.Outcome == OutcomeRetrying) {
+		return StatusRunning // retrying: an attempt failed, the occurrence is not over
 	}
 	return StatusOK
 }

@@ -26,6 +26,7 @@ local function record(p, limit, ttl, name, r)
   redis.call('HSET', key, 'id', r.id, 'schedule', name, 'slot', r.slot, 'manual', manual,
     'enqueued_at', r.at)
   redis.call('HSETNX', key, 'outcome', r.outcome)
+  if r.actor then redis.call('HSET', key, 'actor', r.actor) end
   redis.call('EXPIRE', key, ttl)
   local index = p .. 'hist:' .. name
   redis.call('ZADD', index, r.score, r.id)
@@ -99,18 +100,24 @@ return 1
 // retry hours later), so it writes the record and puts it in the history
 // index itself, then trims the index as the commit does: a late retry's
 // record is the oldest, trimmed at once, and never stays in Redis with no
-// index pointing to it. Counters are bumped either way: the attempt ran.
+// index pointing to it. An attempt older than the one recorded (a handler
+// that outlived its timeout and returned while its retry runs) changes
+// nothing but the counters. Counters are bumped either way: the attempt ran.
 //
 //	KEYS[1] occurrence hash, KEYS[2] stats, KEYS[3] history index
 //	ARGV[1] record TTL s, ARGV[2] history limit, ARGV[3] key prefix,
 //	ARGV[4] index score (slot, unix ms), ARGV[5] occurrence ID,
 //	ARGV[6] stats field to increment or "", ARGV[7] stats field to set to
-//	ARGV[8] or "", ARGV[8] unix ms, ARGV[9..] field, value pairs
-//	returns 1 if the record is kept, 0 if it was trimmed at once.
+//	ARGV[8] or "", ARGV[8] unix ms, ARGV[9] attempt (0 for the first),
+//	ARGV[10..] field, value pairs
+//	returns 1 if the record was written, 0 if a newer attempt's stands or
+//	it was trimmed at once.
 var executionScript = redis.NewScript(trimLua + `
 if ARGV[6] ~= '' then redis.call('HINCRBY', KEYS[2], ARGV[6], 1) end
 if ARGV[7] ~= '' then redis.call('HSET', KEYS[2], ARGV[7], ARGV[8]) end
-redis.call('HSET', KEYS[1], unpack(ARGV, 9))
+local recorded = tonumber(redis.call('HGET', KEYS[1], 'attempt') or '-1')
+if recorded > tonumber(ARGV[9]) then return 0 end
+redis.call('HSET', KEYS[1], 'attempt', ARGV[9], unpack(ARGV, 10))
 redis.call('EXPIRE', KEYS[1], ARGV[1])
 redis.call('ZADD', KEYS[3], 'NX', ARGV[4], ARGV[5])
 trim(ARGV[3], KEYS[3], tonumber(ARGV[2]))

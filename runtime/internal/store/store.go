@@ -42,6 +42,8 @@ type Rec struct {
 	At      int64  `json:"at"`     // when it was recorded, unix ms
 	Outcome string `json:"outcome"`
 	Score   int64  `json:"score"` // position in the history index, unix ms
+	// Actor is who asked for a manual occurrence, "" if unknown.
+	Actor string `json:"actor,omitempty"`
 }
 
 // Commit is one schedule's part of a fenced commit: its new cursor, the last
@@ -164,6 +166,8 @@ type Execution struct {
 	// Last is the stats "last_*" field to set to At, "" for none.
 	Last string
 	At   time.Time
+	// Attempt is asynq's retry count: 0 for the first attempt.
+	Attempt int
 }
 
 // RecordExecution writes an execution step; see executionScript.
@@ -175,7 +179,7 @@ func (s *Store) RecordExecution(ctx context.Context, e Execution) error {
 		return e.Schedule + ":" + f
 	}
 	args := append([]any{int(s.RecordTTL.Seconds()), s.HistoryLimit, s.Keys.Prefix, e.Slot.UnixMilli(), e.ID,
-		field(e.Count), field(e.Last), e.At.UnixMilli(),
+		field(e.Count), field(e.Last), e.At.UnixMilli(), e.Attempt,
 		"id", e.ID, "schedule", e.Schedule, "slot", e.Slot.Unix()}, e.Fields...)
 	return executionScript.Run(ctx, s.rdb, []string{s.Keys.Occurrence(e.ID), s.Keys.Stats, s.Keys.History(e.Schedule)}, args...).Err()
 }
@@ -187,7 +191,8 @@ type Record struct {
 	Manual                                bool
 	EnqueuedAt, StartedAt, FinishedAt     int64 // unix ms, 0 if not yet
 	DurationMS                            int64
-	Attempt                               int
+	Attempt, MaxRetry                     int
+	Actor                                 string
 }
 
 func parseRecord(h map[string]string) Record {
@@ -197,7 +202,8 @@ func parseRecord(h map[string]string) Record {
 	}
 	return Record{ID: h["id"], Schedule: h["schedule"], Outcome: h["outcome"], Error: h["error"], Replica: h["replica"],
 		Slot: num("slot"), Manual: h["manual"] == "1", EnqueuedAt: num("enqueued_at"), StartedAt: num("started_at"),
-		FinishedAt: num("finished_at"), DurationMS: num("duration_ms"), Attempt: int(num("attempt"))}
+		FinishedAt: num("finished_at"), DurationMS: num("duration_ms"), Attempt: int(num("attempt")),
+		MaxRetry: int(num("max_retry")), Actor: h["actor"]}
 }
 
 // History returns the newest n record IDs of a schedule, newest first.
