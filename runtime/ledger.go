@@ -22,6 +22,7 @@ const (
 	counterLastSuccess = "last_success"
 	counterLastFailure = "last_failure"
 	counterFirstSeen   = "first_seen"
+	counterLastResume  = "last_resume"
 )
 
 // maxErrorLen bounds a recorded error message.
@@ -221,19 +222,24 @@ func (r *Runtime) records(ctx context.Context, ids []string) ([]Record, error) {
 // Counters are a schedule's totals across the cluster since the ledger
 // began, and the times of its last enqueue, success and failure.
 type Counters struct {
-	Enqueued, Manual, Missed, Skipped, Succeeded, Failed int64
-	LastEnqueue, LastSuccess, LastFailure                time.Time
+	Enqueued, Manual, Missed, Skipped, Paused, Succeeded, Failed int64
+	LastEnqueue, LastSuccess, LastFailure                        time.Time
 	// FirstSeen is when the scheduler first saw the schedule; slots
 	// before it were never meant to run.
 	FirstSeen time.Time
+	// LastResume is when the schedule was last resumed; slots before it
+	// may have been paused, and are never late.
+	LastResume time.Time
 }
 
 func countersOf(m map[string]int64) Counters {
 	return Counters{
 		Enqueued: m[string(OutcomeEnqueued)], Manual: m[counterManual], Missed: m[string(OutcomeMissed)],
-		Skipped: m[string(OutcomeSkipped)], Succeeded: m[string(OutcomeSucceeded)], Failed: m[string(OutcomeFailed)],
+		Skipped: m[string(OutcomeSkipped)], Paused: m[string(OutcomePaused)],
+		Succeeded: m[string(OutcomeSucceeded)], Failed: m[string(OutcomeFailed)],
 		LastEnqueue: unixMilli(m[counterLastEnqueue]), LastSuccess: unixMilli(m[counterLastSuccess]),
 		LastFailure: unixMilli(m[counterLastFailure]), FirstSeen: unixMilli(m[counterFirstSeen]),
+		LastResume: unixMilli(m[counterLastResume]),
 	}
 }
 
@@ -315,12 +321,7 @@ func (r *Runtime) recentRecords(ctx context.Context, n int) (map[string][]Record
 	if r.disabled != "" {
 		return out, nil
 	}
-	scheds := r.reg.Schedules()
-	names := make([]string, len(scheds))
-	for i, s := range scheds {
-		names[i] = s.Name
-	}
-	perSchedule, err := r.store.RecentIDs(ctx, names, n)
+	perSchedule, err := r.store.RecentIDs(ctx, r.names(), n)
 	if err != nil {
 		return nil, err
 	}

@@ -107,6 +107,16 @@ func prevCursor(p *slotPlan) time.Time {
 	return first.Add(-time.Second) // Next(first - 1s) == first
 }
 
+// pause turns the plan's slots due within grace into paused ones: recorded,
+// never run. Older slots stay missed, as they would be unpaused.
+func (p *slotPlan) pause(now time.Time) {
+	for _, slot := range p.enqueue {
+		p.done = append(p.done, store.Rec{ID: registry.OccurrenceID(p.sched.Name, slot), Slot: slot.Unix(),
+			At: now.UnixMilli(), Outcome: string(OutcomePaused), Score: slot.UnixMilli()})
+	}
+	p.enqueue = nil
+}
+
 // failedAt cuts the plan at its k-th slot, whose enqueue failed: the cursor
 // stays just before it, so the next pass tries it again.
 func (p *slotPlan) failedAt(k int, err error) {

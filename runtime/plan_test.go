@@ -216,12 +216,32 @@ func TestPlanFailedEnqueueKeepsTheCursorBeforeIt(t *testing.T) {
 
 var errTest = errors.New("injected")
 
+func TestPausedPlanRecordsEveryDueSlotAndRunsNone(t *testing.T) {
+	s := sched(t, "*/10 * * * * *", "", registry.MisfireSkip)
+	cursor, now := utc("2026-11-29T03:00:00Z"), utc("2026-11-29T03:00:45Z")
+	p := planSlots(s, s.Next(cursor), cursor, now, 20*time.Second) // missed 10, 20; due 30, 40
+	p.pause(now)
+	if len(p.enqueue) != 0 {
+		t.Fatalf("a paused plan enqueues %v", rfc(p.enqueue))
+	}
+	c := p.commit(now)
+	if c.Counts[string(OutcomePaused)] != 2 || c.Counts[string(OutcomeMissed)] != 2 || c.Counts[string(OutcomeEnqueued)] != 0 {
+		t.Errorf("counts %v, want 2 paused, 2 missed, none enqueued", c.Counts)
+	}
+	if c.Cursor != now.Add(-5*time.Second).Unix() || c.LastID != "" {
+		t.Errorf("cursor %d last id %q; want the cursor past the paused slots (03:00:40) and no last ID", c.Cursor, c.LastID)
+	}
+}
+
 func TestScheduleStatus(t *testing.T) {
 	s := sched(t, "17 3 * * *", "", registry.MisfireSkip)
 	s.Timeout = 20 * time.Minute
 	const grace = 5 * time.Minute
 	firstSeen := utc("2026-11-01T00:00:00Z")
 	rec := func(o Outcome) []Record { return []Record{{Outcome: o}} }
+	if got := scheduleStatus(ScheduleState{Schedule: s, Recent: rec(OutcomeFailed), Paused: &Pause{Reason: "db migration"}}, utc("2026-11-29T09:00:00Z"), grace); got != StatusPaused {
+		t.Errorf("a paused failing schedule is %s, want paused", got)
+	}
 	for _, tt := range []struct {
 		name   string
 		now    string
@@ -238,6 +258,8 @@ func TestScheduleStatus(t *testing.T) {
 		{"retrying is not over yet", "2026-11-29T03:20:00Z", rec(OutcomeRetrying), Counters{FirstSeen: firstSeen, LastSuccess: utc("2026-11-28T03:18:00Z")}, StatusRunning},
 		{"slots before first seen are not late", "2026-11-29T09:00:00Z", nil, Counters{FirstSeen: utc("2026-11-29T08:00:00Z")}, StatusOK},
 		{"never seen by a scheduler", "2026-11-29T09:00:00Z", nil, Counters{}, StatusOK},
+		{"slots before the last resume are not late", "2026-11-29T09:00:00Z", rec(OutcomePaused),
+			Counters{FirstSeen: firstSeen, LastSuccess: utc("2026-11-20T03:18:00Z"), LastResume: utc("2026-11-29T08:00:00Z")}, StatusOK},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got := scheduleStatus(ScheduleState{Schedule: s, Recent: tt.recent, Counters: tt.c}, utc(tt.now), grace)

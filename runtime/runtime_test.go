@@ -87,6 +87,22 @@ func (c *cluster) stopAll() {
 	}
 }
 
+// leaderIndex returns the index of the one replica that leads.
+func (c *cluster) leaderIndex(t *testing.T) int {
+	t.Helper()
+	var idx int
+	waitFor(t, 10*time.Second, "one leader", func() bool {
+		idx = -1
+		for i, rt := range c.rts {
+			if rt.IsLeader() {
+				idx = i
+			}
+		}
+		return idx >= 0 && c.leaders() == 1
+	})
+	return idx
+}
+
 func (c *cluster) leaders() (n int) {
 	for _, rt := range c.rts {
 		if rt.IsLeader() {

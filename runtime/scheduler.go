@@ -109,11 +109,7 @@ func (r *Runtime) scheduleLoop(ctx context.Context) {
 // first time from now.
 func (r *Runtime) loadLeaderState(ctx context.Context, value string) (*leaderState, error) {
 	scheds := r.reg.Schedules()
-	names := make([]string, len(scheds))
-	for i, s := range scheds {
-		names[i] = s.Name
-	}
-	cursors, known, err := r.store.Cursors(ctx, names)
+	cursors, known, err := r.store.Cursors(ctx, r.names())
 	if err != nil {
 		return nil, err
 	}
@@ -145,9 +141,22 @@ func (r *Runtime) loadLeaderState(ctx context.Context, value string) (*leaderSta
 // makes the next holder enqueue the same IDs again, which asynq rejects.
 func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) error {
 	var plans []*slotPlan
+	var names []string
 	for len(st.queue) > 0 && !st.queue[0].slot.After(now) {
 		d := heap.Pop(&st.queue).(due)
 		plans = append(plans, planSlots(d.sched, d.slot, st.cursors[d.sched.Name], now, r.Grace(d.sched)))
+		names = append(names, d.sched.Name)
+	}
+	// Pauses are read when slots come due, so a pause set on any replica
+	// holds from the next slot on, whoever leads.
+	pauses, err := r.store.Pauses(ctx, names)
+	if err != nil {
+		return err
+	}
+	for i, p := range pauses {
+		if p != nil {
+			plans[i].pause(now)
+		}
 	}
 	r.enqueueAll(ctx, st.value, plans)
 	commits := make([]store.Commit, 0, len(plans))

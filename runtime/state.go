@@ -14,6 +14,7 @@ const (
 	OutcomeFailed    Outcome = "failed"    // the last attempt failed (or panicked, or timed out); asynq archived it
 	OutcomeMissed    Outcome = "missed"    // older than grace when the leader got to it; never run
 	OutcomeSkipped   Outcome = "skipped"   // overlap=skip and the previous occurrence still ran
+	OutcomePaused    Outcome = "paused"    // came due while the schedule was paused; never run
 )
 
 // Status is a schedule's health as the admin page, the JSON API, metrics
@@ -26,6 +27,7 @@ const (
 	StatusLate     Status = "late"     // the newest due slot has no success within grace + timeout
 	StatusFailing  Status = "failing"  // the newest finished occurrence failed
 	StatusRunning  Status = "running"  // the newest occurrence is running or waiting to retry
+	StatusPaused   Status = "paused"   // paused by an operator: slots are recorded, not run
 	StatusDisabled Status = "disabled" // no Redis configured: nothing is scheduled
 )
 
@@ -48,6 +50,13 @@ var (
 	ErrDisabled = errors.New("scheduler disabled: no Redis configured")
 	// ErrBadRequestKey: a manual run's request key is malformed.
 	ErrBadRequestKey = errors.New("bad request key")
+	// ErrNotASlot: Rerun was given an instant that is not one of the
+	// schedule's slots, or is in the future (see NotASlotError).
+	ErrNotASlot = errors.New("not a slot of the schedule")
+	// ErrTooManySlots: a Backfill range holds more than MaxBackfillSlots.
+	ErrTooManySlots = errors.New("too many slots")
+	// ErrBadRange: a Backfill range is empty, reversed or in the future.
+	ErrBadRange = errors.New("bad range")
 	// ErrScheduleInUse: Forget was asked to remove a schedule the registry
 	// still declares.
 	ErrScheduleInUse = errors.New("schedule is still in the registry")

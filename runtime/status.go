@@ -15,6 +15,8 @@ type ScheduleState struct {
 	Status   Status
 	Recent   []Record // newest first
 	Counters Counters
+	// Paused is the schedule's pause, nil when it runs.
+	Paused *Pause
 }
 
 // LastRun returns the newest recorded occurrence, or nil.
@@ -49,12 +51,14 @@ func (r *Runtime) Snapshot(ctx context.Context) (Snapshot, error) {
 	now := r.clock.Now()
 	snap := Snapshot{At: now, Replica: r.opts.Replica, Disabled: r.disabled}
 	var err error
-	recent, counters := map[string][]Record{}, map[string]Counters{}
+	recent, counters, paused := map[string][]Record{}, map[string]Counters{}, map[string]Pause{}
 	if r.disabled == "" {
 		if recent, err = r.recentRecords(ctx, recentPerSchedule); err == nil {
 			if counters, err = r.Counters(ctx); err == nil {
-				if snap.Cluster, err = r.Cluster(ctx); err == nil {
-					snap.Orphans, err = r.Orphans(ctx)
+				if paused, err = r.Paused(ctx); err == nil {
+					if snap.Cluster, err = r.Cluster(ctx); err == nil {
+						snap.Orphans, err = r.Orphans(ctx)
+					}
 				}
 			}
 		}
@@ -67,6 +71,9 @@ func (r *Runtime) Snapshot(ctx context.Context) (Snapshot, error) {
 	}
 	for _, s := range r.reg.Schedules() {
 		st := ScheduleState{Schedule: s, Next: s.Next(now), Recent: recent[s.Name], Counters: counters[s.Name]}
+		if p, ok := paused[s.Name]; ok {
+			st.Paused = &p
+		}
 		st.Status = r.status(st, now)
 		snap.Schedules = append(snap.Schedules, st)
 	}
@@ -80,19 +87,23 @@ func (r *Runtime) status(st ScheduleState, now time.Time) Status {
 	return scheduleStatus(st, now, r.Grace(st.Schedule))
 }
 
-// scheduleStatus judges a schedule from its ledger at now. Failing wins
-// over late (the newest run failed: that is the thing to look at); a
-// schedule is late when the newest slot that should have finished by now
-// (due grace + timeout ago) has no success since it, counting only slots
-// after the scheduler first saw the schedule.
+// scheduleStatus judges a schedule from its ledger at now. A pause wins
+// (an operator said so); failing wins over late (the newest run failed:
+// that is the thing to look at); a schedule is late when the newest slot
+// that should have finished by now (due grace + timeout ago) has no success
+// since it, counting only slots after the scheduler first saw the schedule
+// and after its last resume.
 func scheduleStatus(st ScheduleState, now time.Time, grace time.Duration) Status {
+	if st.Paused != nil {
+		return StatusPaused
+	}
 	last := st.LastRun()
 	if last != nil && last.Outcome == OutcomeFailed {
 		return StatusFailing
 	}
 	s, c := st.Schedule, st.Counters
 	due := s.Prev(now.Add(-grace - s.Timeout))
-	if !due.IsZero() && !c.FirstSeen.IsZero() && due.After(c.FirstSeen) && c.LastSuccess.Before(due) {
+	if !due.IsZero() && !c.FirstSeen.IsZero() && due.After(c.FirstSeen) && due.After(c.LastResume) && c.LastSuccess.Before(due) {
 		return StatusLate
 	}
 	if last != nil && (last.Outcome == OutcomeRunning || last.Outcome == OutcomeRetrying) {

@@ -15,6 +15,7 @@ type Keys struct {
 	Cursors  string // hash schedule -> last slot handled (unix s)
 	LastID   string // hash schedule -> last enqueued occurrence ID
 	Stats    string // hash "<schedule>:<counter>" -> count or unix ms
+	Paused   string // hash schedule -> JSON Pause
 	Prefix   string // + "occ:<id>" (hash per occurrence), "hist:<name>" (zset of ids)
 }
 
@@ -29,6 +30,7 @@ func NewKeys(ns string) Keys {
 		Cursors:  p + "cursors",
 		LastID:   p + "lastid",
 		Stats:    p + "stats",
+		Paused:   p + "paused",
 		Prefix:   p,
 	}
 }

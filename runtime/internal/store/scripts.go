@@ -132,7 +132,8 @@ return redis.call('EXISTS', KEYS[1])
 //	returns the number of keys and fields removed.
 var forgetScript = redis.NewScript(`
 local p, name = ARGV[1], ARGV[2]
-local n = redis.call('HDEL', p .. 'cursors', name) + redis.call('HDEL', p .. 'lastid', name)
+local n = redis.call('HDEL', p .. 'cursors', name) + redis.call('HDEL', p .. 'lastid', name) +
+  redis.call('HDEL', p .. 'paused', name)
 local want = name .. ':'
 for _, field in ipairs(redis.call('HKEYS', p .. 'stats')) do
   local i = string.len(field)
@@ -142,4 +143,16 @@ end
 local index = p .. 'hist:' .. name
 for _, id in ipairs(redis.call('ZRANGE', index, 0, -1)) do n = n + redis.call('DEL', p .. 'occ:' .. id) end
 return n + redis.call('DEL', index)
+`)
+
+// resumeScript ends a pause and records when, in one step, so that a
+// reader never sees a schedule unpaused without its resume time.
+//
+//	KEYS[1] paused hash, KEYS[2] stats
+//	ARGV[1] name, ARGV[2] unix ms
+//	returns 1 if the schedule was paused.
+var resumeScript = redis.NewScript(`
+if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[2], ARGV[1] .. ':last_resume', ARGV[2])
+return 1
 `)

@@ -274,9 +274,10 @@ func (s *Store) Stats(ctx context.Context) (map[string]map[string]int64, error) 
 
 // Known returns every schedule name the namespace holds state for.
 func (s *Store) Known(ctx context.Context) ([]string, error) {
-	var cursors, stats *redis.StringSliceCmd
+	var cursors, paused, stats *redis.StringSliceCmd
 	if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		cursors = p.HKeys(ctx, s.Keys.Cursors)
+		paused = p.HKeys(ctx, s.Keys.Paused)
 		stats = p.HKeys(ctx, s.Keys.Stats)
 		return nil
 	}); err != nil {
@@ -290,7 +291,7 @@ func (s *Store) Known(ctx context.Context) ([]string, error) {
 			names = append(names, n)
 		}
 	}
-	for _, n := range cursors.Val() {
+	for _, n := range append(cursors.Val(), paused.Val()...) {
 		add(n)
 	}
 	for _, f := range stats.Val() {
@@ -305,4 +306,47 @@ func (s *Store) Known(ctx context.Context) ([]string, error) {
 // fields it removed.
 func (s *Store) Forget(ctx context.Context, name string) (int64, error) {
 	return forgetScript.Run(ctx, s.rdb, nil, s.Keys.Prefix, name).Int64()
+}
+
+// Pause is why and by whom a schedule is paused.
+type Pause struct {
+	Reason string `json:"reason"`
+	Actor  string `json:"actor,omitempty"`
+	At     int64  `json:"at"` // unix ms
+}
+
+// SetPause pauses a schedule, replacing an earlier pause's reason.
+func (s *Store) SetPause(ctx context.Context, name string, p Pause) error {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	return s.rdb.HSet(ctx, s.Keys.Paused, name, b).Err()
+}
+
+// ClearPause resumes a schedule and notes when, so that slots paused before
+// it are never reported late. It reports whether the schedule was paused.
+func (s *Store) ClearPause(ctx context.Context, name string, at int64) (bool, error) {
+	n, err := resumeScript.Run(ctx, s.rdb, []string{s.Keys.Paused, s.Keys.Stats}, name, at).Int()
+	return n == 1, err
+}
+
+// Pauses returns the pauses of names (nil where not paused), in chunks.
+func (s *Store) Pauses(ctx context.Context, names []string) ([]*Pause, error) {
+	out := make([]*Pause, len(names))
+	for start := 0; start < len(names); start += Chunk {
+		vals, err := s.rdb.HMGet(ctx, s.Keys.Paused, names[start:min(start+Chunk, len(names))]...).Result()
+		if err != nil {
+			return nil, err
+		}
+		for i, v := range vals {
+			if str, ok := v.(string); ok {
+				var p Pause
+				if json.Unmarshal([]byte(str), &p) == nil {
+					out[start+i] = &p
+				}
+			}
+		}
+	}
+	return out, nil
 }
