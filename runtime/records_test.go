@@ -117,3 +117,171 @@ func TestEveryExecutionEndsInATrueRecord(t *testing.T) {
 		}
 	}
 }
+
+// A pause holds across a leader change; slots due meanwhile are recorded
+// paused and never run, and resume runs the next slot without a backfill.
+func TestPauseHoldsAcrossTakeoverAndResumeDoesNotBackfill(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := sharedRedis(t)
+	c := newCluster(t, rdb, 2, runtime.Options{}, registry.Schedule{Name: "tick", Expr: "* * * * * *"})
+	waitFor(t, 10*time.Second, "runs before the pause", func() bool { return len(c.executed.slots("tick")) >= 2 })
+	leader := c.leaderIndex(t)
+	rt := c.rts[1-leader] // any replica may pause
+	if err := rt.Pause(runtime.WithActor(ctx, "alice"), "tick", "the database is being migrated"); err != nil {
+		t.Fatal(err)
+	}
+	pausedAt := time.Now()
+	pausedCount := func() int64 { counters, _ := rt.Counters(ctx); return counters["tick"].Paused }
+	waitFor(t, 10*time.Second, "slots recorded paused", func() bool { return pausedCount() >= 2 })
+	snap, _ := rt.Snapshot(ctx)
+	if st := snap.Schedules[0]; st.Status != runtime.StatusPaused || st.Paused == nil ||
+		st.Paused.Reason != "the database is being migrated" || st.Paused.Actor != "alice" || st.Paused.At.IsZero() {
+		t.Errorf("while paused the snapshot says status %s, pause %+v", st.Status, st.Paused)
+	}
+	// The leader shuts down; the other replica takes over, still paused.
+	c.cancels[leader]()
+	waitFor(t, 10*time.Second, "the other replica to lead", c.rts[1-leader].IsLeader)
+	before := pausedCount()
+	waitFor(t, 10*time.Second, "the new leader to record paused slots", func() bool { return pausedCount() >= before+2 })
+	if err := rt.Resume(runtime.WithActor(ctx, "alice"), "tick"); err != nil {
+		t.Fatal(err)
+	}
+	resumedAt := time.Now()
+	waitFor(t, 10*time.Second, "runs after the resume", func() bool {
+		for slot := range c.executed.slots("tick") {
+			if time.Unix(slot, 0).After(resumedAt) {
+				return true
+			}
+		}
+		return false
+	})
+	// A slot already enqueued when the pause was set may still run; none
+	// due after that may, and resume runs none of them late.
+	for slot := range c.executed.slots("tick") {
+		at := time.Unix(slot, 0)
+		if at.After(pausedAt.Add(time.Second)) && at.Before(resumedAt.Add(-time.Second)) {
+			t.Errorf("slot %s ran although it came due while paused", at.UTC())
+		}
+	}
+	hist, _ := rt.History(ctx, "tick", 50)
+	paused := 0
+	for _, r := range hist {
+		if r.Outcome == runtime.OutcomePaused {
+			paused++
+		}
+	}
+	if paused < 4 {
+		t.Errorf("history has %d paused records, want every paused slot (at least 4)", paused)
+	}
+	snap, _ = rt.Snapshot(ctx)
+	if st := snap.Schedules[0]; st.Paused != nil || st.Status == runtime.StatusLate || st.Status == runtime.StatusPaused {
+		t.Errorf("after resume: status %s, pause %+v", st.Status, st.Paused)
+	}
+}
+
+// Re-running a past slot gives the handler that slot and the scheduled
+// occurrence's key, whether the original failed (and was archived) or
+// succeeded; a double submit runs once; only real past slots are accepted;
+// a backfill re-runs each slot of its range, up to the cap.
+func TestRerunAPastSlotAndBackfill(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := sharedRedis(t)
+	queue := uniq("q")
+	var mu sync.Mutex
+	type run struct {
+		slot   time.Time
+		key    string
+		manual bool
+	}
+	var runs []run
+	effects := map[string]int{} // what an idempotent handler did, by occ.Key()
+	handler := func(_ context.Context, occ registry.Occurrence) error {
+		mu.Lock()
+		defer mu.Unlock()
+		runs = append(runs, run{occ.Slot, occ.Key(), occ.Manual})
+		if !occ.Manual {
+			return errors.New("the night's run failed")
+		}
+		if effects[occ.Key()] == 0 {
+			effects[occ.Key()]++
+		}
+		return nil
+	}
+	reg := registry.MustNew(registry.Schedule{Name: "prune", Expr: "17 3 * * *", Zone: "Europe/London", Queue: queue, MaxRetry: 0, Handler: handler})
+	s := reg.Schedules()[0]
+	rt, err := runtime.New(reg, runtime.Options{Redis: rdb, Namespace: uniq("ns"), Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, rdb, queue, func(mux *asynq.ServeMux) { rt.RegisterHandlers(mux) })
+	runCount := func() int { mu.Lock(); defer mu.Unlock(); return len(runs) }
+
+	// Last night's scheduled occurrence failed and was archived.
+	lastNight := s.Prev(time.Now())
+	if err := rt.Enqueue(ctx, s.Occurrence(lastNight)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the scheduled run to fail", func() bool { return runCount() == 1 })
+
+	occ, err := rt.Rerun(runtime.WithActor(ctx, "alice"), "prune", lastNight, "rerun-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := rt.Rerun(ctx, "prune", lastNight, "rerun-1"); err != nil || again.ID != occ.ID {
+		t.Fatalf("double submit: %v %v, want the same occurrence %s", again.ID, err, occ.ID)
+	}
+	waitFor(t, 10*time.Second, "the re-run", func() bool { return runCount() == 2 })
+	mu.Lock()
+	got := runs[1]
+	mu.Unlock()
+	if !got.slot.Equal(lastNight) || got.slot.Location().String() != "Europe/London" || got.key != registry.OccurrenceID("prune", lastNight) || !got.manual {
+		t.Errorf("the re-run saw slot %s key %s manual %v; want last night's slot %s in London and its scheduled key", got.slot, got.key, got.manual, lastNight)
+	}
+	if occ.ID == registry.OccurrenceID("prune", lastNight) {
+		t.Error("the re-run has the scheduled occurrence's task ID, which asynq would refuse")
+	}
+	// Re-running the slot that now succeeded does nothing more to an
+	// idempotent handler.
+	if _, err := rt.Rerun(ctx, "prune", lastNight, "rerun-2"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the second re-run", func() bool { return runCount() == 3 })
+	mu.Lock()
+	if n := effects[registry.OccurrenceID("prune", lastNight)]; n != 1 {
+		t.Errorf("the night's work was done %d times, want 1", n)
+	}
+	mu.Unlock()
+	waitFor(t, 10*time.Second, "the re-run's record", func() bool {
+		h, _ := rt.History(ctx, "prune", 10)
+		for _, r := range h {
+			if r.ID == occ.ID {
+				return r.Outcome == runtime.OutcomeSucceeded && r.Manual && r.Slot.Equal(lastNight) && r.Actor == "alice"
+			}
+		}
+		return false
+	})
+
+	var notASlot *runtime.NotASlotError
+	if _, err := rt.Rerun(ctx, "prune", lastNight.Add(time.Minute), ""); !errors.As(err, &notASlot) ||
+		!notASlot.Before.Equal(lastNight) || !notASlot.After.Equal(s.Next(lastNight)) || !errors.Is(err, runtime.ErrNotASlot) {
+		t.Errorf("re-run of 03:18: %v; want ErrNotASlot naming %s and %s", err, lastNight, s.Next(lastNight))
+	}
+	if _, err := rt.Rerun(ctx, "prune", s.Next(time.Now()), ""); !errors.As(err, &notASlot) || !notASlot.Future {
+		t.Errorf("re-run of a future slot: %v, want ErrNotASlot (future)", err)
+	}
+
+	before := runCount()
+	occs, err := rt.Backfill(ctx, "prune", lastNight.AddDate(0, 0, -3), lastNight.AddDate(0, 0, -1), "fill")
+	if err != nil || len(occs) != 3 {
+		t.Fatalf("backfill of three nights: %d occurrences, %v", len(occs), err)
+	}
+	waitFor(t, 10*time.Second, "three backfilled runs", func() bool { return runCount() == before+3 })
+	if _, err := rt.Backfill(ctx, "prune", lastNight.AddDate(0, 0, -200), lastNight, ""); !errors.Is(err, runtime.ErrTooManySlots) {
+		t.Errorf("backfill of 200 nights: %v, want ErrTooManySlots", err)
+	}
+	if _, err := rt.Backfill(ctx, "prune", lastNight, lastNight.Add(-time.Hour), ""); !errors.Is(err, runtime.ErrBadRange) {
+		t.Errorf("backfill of a reversed range: %v, want ErrBadRange", err)
+	}
+}

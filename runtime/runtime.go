@@ -203,48 +203,184 @@ func (r *Runtime) retention(s *registry.Schedule) time.Duration {
 	return r.Grace(s) + r.opts.SkewMargin
 }
 
-// manualRetention keeps a manual trigger's ID reserved long enough to make
-// a double-submitted form a no-op.
+// manualRetention keeps a manual occurrence's ID reserved long enough to
+// make a double-submitted form a no-op.
 const manualRetention = time.Hour
+
+// MaxBackfillSlots caps the slots one Backfill may re-run, so making up an
+// outage is a deliberate, bounded act.
+const MaxBackfillSlots = 100
 
 var requestKeyRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
-// Trigger enqueues one manual occurrence of the schedule now. requestKey
-// identifies the request (e.g. a token in the admin form): triggering twice
-// with the same key enqueues once and returns the same occurrence. An empty
-// key makes a fresh one; a malformed one is ErrBadRequestKey.
-func (r *Runtime) Trigger(ctx context.Context, name, requestKey string) (registry.Occurrence, error) {
-	s, ok := r.reg.Lookup(name)
-	if !ok {
-		return registry.Occurrence{}, fmt.Errorf("%w %q", ErrUnknownSchedule, name)
-	}
-	if r.disabled != "" {
-		return registry.Occurrence{}, ErrDisabled
-	}
-	if requestKey == "" {
+// requestKeyOf checks a manual run's request key, or makes a fresh one.
+func requestKeyOf(key string) (string, error) {
+	if key == "" {
 		var b [8]byte
 		rand.Read(b[:])
-		requestKey = hex.EncodeToString(b[:])
-	} else if !requestKeyRE.MatchString(requestKey) {
-		return registry.Occurrence{}, fmt.Errorf("%w %q: want 1-64 letters, digits, '-' or '_'", ErrBadRequestKey, requestKey)
+		return hex.EncodeToString(b[:]), nil
+	}
+	if !requestKeyRE.MatchString(key) {
+		return "", fmt.Errorf("%w %q: want 1-64 letters, digits, '-' or '_'", ErrBadRequestKey, key)
+	}
+	return key, nil
+}
+
+// manualSchedule looks a schedule up for a manual run.
+func (r *Runtime) manualSchedule(name string) (*registry.Schedule, error) {
+	s, ok := r.reg.Lookup(name)
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownSchedule, name)
+	}
+	if r.disabled != "" {
+		return nil, ErrDisabled
+	}
+	return s, nil
+}
+
+// Trigger enqueues one manual occurrence of the schedule now ("run now"):
+// its Slot is the moment of the trigger and its key is its own. To do a past
+// slot's work again, use Rerun. requestKey identifies the request (e.g. a
+// token in the admin form): triggering twice with the same key enqueues once
+// and returns the same occurrence. An empty key makes a fresh one; a
+// malformed one is ErrBadRequestKey.
+func (r *Runtime) Trigger(ctx context.Context, name, requestKey string) (registry.Occurrence, error) {
+	s, err := r.manualSchedule(name)
+	if err != nil {
+		return registry.Occurrence{}, err
+	}
+	if requestKey, err = requestKeyOf(requestKey); err != nil {
+		return registry.Occurrence{}, err
 	}
 	now := r.clock.Now().Truncate(time.Second)
 	occ := registry.Occurrence{Schedule: s.Name, Slot: now.In(s.Location()), Zone: s.Zone, Manual: true,
 		ID: registry.ManualOccurrenceID(s.Name, requestKey)}
-	inserted, err := r.enqueue(ctx, s, occ, manualRetention)
+	return occ, r.enqueueManual(ctx, s, occ)
+}
+
+// NotASlotError is returned by Rerun and Backfill for an instant that is not
+// one of the schedule's slots, or is in the future; it names the nearest
+// real slots.
+type NotASlotError struct {
+	Schedule      string
+	Slot          time.Time
+	Before, After time.Time // the nearest slots; zero if none
+	Future        bool
+}
+
+func (e *NotASlotError) Error() string {
+	near := func(t time.Time) string {
+		if t.IsZero() {
+			return "none"
+		}
+		return t.Format(time.RFC3339)
+	}
+	if e.Future {
+		return fmt.Sprintf("%s is in the future; the newest past slot of %s is %s", e.Slot.Format(time.RFC3339), e.Schedule, near(e.Before))
+	}
+	return fmt.Sprintf("%s is not a slot of %s; the nearest are %s and %s", e.Slot.Format(time.RFC3339), e.Schedule, near(e.Before), near(e.After))
+}
+
+// Is makes errors.Is(err, ErrNotASlot) true.
+func (e *NotASlotError) Is(target error) bool { return target == ErrNotASlot }
+
+// checkSlot returns the slot in the schedule's zone if it is one the
+// schedule really had, not in the future.
+func (r *Runtime) checkSlot(s *registry.Schedule, slot time.Time) (time.Time, error) {
+	now := r.clock.Now()
+	real := s.AtOrAfter(slot)
+	if !real.Equal(slot) {
+		return time.Time{}, &NotASlotError{Schedule: s.Name, Slot: slot, Before: s.Prev(slot), After: real}
+	}
+	if slot.After(now) {
+		return time.Time{}, &NotASlotError{Schedule: s.Name, Slot: slot, Before: s.Prev(now), Future: true}
+	}
+	return real.In(s.Location()), nil
+}
+
+// Rerun enqueues the schedule's past slot again: the night that failed. The
+// occurrence carries that Slot, Manual true and the scheduled occurrence's
+// Key, so a handler keyed on occ.Key() does the slot's work if it was not
+// done and nothing if it was; its task ID is its own, so asynq accepts it
+// while the original is retained or archived. The slot must be one the
+// schedule really had and not in the future (a *NotASlotError otherwise).
+// requestKey makes a double submit a no-op, as for Trigger.
+func (r *Runtime) Rerun(ctx context.Context, name string, slot time.Time, requestKey string) (registry.Occurrence, error) {
+	s, err := r.manualSchedule(name)
 	if err != nil {
 		return registry.Occurrence{}, err
 	}
-	if !inserted {
-		return occ, nil // a double submit: already enqueued and recorded
+	if requestKey, err = requestKeyOf(requestKey); err != nil {
+		return registry.Occurrence{}, err
+	}
+	if slot, err = r.checkSlot(s, slot); err != nil {
+		return registry.Occurrence{}, err
+	}
+	occ := rerunOccurrence(s, slot, requestKey)
+	return occ, r.enqueueManual(ctx, s, occ)
+}
+
+func rerunOccurrence(s *registry.Schedule, slot time.Time, requestKey string) registry.Occurrence {
+	return registry.Occurrence{Schedule: s.Name, Slot: slot, Zone: s.Zone, Manual: true,
+		ID: registry.RerunOccurrenceID(s.Name, slot, requestKey), RerunOf: registry.OccurrenceID(s.Name, slot)}
+}
+
+// Backfill re-runs every slot of the schedule in [from, to] (see Rerun), at
+// most MaxBackfillSlots (ErrTooManySlots beyond). to must not be in the
+// future. The slots are enqueued oldest first; on an error the ones before
+// it stay enqueued and are returned with it.
+func (r *Runtime) Backfill(ctx context.Context, name string, from, to time.Time, requestKey string) ([]registry.Occurrence, error) {
+	s, err := r.manualSchedule(name)
+	if err != nil {
+		return nil, err
+	}
+	if requestKey, err = requestKeyOf(requestKey); err != nil {
+		return nil, err
+	}
+	now := r.clock.Now()
+	switch {
+	case to.Before(from):
+		return nil, fmt.Errorf("%w: from %s is after to %s", ErrBadRange, from.Format(time.RFC3339), to.Format(time.RFC3339))
+	case to.After(now):
+		return nil, fmt.Errorf("%w: to %s is in the future", ErrBadRange, to.Format(time.RFC3339))
+	}
+	var slots []time.Time
+	for slot := s.AtOrAfter(from); !slot.IsZero() && !slot.After(to); slot = s.Next(slot) {
+		if len(slots) == MaxBackfillSlots {
+			return nil, fmt.Errorf("%w: %s has more than %d slots from %s to %s; backfill a shorter range",
+				ErrTooManySlots, s.Name, MaxBackfillSlots, from.Format(time.RFC3339), to.Format(time.RFC3339))
+		}
+		slots = append(slots, slot)
+	}
+	if len(slots) == 0 {
+		return nil, fmt.Errorf("%w: %s has no slot from %s to %s", ErrBadRange, s.Name, from.Format(time.RFC3339), to.Format(time.RFC3339))
+	}
+	occs := make([]registry.Occurrence, 0, len(slots))
+	for _, slot := range slots {
+		occ := rerunOccurrence(s, slot.In(s.Location()), requestKey)
+		if err := r.enqueueManual(ctx, s, occ); err != nil {
+			return occs, err
+		}
+		occs = append(occs, occ)
+	}
+	return occs, nil
+}
+
+// enqueueManual enqueues an operator's occurrence and records it with its
+// actor; a double submit (its ID already enqueued) does neither again.
+func (r *Runtime) enqueueManual(ctx context.Context, s *registry.Schedule, occ registry.Occurrence) error {
+	inserted, err := r.enqueue(ctx, s, occ, manualRetention)
+	if err != nil || !inserted {
+		return err
 	}
 	at := r.clock.Now().UnixMilli()
-	rec := store.Rec{ID: occ.ID, Slot: now.Unix(), Manual: true, At: at, Outcome: string(OutcomeEnqueued), Score: at}
+	rec := store.Rec{ID: occ.ID, Slot: occ.Slot.Unix(), Manual: true, At: at, Outcome: string(OutcomeEnqueued),
+		Score: at, Actor: ActorFrom(ctx)}
 	if err := r.store.RecordManual(ctx, store.Commit{Name: s.Name, Recs: []store.Rec{rec},
 		Counts: map[string]int64{counterManual: 1, counterLastEnqueue: at}}); err != nil {
 		r.log.Warn("manual occurrence enqueued but not recorded in history", "id", occ.ID, "err", err)
 	}
-	return occ, nil
+	return nil
 }
 
 // RegisterHandlers registers every schedule's handler on mux, wrapped so the
