@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -225,6 +227,17 @@ func TestWithoutRedisTheSchedulerIsDisabledNotFatal(t *testing.T) {
 	if state, _ := rt.RedisState(); state != runtime.RedisDisabled {
 		t.Errorf("RedisState = %q, want disabled", state)
 	}
+	// A deploy that forgot its Redis must not look healthy; it is alive.
+	rec := httptest.NewRecorder()
+	rt.HealthHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), `"status":"disabled"`) {
+		t.Errorf("health without Redis: %d %s, want 503 disabled", rec.Code, rec.Body)
+	}
+	rec = httptest.NewRecorder()
+	rt.LivezHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/livez", nil))
+	if rec.Code != http.StatusOK {
+		t.Errorf("livez without Redis: %d, want 200", rec.Code)
+	}
 	s, _ := rt.Registry().Lookup("nightly")
 	if next := s.Next(time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)); next.Format(time.RFC3339) != "2026-11-29T03:17:00Z" {
 		t.Errorf("next run %s, want 2026-11-29T03:17:00Z", next)
@@ -265,6 +278,9 @@ func TestRedisDownThenBackResumesAlone(t *testing.T) {
 		state, _ := rt.RedisState()
 		return state == runtime.RedisDown && !rt.IsLeader()
 	})
+	if h := rt.Health(ctx); h.Status != "unhealthy" || h.Redis != runtime.RedisDown {
+		t.Errorf("health during the outage: %+v, want unhealthy with Redis down", h)
+	}
 	downSince := time.Now()
 	waitFor(t, 10*time.Second, "several retries", func() bool { return time.Since(downSince) > 2*time.Second })
 	srv.Start()
