@@ -122,6 +122,7 @@ func (r *Runtime) Middleware() registry.Middleware {
 			}
 			r.recordExecution(ctx, occ, attempt, outcome, end, "finished_at", end.UnixMilli(),
 				"duration_ms", end.Sub(start).Milliseconds(), "error", msg)
+			r.emit(Event{Schedule: s.Name, Outcome: outcome, Manual: occ.Manual, Duration: end.Sub(start)})
 			return err
 		}
 	}

@@ -164,3 +164,18 @@ func (p *slotPlan) commit(now time.Time) store.Commit {
 	}
 	return c
 }
+
+// report tells observers what the committed plan did.
+func (p *slotPlan) report(emit func(Event)) {
+	name := p.sched.Name
+	if p.nMissed > 0 {
+		emit(Event{Schedule: name, Outcome: OutcomeMissed, Slots: p.nMissed})
+	}
+	for _, rec := range p.done {
+		e := Event{Schedule: name, Outcome: Outcome(rec.Outcome)}
+		if e.Outcome == OutcomeEnqueued {
+			e.Lag = time.UnixMilli(rec.At).Sub(time.Unix(rec.Slot, 0))
+		}
+		emit(e)
+	}
+}

@@ -46,6 +46,8 @@ type Runtime struct {
 	running   atomic.Bool
 	// scheduling is true while the loop holds leader state and enqueues.
 	scheduling atomic.Bool
+
+	observers
 }
 
 // recordTTL bounds how long an occurrence record outlives its index entry.
@@ -376,6 +378,7 @@ func (r *Runtime) enqueueManual(ctx context.Context, s *registry.Schedule, occ r
 	at := r.clock.Now().UnixMilli()
 	rec := store.Rec{ID: occ.ID, Slot: occ.Slot.Unix(), Manual: true, At: at, Outcome: string(OutcomeEnqueued),
 		Score: at, Actor: ActorFrom(ctx)}
+	r.emit(Event{Schedule: s.Name, Outcome: OutcomeEnqueued, Manual: true})
 	if err := r.store.RecordManual(ctx, store.Commit{Name: s.Name, Recs: []store.Rec{rec},
 		Counts: map[string]int64{counterManual: 1, counterLastEnqueue: at}}); err != nil {
 		r.log.Warn("manual occurrence enqueued but not recorded in history", "id", occ.ID, "err", err)

@@ -171,6 +171,9 @@ func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) 
 		return err // cursors stay; the next pass re-enqueues harmlessly
 	}
 	for _, p := range plans {
+		p.report(r.emit)
+	}
+	for _, p := range plans {
 		st.cursors[p.sched.Name] = p.cursor
 		if next := p.sched.Next(p.cursor); !next.IsZero() {
 			heap.Push(&st.queue, due{p.sched, next})
