@@ -27,6 +27,10 @@ type Options struct {
 	ReadOnly bool
 	// Middleware wraps every route, e.g. the host's own authentication.
 	Middleware func(http.Handler) http.Handler
+	// Actor names who makes a request (e.g. the user the host's
+	// authentication found); triggers, re-runs, backfills, pauses and
+	// resumes record it. Default: nobody is named.
+	Actor func(*http.Request) string
 	// Title heads the page; default "belfry".
 	Title string
 	// Metrics, when set, is served at /metrics (e.g. metrics.Handler(rt)
@@ -73,7 +77,15 @@ var adminTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 //	DELETE /api/orphans/{name}          204: forget one (its cursor, counters, history)
 //	POST /orphans/{name}/forget         the page's Forget button (redirects back)
 //	GET  /metrics                       Options.Metrics, if set
-//	GET  /healthz                       200, or 503 listing late and failing schedules
+//	POST /api/schedules/{name}/runs     re-run a past slot: {"slot": RFC 3339} -> 202 {"task_id": ...};
+//	                                    backfill: {"from": ..., "to": ...} -> 202 {"task_ids": [...]};
+//	                                    400 naming the nearest slots for one that is not real
+//	POST /api/schedules/{name}/pause    {"reason": "..."} -> 200; slots due are recorded paused
+//	POST /api/schedules/{name}/resume   200; the next slot runs, paused ones do not
+//	GET  /healthz                       schedule health for alerts: 200 ok, 503 unhealthy or disabled
+//	GET  /livez                         200 while the process serves: for liveness probes
+//
+// State-changing routes are refused with 403 in read-only mode.
 //
 // Cross-origin POSTs are refused with 403 (http.CrossOriginProtection).
 func New(rt *runtime.Runtime, opts Options) http.Handler {
@@ -95,7 +107,11 @@ func New(rt *runtime.Runtime, opts Options) http.Handler {
 	if opts.Metrics != nil {
 		mux.Handle("GET /metrics", opts.Metrics)
 	}
-	mux.HandleFunc("GET /healthz", a.health)
+	mux.Handle("GET /healthz", rt.HealthHandler())
+	mux.Handle("GET /livez", rt.LivezHandler())
+	mux.HandleFunc("POST /api/schedules/{name}/runs", a.apiRuns)
+	mux.HandleFunc("POST /api/schedules/{name}/pause", a.apiPause)
+	mux.HandleFunc("POST /api/schedules/{name}/resume", a.apiResume)
 	var h http.Handler = http.NewCrossOriginProtection().Handler(mux)
 	if opts.Middleware != nil {
 		h = opts.Middleware(h)
@@ -219,7 +235,7 @@ func (a *admin) trigger(req *http.Request) (id string, status int, msg string) {
 	if key == "" {
 		key = req.FormValue("request")
 	}
-	ctx, cancel := context.WithTimeout(req.Context(), 5*time.Second)
+	ctx, cancel := a.actionContext(req)
 	defer cancel()
 	occ, err := a.r.Trigger(ctx, req.PathValue("name"), key)
 	switch {
@@ -254,22 +270,24 @@ func (a *admin) triggerForm(w http.ResponseWriter, req *http.Request) {
 
 // apiSchedule is the JSON form of a schedule.
 type apiSchedule struct {
-	Name       string           `json:"name"`
-	Expression string           `json:"expression"`
-	Zone       string           `json:"zone"`
-	Queue      string           `json:"queue"`
-	Timeout    string           `json:"timeout"`
-	MaxRetry   int              `json:"max_retry"`
-	Grace      string           `json:"grace"`
-	Overlap    string           `json:"overlap"`
-	Misfire    string           `json:"misfire"`
-	Source     string           `json:"source,omitempty"`
-	NextRun    *string          `json:"next_run"`
-	NextRunUTC *string          `json:"next_run_utc"`
-	Status     runtime.Status   `json:"status"`
-	LastRun    *runtime.Record  `json:"last_run"`
-	Counters   apiCounters      `json:"counters"`
-	History    []runtime.Record `json:"history,omitempty"`
+	Name       string         `json:"name"`
+	Expression string         `json:"expression"`
+	Zone       string         `json:"zone"`
+	Queue      string         `json:"queue"`
+	Timeout    string         `json:"timeout"`
+	MaxRetry   int            `json:"max_retry"`
+	Grace      string         `json:"grace"`
+	Overlap    string         `json:"overlap"`
+	Misfire    string         `json:"misfire"`
+	Source     string         `json:"source,omitempty"`
+	NextRun    *string        `json:"next_run"`
+	NextRunUTC *string        `json:"next_run_utc"`
+	Status     runtime.Status `json:"status"`
+	// Paused says who paused the schedule, when and why; null when it runs.
+	Paused   *runtime.Pause   `json:"paused"`
+	LastRun  *runtime.Record  `json:"last_run"`
+	Counters apiCounters      `json:"counters"`
+	History  []runtime.Record `json:"history,omitempty"`
 }
 
 type apiCounters struct {
@@ -277,6 +295,7 @@ type apiCounters struct {
 	Manual      int64      `json:"manual"`
 	Missed      int64      `json:"missed"`
 	Skipped     int64      `json:"skipped"`
+	Paused      int64      `json:"paused"`
 	Succeeded   int64      `json:"succeeded"`
 	Failed      int64      `json:"failed"`
 	LastEnqueue *time.Time `json:"last_enqueue"`
@@ -296,8 +315,8 @@ func (a *admin) toAPI(st runtime.ScheduleState) apiSchedule {
 	out := apiSchedule{
 		Name: s.Name, Expression: s.Expr, Zone: s.Zone, Queue: s.Queue, Timeout: s.Timeout.String(),
 		MaxRetry: s.MaxRetry, Grace: a.r.Grace(s).String(), Overlap: string(s.Overlap), Misfire: string(s.Misfire),
-		Source: s.Source, Status: st.Status, LastRun: st.LastRun(),
-		Counters: apiCounters{Enqueued: c.Enqueued, Manual: c.Manual, Missed: c.Missed, Skipped: c.Skipped,
+		Source: s.Source, Status: st.Status, Paused: st.Paused, LastRun: st.LastRun(),
+		Counters: apiCounters{Enqueued: c.Enqueued, Manual: c.Manual, Missed: c.Missed, Skipped: c.Skipped, Paused: c.Paused,
 			Succeeded: c.Succeeded, Failed: c.Failed, LastEnqueue: orNil(c.LastEnqueue),
 			LastSuccess: orNil(c.LastSuccess), LastFailure: orNil(c.LastFailure)},
 	}
@@ -372,27 +391,6 @@ func (a *admin) apiStatus(w http.ResponseWriter, req *http.Request) {
 	})
 }
 
-// health answers 503 while a schedule is late or failing, for uptime checks
-// and alerts. It is not a readiness probe: a late job is no reason to take
-// a replica out of a load balancer.
-func (a *admin) health(w http.ResponseWriter, req *http.Request) {
-	snap, _ := a.snapshot(req)
-	late, failing := []string{}, []string{}
-	for _, st := range snap.Schedules {
-		switch st.Status {
-		case runtime.StatusLate:
-			late = append(late, st.Schedule.Name)
-		case runtime.StatusFailing:
-			failing = append(failing, st.Schedule.Name)
-		}
-	}
-	status, code := "ok", http.StatusOK
-	if len(late)+len(failing) > 0 {
-		status, code = "unhealthy", http.StatusServiceUnavailable
-	}
-	writeJSON(w, code, map[string]any{"status": status, "late": late, "failing": failing, "redis": snap.Redis})
-}
-
 func (a *admin) apiOrphans(w http.ResponseWriter, req *http.Request) {
 	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
 	defer cancel()
@@ -443,4 +441,130 @@ func (a *admin) forgetForm(w http.ResponseWriter, req *http.Request) {
 	}
 	w.Header().Set("Location", "../../?forgot="+result)
 	w.WriteHeader(http.StatusSeeOther)
+}
+
+// actionContext bounds a state-changing request and names its actor.
+func (a *admin) actionContext(req *http.Request) (context.Context, context.CancelFunc) {
+	ctx := req.Context()
+	if a.opts.Actor != nil {
+		ctx = runtime.WithActor(ctx, a.opts.Actor(req))
+	}
+	return context.WithTimeout(ctx, 5*time.Second)
+}
+
+// maxBody bounds a JSON request body.
+const maxBody = 64 << 10
+
+// decodeBody reads a JSON body into v; it answers 400 itself and reports
+// false when it cannot.
+func decodeBody(w http.ResponseWriter, req *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, req.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeJSONError(w, http.StatusBadRequest, "request body: "+err.Error())
+		return false
+	}
+	return true
+}
+
+// actionError maps a runtime error of a state-changing request to a status
+// and a message, logging the ones that are not the caller's fault.
+func (a *admin) actionError(req *http.Request, err error) (int, string) {
+	name := req.PathValue("name")
+	switch {
+	case errors.Is(err, runtime.ErrUnknownSchedule):
+		return http.StatusNotFound, "no schedule is called " + name
+	case errors.Is(err, runtime.ErrDisabled):
+		return http.StatusServiceUnavailable, "the scheduler is disabled: " + a.r.Disabled()
+	case errors.Is(err, runtime.ErrBadRequestKey), errors.Is(err, runtime.ErrNotASlot),
+		errors.Is(err, runtime.ErrTooManySlots), errors.Is(err, runtime.ErrBadRange):
+		return http.StatusBadRequest, err.Error()
+	}
+	a.r.Logger().Warn("admin request failed", "path", req.URL.Path, "schedule", name, "err", err)
+	return http.StatusServiceUnavailable, "Redis unreachable"
+}
+
+// runsRequest is a re-run of one slot, or a backfill of a range.
+type runsRequest struct {
+	Slot *time.Time `json:"slot"`
+	From *time.Time `json:"from"`
+	To   *time.Time `json:"to"`
+}
+
+func (a *admin) apiRuns(w http.ResponseWriter, req *http.Request) {
+	if a.opts.ReadOnly {
+		writeJSONError(w, http.StatusForbidden, "re-runs are disabled: this admin is read-only")
+		return
+	}
+	var body runsRequest
+	if !decodeBody(w, req, &body) {
+		return
+	}
+	ctx, cancel := a.actionContext(req)
+	defer cancel()
+	key := req.Header.Get("Idempotency-Key")
+	switch {
+	case body.Slot != nil && body.From == nil && body.To == nil:
+		occ, err := a.r.Rerun(ctx, req.PathValue("name"), *body.Slot, key)
+		if err != nil {
+			status, msg := a.actionError(req, err)
+			writeJSONError(w, status, msg)
+			return
+		}
+		writeJSON(w, http.StatusAccepted, map[string]string{"task_id": occ.ID, "slot": occ.Slot.Format(time.RFC3339)})
+	case body.Slot == nil && body.From != nil && body.To != nil:
+		occs, err := a.r.Backfill(ctx, req.PathValue("name"), *body.From, *body.To, key)
+		if err != nil && len(occs) == 0 {
+			status, msg := a.actionError(req, err)
+			writeJSONError(w, status, msg)
+			return
+		}
+		ids := make([]string, len(occs))
+		for i, occ := range occs {
+			ids[i] = occ.ID
+		}
+		out := map[string]any{"task_ids": ids}
+		if err != nil { // some enqueued, then Redis failed: say both
+			_, out["error"] = a.actionError(req, err)
+		}
+		writeJSON(w, http.StatusAccepted, out)
+	default:
+		writeJSONError(w, http.StatusBadRequest, `want {"slot": "<RFC 3339>"} to re-run one slot, or {"from": ..., "to": ...} to backfill`)
+	}
+}
+
+func (a *admin) apiPause(w http.ResponseWriter, req *http.Request) {
+	if a.opts.ReadOnly {
+		writeJSONError(w, http.StatusForbidden, "pausing is disabled: this admin is read-only")
+		return
+	}
+	var body struct {
+		Reason string `json:"reason"`
+	}
+	if req.ContentLength != 0 && !decodeBody(w, req, &body) {
+		return
+	}
+	ctx, cancel := a.actionContext(req)
+	defer cancel()
+	if err := a.r.Pause(ctx, req.PathValue("name"), body.Reason); err != nil {
+		status, msg := a.actionError(req, err)
+		writeJSONError(w, status, msg)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": string(runtime.StatusPaused)})
+}
+
+func (a *admin) apiResume(w http.ResponseWriter, req *http.Request) {
+	if a.opts.ReadOnly {
+		writeJSONError(w, http.StatusForbidden, "resuming is disabled: this admin is read-only")
+		return
+	}
+	ctx, cancel := a.actionContext(req)
+	defer cancel()
+	if err := a.r.Resume(ctx, req.PathValue("name")); err != nil {
+		status, msg := a.actionError(req, err)
+		writeJSONError(w, status, msg)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "resumed"})
 }

@@ -2,6 +2,7 @@ package admin_test
 
 import (
 	"context"
+	"log/slog"
 	"encoding/json"
 	"errors"
 	"io"
@@ -61,7 +62,7 @@ func newFixture(t *testing.T, rdb redis.UniversalClient, scheds ...registry.Sche
 		}
 	}
 	rt, err := runtime.New(registry.MustNew(scheds...), runtime.Options{Redis: rdb, Namespace: redistest.Uniq("ns"),
-		Replica: "r0", LeaseTTL: 2 * time.Second})
+		Replica: "r0", LeaseTTL: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,8 +161,11 @@ func TestAdminRoutes(t *testing.T) {
 		{"trigger cross-origin", "POST", "api/schedules/nightly/trigger", crossSite, "", 403, "text/plain", nil, nil},
 		{"form trigger cross-origin", "POST", "schedules/nightly/trigger", crossSite, form, 403, "text/plain", nil, nil},
 		{"status", "GET", "api/status", nil, "", 200, "application/json", []string{`"leader": "r0"`, `"replicas": [`, `"redis": "up"`}, nil},
-		{"metrics", "GET", "metrics", nil, "", 200, "text/plain", []string{`belfry_schedule_late{schedule="nightly"} 0`, `belfry_schedule_occurrences_total{outcome="failed",schedule="fails"} 1`, `belfry_leader{replica="r0"} 1`, "belfry_schedule_next_run_timestamp_seconds", "belfry_redis_up 1"}, nil},
-		{"health", "GET", "healthz", nil, "", 503, "application/json", []string{`"failing": [`, `"fails"`}, nil},
+		{"metrics", "GET", "metrics", nil, "", 200, "text/plain", []string{`belfry_schedule_late{schedule="nightly"} 0`, `belfry_schedule_attempts_total{outcome="failed",schedule="fails"} 1`, `belfry_schedule_occurrences_total{outcome="manual",schedule="fails"} 1`, `belfry_schedule_failing{schedule="fails"} 1`, `belfry_leader{replica="r0"} 1`, "belfry_schedule_next_run_timestamp_seconds", "belfry_redis_up 1"}, nil},
+		{"health", "GET", "healthz", nil, "", 503, "application/json", []string{`"status":"unhealthy"`, `"failing":["fails"]`, `"leader":"r0"`}, nil},
+		{"livez", "GET", "livez", nil, "", 200, "application/json", []string{`"status":"alive"`}, nil},
+		{"pause cross-origin", "POST", "api/schedules/nightly/pause", crossSite, `{"reason":"x"}`, 403, "text/plain", nil, nil},
+		{"runs cross-origin", "POST", "api/schedules/nightly/runs", crossSite, `{"slot":"2026-11-29T02:17:00Z"}`, 403, "text/plain", nil, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			resp, body := do(t, tt.method, base+tt.path, tt.header, strings.NewReader(tt.body))
@@ -334,5 +338,81 @@ func TestAdminListsAndForgetsRemovedSchedules(t *testing.T) {
 	}
 	if _, body := do(t, "GET", srv.URL+"/api/orphans", nil, nil); !strings.Contains(body, `"orphans": []`) {
 		t.Errorf("after forgetting both: %s", body)
+	}
+}
+
+// Pause, resume and re-run through the JSON API, with the actor the host
+// names, and every refusal with its status.
+func TestAdminPauseResumeAndRerun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, srv := adminSetup(t, admin.Options{Actor: func(*http.Request) string { return "alice" }})
+	_, readOnly := adminSetup(t, admin.Options{ReadOnly: true})
+	base := srv.URL + "/cron/api/schedules/nightly/"
+	jsonHeader := http.Header{"Content-Type": {"application/json"}}
+
+	resp, body := do(t, "POST", base+"pause", jsonHeader, strings.NewReader(`{"reason": "migrating the table"}`))
+	if resp.StatusCode != 200 {
+		t.Fatalf("pause: %d %s", resp.StatusCode, body)
+	}
+	_, body = do(t, "GET", srv.URL+"/cron/api/schedules/nightly", nil, nil)
+	var got struct {
+		Status string         `json:"status"`
+		Paused *runtime.Pause `json:"paused"`
+	}
+	if err := json.Unmarshal([]byte(body), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != "paused" || got.Paused == nil || got.Paused.Reason != "migrating the table" || got.Paused.Actor != "alice" || got.Paused.At.IsZero() {
+		t.Errorf("after pause: status %q, paused %+v", got.Status, got.Paused)
+	}
+	if resp, body := do(t, "POST", base+"resume", nil, nil); resp.StatusCode != 200 {
+		t.Errorf("resume: %d %s", resp.StatusCode, body)
+	}
+	if _, body := do(t, "GET", srv.URL+"/cron/api/schedules/nightly", nil, nil); !strings.Contains(body, `"paused": null`) {
+		t.Errorf("after resume: %s", body)
+	}
+
+	s, _ := c.rt.Registry().Lookup("nightly")
+	lastNight := s.Prev(time.Now())
+	slot := `{"slot": "` + lastNight.UTC().Format(time.RFC3339) + `"}`
+	resp, body = do(t, "POST", base+"runs", http.Header{"Idempotency-Key": {"night-1"}}, strings.NewReader(slot))
+	if resp.StatusCode != 202 || !strings.Contains(body, `"task_id": "cron:nightly:rerun:`) {
+		t.Fatalf("re-run: %d %s", resp.StatusCode, body)
+	}
+	if _, again := do(t, "POST", base+"runs", http.Header{"Idempotency-Key": {"night-1"}}, strings.NewReader(slot)); again != body {
+		t.Errorf("double submit answered %s, want the first answer %s", again, body)
+	}
+	waitFor(t, 10*time.Second, "the re-run to be recorded with its actor", func() bool {
+		h, _ := c.rt.History(ctx, "nightly", 5)
+		return len(h) > 0 && h[0].Actor == "alice" && h[0].Slot.Equal(lastNight)
+	})
+	for _, tt := range []struct {
+		name, body string
+		status     int
+		contains   string
+	}{
+		{"not a slot", `{"slot": "` + lastNight.Add(time.Minute).UTC().Format(time.RFC3339) + `"}`, 400, "is not a slot of nightly; the nearest are"},
+		{"future", `{"slot": "` + s.Next(time.Now()).UTC().Format(time.RFC3339) + `"}`, 400, "is in the future"},
+		{"over the cap", `{"from": "` + lastNight.AddDate(0, 0, -150).UTC().Format(time.RFC3339) + `", "to": "` + lastNight.UTC().Format(time.RFC3339) + `"}`, 400, "more than 100 slots"},
+		{"neither", `{}`, 400, "want {"},
+		{"both", `{"slot": "2026-11-29T02:17:00Z", "from": "2026-11-29T02:17:00Z", "to": "2026-11-29T02:17:00Z"}`, 400, "want {"},
+		{"unknown field", `{"slots": []}`, 400, "unknown field"},
+		{"not JSON", `slot=yesterday`, 400, "request body"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, body := do(t, "POST", base+"runs", jsonHeader, strings.NewReader(tt.body))
+			if resp.StatusCode != tt.status || !strings.Contains(body, tt.contains) {
+				t.Errorf("status %d %s; want %d containing %q", resp.StatusCode, body, tt.status, tt.contains)
+			}
+		})
+	}
+	if resp, _ := do(t, "POST", srv.URL+"/cron/api/schedules/nope/pause", nil, nil); resp.StatusCode != 404 {
+		t.Errorf("pause of an unknown schedule: %d, want 404", resp.StatusCode)
+	}
+	for _, path := range []string{"pause", "resume", "runs"} {
+		if resp, _ := do(t, "POST", readOnly.URL+"/cron/api/schedules/nightly/"+path, jsonHeader, strings.NewReader(slot)); resp.StatusCode != 403 {
+			t.Errorf("read-only %s: %d, want 403", path, resp.StatusCode)
+		}
 	}
 }
