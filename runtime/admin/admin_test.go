@@ -2,10 +2,10 @@ package admin_test
 
 import (
 	"context"
-	"log/slog"
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
