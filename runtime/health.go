@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -30,18 +31,21 @@ type Health struct {
 	Late    []string `json:"late"`
 	Failing []string `json:"failing"`
 	Paused  []string `json:"paused"`
+	// Unserved are queues of schedules that no asynq server listens to.
+	Unserved []string `json:"unserved"`
 	// Problems says in words what makes the status unhealthy.
 	Problems []string `json:"problems"`
 }
 
 // Health judges the scheduler: unhealthy when any schedule is late or
-// failing, when no replica holds the lease, or when Redis is down;
+// failing, when no replica holds the lease, when Redis is down, or when no
+// asynq server serves a schedule's queue;
 // disabled when no Redis is configured. Paused schedules are listed but are
 // not a problem: someone paused them on purpose.
 func (r *Runtime) Health(ctx context.Context) Health {
 	snap, _ := r.Snapshot(ctx)
 	h := Health{Status: "ok", Redis: snap.Redis, Leader: snap.Cluster.Leader,
-		Late: []string{}, Failing: []string{}, Paused: []string{}, Problems: []string{}}
+		Late: []string{}, Failing: []string{}, Paused: []string{}, Unserved: []string{}, Problems: []string{}}
 	if snap.Disabled != "" {
 		h.Status = "disabled"
 		h.Problems = append(h.Problems, "scheduler disabled: "+snap.Disabled)
@@ -62,6 +66,10 @@ func (r *Runtime) Health(ctx context.Context) Health {
 		h.Problems = append(h.Problems, "redis unreachable: "+snap.RedisError)
 	case snap.Cluster.Leader == "":
 		h.Problems = append(h.Problems, "no replica holds the scheduler lease")
+	}
+	if len(snap.Unserved) > 0 {
+		h.Unserved = snap.Unserved
+		h.Problems = append(h.Problems, "no asynq server serves "+plural(len(snap.Unserved), "queue", "queues")+": "+strings.Join(snap.Unserved, ", "))
 	}
 	if n := len(h.Late); n > 0 {
 		h.Problems = append(h.Problems, plural(n, "schedule is", "schedules are")+" late")

@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -283,5 +284,40 @@ func TestRerunAPastSlotAndBackfill(t *testing.T) {
 	}
 	if _, err := rt.Backfill(ctx, "prune", lastNight, lastNight.Add(-time.Hour), ""); !errors.Is(err, runtime.ErrBadRange) {
 		t.Errorf("backfill of a reversed range: %v, want ErrBadRange", err)
+	}
+}
+
+// A schedule whose queue no asynq server listens to is named in the log,
+// the snapshot and the health, instead of only turning late.
+func TestAQueueNoWorkerServesIsReported(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := sharedRedis(t)
+	var logs syncBuffer
+	served, lonely := uniq("q"), uniq("lonely")
+	noop := func(context.Context, registry.Occurrence) error { return nil }
+	reg := registry.MustNew(registry.Schedule{Name: "served", Expr: "* * * * * *", Queue: served, Handler: noop},
+		registry.Schedule{Name: "forgotten", Expr: "* * * * * *", Queue: lonely, Handler: noop})
+	rt, err := runtime.New(reg, runtime.Options{Redis: rdb, Namespace: uniq("ns"), LeaseTTL: 2 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, rdb, served, func(mux *asynq.ServeMux) { rt.RegisterHandlers(mux) })
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { rt.Run(runCtx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; rt.Close() })
+	waitFor(t, 10*time.Second, "the warning", func() bool { return strings.Contains(logs.String(), "no asynq server serves this queue") })
+	if n := strings.Count(logs.String(), "no asynq server serves this queue"); n != 1 || !strings.Contains(logs.String(), lonely) ||
+		strings.Contains(logs.String(), "queue="+served) {
+		t.Errorf("logged %d warnings, want one naming only %s:\n%s", n, lonely, logs.String())
+	}
+	snap, _ := rt.Snapshot(ctx)
+	if len(snap.Unserved) != 1 || snap.Unserved[0] != lonely {
+		t.Errorf("snapshot unserved %v, want [%s]", snap.Unserved, lonely)
+	}
+	if h := rt.Health(ctx); h.Status != "unhealthy" || len(h.Unserved) != 1 {
+		t.Errorf("health %+v, want unhealthy naming the unserved queue", h)
 	}
 }

@@ -48,6 +48,7 @@ type Runtime struct {
 	scheduling atomic.Bool
 
 	observers
+	unserved unservedLog
 }
 
 // recordTTL bounds how long an occurrence record outlives its index entry.

@@ -39,6 +39,9 @@ type Snapshot struct {
 	// Orphans are schedules with state in Redis that the registry no
 	// longer declares (see Runtime.Orphans).
 	Orphans []string
+	// Unserved are the schedules' queues no asynq server listens to (see
+	// Runtime.UnservedQueues).
+	Unserved []string
 }
 
 // recentPerSchedule is how many occurrences the index page shows per row.
@@ -57,7 +60,9 @@ func (r *Runtime) Snapshot(ctx context.Context) (Snapshot, error) {
 			if counters, err = r.Counters(ctx); err == nil {
 				if paused, err = r.Paused(ctx); err == nil {
 					if snap.Cluster, err = r.Cluster(ctx); err == nil {
-						snap.Orphans, err = r.Orphans(ctx)
+						if snap.Orphans, err = r.Orphans(ctx); err == nil {
+							snap.Unserved, err = r.UnservedQueues()
+						}
 					}
 				}
 			}
