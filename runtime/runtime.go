@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,6 +35,7 @@ type Runtime struct {
 	disabled string
 
 	rdb        redis.UniversalClient
+	redisURL   string // Options.RedisURL, to redact its password from errors
 	ownsClient bool
 	client     *asynq.Client
 	inspector  *asynq.Inspector
@@ -77,13 +79,14 @@ func newRuntime(reg *registry.Registry, opts Options, clk clock.Clock) (*Runtime
 	case opts.RedisURL != "":
 		ropts, err := redis.ParseURL(opts.RedisURL)
 		if err != nil {
-			return nil, fmt.Errorf("RedisURL: %v; want e.g. redis://127.0.0.1:6379/0", redactURLError(err))
+			return nil, redisURLError(opts.RedisURL, err)
 		}
 		r.rdb, r.ownsClient = redis.NewClient(ropts), true
 	default:
 		r.disabled = "no Redis configured (set Options.Redis or Options.RedisURL)"
 		return r, nil
 	}
+	r.redisURL = opts.RedisURL
 	r.store = store.New(r.rdb, opts.Namespace, opts.HistoryLimit, recordTTL)
 	r.client = asynq.NewClientFromRedisClient(pipeline.NewClient(r.rdb))
 	r.inspector = asynq.NewInspectorFromRedisClient(r.rdb)
@@ -94,8 +97,41 @@ func newRuntime(reg *registry.Registry, opts Options, clk clock.Clock) (*Runtime
 
 var urlUserinfo = regexp.MustCompile(`//[^/@]*@`)
 
-// redactURLError keeps passwords in a malformed URL out of logs and pages.
-func redactURLError(err error) string { return urlUserinfo.ReplaceAllString(err.Error(), "//…@") }
+// redisURLError explains why RedisURL does not parse without quoting any
+// part of its credentials: the parser's own message may quote a fragment
+// of a password (`invalid port ":hunt" after host` for a password with a
+// '/'), so the URL is parsed again without its userinfo, and if that
+// parses, the fault is in the userinfo.
+func redisURLError(rawURL string, err error) error {
+	const want = "want e.g. redis://user:password@127.0.0.1:6379/0"
+	scheme, rest, ok := strings.Cut(rawURL, "://")
+	at := strings.LastIndexByte(rest, '@')
+	if !ok || at < 0 {
+		return fmt.Errorf("RedisURL: %v; %s", redactSecrets(err.Error(), rawURL), want)
+	}
+	if _, err := redis.ParseURL(scheme + "://" + rest[at+1:]); err != nil {
+		return fmt.Errorf("RedisURL: %v; %s", redactSecrets(err.Error(), rawURL), want)
+	}
+	return fmt.Errorf("RedisURL: the user or password is not valid in a URL (not shown); percent-encode '/', '@', ':' and '%%' in them (a '/' is %%2F); %s", want)
+}
+
+// redactSecrets keeps the credentials of a Redis URL out of a message for
+// logs and pages, whatever the characters of the password (a '/' defeats
+// parsing the URL, so the secret is cut out as text: everything between
+// "://" and the URL's last '@'), and any other URL's userinfo the message
+// quotes.
+func redactSecrets(msg, rawURL string) string {
+	if _, rest, ok := strings.Cut(rawURL, "://"); ok {
+		if at := strings.LastIndexByte(rest, '@'); at > 0 {
+			userinfo := rest[:at]
+			msg = strings.ReplaceAll(msg, userinfo, "…")
+			if _, password, ok := strings.Cut(userinfo, ":"); ok && password != "" {
+				msg = strings.ReplaceAll(msg, password, "…")
+			}
+		}
+	}
+	return urlUserinfo.ReplaceAllString(msg, "//…@")
+}
 
 // Registry returns the schedules this runtime serves.
 func (r *Runtime) Registry() *registry.Registry { return r.reg }

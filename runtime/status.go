@@ -72,7 +72,7 @@ func (r *Runtime) Snapshot(ctx context.Context) (Snapshot, error) {
 	state, lastErr := r.RedisState()
 	snap.Redis = state
 	if lastErr != nil {
-		snap.RedisError = redactURLError(lastErr)
+		snap.RedisError = redactSecrets(lastErr.Error(), r.redisURL)
 	}
 	for _, s := range r.reg.Schedules() {
 		st := ScheduleState{Schedule: s, Next: s.Next(now), Recent: recent[s.Name], Counters: counters[s.Name]}
