@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"time"
 
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime/internal/clock"
@@ -43,3 +44,14 @@ func (r *Runtime) RedisClient() redis.UniversalClient { return r.rdb }
 
 // Namespace is the namespace the runtime's keys live under.
 func (r *Runtime) Namespace() string { return r.opts.Namespace }
+
+// JudgeRedisSettingsEvery makes the runtime judge Redis's settings again
+// after d instead of a minute.
+func (r *Runtime) JudgeRedisSettingsEvery(d time.Duration) {
+	r.redisCheck.mu.Lock()
+	r.redisCheck.every = d
+	r.redisCheck.mu.Unlock()
+}
+
+// JudgeRedis is the verdict on an INFO reply.
+var JudgeRedis = judgeRedis

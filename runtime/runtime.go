@@ -50,7 +50,8 @@ type Runtime struct {
 	scheduling atomic.Bool
 
 	observers
-	unserved unservedLog
+	unserved   unservedLog
+	redisCheck redisCheck
 }
 
 // recordTTL bounds how long an occurrence record outlives its index entry.
@@ -72,6 +73,7 @@ func newRuntime(reg *registry.Registry, opts Options, clk clock.Clock) (*Runtime
 		return nil, err
 	}
 	r := &Runtime{reg: reg, opts: opts, clock: clk}
+	r.redisCheck.every = redisCheckEvery
 	r.log = opts.Logger.With("replica", opts.Replica)
 	switch {
 	case opts.Redis != nil:
@@ -91,7 +93,7 @@ func newRuntime(reg *registry.Registry, opts Options, clk clock.Clock) (*Runtime
 	r.client = asynq.NewClientFromRedisClient(pipeline.NewClient(r.rdb))
 	r.inspector = asynq.NewInspectorFromRedisClient(r.rdb)
 	r.lease = lease.New(lease.Config{Redis: r.rdb, Keys: r.store.Keys, Replica: opts.Replica,
-		TTL: opts.LeaseTTL, Log: r.log, OnRedis: r.noteRedis, Clock: clk})
+		TTL: opts.LeaseTTL, Log: r.log, OnRedis: r.noteRedis, Clock: clk, MayLead: r.mayLead})
 	return r, nil
 }
 
@@ -215,6 +217,11 @@ func (r *Runtime) noteRedis(err error) {
 		r.log.Error("redis unreachable; retrying with backoff", "err", err)
 	case err == nil && wasDown:
 		r.log.Info("redis reachable again")
+		// It may be another Redis now (a failover, a restart with other
+		// settings): judge its settings again before leading.
+		r.redisCheck.mu.Lock()
+		r.redisCheck.stale = true
+		r.redisCheck.mu.Unlock()
 	}
 }
 
