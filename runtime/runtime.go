@@ -242,11 +242,16 @@ func (r *Runtime) RedisState() (RedisState, error) {
 	return RedisUp, nil
 }
 
-// retention keeps a finished task's ID reserved as long as any replica
-// could still attempt the same slot: grace plus clock skew. Longer would
-// only fill Redis (a per-second schedule kept a day is 86,400 tasks).
-func (r *Runtime) retention(s *registry.Schedule) time.Duration {
-	return r.Grace(s) + r.opts.SkewMargin
+// retention keeps a finished task's ID reserved as long as a replica could
+// still attempt the same slot. The enqueue and the cursor commit are both
+// fenced, so an ex-leader's late enqueue is refused and a committed slot is
+// never enqueued again; what remains is a holder that enqueued and then
+// crashed or stalled before its commit: the next holder enqueues the same
+// slot again within a lease TTL (plus its own clock's skew), and must hit
+// the retained ID. Longer would only fill Redis: a per-second schedule
+// keeps one task per second of retention.
+func (r *Runtime) retention() time.Duration {
+	return 2*r.opts.LeaseTTL + r.opts.SkewMargin
 }
 
 // manualRetention keeps a manual occurrence's ID reserved long enough to
