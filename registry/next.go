@@ -18,6 +18,11 @@ const (
 	// reject expressions that never fire; this guards the rest (a wildcard
 	// schedule that only matches inside DST gaps) against looping.
 	horizonYears = 30
+	// clockCorrection is the smallest forward jump that is not daylight
+	// saving time but a correction of the clock (Samoa skipping 30
+	// December 2011): as cronie does, fixed-time schedules do not run for
+	// the wall times it skips.
+	clockCorrection = 3 * 3600
 )
 
 // period is one stretch of a zone with a constant UTC offset, [start, end).
@@ -52,7 +57,7 @@ func periodAt(loc *time.Location, instant int64) period {
 func (c *Cron) Next(t time.Time) time.Time {
 	after := t.Unix() // floor: fire times are whole seconds
 	if c.every > 0 {
-		slot := (floorDiv(after, c.every) + 1) * c.every
+		slot := (floorDiv(after-c.phase, c.every)+1)*c.every + c.phase
 		return time.Unix(slot, 0).In(c.loc)
 	}
 	p := periodAt(c.loc, after)
@@ -122,10 +127,14 @@ func (c *Cron) instants(z *zoneWindow, w int64) []int64 {
 	if len(out) > 0 || c.wildcard {
 		return out // a wildcard schedule does not fire in a gap
 	}
-	// Gap: fire at the first instant after it, the transition itself.
+	// Gap: fire at the first instant after it, the transition itself,
+	// unless the jump is a clock correction.
 	for k := 1; k < len(ps); k++ {
 		before, after := ps[k-1], ps[k]
 		if before.end+before.offset <= w && w < after.start+after.offset {
+			if after.offset-before.offset >= clockCorrection {
+				return out
+			}
 			return append(out, after.start)
 		}
 	}
@@ -175,7 +184,7 @@ func (c *Cron) nextWall(w, limit int64) (int64, bool) {
 			secOfDay = 0
 			continue
 		}
-		if c.matchesDay(m, d, int(floorMod(day+4, 7))) { // 1970-01-01 was a Thursday
+		if c.matchesDay(y, m, d, int(floorMod(day+4, 7))) { // 1970-01-01 was a Thursday
 			if s, ok := c.timeOfDay(secOfDay); ok {
 				if w := day*secondsPerDay + int64(s); w <= limit {
 					return w, true
