@@ -227,10 +227,10 @@ func trailingFieldError(fields []string, offsets []int, cfg *cronConfig) error {
 	last := fields[5]
 	what := "a trailing extra field"
 	if strings.ContainsAny(last, "/.~$") {
-		what = "a command (a crontab line; the directive's function is the command)"
+		what = "a command from a crontab line"
 	}
 	return &ExprError{Offset: offsets[5], Len: len(last),
-		Msg: fmt.Sprintf("%q is not a day of week and looks like %s: the first five fields, %q, are a complete schedule; drop it", last, what, five)}
+		Msg: fmt.Sprintf("%q is not a day of week and looks like %s: the first five fields, %q, are the whole schedule; drop the rest", last, what, five)}
 }
 
 // isDayOfWeekField reports whether f parses as a day-of-week field (any

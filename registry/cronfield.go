@@ -30,17 +30,18 @@ type fieldSpec struct {
 	// that it fires in every month (as in Jenkins).
 	hashLast int
 	unit     string // for "@every 70m" in a hint; empty for day fields
+	plural   string // "days of week", for messages
 }
 
 var fieldSpecs = [6]fieldSpec{
-	{name: "second", min: 0, max: 59, last: 59, hashLast: 59, unit: "s"},
-	{name: "minute", min: 0, max: 59, last: 59, hashLast: 59, unit: "m"},
-	{name: "hour", min: 0, max: 23, last: 23, hashLast: 23, unit: "h"},
-	{name: "day-of-month", min: 1, max: 31, last: 31, hashLast: 28},
-	{name: "month", min: 1, max: 12, last: 12, hashLast: 12,
+	{name: "second", min: 0, max: 59, last: 59, hashLast: 59, unit: "s", plural: "seconds"},
+	{name: "minute", min: 0, max: 59, last: 59, hashLast: 59, unit: "m", plural: "minutes"},
+	{name: "hour", min: 0, max: 23, last: 23, hashLast: 23, unit: "h", plural: "hours"},
+	{name: "day-of-month", min: 1, max: 31, last: 31, hashLast: 28, plural: "days of month"},
+	{name: "month", min: 1, max: 12, last: 12, hashLast: 12, plural: "months",
 		names: []string{"", "JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"},
 		full:  []string{"", "JANUARY", "FEBRUARY", "MARCH", "APRIL", "MAY", "JUNE", "JULY", "AUGUST", "SEPTEMBER", "OCTOBER", "NOVEMBER", "DECEMBER"}},
-	{name: "day-of-week", min: 0, max: 7, last: 6, hashLast: 6,
+	{name: "day-of-week", min: 0, max: 7, last: 6, hashLast: 6, plural: "days of week",
 		names: []string{"SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"},
 		full:  []string{"SUNDAY", "MONDAY", "TUESDAY", "WEDNESDAY", "THURSDAY", "FRIDAY", "SATURDAY"}},
 }
@@ -237,7 +238,11 @@ func (set *fieldSet) addHash(sp *fieldSpec, fi int, item string, cfg *cronConfig
 		}
 	}
 	if cfg.name == "" {
-		return fmt.Sprintf("H picks a value from the schedule's name, and none is given; add %s", cfg.setting("name", "nightly-report"))
+		why := ""
+		if !cfg.flags {
+			why = " (explicit, so that renaming the function does not move the fire times)"
+		}
+		return fmt.Sprintf("H picks a value from the schedule's name, and none is given; add %s%s", cfg.setting("name", "nightly-report"), why)
 	}
 	h := hashField(cfg.name, sp.name)
 	if step == 0 {
@@ -263,15 +268,15 @@ func hashField(name, field string) uint64 {
 // value parses a number or a name of the field.
 func (sp *fieldSpec) value(text string) (int, string) {
 	if text == "" {
-		return 0, fmt.Sprintf("missing value; %ss are %s", sp.name, sp.describe())
+		return 0, fmt.Sprintf("missing value; %s are %s", sp.plural, sp.describe())
 	}
 	if isDigits(text) {
 		v, err := strconv.Atoi(text)
 		switch {
 		case err != nil || v > sp.max:
-			return 0, fmt.Sprintf("%s is above the maximum %d; %ss are %s", text, sp.max, sp.name, sp.describe())
+			return 0, fmt.Sprintf("%s is above the maximum %d; %s are %s", text, sp.max, sp.plural, sp.describe())
 		case v < sp.min:
-			return 0, fmt.Sprintf("%s is below the minimum %d; %ss are %s", text, sp.min, sp.name, sp.describe())
+			return 0, fmt.Sprintf("%s is below the minimum %d; %s are %s", text, sp.min, sp.plural, sp.describe())
 		}
 		return v, ""
 	}
@@ -282,7 +287,7 @@ func (sp *fieldSpec) value(text string) (int, string) {
 		}
 	}
 	if sp.names == nil || strings.ContainsAny(text, "#LW") && text[0] >= '0' && text[0] <= '9' {
-		msg := fmt.Sprintf("%q is not a number; %ss are %s", text, sp.name, sp.describe())
+		msg := fmt.Sprintf("%q is not a number; %s are %s", text, sp.plural, sp.describe())
 		if strings.ContainsAny(text, "#LW") {
 			msg += " (L and W belong in day-of-month: L, L-3, LW, 15W; L and # in day-of-week: 5L, MON#2)"
 		}
@@ -297,7 +302,7 @@ func (sp *fieldSpec) value(text string) (int, string) {
 			return 0, fmt.Sprintf("unknown %s name %q; write %s or %s", kind, text, sp.names[v], sp.full[v])
 		}
 	}
-	return 0, fmt.Sprintf("unknown %s name %q; %ss are %s", kind, text, sp.name, sp.describe())
+	return 0, fmt.Sprintf("unknown %s name %q; %s are %s", kind, text, sp.plural, sp.describe())
 }
 
 // describe says which values the field takes, for messages.

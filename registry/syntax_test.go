@@ -151,7 +151,7 @@ func TestParseCronMistakes(t *testing.T) {
 		{"0 0 * * MON ./run.sh", 12, 8, []string{"looks like a command"}},
 		// Values out of range name the range, day-of-week its 7.
 		{"0 0 * * 8", 8, 1, []string{"8 is above the maximum 7", "0-7 (0 and 7 are Sunday)"}},
-		{"0 0 0 * *", 4, 1, []string{"0 is below the minimum 1", "day-of-months are 1-31"}},
+		{"0 0 0 * *", 4, 1, []string{"0 is below the minimum 1", "days of month are 1-31"}},
 		{"-1 * * * *", 0, 2, []string{"a range needs a start"}},
 		{"? * * * *", 0, 1, []string{"day-of-month and day-of-week only"}},
 		{"5L * * * *", 0, 2, []string{"L and W belong in day-of-month"}},
