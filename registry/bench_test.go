@@ -67,7 +67,6 @@ func BenchmarkNext(b *testing.B) {
 // on the same expressions and instants (it gets DST wrong, but its cost is
 // what a user would compare with).
 func BenchmarkRobfigNext(b *testing.B) {
-	withSeconds := robfig.NewParser(robfig.Second | robfig.Minute | robfig.Hour | robfig.Dom | robfig.Month | robfig.Dow)
 	for _, expr := range benchExprs {
 		for _, zone := range benchZones {
 			b.Run(benchName(expr, zone), func(b *testing.B) {
@@ -75,14 +74,7 @@ func BenchmarkRobfigNext(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				parse := robfig.ParseStandard
-				if len(strings.Fields(expr)) == 6 {
-					parse = withSeconds.Parse
-				}
-				s, err := parse(expr)
-				if err != nil {
-					b.Fatal(err)
-				}
+				s := parseRobfig(b, expr)
 				froms := benchFroms(b, loc) // robfig evaluates in the argument's zone
 				b.ReportAllocs()
 				for i := 0; b.Loop(); i++ {
@@ -91,4 +83,65 @@ func BenchmarkRobfigNext(b *testing.B) {
 			})
 		}
 	}
+}
+
+// nearTransitionExprs fire every few seconds: within an hour of a DST
+// transition every call of Next is near it.
+var nearTransitionExprs = []string{"* * * * * *", "*/7 * * * * *", "*/5 * * * *", "30 1 * * *"}
+
+// nearTransitionFroms spreads start instants over the two hours around
+// each of New York's 2026 transitions, at a step prime to the minute.
+func nearTransitionFroms(b *testing.B, loc *time.Location) []time.Time {
+	b.Helper()
+	var froms []time.Time
+	for _, tr := range Transitions(loc, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)) {
+		for at := tr.At.Add(-time.Hour); at.Before(tr.At.Add(time.Hour)); at = at.Add(7 * time.Second) {
+			froms = append(froms, at.In(loc))
+		}
+	}
+	if len(froms) == 0 {
+		b.Fatal("no transitions in 2026")
+	}
+	return froms
+}
+
+// BenchmarkNextNearTransition compares Next with robfig's Next within an
+// hour of New York's transitions, where Next must resolve gaps and folds;
+// its sub-benchmarks come in belfry/robfig pairs, to be read as a ratio.
+func BenchmarkNextNearTransition(b *testing.B) {
+	loc, err := LoadZone("America/New_York")
+	if err != nil {
+		b.Fatal(err)
+	}
+	froms := nearTransitionFroms(b, loc)
+	for _, expr := range nearTransitionExprs {
+		c := MustParseCron(expr, loc)
+		b.Run(benchName(expr, "belfry"), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				benchSink = c.Next(froms[i%len(froms)])
+			}
+		})
+		s := parseRobfig(b, expr)
+		b.Run(benchName(expr, "robfig"), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				benchSink = s.Next(froms[i%len(froms)])
+			}
+		})
+	}
+}
+
+// parseRobfig parses expr with robfig's parser, five fields or six.
+func parseRobfig(b *testing.B, expr string) robfig.Schedule {
+	b.Helper()
+	parse := robfig.ParseStandard
+	if len(strings.Fields(expr)) == 6 {
+		parse = robfig.NewParser(robfig.Second | robfig.Minute | robfig.Hour | robfig.Dom | robfig.Month | robfig.Dow).Parse
+	}
+	s, err := parse(expr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
 }
