@@ -65,7 +65,9 @@
 // otherwise accepts: 7 is Sunday and ranges may end on Sunday; L, W, #, H
 // and full names exist; a step larger than its field (*/70 in minutes) and
 // an empty list item (1,,2) are errors, not silently accepted; '?' is for
-// the day fields only; "@every" slots count from the epoch, not from when a
+// the day fields only; a day field starting with '*' ("*/2" too, as in
+// cronie) leaves the day to the other field, where robfig treats only a
+// bare '*' so; "@every" slots count from the epoch, not from when a
 // job was added; zone prefixes (CRON_TZ=) are refused in favour of tz=; and
 // fire times follow the rules below, where robfig's Next skips gaps and
 // doubles folds. As in robfig there is no year field, no @reboot, and

@@ -3,10 +3,13 @@ package registry
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	robfig "github.com/robfig/cron/v3"
 )
 
 // The tests in this file pin the syntax of the package doc's table: the
@@ -405,5 +408,58 @@ func TestScheduleNameAndPhaseReachTheParser(t *testing.T) {
 		if s := d.Schedule("ignored"); s.Phase != d.Phase {
 			t.Errorf("%s: Schedule().Phase = %s, want %s", line, s.Phase, d.Phase)
 		}
+	}
+}
+
+// TestParseCronMatchesRobfig checks the claim of the package doc that the
+// syntax robfig/cron accepts means the same here: on random expressions
+// that robfig's parser accepts, the fields match the same values.
+func TestParseCronMatchesRobfig(t *testing.T) {
+	t.Parallel()
+	parser := robfig.NewParser(robfig.Second | robfig.Minute | robfig.Hour | robfig.Dom | robfig.Month | robfig.Dow | robfig.Descriptor)
+	g := exprGen{rand.New(rand.NewPCG(*seedFlag, 15))}
+	compared := 0
+	for range 20000 {
+		e := g.expr()
+		e.withSeconds = true // robfig's parser here wants the seconds field
+		text := e.String()
+		sched, err := parser.Parse(text)
+		if err != nil {
+			continue // L, W, #, H, 7 for Sunday, full names: belfry's own
+		}
+		c, err := ParseCron(text, time.UTC, WithName(e.name))
+		if err != nil {
+			if strings.Contains(err.Error(), "never fires") {
+				continue // robfig accepts "0 0 0 30 2 *" and then never fires
+			}
+			t.Errorf("robfig accepts %q, ParseCron: %v", text, err)
+			continue
+		}
+		s := sched.(*robfig.SpecSchedule)
+		got := [6]uint64{c.second, c.minute, c.hour, c.dom, c.month, c.dow}
+		want := [6]uint64{s.Second, s.Minute, s.Hour, s.Dom, s.Month, s.Dow}
+		for i := range got {
+			if got[i] != want[i]&^(1<<63) {
+				t.Errorf("%q: %s field matches %b, robfig %b", text, fieldSpecs[i].name, got[i], want[i]&^(1<<63))
+			}
+		}
+		// robfig reads only a bare * or ? as unrestricted; belfry, as
+		// cronie, any field starting with * ("*/2" too): a documented
+		// difference.
+		fields := strings.Fields(text)
+		if len(fields) != 6 {
+			compared++
+			continue // a descriptor
+		}
+		domStar := s.Dom&(1<<63) != 0 || strings.HasPrefix(fields[3], "*/")
+		dowStar := s.Dow&(1<<63) != 0 || strings.HasPrefix(fields[5], "*/")
+		if c.domStar != domStar || c.dowStar != dowStar {
+			t.Errorf("%q: day fields starred %v/%v, robfig %v/%v", text, c.domStar, c.dowStar, domStar, dowStar)
+		}
+		compared++
+	}
+	t.Logf("%d random expressions that robfig accepts match the same values", compared)
+	if compared < 5000 {
+		t.Errorf("compared only %d expressions with robfig", compared)
 	}
 }
