@@ -286,7 +286,7 @@ func (sp *fieldSpec) value(text string) (int, string) {
 			return v, ""
 		}
 	}
-	if sp.names == nil || strings.ContainsAny(text, "#LW") && text[0] >= '0' && text[0] <= '9' {
+	if sp.names == nil || text[0] >= '0' && text[0] <= '9' {
 		msg := fmt.Sprintf("%q is not a number; %s are %s", text, sp.plural, sp.describe())
 		if strings.ContainsAny(text, "#LW") {
 			msg += " (L and W belong in day-of-month: L, L-3, LW, 15W; L and # in day-of-week: 5L, MON#2)"

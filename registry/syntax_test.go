@@ -159,6 +159,7 @@ func TestParseCronMistakes(t *testing.T) {
 		{"? * * * *", 0, 1, []string{"day-of-month and day-of-week only"}},
 		{"5L * * * *", 0, 2, []string{"L and W belong in day-of-month"}},
 		{"0 0 * * 5W", 8, 2, []string{"L and W belong in day-of-month"}},
+		{"0 0 * * 1-5L", 8, 4, []string{`"1-5" is not a number`, "!unknown day name"}},
 		// @every durations.
 		{"@every 1d", 7, 2, []string{"no d (day) unit", `"@every 24h"`}},
 		{"@every 2w", 7, 2, []string{"no w (week) unit", `"@every 168h"`}},
