@@ -49,7 +49,8 @@ func TestNextDesignExamples(t *testing.T) {
 	}
 }
 
-// TestNextDoesNotAllocate pins what BenchmarkNextNearTransition measures:
+// TestNextDoesNotAllocate pins what the America/New_York±1h cases of
+// BenchmarkNext measure:
 // Next allocates nothing, within an hour of a DST transition too, where it
 // once walked wall seconds one at a time and allocated at each.
 func TestNextDoesNotAllocate(t *testing.T) {
