@@ -7,13 +7,10 @@ import (
 	"golang.org/x/tools/go/analysis/analysistest"
 
 	"github.com/belfry/belfry/analyzer/directive"
+	"github.com/belfry/belfry/analyzer/internal/testmod"
 )
 
 func TestAnalyzer(t *testing.T) {
-	// All analyzers share one GOPATH, so the registry stub exists once.
-	testdata, err := filepath.Abs(filepath.Join("..", "testdata"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	analysistest.RunWithSuggestedFixes(t, testdata, directive.Analyzer, "directive")
+	dir := testmod.Extract(t, filepath.Join("testdata", "directive.txtar"))
+	analysistest.RunWithSuggestedFixes(t, dir, directive.Analyzer, "./...")
 }

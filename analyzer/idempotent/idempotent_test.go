@@ -7,12 +7,10 @@ import (
 	"golang.org/x/tools/go/analysis/analysistest"
 
 	"github.com/belfry/belfry/analyzer/idempotent"
+	"github.com/belfry/belfry/analyzer/internal/testmod"
 )
 
 func TestAnalyzer(t *testing.T) {
-	testdata, err := filepath.Abs(filepath.Join("..", "testdata"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	analysistest.Run(t, testdata, idempotent.Analyzer, "idempotent")
+	dir := testmod.Extract(t, filepath.Join("testdata", "idempotent.txtar"))
+	analysistest.Run(t, dir, idempotent.Analyzer, "./...")
 }

@@ -6,20 +6,13 @@ import (
 
 	"golang.org/x/tools/go/analysis/analysistest"
 
+	"github.com/belfry/belfry/analyzer/internal/testmod"
 	"github.com/belfry/belfry/analyzer/pileup"
 )
 
-func testdata(t *testing.T) string {
-	t.Helper()
-	dir, err := filepath.Abs(filepath.Join("..", "testdata"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
 func TestAnalyzer(t *testing.T) {
-	analysistest.RunWithSuggestedFixes(t, testdata(t), pileup.Analyzer, "pileup")
+	dir := testmod.Extract(t, filepath.Join("testdata", "pileup.txtar"))
+	analysistest.RunWithSuggestedFixes(t, dir, pileup.Analyzer, "./...")
 }
 
 func TestThresholdFlag(t *testing.T) {
@@ -27,7 +20,8 @@ func TestThresholdFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pileup.Analyzer.Flags.Set("threshold", "3") })
-	analysistest.RunWithSuggestedFixes(t, testdata(t), pileup.Analyzer, "pileup/pairs")
+	dir := testmod.Extract(t, filepath.Join("testdata", "pairs.txtar"))
+	analysistest.RunWithSuggestedFixes(t, dir, pileup.Analyzer, "./...")
 }
 
 func TestSpreadMinute(t *testing.T) {

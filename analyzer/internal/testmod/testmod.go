@@ -1,0 +1,70 @@
+// Package testmod turns a txtar archive into a module that imports the
+// real github.com/belfry/belfry, for analysistest in module mode.
+//
+// An archive holds a go.mod (module path and go version only) and the
+// packages under test. Extract appends a replace directive pointing at
+// this checkout and copies its go.sum, so the testdata can never drift
+// from the registry the analyzers use, and nothing is fetched.
+package testmod
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"golang.org/x/tools/txtar"
+)
+
+// Root is the directory of the belfry checkout this package belongs to.
+func Root(t testing.TB) string {
+	t.Helper()
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		t.Fatal("testmod: no caller information")
+	}
+	// file is <root>/analyzer/internal/testmod/testmod.go.
+	return filepath.Join(filepath.Dir(file), "..", "..", "..")
+}
+
+// Extract writes the archive at path into a temporary directory and
+// returns it, ready for analysistest.Run(t, dir, a, "./...").
+func Extract(t testing.TB, path string) string {
+	t.Helper()
+	ar, err := txtar.ParseFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	root := Root(t)
+	for _, f := range ar.Files {
+		data := f.Data
+		if f.Name == "go.mod" {
+			if !strings.Contains(string(data), "github.com/belfry/belfry") {
+				t.Fatalf("%s: go.mod must require github.com/belfry/belfry", path)
+			}
+			// A fresh slice: f.Data shares its array with the next file.
+			data = append(slices.Clip(data), "\nreplace github.com/belfry/belfry => "+root+"\n"...)
+		}
+		name := filepath.Join(dir, filepath.FromSlash(f.Name))
+		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(name, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The archive's go.mod lists only belfry; let the go command add the
+	// requirements it implies instead of failing on them.
+	t.Setenv("GOFLAGS", "-mod=mod")
+	return dir
+}
