@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"testing"
 
@@ -41,22 +40,31 @@ func Extract(t testing.TB, path string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	files := map[string]string{}
+	for _, f := range ar.Files {
+		files[f.Name] = string(f.Data)
+	}
+	return Write(t, files)
+}
+
+// Write writes a module of files (slash-separated names to contents, a
+// go.mod among them) into a temporary directory and returns it.
+func Write(t testing.TB, files map[string]string) string {
+	t.Helper()
 	dir := t.TempDir()
 	root := Root(t)
-	for _, f := range ar.Files {
-		data := f.Data
-		if f.Name == "go.mod" {
-			if !strings.Contains(string(data), "github.com/belfry/belfry") {
-				t.Fatalf("%s: go.mod must require github.com/belfry/belfry", path)
+	for name, data := range files {
+		if name == "go.mod" {
+			if !strings.Contains(data, "github.com/belfry/belfry") {
+				t.Fatal("testmod: go.mod must require github.com/belfry/belfry")
 			}
-			// A fresh slice: f.Data shares its array with the next file.
-			data = append(slices.Clip(data), "\nreplace github.com/belfry/belfry => "+root+"\n"...)
+			data += "\nreplace github.com/belfry/belfry => " + root + "\n"
 		}
-		name := filepath.Join(dir, filepath.FromSlash(f.Name))
-		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		path := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(name, data, 0o644); err != nil {
+		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -67,7 +75,7 @@ func Extract(t testing.TB, path string) string {
 	if err := os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// The archive's go.mod lists only belfry; let the go command add the
+	// The go.mod lists only belfry; let the go command add the
 	// requirements it implies instead of failing on them.
 	t.Setenv("GOFLAGS", "-mod=mod")
 	return dir
