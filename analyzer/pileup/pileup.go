@@ -52,8 +52,10 @@ type schedule struct {
 // class is the schedules that fire at the same instants, and the minutes
 // (since cronpass.Reference) they fire in.
 type class struct {
+	id      int
 	members []*schedule
 	minutes []int32
+	crowded int // how many of minutes are crowded
 }
 
 func run(pass *analysis.Pass) (any, error) {
@@ -72,7 +74,7 @@ func run(pass *analysis.Pass) (any, error) {
 		key := cronpass.FireKey(e)
 		c := byKey[key]
 		if c == nil {
-			c = &class{minutes: fireMinutes(e.Directive.Cron)}
+			c = &class{id: len(classes), minutes: fireMinutes(e.Directive.Cron)}
 			byKey[key] = c
 			classes = append(classes, c)
 		}
@@ -86,28 +88,37 @@ func run(pass *analysis.Pass) (any, error) {
 			counts[m] += int32(len(c.members))
 		}
 	}
-	crowded := map[int32][]*class{}
-	crowdedTimes := map[*class]int{}
+	// The classes of each crowded minute, as lists threaded through one
+	// slice: first[m] is the newest entry of minute m, plus one.
+	type entry struct {
+		class *class
+		next  int32
+	}
+	var entries []entry
+	first := make([]int32, len(counts))
 	for _, c := range classes {
 		for _, m := range c.minutes {
 			if counts[m] >= int32(limit) {
-				crowded[m] = append(crowded[m], c)
-				crowdedTimes[c]++
+				entries = append(entries, entry{c, first[m]})
+				first[m] = int32(len(entries))
+				c.crowded++
 			}
 		}
 	}
-	minutes := make([]int32, 0, len(crowded))
-	for m := range crowded {
-		minutes = append(minutes, m)
-	}
-	slices.Sort(minutes)
 
 	// Moving a schedule only ever empties minutes, so a minute whose
 	// classes were all seen together in a minute already settled is
 	// settled too: a daily crowd is sorted out once, not 366 times.
 	settled := map[string]bool{}
-	for _, m := range minutes {
-		cs := crowded[m]
+	var cs []*class
+	for m, head := range first {
+		if head == 0 {
+			continue
+		}
+		cs = cs[:0]
+		for i := head; i != 0; i = entries[i-1].next {
+			cs = append(cs, entries[i-1].class)
+		}
 		sig := signature(cs)
 		if settled[sig] {
 			continue
@@ -125,7 +136,7 @@ func run(pass *analysis.Pass) (any, error) {
 			names := sortedNames(here)
 			for _, s := range here[limit-1:] {
 				s.moved = true
-				report(pass, s, m, names, crowdedTimes[s.class])
+				report(pass, s, int32(m), names, s.class.crowded)
 			}
 		}
 		settled[sig] = true
@@ -148,11 +159,12 @@ func fireMinutes(c *registry.Cron) []int32 {
 }
 
 func signature(cs []*class) string {
-	var b strings.Builder
+	b := make([]byte, 0, 8*len(cs))
 	for _, c := range cs {
-		fmt.Fprintf(&b, "%p,", c)
+		b = strconv.AppendInt(b, int64(c.id), 36)
+		b = append(b, ',')
 	}
-	return b.String()
+	return string(b)
 }
 
 // keepFirst orders the schedules of a crowded minute by how much reason
@@ -205,11 +217,12 @@ func report(pass *analysis.Pass, s *schedule, minute int32, names []string, time
 	cronpass.Report(pass, e, d)
 }
 
-// others names a few of the schedules in names other than self, and how
-// many more there are, in at most about 100 bytes.
+// others names a few of the schedules in names (which holds self), and
+// how many more there are, in at most about 100 bytes. It looks at a few
+// names only, so a crowd of thousands costs no more than a crowd of four.
 func others(names []string, self string) string {
 	var shown []string
-	size, rest := 0, 0
+	size := 0
 	for _, n := range names {
 		if n == self {
 			continue
@@ -218,13 +231,13 @@ func others(names []string, self string) string {
 		if len(q) > 40 {
 			q = strconv.Quote(n[:30] + "…")
 		}
-		if len(shown) < namesShown && size+len(q) <= 100 {
-			shown = append(shown, q)
-			size += len(q)
-		} else {
-			rest++
+		if len(shown) == namesShown || size+len(q) > 100 {
+			break
 		}
+		shown = append(shown, q)
+		size += len(q)
 	}
+	rest := len(names) - 1 - len(shown)
 	switch {
 	case rest > 0:
 		return strings.Join(shown, ", ") + fmt.Sprintf(" and %d more", rest)
