@@ -204,7 +204,7 @@ func report(pass *analysis.Pass, s *schedule, minute int32, names []string, time
 		when += ", the top of the hour,"
 	}
 	e := s.entry
-	msg := fmt.Sprintf("schedule %q fires at %s with %s (%d times in the sample year from %s); ",
+	msg := fmt.Sprintf("schedule %q fires at %s with %s (%d times a year, first %s); ",
 		e.Name, when, others(names, e.Name), times, at.Format("2006-01-02"))
 	d := analysis.Diagnostic{Pos: e.Directive.ExprPos, End: e.Directive.ExprPos + token.Pos(len(e.Directive.Expr)+2)}
 	if s.fix != nil {
@@ -218,7 +218,7 @@ func report(pass *analysis.Pass, s *schedule, minute int32, names []string, time
 }
 
 // others names a few of the schedules in names (which holds self), and
-// how many more there are, in at most about 100 bytes. It looks at a few
+// how many more there are, in at most about 130 bytes. It looks at a few
 // names only, so a crowd of thousands costs no more than a crowd of four.
 func others(names []string, self string) string {
 	var shown []string
@@ -227,11 +227,8 @@ func others(names []string, self string) string {
 		if n == self {
 			continue
 		}
-		q := strconv.Quote(n)
-		if len(q) > 40 {
-			q = strconv.Quote(n[:30] + "…")
-		}
-		if len(shown) == namesShown || size+len(q) > 100 {
+		q := strconv.Quote(abbreviate(n))
+		if len(shown) == namesShown || size+len(q) > 120 {
 			break
 		}
 		shown = append(shown, q)
@@ -245,6 +242,16 @@ func others(names []string, self string) string {
 		return shown[0]
 	}
 	return strings.Join(shown[:len(shown)-1], ", ") + " and " + shown[len(shown)-1]
+}
+
+// abbreviate shortens a long name to its start and its end, which is
+// where generated names (nightly-export-…-team-017) differ.
+func abbreviate(name string) string {
+	const head, tail = 14, 12
+	if len(name) <= head+tail+2 {
+		return name
+	}
+	return name[:head] + "…" + name[len(name)-tail:]
 }
 
 // SpreadMinute is the minute, 1 to 59, that a schedule called name is
