@@ -71,8 +71,8 @@ func run(pass *analysis.Pass) (any, error) {
 		if !ok {
 			continue
 		}
-		occ := checkOccurrence(pass, e, fn)
 		body, _ := decls[fn].FindNode(e.Func.Body)
+		occ := checkOccurrence(pass, e, fn, body)
 		clock.each(body, func(chain []string, pos, end token.Pos) {
 			cronpass.Report(pass, e, analysis.Diagnostic{Pos: pos, End: end, Message: fmt.Sprintf(
 				"handler %s reads the clock (%s); derive the period from %s.Slot", fn.Name(), show(chain), occ)})
@@ -119,7 +119,7 @@ func show(chain []string) string {
 
 // checkOccurrence reports a handler that discards or never reads its
 // occurrence, and returns how messages should refer to it.
-func checkOccurrence(pass *analysis.Pass, e *cronpass.Entry, fn *types.Func) string {
+func checkOccurrence(pass *analysis.Pass, e *cronpass.Entry, fn *types.Func, body inspector.Cursor) string {
 	var name *ast.Ident
 	var at ast.Node
 	i := 0
@@ -145,12 +145,12 @@ func checkOccurrence(pass *analysis.Pass, e *cronpass.Entry, fn *types.Func) str
 	}
 	obj := pass.TypesInfo.Defs[name]
 	used := false
-	ast.Inspect(e.Func.Body, func(n ast.Node) bool {
-		if id, ok := n.(*ast.Ident); ok && pass.TypesInfo.Uses[id] == obj {
+	for id := range body.Preorder((*ast.Ident)(nil)) {
+		if pass.TypesInfo.Uses[id.Node().(*ast.Ident)] == obj {
 			used = true
+			break
 		}
-		return !used
-	})
+	}
 	if !used {
 		cronpass.Report(pass, e, analysis.Diagnostic{Pos: name.Pos(), End: name.End(), Message: fmt.Sprintf(
 			"handler %s never reads its occurrence %s; use %s.Slot for the period and %s.Key() for effects", fn.Name(), name.Name, name.Name, name.Name)})
