@@ -46,32 +46,35 @@ func run(pass *analysis.Pass) (any, error) {
 		return nil, nil // a dependency: nothing to report, no facts to share
 	}
 	insp := pass.ResultOf[inspect.Analyzer].(*inspector.Inspector)
-	decls := map[*types.Func]inspector.Cursor{}
+	var decls []declared
+	bodies := map[*types.Func]inspector.Cursor{}
 	for cur := range insp.Root().Preorder((*ast.FuncDecl)(nil)) {
 		fd := cur.Node().(*ast.FuncDecl)
 		if fn, ok := pass.TypesInfo.Defs[fd.Name].(*types.Func); ok && fd.Body != nil {
-			decls[fn] = cur
+			body := cur.ChildAt(edge.FuncDecl_Body, -1)
+			decls = append(decls, declared{fn, body})
+			bodies[fn] = body
 		}
 	}
-	clock := &chains{pass: pass, decls: decls, pred: isClockRead, facts: inModule(pass), memo: map[*types.Func][]string{}}
-	entropy := &chains{pass: pass, decls: decls, pred: nondeterministic, memo: map[*types.Func][]string{}}
+	clock := newChains(pass, decls, isClockRead, inModule(pass))
+	entropy := newChains(pass, decls, nondeterministic, false)
 
 	// Export a fact for every function of the module that reads the
 	// clock, so handlers in packages that import this one see it.
 	if clock.facts {
-		for fn := range decls {
-			if chain := clock.reach(fn); chain != nil {
-				pass.ExportObjectFact(fn, &readsClock{Chain: qualify(pass.Pkg, chain[1:])})
+		for _, d := range decls {
+			if chain := clock.local[d.fn]; chain != nil {
+				pass.ExportObjectFact(d.fn, &readsClock{Chain: qualify(pass.Pkg, chain[1:])})
 			}
 		}
 	}
 
 	for _, e := range cronpass.Of(pass).Schedules {
 		fn, payload, ok := cronpass.Handler(pass, e)
-		if !ok {
-			continue
+		body, hasBody := bodies[fn]
+		if !ok || !hasBody {
+			continue // a body in assembly has nothing to check
 		}
-		body, _ := decls[fn].FindNode(e.Func.Body)
 		occ := checkOccurrence(pass, e, fn, body)
 		clock.each(body, func(chain []string, pos, end token.Pos) {
 			cronpass.Report(pass, e, analysis.Diagnostic{Pos: pos, End: end, Message: fmt.Sprintf(
@@ -194,41 +197,68 @@ func nondeterministic(f *types.Func) bool {
 // readsClock fact.
 type chains struct {
 	pass  *analysis.Pass
-	decls map[*types.Func]inspector.Cursor
 	pred  func(*types.Func) bool
 	facts bool
-	// memo holds, per function, the names of the calls from it to a pred
-	// function (starting with its own name), or nil when it reaches none.
-	// A function on the current path maps to nil too, which cuts
-	// recursion.
-	memo map[*types.Func][]string
+	// local holds, per function declared in the package, the names of
+	// the calls from it to a pred function (starting with its own name),
+	// or nil when it reaches none.
+	local map[*types.Func][]string
 }
 
-// reach returns the chain of names from f to a pred function, or nil.
-func (c *chains) reach(f *types.Func) []string {
-	if c.pred(f) {
-		return []string{f.Pkg().Name() + "." + f.Name()}
+// declared is a function of the package with a body.
+type declared struct {
+	fn   *types.Func
+	body inspector.Cursor
+}
+
+// ref is a call of a function, or a use of it as a value.
+type ref struct {
+	fn       *types.Func
+	pos, end token.Pos
+}
+
+// newChains solves which declared functions reach pred. It iterates to a
+// fixed point over the call graph in source order, so a cycle (odd calls
+// even calls odd) is solved whichever function is looked at first, and
+// the chains are the same on every run.
+func newChains(pass *analysis.Pass, decls []declared, pred func(*types.Func) bool, facts bool) *chains {
+	c := &chains{pass: pass, pred: pred, facts: facts, local: map[*types.Func][]string{}}
+	refs := make([][]ref, len(decls))
+	for i, d := range decls {
+		refs[i] = refsIn(pass.TypesInfo, d.body)
 	}
-	if chain, seen := c.memo[f]; seen {
-		return chain
-	}
-	c.memo[f] = nil
-	var chain []string
-	if cur, ok := c.decls[f]; ok {
-		body, _ := cur.FindNode(cur.Node().(*ast.FuncDecl).Body)
-		c.each(body, func(rest []string, _, _ token.Pos) {
-			if chain == nil {
-				chain = append([]string{f.Name()}, rest...)
+	for changed := true; changed; {
+		changed = false
+		for i, d := range decls {
+			if c.local[d.fn] != nil {
+				continue
 			}
-		})
-	} else if c.facts && f.Pkg() != c.pass.Pkg && sameModule(c.pass, f.Pkg()) {
-		var fact readsClock
-		if c.pass.ImportObjectFact(f, &fact) {
-			chain = append([]string{f.Pkg().Name() + "." + f.Name()}, fact.Chain...)
+			for _, r := range refs[i] {
+				if chain := c.chain(r.fn); chain != nil {
+					c.local[d.fn] = append([]string{d.fn.Name()}, chain...)
+					changed = true
+					break
+				}
+			}
 		}
 	}
-	c.memo[f] = chain
-	return chain
+	return c
+}
+
+// chain returns the names of the calls from f to a pred function, or nil.
+func (c *chains) chain(f *types.Func) []string {
+	switch {
+	case c.pred(f):
+		return []string{f.Pkg().Name() + "." + f.Name()}
+	case f.Pkg() == c.pass.Pkg:
+		return c.local[f]
+	case c.facts && f.Pkg() != nil && sameModule(c.pass, f.Pkg()):
+		var fact readsClock
+		if c.pass.ImportObjectFact(f, &fact) {
+			return append([]string{f.Pkg().Name() + "." + f.Name()}, fact.Chain...)
+		}
+	}
+	return nil
 }
 
 func sameModule(pass *analysis.Pass, pkg *types.Package) bool {
@@ -236,33 +266,39 @@ func sameModule(pass *analysis.Pass, pkg *types.Package) bool {
 	return pkg.Path() == mod || strings.HasPrefix(pkg.Path(), mod+"/")
 }
 
-// each calls report for every call under cur of a function that reaches
-// pred, with the chain and the range of the call, and for every use of
-// such a function as a value (clock := time.Now), at the reference.
+// each calls report for every reference under cur to a function that
+// reaches pred, with the chain and the range of the reference.
 func (c *chains) each(cur inspector.Cursor, report func(chain []string, pos, end token.Pos)) {
-	info := c.pass.TypesInfo
+	for _, r := range refsIn(c.pass.TypesInfo, cur) {
+		if chain := c.chain(r.fn); chain != nil {
+			report(chain, r.pos, r.end)
+		}
+	}
+}
+
+// refsIn lists, in source order, the static calls under cur (at the
+// call) and the uses of a function as a value (clock := time.Now, at
+// the reference). Calls through interfaces and func values are not
+// followed: their callee is not known here.
+func refsIn(info *types.Info, cur inspector.Cursor) []ref {
+	var refs []ref
 	for n := range cur.Preorder((*ast.CallExpr)(nil), (*ast.Ident)(nil)) {
 		switch node := n.Node().(type) {
 		case *ast.CallExpr:
 			if f := typeutil.StaticCallee(info, node); f != nil {
-				if chain := c.reach(f.Origin()); chain != nil {
-					report(chain, node.Pos(), node.End())
-				}
+				refs = append(refs, ref{f.Origin(), node.Pos(), node.End()})
 			}
 		case *ast.Ident:
 			f, ok := info.Uses[node].(*types.Func)
 			if !ok {
 				continue
 			}
-			ref, called := reference(n)
-			if called {
-				continue // reported at the call
-			}
-			if chain := c.reach(f.Origin()); chain != nil {
-				report(chain, ref.Pos(), ref.End())
+			if at, called := reference(n); !called {
+				refs = append(refs, ref{f.Origin(), at.Pos(), at.End()})
 			}
 		}
 	}
+	return refs
 }
 
 // reference climbs from an identifier to the expression that names the
