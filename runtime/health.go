@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -68,6 +69,12 @@ func (r *Runtime) Health(ctx context.Context) Health {
 		h.Problems = append(h.Problems, "redis unreachable: "+snap.RedisError)
 	case snap.Cluster.Leader == "":
 		h.Problems = append(h.Problems, "no replica holds the scheduler lease")
+	}
+	for _, l := range snap.LostWrites {
+		if snap.At.Sub(l.At) < lostRecent {
+			h.Problems = append(h.Problems, fmt.Sprintf("%s at %s: slots from %s to %s may not have run",
+				l.Reason, l.At.Format(time.RFC3339), l.From.Format(time.RFC3339), l.To.Format(time.RFC3339)))
+		}
 	}
 	if len(snap.Unserved) > 0 {
 		h.Unserved = snap.Unserved

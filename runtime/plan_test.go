@@ -269,3 +269,24 @@ func TestScheduleStatus(t *testing.T) {
 		})
 	}
 }
+
+func TestDataWatchTellsALossFromAResumedLease(t *testing.T) {
+	var w dataWatch
+	for _, step := range []struct {
+		epoch, value string
+		token        int64
+		lost         bool
+	}{
+		{"e1", "r0|4", 4, false}, // first lease this replica sees
+		{"e1", "r0|4", 4, false}, // resumed after a failed commit: same value
+		{"e1", "r1|5", 5, false}, // a newer lease
+		{"e1", "r0|5", 5, true},  // the same token under another value
+		{"e1", "r0|3", 3, true},  // the token went back
+		{"e2", "r0|9", 9, true},  // the epoch changed
+		{"e2", "r0|10", 10, false},
+	} {
+		if got := w.observe(step.epoch, step.value, step.token) != ""; got != step.lost {
+			t.Errorf("%+v: lost %v, want %v", step, got, step.lost)
+		}
+	}
+}

@@ -52,6 +52,7 @@ type Runtime struct {
 	observers
 	unserved   unservedLog
 	redisCheck redisCheck
+	dataWatch  dataWatch
 }
 
 // recordTTL bounds how long an occurrence record outlives its index entry.

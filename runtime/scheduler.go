@@ -58,6 +58,7 @@ func (r *Runtime) scheduleLoop(ctx context.Context) {
 		switch {
 		case !leader:
 			st = nil
+			r.learnEpoch(ctx)
 			// Woken when the lease changes; the cap is a backstop against
 			// a missed signal and costs no Redis traffic.
 			wait = r.opts.LeaseTTL / 3
@@ -111,18 +112,34 @@ func (r *Runtime) scheduleLoop(ctx context.Context) {
 // first time from now.
 func (r *Runtime) loadLeaderState(ctx context.Context, value string) (*leaderState, error) {
 	scheds := r.reg.Schedules()
+	resume, err := r.checkLostWrites(ctx, value)
+	if err != nil {
+		return nil, err
+	}
 	cursors, known, err := r.store.Cursors(ctx, r.names())
 	if err != nil {
 		return nil, err
 	}
 	now := r.clock.Now().Truncate(time.Second)
 	st := &leaderState{value: value, cursors: make(map[string]time.Time, len(scheds))}
-	var fresh []string
+	var fresh, movedNames []string
+	var moved []store.Commit
 	for i, s := range scheds {
 		cursor := now
-		if known[i] {
+		switch {
+		case known[i] && !resume.After(time.Unix(cursors[i], 0)):
 			cursor = time.Unix(cursors[i], 0)
-		} else {
+		case !resume.IsZero():
+			// Writes were lost: past every slot any replica may have
+			// enqueued, so none runs twice.
+			cursor = resume
+			movedNames = append(movedNames, s.Name)
+			// Slots before the new cursor are never reported late.
+			moved = append(moved, store.Commit{Name: s.Name, Cursor: resume.Unix(),
+				Counts: map[string]int64{counterLastResume: resume.UnixMilli()}})
+		case known[i]:
+			cursor = time.Unix(cursors[i], 0)
+		default:
 			fresh = append(fresh, s.Name)
 		}
 		st.cursors[s.Name] = cursor
@@ -131,6 +148,14 @@ func (r *Runtime) loadLeaderState(ctx context.Context, value string) (*leaderSta
 		}
 	}
 	heap.Init(&st.queue)
+	// A schedule whose cursor the loss took is seen again from the new
+	// cursor (first_seen); then every moved cursor is set.
+	if err := r.store.InitCursors(ctx, value, resume.Unix(), movedNames); err != nil {
+		return nil, err
+	}
+	if err := r.store.Commit(ctx, value, moved); err != nil {
+		return nil, err
+	}
 	if err := r.store.InitCursors(ctx, value, now.Unix(), fresh); err != nil {
 		return nil, err
 	}

@@ -15,6 +15,9 @@ const (
 	OutcomeMissed    Outcome = "missed"    // older than grace when the leader got to it; never run
 	OutcomeSkipped   Outcome = "skipped"   // overlap=skip and the previous occurrence still ran
 	OutcomePaused    Outcome = "paused"    // came due while the schedule was paused; never run
+	// OutcomeLost is not an occurrence's: an Event of a detected loss of
+	// Redis data (see LostWrites).
+	OutcomeLost Outcome = "lost"
 )
 
 // Status is a schedule's health as the admin page, the JSON API, metrics

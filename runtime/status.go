@@ -45,6 +45,8 @@ type Snapshot struct {
 	// Unserved are the schedules' queues no asynq server listens to (see
 	// Runtime.UnservedQueues).
 	Unserved []string
+	// LostWrites are the losses of Redis data detected, newest first.
+	LostWrites []LostWrites
 }
 
 // recentPerSchedule is how many occurrences the index page shows per row.
@@ -64,7 +66,9 @@ func (r *Runtime) Snapshot(ctx context.Context) (Snapshot, error) {
 				if paused, err = r.Paused(ctx); err == nil {
 					if snap.Cluster, err = r.Cluster(ctx); err == nil {
 						if snap.Orphans, err = r.Orphans(ctx); err == nil {
-							snap.Unserved, err = r.UnservedQueues()
+							if snap.Unserved, err = r.UnservedQueues(); err == nil {
+								snap.LostWrites, err = r.LostWrites(ctx)
+							}
 						}
 					}
 				}

@@ -389,6 +389,7 @@ func (a *admin) apiStatus(w http.ResponseWriter, req *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{
 		"leader": leader, "replicas": replicas, "replica": snap.Replica,
 		"redis": snap.Redis, "redis_error": snap.RedisError, "redis_unsafe": snap.RedisUnsafe, "disabled": snap.Disabled,
+		"lost_writes": orEmpty(snap.LostWrites),
 	})
 }
 
@@ -568,4 +569,11 @@ func (a *admin) apiResume(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "resumed"})
+}
+
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }

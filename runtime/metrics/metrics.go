@@ -48,6 +48,7 @@ type collector struct {
 	rt *runtime.Runtime
 
 	occurrences, attempts *prometheus.CounterVec
+	lostWrites            prometheus.Counter
 	duration, lag         *prometheus.HistogramVec
 
 	next, lastEnqueue, lastSuccess, lastFailure *prometheus.Desc
@@ -70,6 +71,8 @@ func NewCollector(rt *runtime.Runtime) prometheus.Collector {
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "belfry_schedule_attempts_total",
 			Help: "Attempts this replica's workers finished, by outcome (succeeded, retrying: failed with retries left, failed: the last attempt). Sum across replicas."},
 			[]string{"schedule", "outcome"}),
+		lostWrites: prometheus.NewCounter(prometheus.CounterOpts{Name: "belfry_lost_writes_total",
+			Help: "Losses of Redis data this replica detected when it gained the lease (the store's epoch gone, or the fencing token gone back). Sum across replicas."}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "belfry_schedule_attempt_duration_seconds",
 			Help:    "How long this replica's attempts ran.",
 			Buckets: []float64{.01, .05, .25, 1, 5, 15, 60, 300, 900, 3600}}, schedule),
@@ -105,6 +108,8 @@ func NewCollector(rt *runtime.Runtime) prometheus.Collector {
 // observe counts one of the replica's events.
 func (c *collector) observe(e runtime.Event) {
 	switch e.Outcome {
+	case runtime.OutcomeLost:
+		c.lostWrites.Inc()
 	case runtime.OutcomeSucceeded, runtime.OutcomeRetrying, runtime.OutcomeFailed:
 		c.attempts.WithLabelValues(e.Schedule, string(e.Outcome)).Inc()
 		c.duration.WithLabelValues(e.Schedule).Observe(e.Duration.Seconds())
@@ -123,6 +128,7 @@ func (c *collector) observe(e runtime.Event) {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	c.occurrences.Describe(ch)
 	c.attempts.Describe(ch)
+	c.lostWrites.Describe(ch)
 	c.duration.Describe(ch)
 	c.lag.Describe(ch)
 	for _, d := range []*prometheus.Desc{c.next, c.lastEnqueue, c.lastSuccess, c.lastFailure, c.late, c.failing,
@@ -134,6 +140,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	c.occurrences.Collect(ch)
 	c.attempts.Collect(ch)
+	c.lostWrites.Collect(ch)
 	c.duration.Collect(ch)
 	c.lag.Collect(ch)
 	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)

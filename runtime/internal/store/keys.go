@@ -16,6 +16,8 @@ type Keys struct {
 	LastID   string // hash schedule -> last enqueued occurrence ID
 	Stats    string // hash "<schedule>:<counter>" -> count or unix ms
 	Paused   string // hash schedule -> JSON Pause
+	Epoch    string // string: a random ID the store was started with; gone or changed = data lost
+	Lost     string // list of JSON LostWrites, newest first
 	Prefix   string // + "occ:<id>" (hash per occurrence), "hist:<name>" (zset of ids)
 }
 
@@ -31,6 +33,8 @@ func NewKeys(ns string) Keys {
 		LastID:   p + "lastid",
 		Stats:    p + "stats",
 		Paused:   p + "paused",
+		Epoch:    p + "epoch",
+		Lost:     p + "lost",
 		Prefix:   p,
 	}
 }

@@ -156,3 +156,18 @@ if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then return 0 end
 redis.call('HSET', KEYS[2], ARGV[1] .. ':last_resume', ARGV[2])
 return 1
 `)
+
+// epochScript returns the store's epoch, creating it with the candidate if
+// there is none (the first leader ever, or the first after Redis lost its
+// data). Fenced.
+//
+//	KEYS[1] lease, KEYS[2] epoch
+//	ARGV[1] lease value, ARGV[2] candidate epoch
+//	returns {epoch, 1 if created now} or 0 if the lease is not held.
+var epochScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local epoch = redis.call('GET', KEYS[2])
+if epoch then return {epoch, 0} end
+redis.call('SET', KEYS[2], ARGV[2])
+return {ARGV[2], 1}
+`)

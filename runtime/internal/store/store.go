@@ -350,3 +350,77 @@ func (s *Store) Pauses(ctx context.Context, names []string) ([]*Pause, error) {
 	}
 	return out, nil
 }
+
+// Epoch returns the store's epoch, creating it with candidate if there is
+// none; created says it did.
+func (s *Store) Epoch(ctx context.Context, leaseValue, candidate string) (epoch string, created bool, err error) {
+	res, err := epochScript.Run(ctx, s.rdb, []string{s.Keys.Lease, s.Keys.Epoch}, leaseValue, candidate).Result()
+	if err != nil {
+		return "", false, err
+	}
+	pair, ok := res.([]any)
+	if !ok || len(pair) != 2 {
+		return "", false, ErrNotLeader
+	}
+	epoch, _ = pair[0].(string)
+	n, _ := pair[1].(int64)
+	return epoch, n == 1, nil
+}
+
+// CurrentEpoch returns the store's epoch, or "" if none has been made yet.
+func (s *Store) CurrentEpoch(ctx context.Context) (string, error) {
+	epoch, err := s.rdb.Get(ctx, s.Keys.Epoch).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	return epoch, err
+}
+
+// Time is Redis's clock: the one clock every replica shares.
+func (s *Store) Time(ctx context.Context) (time.Time, error) {
+	return s.rdb.Time(ctx).Result()
+}
+
+// LostWrites is a detected loss of Redis data and the window of slots that
+// may not have run because of it.
+type LostWrites struct {
+	At      int64  `json:"at"` // unix ms, Redis time
+	Replica string `json:"replica"`
+	Reason  string `json:"reason"`
+	// Slots in [From, To] (unix s) may not have run.
+	From int64 `json:"from"`
+	To   int64 `json:"to"`
+}
+
+// lostKept bounds the loss events kept.
+const lostKept = 20
+
+// RecordLost keeps a loss event, newest first.
+func (s *Store) RecordLost(ctx context.Context, l LostWrites) error {
+	b, err := json.Marshal(l)
+	if err != nil {
+		return err
+	}
+	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.LPush(ctx, s.Keys.Lost, b)
+		p.LTrim(ctx, s.Keys.Lost, 0, lostKept-1)
+		return nil
+	})
+	return err
+}
+
+// Lost returns the kept loss events, newest first.
+func (s *Store) Lost(ctx context.Context) ([]LostWrites, error) {
+	raw, err := s.rdb.LRange(ctx, s.Keys.Lost, 0, -1).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]LostWrites, 0, len(raw))
+	for _, r := range raw {
+		var l LostWrites
+		if json.Unmarshal([]byte(r), &l) == nil {
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}
