@@ -44,6 +44,7 @@ const (
 	envRecord  = "BELFRY_CHAOS_RECORD"
 	envTTL     = "BELFRY_CHAOS_TTL"
 	envGrace   = "BELFRY_CHAOS_GRACE"
+	envSkew    = "BELFRY_CHAOS_SKEW_MARGIN"
 )
 
 const (
@@ -95,6 +96,10 @@ func runChaosReplica(name string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %v", envGrace, err)
 	}
+	skewMargin, err := time.ParseDuration(os.Getenv(envSkew))
+	if err != nil {
+		return fmt.Errorf("%s: %v", envSkew, err)
+	}
 	// One file per process, appended with one write per execution: it
 	// survives Redis restarts and a SIGKILL (the page cache is the kernel's),
 	// so the count does not depend on anything the runtime writes.
@@ -118,7 +123,7 @@ func runChaosReplica(name string) error {
 		DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second})
 	defer rdb.Close()
 	rt, err := runtime.NewWithClock(reg, runtime.Options{Redis: rdb, Namespace: chaosNamespace, Replica: name,
-		LeaseTTL: ttl, Grace: grace, Logger: log}, clock.Offset(offset))
+		LeaseTTL: ttl, Grace: grace, SkewMargin: skewMargin, Logger: log}, clock.Offset(offset))
 	if err != nil {
 		return err
 	}
@@ -234,7 +239,10 @@ type chaosHarness struct {
 	// chaosStart is the origin of the fault schedule's offsets.
 	chaosStart time.Time
 
-	kills, pauses, stalls, redisRestarts int
+	kills, pauses, stalls, redisRestarts, flushes int
+	// operator is a runtime of the harness's own, never run: it pauses and
+	// resumes as an operator would and reads the detected losses.
+	operator *runtime.Runtime
 	// operatorPause is when an operator paused and resumed chaosPaused.
 	operatorPause struct{ from, to time.Time }
 }
@@ -297,6 +305,11 @@ func TestChaos(t *testing.T) {
 	windowStart := start.Truncate(time.Second).Add(time.Second)
 
 	stopWatch := h.watch()
+	h.operator, err = runtime.New(reg, runtime.Options{Redis: h.rdb, Namespace: chaosNamespace, Replica: "operator",
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	operator := h.operatorPauses(start)
 	h.runChaos(start)
 	<-operator
@@ -305,11 +318,13 @@ func TestChaos(t *testing.T) {
 
 	slots := windowSlots(reg, windowStart, end)
 	h.drain(slots, end)
+	lost := h.lostWindows()
+	h.logf("losses detected: %+v", lost)
 	stopWatch()
 	h.stopAll()
 
 	runs, retries := h.readRecords()
-	var occurrences, duplicates, missed, redelivered, pausedSlots int
+	var occurrences, duplicates, missed, redelivered, pausedSlots, lostWindow int
 	for _, s := range reg.Schedules() {
 		for _, slot := range slots[s.Name] {
 			first, again := runs[s.Name][slot], retries[s.Name][slot]
@@ -329,6 +344,16 @@ func TestChaos(t *testing.T) {
 					}
 					continue
 				}
+			}
+			if inLostWindow(lost, time.Unix(slot, 0)) {
+				// Redis lost its data here: such a slot may not have run,
+				// but none may run twice.
+				lostWindow++
+				if first > 1 {
+					duplicates += first - 1
+					t.Errorf("chaos: %s slot %s (%d) ran %d times as a first attempt", s.Name, at, slot, first)
+				}
+				continue
 			}
 			occurrences++
 			switch {
@@ -358,8 +383,8 @@ func TestChaos(t *testing.T) {
 		fmt.Printf("chaos: stalls=%d (leader stopped for just under its lease)\n", h.stalls)
 	}
 	skew := strconv.FormatFloat(cfg.skew.Seconds(), 'f', -1, 64)
-	line := fmt.Sprintf("chaos: occurrences=%d duplicates=%d missed=%d kills=%d pauses=%d skew_s=%s redis_restarts=%d paused_slots=%d",
-		occurrences, duplicates, missed, h.kills, h.pauses, skew, h.redisRestarts, pausedSlots)
+	line := fmt.Sprintf("chaos: occurrences=%d duplicates=%d missed=%d kills=%d pauses=%d skew_s=%s redis_restarts=%d paused_slots=%d flushes=%d lost_window=%d",
+		occurrences, duplicates, missed, h.kills, h.pauses, skew, h.redisRestarts, pausedSlots, h.flushes, lostWindow)
 	if *chaosSummary != "" {
 		if err := os.WriteFile(*chaosSummary, []byte(line+"\n"), 0o644); err != nil {
 			t.Errorf("writing %s: %v", *chaosSummary, err)
@@ -371,6 +396,9 @@ func TestChaos(t *testing.T) {
 	if pausedSlots == 0 {
 		t.Error("chaos: no slot came due while the operator's pause held")
 	}
+	if h.flushes > 0 && len(lost) == 0 {
+		t.Error("chaos: Redis lost its data and no replica detected it")
+	}
 	fmt.Println(line)
 }
 
@@ -379,11 +407,7 @@ func TestChaos(t *testing.T) {
 // while Redis is being restarted. The returned channel closes when done.
 func (h *chaosHarness) operatorPauses(start time.Time) <-chan struct{} {
 	done := make(chan struct{})
-	rt, err := runtime.New(chaosSchedules(func(context.Context, registry.Occurrence) error { return nil }),
-		runtime.Options{Redis: h.rdb, Namespace: chaosNamespace, Replica: "operator", Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		h.t.Fatal(err)
-	}
+	rt := h.operator
 	act := func(at time.Duration, what string, do func(context.Context) error) time.Time {
 		time.Sleep(time.Until(start.Add(at)))
 		for {
@@ -488,6 +512,9 @@ func (h *chaosHarness) plan() []*chaosEvent {
 	}
 	evs = append(evs, &chaosEvent{at: between(cfg.duration*35/100, cfg.duration*65/100), kind: "redis",
 		hold: between(200*time.Millisecond, 1500*time.Millisecond)})
+	// Data loss: FLUSHALL takes the lease, the token counter, the epoch,
+	// the cursors and every task ID at once.
+	evs = append(evs, &chaosEvent{at: between(cfg.duration*70/100, cfg.duration*80/100), kind: "flush"})
 	slices.SortStableFunc(evs, func(a, b *chaosEvent) int { return cmp.Compare(a.at, b.at) })
 	return evs
 }
@@ -508,6 +535,8 @@ func (h *chaosHarness) runChaos(start time.Time) {
 			ev.do = func() { h.hitLeader(ev, &queue) }
 		case "redis":
 			ev.do = func() { h.restartRedis(ev, &queue) }
+		case "flush":
+			ev.do = h.flush
 		}
 	}
 	timer := time.NewTimer(0)
@@ -647,6 +676,37 @@ func (h *chaosHarness) restartRedis(ev *chaosEvent, queue *[]*chaosEvent) {
 	})
 }
 
+// flush loses every key, as FLUSHALL, a restart without persistence or a
+// failover to an empty replica does.
+func (h *chaosHarness) flush() {
+	if err := h.rdb.FlushAll(context.Background()).Err(); err != nil {
+		h.logf("FLUSHALL failed: %v", err)
+		return
+	}
+	h.flushes++
+	h.logf("FLUSHALL: every key is gone")
+}
+
+// lostWindows returns the windows of slots the replicas reported may not
+// have run because Redis lost data.
+func (h *chaosHarness) lostWindows() []runtime.LostWrites {
+	lost, err := h.operator.LostWrites(context.Background())
+	if err != nil {
+		h.t.Errorf("reading the detected losses: %v", err)
+	}
+	return lost
+}
+
+// inLostWindow says whether a slot lies in a window a replica recorded.
+func inLostWindow(windows []runtime.LostWrites, slot time.Time) bool {
+	for _, w := range windows {
+		if !slot.Before(w.From) && !slot.After(w.To) {
+			return true
+		}
+	}
+	return false
+}
+
 // start launches a new incarnation of replica r.
 func (h *chaosHarness) start(r *chaosReplica) {
 	h.t.Helper()
@@ -665,6 +725,10 @@ func (h *chaosHarness) start(r *chaosReplica) {
 		envRecord+"="+filepath.Join(h.dir, "exec-"+r.name+".log"),
 		envTTL+"="+h.cfg.ttl.String(),
 		envGrace+"="+h.cfg.grace.String(),
+		// The bound on skew the replicas are told: the harness's own skew
+		// and a second. It sizes the task IDs' retention and, after a
+		// data loss, how far past Redis's clock the cursors move.
+		envSkew+"="+(h.cfg.skew+time.Second).String(),
 	)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
@@ -688,6 +752,7 @@ func (h *chaosHarness) drain(slots map[string][]int64, end time.Time) {
 	insp := asynq.NewInspectorFromRedisClient(h.rdb)
 	defer insp.Close()
 	endUnix := end.Unix()
+	lost := h.lostWindows() // slots in them may never run
 	deadline := 3*time.Minute + h.cfg.grace
 	var last string
 	h.waitUntil(deadline, "the window's tasks to finish", func() bool {
@@ -696,6 +761,9 @@ func (h *chaosHarness) drain(slots map[string][]int64, end time.Time) {
 			for _, slot := range list {
 				if name == chaosPaused && h.pausedState(time.Unix(slot, 0)) != slotRuns {
 					continue // paused slots never run
+				}
+				if inLostWindow(lost, time.Unix(slot, 0)) {
+					continue
 				}
 				if runs[name][slot]+retries[name][slot] == 0 {
 					last = fmt.Sprintf("%s slot %d has not run", name, slot)
