@@ -70,3 +70,6 @@ func (r *Runtime) JudgeRedisSettingsEvery(d time.Duration) {
 
 // JudgeRedis is the verdict on an INFO reply.
 var JudgeRedis = judgeRedis
+
+// KnowsEpoch reports whether the replica has learned the store's epoch.
+func (r *Runtime) KnowsEpoch() bool { return r.dataWatch.known() }

@@ -117,13 +117,19 @@ func (r *Runtime) checkLostWrites(ctx context.Context, value string) (time.Time,
 	if reason == "" {
 		return time.Time{}, nil
 	}
+	// Another replica may have found this loss first (this one knew the
+	// old epoch or a higher token as a follower): then the cursors are
+	// already past it.
+	if seen, err := r.store.Lost(ctx); err == nil && len(seen) > 0 && seen[0].Epoch == epoch && seen[0].Token > 0 && seen[0].Token <= token {
+		return time.Time{}, nil
+	}
 	now, err := r.store.Time(ctx)
 	if err != nil {
 		return time.Time{}, err
 	}
 	resume := now.Add(r.opts.SkewMargin).Truncate(time.Second).Add(time.Second) // rounded up
 	l := store.LostWrites{At: now.UnixMilli(), Replica: r.opts.Replica, Reason: reason,
-		From: now.Add(-2 * r.opts.LeaseTTL).Unix(), To: resume.Unix()}
+		From: now.Add(-2 * r.opts.LeaseTTL).Unix(), To: resume.Unix(), Epoch: epoch, Token: token}
 	r.log.Error("lost writes detected: "+reason+"; slots in the window may not have run, and none runs twice",
 		"from", time.Unix(l.From, 0).UTC(), "to", resume.UTC())
 	if err := r.store.RecordLost(ctx, l); err != nil {

@@ -390,6 +390,11 @@ type LostWrites struct {
 	// Slots in [From, To] (unix s) may not have run.
 	From int64 `json:"from"`
 	To   int64 `json:"to"`
+	// Epoch and Token are the store's epoch and the detector's fencing
+	// token after the loss: a replica that finds them still current sees
+	// the same loss, already handled.
+	Epoch string `json:"epoch"`
+	Token int64  `json:"token"`
 }
 
 // lostKept bounds the loss events kept.
