@@ -239,7 +239,7 @@ type Registry struct {
 // New validates schedules, fills defaults and returns them as a Registry.
 // Names must be unique.
 func New(schedules ...Schedule) (*Registry, error) {
-	r := &Registry{byName: make(map[string]*Schedule, len(schedules))}
+	r := &Registry{byName: make(map[string]*Schedule, len(schedules)), schedules: make([]*Schedule, 0, len(schedules))}
 	var errs []error
 	for i := range schedules {
 		s := schedules[i]
