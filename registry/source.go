@@ -59,7 +59,7 @@ func MisplacedError(fd Found) *PosError {
 	if fd.Func != nil {
 		return nil
 	}
-	return &PosError{fd.Comment.Slash, fd.Comment.End(), "a //cron:schedule directive must be in the doc comment of a top-level func or method; e.g. " + DirectiveExample + " directly above func Prune(ctx context.Context, occ registry.Occurrence) error"}
+	return &PosError{fd.Comment.Slash, fd.Comment.End(), "a //cron:schedule directive must be in the doc comment of a top-level func; e.g. " + DirectiveExample + " directly above func Prune(ctx context.Context, occ registry.Occurrence) error, or above a method of a named type"}
 }
 
 // HandlerSignature is the signature a handler must have, as text.
