@@ -1,15 +1,19 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,6 +30,7 @@ package jobs
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/belfry/belfry/registry"
@@ -55,8 +60,7 @@ func (s *Store) Insert(key string) bool {
 
 // Jobs holds what the handlers need; main passes it to NewRegistry.
 type Jobs struct {
-	DB  *Store
-	Ran chan<- string // tells main that an occurrence ran
+	DB *Store
 }
 
 // Tick records its occurrence once per occurrence key.
@@ -64,26 +68,24 @@ type Jobs struct {
 //cron:schedule "@every 1s" name=adopt:tick queue=QUEUE timeout=1s retry=0
 func (j *Jobs) Tick(ctx context.Context, occ registry.Occurrence) error {
 	if j.DB.Insert(occ.Key()) {
-		select {
-		case j.Ran <- occ.Key() + " on " + j.DB.Name:
-		default:
-		}
+		fmt.Printf("ran %s on %s\n", occ.Key(), j.DB.Name)
 	}
 	return nil
 }
 `
 
-// adoptMain is the service's main: runtime.New over the registry, an asynq
-// server sharing the Redis client, Run on every replica. It exits after the
-// first occurrence has run.
+// adoptMain is the service's main as the README wires it: runtime.New over
+// the registry, an asynq server sharing the Redis client, Run on every
+// replica until SIGTERM.
 const adoptMain = `package main
 
 import (
 	"context"
-	"fmt"
+	"log"
 	"log/slog"
 	"os"
-	"time"
+	"os/signal"
+	"syscall"
 
 	"github.com/belfry/belfry/runtime"
 	"github.com/hibiken/asynq"
@@ -93,46 +95,33 @@ import (
 )
 
 func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("SVC_REDIS")})
 	defer rdb.Close()
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 
-	ran := make(chan string, 1)
-	reg := jobs.NewRegistry(&jobs.Jobs{DB: &jobs.Store{Name: "main-db"}, Ran: ran})
-	rt, err := runtime.New(reg, runtime.Options{Redis: rdb, Logger: log, Namespace: os.Getenv("SVC_NAMESPACE")})
+	reg := jobs.NewRegistry(&jobs.Jobs{DB: &jobs.Store{Name: "main-db"}})
+	rt, err := runtime.New(reg, runtime.Options{Redis: rdb, Logger: logger, Namespace: os.Getenv("SVC_NAMESPACE")})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
+		log.Fatal(err)
 	}
 	defer rt.Close()
 
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		Queues: map[string]int{reg.Schedules()[0].Queue: 1},
-		Logger: runtime.AsynqLogger(log),
+		Logger: runtime.AsynqLogger(logger),
 	})
 	mux := asynq.NewServeMux()
 	rt.RegisterHandlers(mux)
 	if err := srv.Start(mux); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		log.Fatal(err)
 	}
+	defer srv.Shutdown()
 
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- rt.Run(ctx) }()
-	select {
-	case key := <-ran:
-		fmt.Println("ran", jobs.TaskTick, key)
-	case <-time.After(30 * time.Second):
-		fmt.Fprintln(os.Stderr, "no occurrence ran within 30s")
-		os.Exit(1)
+	if err := rt.Run(ctx); err != nil {
+		log.Print(err)
 	}
-	cancel()
-	if err := <-done; err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	srv.Shutdown()
 }
 `
 
@@ -140,8 +129,8 @@ func main() {
 // in a new module with an empty module cache, as on a CI machine: tool
 // dependencies, generate, tidy, generate again (the go run form broke
 // here: tidy dropped the generator's dependencies), build, vet, vet with
-// cronlint, and a run against Redis in which a method handler with a
-// DB-like dependency runs one occurrence.
+// cronlint, and two replicas against Redis in which a method handler with
+// a DB-like dependency runs each occurrence once.
 //
 // belfry is not published from this checkout, so where the README says
 // go get -tool ...@latest the test writes the same go.mod lines with go mod
@@ -201,21 +190,102 @@ func TestAdoptInFreshModule(t *testing.T) {
 		t.Errorf("go vet -vettool=cronlint reported:\n%s", out)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	run := exec.CommandContext(ctx, filepath.Join(mod, "svc"))
-	run.Env = append(os.Environ(), "SVC_REDIS="+redisAddr, "SVC_NAMESPACE=belfry-adopt-"+queue)
-	var stderr strings.Builder
-	run.Stderr = &stderr
-	out, err := run.Output()
-	if err != nil {
-		t.Fatalf("running the service: %v\nstdout: %s\nstderr: %s", err, out, stderr.String())
+	// Two replicas, as two processes: every occurrence runs on one of
+	// them, once, whichever holds the lease.
+	bin, ns := filepath.Join(mod, "svc"), "belfry-adopt-"+queue
+	defer cleanupRedis(t, redisAddr, ns, queue)
+	replicas := []*adoptReplica{startAdoptReplica(t, bin, redisAddr, ns), startAdoptReplica(t, bin, redisAddr, ns)}
+	runRE := regexp.MustCompile(`^ran (cron:adopt:tick:\d+) on main-db$`)
+	runs := func() map[string]int {
+		n := map[string]int{}
+		for _, r := range replicas {
+			for _, line := range strings.Split(strings.TrimSpace(r.stdout.String()), "\n") {
+				if m := runRE.FindStringSubmatch(line); m != nil {
+					n[m[1]]++
+				} else if line != "" {
+					t.Errorf("replica printed %q, want lines matching %s", line, runRE)
+				}
+			}
+		}
+		return n
 	}
-	want := regexp.MustCompile(`^ran adopt:tick cron:adopt:tick:\d+ on main-db\n$`)
-	if !want.Match(out) {
-		t.Errorf("service printed %q, want a line matching %s\nstderr: %s", out, want, stderr.String())
+	deadline := time.After(30 * time.Second)
+	tick := time.NewTicker(50 * time.Millisecond) // how soon a run is seen; the deadline decides
+	defer tick.Stop()
+wait:
+	for len(runs()) < 3 && !t.Failed() {
+		select {
+		case <-deadline:
+			break wait
+		case <-tick.C:
+		}
 	}
-	cleanupRedis(t, redisAddr, "belfry-adopt-"+queue, queue)
+	for _, r := range replicas {
+		if err := r.stop(); err != nil {
+			t.Errorf("replica exited with %v after SIGTERM, want status 0\nstderr:\n%s", err, r.stderr.String())
+		}
+	}
+	got := runs()
+	if len(got) < 3 {
+		t.Fatalf("%d occurrences ran within 30s, want at least 3\nstderr of the first replica:\n%s", len(got), replicas[0].stderr.String())
+	}
+	t.Logf("%d occurrences ran: %d lines from one replica, %d from the other", len(got),
+		strings.Count(replicas[0].stdout.String(), "\n"), strings.Count(replicas[1].stdout.String(), "\n"))
+	for key, n := range got {
+		if n != 1 {
+			t.Errorf("occurrence %s ran %d times across the replicas, want once", key, n)
+		}
+	}
+}
+
+// adoptReplica is one process of the adopting service.
+type adoptReplica struct {
+	cmd            *exec.Cmd
+	stdout, stderr *lockedBuffer
+	done           chan error
+}
+
+func startAdoptReplica(t *testing.T, bin, redisAddr, namespace string) *adoptReplica {
+	t.Helper()
+	r := &adoptReplica{cmd: exec.Command(bin), stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, done: make(chan error, 1)}
+	r.cmd.Env = append(os.Environ(), "SVC_REDIS="+redisAddr, "SVC_NAMESPACE="+namespace)
+	r.cmd.Stdout, r.cmd.Stderr = r.stdout, r.stderr
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { r.done <- r.cmd.Wait() }()
+	t.Cleanup(func() { r.cmd.Process.Kill() })
+	return r
+}
+
+// stop sends SIGTERM and waits up to 15s for a clean exit.
+func (r *adoptReplica) stop() error {
+	r.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-r.done:
+		return err
+	case <-time.After(15 * time.Second):
+		r.cmd.Process.Kill()
+		return fmt.Errorf("no exit within 15s of SIGTERM: %v", <-r.done)
+	}
+}
+
+// lockedBuffer is an output written by a process and read by the test.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // testRedis returns the address of the Redis the tests share
