@@ -123,60 +123,56 @@ func DefaultName(pkg, fn string) string {
 // keySpecs lists the keys a directive accepts, each with a valid example
 // and a check of its value that fills the Directive. The checks are those
 // New runs (CheckName, checkQueue, ...), so the two never disagree.
-var keySpecs map[string]keySpec // built in init: the checks refer back to it for examples
+var keySpecs = map[string]keySpec{
+	"name": {"name=prune-soft-deleted", func(d *Directive, v string) error {
+		d.Name = v
+		return CheckName(v)
+	}},
+	"tz": {"tz=UTC", func(d *Directive, v string) error {
+		d.Zone = v
+		_, err := LoadZone(v)
+		return err
+	}},
+	"queue": {"queue=maintenance", func(d *Directive, v string) error {
+		d.Queue = v
+		return checkQueue(v)
+	}},
+	"timeout": {timeoutExample, func(d *Directive, v string) (err error) {
+		d.Timeout, err = parseDurationValue(v, timeoutExample)
+		return err
+	}},
+	"grace": {graceExample, func(d *Directive, v string) (err error) {
+		d.Grace, err = parseDurationValue(v, graceExample)
+		return err
+	}},
+	"retry": {"retry=3", func(d *Directive, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			n = -1 // not a whole number: checkRetry says what is wanted
+		}
+		d.MaxRetry = n
+		return checkRetry(n)
+	}},
+	"overlap": {"overlap=skip", func(d *Directive, v string) error {
+		d.Overlap = Overlap(v)
+		return checkOverlap(d.Overlap)
+	}},
+	"misfire": {"misfire=latest", func(d *Directive, v string) error {
+		d.Misfire = Misfire(v)
+		return checkMisfire(d.Misfire)
+	}},
+	"payload": {"payload=digestConfig", func(d *Directive, v string) error {
+		if !token.IsIdentifier(v) {
+			return fmt.Errorf("want the name of a package-level variable; e.g. payload=digestConfig")
+		}
+		d.Payload = v
+		return nil
+	}},
+}
 
 type keySpec struct {
 	example string
 	set     func(d *Directive, v string) error
-}
-
-func init() {
-	keySpecs = map[string]keySpec{
-		"name": {"name=prune-soft-deleted", func(d *Directive, v string) error {
-			d.Name = v
-			return CheckName(v)
-		}},
-		"tz": {"tz=UTC", func(d *Directive, v string) error {
-			d.Zone = v
-			_, err := LoadZone(v)
-			return err
-		}},
-		"queue": {"queue=maintenance", func(d *Directive, v string) error {
-			d.Queue = v
-			return checkQueue(v)
-		}},
-		"timeout": {"timeout=20m", func(d *Directive, v string) (err error) {
-			d.Timeout, err = parseDurationValue("timeout", v)
-			return err
-		}},
-		"grace": {"grace=10m", func(d *Directive, v string) (err error) {
-			d.Grace, err = parseDurationValue("grace", v)
-			return err
-		}},
-		"retry": {"retry=3", func(d *Directive, v string) error {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				n = -1 // not a whole number: checkRetry says what is wanted
-			}
-			d.MaxRetry = n
-			return checkRetry(n)
-		}},
-		"overlap": {"overlap=skip", func(d *Directive, v string) error {
-			d.Overlap = Overlap(v)
-			return checkOverlap(d.Overlap)
-		}},
-		"misfire": {"misfire=latest", func(d *Directive, v string) error {
-			d.Misfire = Misfire(v)
-			return checkMisfire(d.Misfire)
-		}},
-		"payload": {"payload=digestConfig", func(d *Directive, v string) error {
-			if !token.IsIdentifier(v) {
-				return fmt.Errorf("want the name of a package-level variable; e.g. payload=digestConfig")
-			}
-			d.Payload = v
-			return nil
-		}},
-	}
 }
 
 // Keys returns the keys a directive accepts, sorted.
@@ -189,12 +185,12 @@ func Keys() []string {
 	return keys
 }
 
-func parseDurationValue(key, v string) (time.Duration, error) {
+func parseDurationValue(v, example string) (time.Duration, error) {
 	d, err := time.ParseDuration(v)
 	if err != nil {
 		d = 0 // checkDuration says what is wanted
 	}
-	return d, checkDuration(key, d)
+	return d, checkDuration(d, example)
 }
 
 // suggestKey returns the key closest to an unknown one when it is close

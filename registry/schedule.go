@@ -134,10 +134,16 @@ func checkQueue(queue string) error {
 // minDuration is the least timeout and grace: slots are whole seconds.
 const minDuration = time.Second
 
-// checkDuration checks the value of the duration key key (timeout, grace).
-func checkDuration(key string, d time.Duration) error {
+// Valid values of the duration keys, for their messages.
+const (
+	timeoutExample = "timeout=20m"
+	graceExample   = "grace=10m"
+)
+
+// checkDuration checks a timeout or grace, whose valid example is example.
+func checkDuration(d time.Duration, example string) error {
 	if d < minDuration {
-		return fmt.Errorf("want a Go duration of at least %s; e.g. %s", minDuration, keySpecs[key].example)
+		return fmt.Errorf("want a Go duration of at least %s; e.g. %s", minDuration, example)
 	}
 	return nil
 }
@@ -209,8 +215,8 @@ func (s *Schedule) normalize() error {
 		err   error
 	}{
 		{fmt.Sprintf("queue %q", s.Queue), checkQueue(s.Queue)},
-		{"timeout " + s.Timeout.String(), checkDuration("timeout", s.Timeout)},
-		{"grace " + s.Grace.String(), checkDuration("grace", s.Grace)},
+		{"timeout " + s.Timeout.String(), checkDuration(s.Timeout, timeoutExample)},
+		{"grace " + s.Grace.String(), checkDuration(s.Grace, graceExample)},
 		{"retry " + strconv.Itoa(s.MaxRetry), checkRetry(s.MaxRetry)},
 		{fmt.Sprintf("overlap %q", s.Overlap), checkOverlap(s.Overlap)},
 		{fmt.Sprintf("misfire %q", s.Misfire), checkMisfire(s.Misfire)},
