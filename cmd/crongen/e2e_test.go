@@ -138,10 +138,11 @@ clash.count 2026-03-08T00:00:00Z
 clash.limit 2026-03-08T01:00:00Z
 heartbeat cron:heartbeat:1772884890 unused
 prune main-db cron:maintenance:prune:1772939820
+count main-db cron:methods.count:1772946000
 vacuum main-db 10 cron:methods.vacuum:1772942400
 digest from ops@example.com cron:reports:weekly:1773039600
 merged 8 <nil>
-schedule name "heartbeat" is in registries 1 and 2 (declared at reports.go:28 and methods.go:59); names must be unique across the service, set name= on one
+schedule name "heartbeat" is in registries 1 and 2 (declared at reports.go:28 and methods.go:68); names must be unique across the service, set name= on one
 `
 	if diff := cmp.Diff(wantOut, string(out)); diff != "" {
 		t.Errorf("program output mismatch (-want +got):\n%s", diff)

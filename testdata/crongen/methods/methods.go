@@ -40,6 +40,15 @@ func (j *Jobs) Vacuum(ctx context.Context, occ registry.Occurrence, l Limits) er
 	return nil
 }
 
+// Count has a value receiver on a type whose other handlers have pointer
+// receivers: NewRegistry takes *Jobs, through which the value method binds.
+//
+//cron:schedule "0 5 * * *"
+func (j Jobs) Count(ctx context.Context, occ registry.Occurrence) error {
+	fmt.Println("count", j.DB.Name, occ.Key())
+	return nil
+}
+
 // Mailer has value receivers only, so NewRegistry takes it by value.
 type Mailer struct{ From string }
 
