@@ -20,9 +20,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// adoptJobs is the service's jobs package as the README's "Add belfry to
-// your service" writes it: a method handler whose receiver carries a
-// DB-like dependency. QUEUE is replaced by a queue of the test's own.
+// adoptJobs is a jobs package like the README's that runs without a
+// database: a method handler whose receiver carries an in-memory store,
+// every second. QUEUE is replaced by a queue of the test's own.
 const adoptJobs = `// Package jobs is the service's scheduled work.
 package jobs
 
@@ -126,11 +126,11 @@ func main() {
 `
 
 // TestAdoptInFreshModule follows the README's "Add belfry to your service"
-// in a new module with an empty module cache, as on a CI machine: tool
-// dependencies, generate, tidy, generate again (the go run form broke
-// here: tidy dropped the generator's dependencies), build, vet, vet with
-// cronlint, and two replicas against Redis in which a method handler with
-// a DB-like dependency runs each occurrence once.
+// in new modules with an empty module cache, as on a CI machine (see
+// adoptModule for the steps): once with the README's own code, which must
+// build and be lint clean, and once with a service that runs here, two
+// replicas of which run each occurrence of a method handler with a
+// DB-like dependency once.
 //
 // belfry is not published from this checkout, so where the README says
 // go get -tool ...@latest the test writes the same go.mod lines with go mod
@@ -144,7 +144,6 @@ func TestAdoptInFreshModule(t *testing.T) {
 	t.Parallel()
 	root := repoRoot(t)
 	redisAddr := testRedis(t)
-	mod := t.TempDir()
 	cache := t.TempDir()
 	env := append(os.Environ(),
 		"GOMODCACHE="+cache,
@@ -152,43 +151,18 @@ func TestAdoptInFreshModule(t *testing.T) {
 		"GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -modcacherw"),
 		"GOTOOLCHAIN=local", "GOWORK=off",
 	)
-	goCmd := func(args ...string) string {
-		t.Helper()
-		cmd := exec.Command("go", args...)
-		cmd.Dir, cmd.Env = mod, env
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
-
-	goCmd("mod", "init", "example.com/svc")
-	goCmd("mod", "edit",
-		"-require=github.com/belfry/belfry@v0.0.0", "-replace=github.com/belfry/belfry="+root,
-		"-tool=github.com/belfry/belfry/cmd/crongen", "-tool=github.com/belfry/belfry/cmd/cronlint")
 	queue := "adopt-" + randomHex(t)
-	writeFile(t, filepath.Join(mod, "jobs", "jobs.go"), strings.Replace(adoptJobs, "QUEUE", queue, 1))
-	writeFile(t, filepath.Join(mod, "main.go"), adoptMain)
 
-	goCmd("mod", "tidy")
-	goCmd("generate", "./...")
-	generated := filepath.Join(mod, "jobs", outputName)
-	first := readFile(t, generated)
-	if !strings.Contains(first, "func NewRegistry(jobs *Jobs) *registry.Registry") {
-		t.Fatalf("generated file lacks NewRegistry(jobs *Jobs):\n%s", first)
-	}
-	goCmd("mod", "tidy")
-	goCmd("generate", "./...") // after tidy: the step that used to fail
-	if again := readFile(t, generated); again != first {
-		t.Errorf("generate after tidy wrote a different file")
-	}
-	goCmd("build", "-o", filepath.Join(mod, "svc"), ".")
-	goCmd("vet", "./...")
-	cronlint := strings.TrimSpace(goCmd("tool", "-n", "cronlint"))
-	if out := goCmd("vet", "-vettool="+cronlint, "./..."); strings.TrimSpace(out) != "" {
-		t.Errorf("go vet -vettool=cronlint reported:\n%s", out)
-	}
+	// The README's own code, as a newcomer copies it: it must build and be
+	// lint clean (it needs a database to run).
+	jobsSrc, mainSrc := readmeCode(t, filepath.Join(root, "README.md"))
+	adoptModule(t, env, root, map[string]string{"jobs/jobs.go": jobsSrc, "main.go": mainSrc})
+
+	// A service that can run here: its DB is in memory.
+	mod := adoptModule(t, env, root, map[string]string{
+		"jobs/jobs.go": strings.Replace(adoptJobs, "QUEUE", queue, 1),
+		"main.go":      adoptMain,
+	})
 
 	// Two replicas, as two processes: every occurrence runs on one of
 	// them, once, whichever holds the lease.
@@ -286,6 +260,102 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// adoptModule creates module example.com/svc holding files and takes it
+// through the README's steps: tool dependencies, tidy, generate, tidy,
+// generate again (the go run form failed here: tidy dropped the
+// generator's dependencies), build, vet and vet with cronlint. It returns
+// the module's directory, with the service built as svc in it.
+func adoptModule(t *testing.T, env []string, root string, files map[string]string) string {
+	t.Helper()
+	mod := t.TempDir()
+	goCmd := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("go", args...)
+		cmd.Dir, cmd.Env = mod, env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	goCmd("mod", "init", "example.com/svc")
+	// Stands for go get github.com/belfry/belfry@latest and go get -tool
+	// for both tools: the same go.mod lines, with this checkout.
+	goCmd("mod", "edit",
+		"-require=github.com/belfry/belfry@v0.0.0", "-replace=github.com/belfry/belfry="+root,
+		"-tool=github.com/belfry/belfry/cmd/crongen", "-tool=github.com/belfry/belfry/cmd/cronlint")
+	for name, src := range files {
+		writeFile(t, filepath.Join(mod, name), src)
+	}
+
+	goCmd("mod", "tidy")
+	goCmd("generate", "./...")
+	generated := filepath.Join(mod, "jobs", outputName)
+	first := readFile(t, generated)
+	if !strings.Contains(first, "func NewRegistry(jobs *Jobs) *registry.Registry") {
+		t.Fatalf("generated file lacks NewRegistry(jobs *Jobs):\n%s", first)
+	}
+	goCmd("mod", "tidy")
+	goCmd("generate", "./...") // after tidy: the step that used to fail
+	if again := readFile(t, generated); again != first {
+		t.Errorf("generate after tidy wrote a different file")
+	}
+	goCmd("build", "-o", filepath.Join(mod, "svc"), ".")
+	goCmd("vet", "./...")
+	cronlint := strings.TrimSpace(goCmd("tool", "-n", "cronlint"))
+	if out := goCmd("vet", "-vettool="+cronlint, "./..."); strings.TrimSpace(out) != "" {
+		t.Errorf("go vet -vettool=cronlint reported:\n%s", out)
+	}
+	return mod
+}
+
+// readmeMainHeader is what the README leaves out around its main: the
+// package clause and imports.
+const readmeMainHeader = `package main
+
+import (
+	"context"
+	"database/sql"
+	"log"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/belfry/belfry/runtime"
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"example.com/svc/jobs"
+)
+
+`
+
+// readmeCode returns the jobs package and the main of the README's "Add
+// belfry to your service", the main with readmeMainHeader before it.
+func readmeCode(t *testing.T, readme string) (jobs, main string) {
+	t.Helper()
+	text := readFile(t, readme)
+	_, section, ok := strings.Cut(text, "## Add belfry to your service\n")
+	if !ok {
+		t.Fatal(`README.md has no section "## Add belfry to your service"`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	for _, block := range strings.Split(section, "```go\n")[1:] {
+		code, _, _ := strings.Cut(block, "```")
+		switch {
+		case strings.HasPrefix(code, "// Package jobs"):
+			jobs = code
+		case strings.HasPrefix(code, "func main() {"):
+			main = readmeMainHeader + code
+		}
+	}
+	if jobs == "" || main == "" {
+		t.Fatalf("README.md's adoption section lacks the jobs package or main (found jobs: %v, main: %v)", jobs != "", main != "")
+	}
+	return jobs, main
 }
 
 // testRedis returns the address of the Redis the tests share
