@@ -16,14 +16,16 @@ import (
 // namespace's prefix). Keys: the runtime's under its namespace and asynq's
 // under asynq:. Channels: the lease handover (without it a graceful
 // shutdown silently becomes a lease expiry) and asynq's task cancellation.
-// Commands: those of belfry's scripts and calls, asynq's client, server and
-// the Inspector.GetTaskInfo that overlap=skip uses, and go-redis's
-// connection handshake.
+// Commands: those of belfry's scripts and calls (INFO for the check that
+// Redis is recent enough and does not evict keys), asynq's client, server
+// and the Inspector calls belfry makes (GetTaskInfo for overlap=skip, the
+// server list, read with HVALS, to name queues no server serves), and
+// go-redis's connection handshake.
 const serviceACL = "resetkeys resetchannels -@all " +
 	"~belfry:* ~asynq:* &belfry:lease:released &asynq:cancel " +
-	"+hello +ping +time " +
+	"+hello +ping +time +info " +
 	"+get +set +setex +incr +del +exists +expire +expireat +pexpire +pttl " +
-	"+hget +hset +hsetnx +hdel +hmget +hgetall +hincrby " +
+	"+hget +hset +hsetnx +hdel +hmget +hgetall +hincrby +hkeys +hvals " +
 	"+lpush +rpush +lrem +rpoplpush +sadd +srem +smembers " +
 	"+zadd +zrem +zcard +zscore +zrange +zrangebyscore +zrevrange +zremrangebyrank +zremrangebyscore +zpopmin " +
 	"+multi +exec +eval +evalsha +publish +subscribe +unsubscribe"
