@@ -28,7 +28,7 @@ lint: ## gofmt, go vet, and cronlint as a vet tool over the examples
 	$(GO) vet -vettool=$(CURDIR)/bin/cronlint ./examples/...
 
 .PHONY: test
-test: verify/generate lint ## everything CI checks: generated code, lint, a bench smoke run, tests (race on the runtime), short fuzz runs
+test: verify/generate lint test/alerts ## everything CI checks: generated code, lint, alert rules, a bench smoke run, tests (race on the runtime), short fuzz runs
 	BENCH_QUICK=1 $(GO) run ./runtime/internal/bench
 	$(GO) test -count=1 $(PKGS)
 	$(GO) test -count=1 -race ./registry/... ./runtime/...
@@ -37,6 +37,11 @@ test: verify/generate lint ## everything CI checks: generated code, lint, a benc
 	@# deadline (golang/go#75804, fixed in Go 1.27). About 10 s each here.
 	$(GO) test -run='^$$' -fuzz='^FuzzParseCron$$' -fuzztime=100000x ./registry
 	$(GO) test -run='^$$' -fuzz='^FuzzParseDirective$$' -fuzztime=200000x ./registry
+
+.PHONY: test/alerts
+test/alerts: ## check docs/alerts.yml and run its unit tests with promtool (Debian package prometheus)
+	promtool check rules docs/alerts.yml
+	promtool test rules docs/alerts_test.yml
 
 .PHONY: test/long
 test/long: ## the long differential run of Next against the brute-force oracle

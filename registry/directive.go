@@ -72,6 +72,8 @@ type Directive struct {
 	Grace    time.Duration
 	Overlap  Overlap
 	Misfire  Misfire
+	// Phase shifts the slots of an @every expression (phase=17m).
+	Phase time.Duration
 	// Payload names a package-level variable passed to the handler as a
 	// third argument; empty when the handler takes none.
 	Payload string
@@ -95,7 +97,7 @@ func (d *Directive) Schedule(defaultName string) Schedule {
 	return Schedule{
 		Name: cmp.Or(d.Name, defaultName), Expr: d.Expr, Zone: d.Zone, Queue: d.Queue,
 		Timeout: d.Timeout, MaxRetry: d.MaxRetry, Grace: d.Grace, Overlap: d.Overlap, Misfire: d.Misfire,
-		cron: d.Cron,
+		Phase: d.Phase, cron: d.Cron,
 	}
 }
 
@@ -160,6 +162,14 @@ var keySpecs = map[string]keySpec{
 	"misfire": {"misfire=latest", func(d *Directive, v string) error {
 		d.Misfire = Misfire(v)
 		return checkMisfire(d.Misfire)
+	}},
+	"phase": {"phase=17m", func(d *Directive, v string) error {
+		p, err := time.ParseDuration(v)
+		if err != nil || checkPhase(p, p+time.Second) != nil {
+			return fmt.Errorf("want a Go duration in whole seconds, shorter than the @every period; e.g. phase=17m")
+		}
+		d.Phase = p
+		return nil
 	}},
 	"payload": {"payload=digestConfig", func(d *Directive, v string) error {
 		if !token.IsIdentifier(v) {
@@ -344,8 +354,15 @@ func ParseDirective(c *ast.Comment) (*Directive, error) {
 		if zoneOK {
 			loc, _ = LoadZone(d.Zone)
 		}
-		if d.Cron, err = ParseCron(d.Expr, loc); err != nil {
-			errs = append(errs, d.exprError(exprEnd, err.(*ExprError)))
+		if d.Cron, err = ParseCron(d.Expr, loc, WithName(d.Name), WithPhase(d.Phase)); err != nil {
+			ee := err.(*ExprError)
+			if kv, ok := d.Key(ee.Setting); ok {
+				// A setting the expression does not allow (phase= on a
+				// field expression): the error belongs to the key.
+				fail(kv.ValuePos, kv.ValuePos+token.Pos(len(kv.Value)), "bad value %q for %s: %s", kv.Value, kv.Key, ee.Msg)
+			} else {
+				errs = append(errs, d.exprError(exprEnd, ee))
+			}
 		}
 	}
 	if len(errs) > 0 {

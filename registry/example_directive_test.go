@@ -54,7 +54,7 @@ func Nightly() {}
 		}
 	}
 	// Output:
-	// jobs.go:3:20: bad cron expression "0 25 * * *": hour field "25": end of ra
+	// jobs.go:3:20: bad cron expression "0 25 * * *": hour field "25": 25 is abo
 	// jobs.go:3:30: unknown key "timout" (did you mean timeout?); keys are grace
 	// jobs.go:3:47: bad value "lots" for retry: want a whole number of retries f
 }

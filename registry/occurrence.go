@@ -26,17 +26,27 @@ type Occurrence struct {
 	Slot time.Time `json:"slot"`
 	// Zone is the IANA name of the schedule's zone.
 	Zone string `json:"zone"`
-	// Manual is true for an occurrence started by Trigger rather than the clock.
+	// Manual is true for an occurrence an operator asked for (run now, a
+	// re-run of a past slot, a backfill) rather than the clock.
 	Manual bool `json:"manual,omitempty"`
-	// ID is the occurrence's identity and asynq TaskID; see Key.
+	// ID is the occurrence's identity and asynq TaskID.
 	ID string `json:"id"`
+	// RerunOf is, for a re-run of a past slot, the ID of the scheduled
+	// occurrence of that slot; Key returns it.
+	RerunOf string `json:"rerun_of,omitempty"`
 }
 
 // Key returns the stable idempotency key of the occurrence: the same for every
 // retry and every replica, different for every slot and every manual trigger.
 // Use it to make a handler's effects happen once, e.g. as a unique column.
+// A re-run of a past slot has the key of that slot's scheduled occurrence,
+// so a handler keyed on it does the slot's work if it was not done, and
+// nothing if it was.
 func (o Occurrence) Key() string {
-	if o.ID != "" {
+	switch {
+	case o.RerunOf != "":
+		return o.RerunOf
+	case o.ID != "":
 		return o.ID
 	}
 	return OccurrenceID(o.Schedule, o.Slot)
@@ -59,6 +69,14 @@ func OccurrenceID(name string, slot time.Time) string {
 // request is unique per trigger request (a double-submitted request reuses it).
 func ManualOccurrenceID(name, request string) string {
 	return "cron:" + name + ":manual:" + request
+}
+
+// RerunOccurrenceID is the identity of a re-run of name's slot, where
+// request is unique per re-run request: distinct from the scheduled
+// occurrence's ID, so asynq accepts it while the original is retained or
+// archived, and the same for a double-submitted request.
+func RerunOccurrenceID(name string, slot time.Time, request string) string {
+	return "cron:" + name + ":rerun:" + strconv.FormatInt(slot.Unix(), 10) + ":" + request
 }
 
 // EncodeOccurrence is the asynq task payload for occ.

@@ -8,8 +8,8 @@ import (
 
 // TestOccurrenceIDsAreUnambiguous builds every name CheckName accepts from
 // a small alphabet of segments (digits, ID markers, ordinary words) and
-// checks that no two occurrences, scheduled or manual, of different names
-// or slots or requests share an ID. Without the reserved segments,
+// checks that no two occurrences, scheduled, manual or re-run, of
+// different names or slots or requests share an ID. Without the reserved segments,
 // "a:manual" at slot 5 is "a"'s manual run with request "5".
 func TestOccurrenceIDsAreUnambiguous(t *testing.T) {
 	t.Parallel()
@@ -50,6 +50,9 @@ func TestOccurrenceIDsAreUnambiguous(t *testing.T) {
 		}
 		for _, req := range requests {
 			claim(ManualOccurrenceID(name, req), "name "+name+" manual "+req)
+			for _, slot := range slots {
+				claim(RerunOccurrenceID(name, slot, req), "name "+name+" rerun of "+slot.String()+" request "+req)
+			}
 		}
 	}
 	t.Logf("%d names, %d IDs, all distinct", len(names), len(owner))

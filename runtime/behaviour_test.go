@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +14,9 @@ import (
 
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/internal/clock"
+	"github.com/belfry/belfry/runtime/internal/lease"
+	"github.com/belfry/belfry/runtime/internal/store"
 	"github.com/hibiken/asynq"
 )
 
@@ -19,10 +24,11 @@ func TestTakeoverAfterHolderCrash(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	const ttl = 2 * time.Second
-	rts := newReplicas(t, 2, ttl, idleSchedule())
-	crashed, follower := rts[0], rts[1]
+	follower := newReplicas(t, 1, ttl, idleSchedule())[0]
+	crashed := lease.New(lease.Config{Redis: follower.RedisClient(), Keys: store.NewKeys(follower.Namespace()),
+		Replica: "crashed", TTL: ttl})
 	acquired := time.Now()
-	crashed.AcquireLease(ctx) // ...and never renews: it crashed
+	crashed.Acquire(ctx) // ...and never renews: it crashed
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { follower.Run(runCtx); close(done) }()
@@ -72,7 +78,7 @@ func TestSlotsOlderThanGraceAreMissedNotRun(t *testing.T) {
 	t.Cleanup(func() { rt.Close() })
 	// The scheduler was down for a minute: its cursor is 60 slots behind.
 	behind := time.Now().Add(-time.Minute).Truncate(time.Second)
-	if err := rdb.HSet(ctx, rt.CursorsKey(), "tick", behind.Unix()).Err(); err != nil {
+	if err := rdb.HSet(ctx, store.NewKeys(ns).Cursors, "tick", behind.Unix()).Err(); err != nil {
 		t.Fatal(err)
 	}
 	startWorker(t, rdb, queue, func(mux *asynq.ServeMux) { rt.RegisterHandlers(mux) })
@@ -99,7 +105,7 @@ func TestSlotsOlderThanGraceAreMissedNotRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	outcomes := map[string]int{}
+	outcomes := map[runtime.Outcome]int{}
 	for _, r := range hist {
 		outcomes[r.Outcome]++
 	}
@@ -218,8 +224,19 @@ func TestWithoutRedisTheSchedulerIsDisabledNotFatal(t *testing.T) {
 	if _, err := rt.Trigger(context.Background(), "nightly", ""); !errors.Is(err, runtime.ErrDisabled) {
 		t.Errorf("Trigger without Redis: %v, want ErrDisabled", err)
 	}
-	if state, _ := rt.RedisState(); state != "disabled" {
+	if state, _ := rt.RedisState(); state != runtime.RedisDisabled {
 		t.Errorf("RedisState = %q, want disabled", state)
+	}
+	// A deploy that forgot its Redis must not look healthy; it is alive.
+	rec := httptest.NewRecorder()
+	rt.HealthHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), `"status":"disabled"`) {
+		t.Errorf("health without Redis: %d %s, want 503 disabled", rec.Code, rec.Body)
+	}
+	rec = httptest.NewRecorder()
+	rt.LivezHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/livez", nil))
+	if rec.Code != http.StatusOK {
+		t.Errorf("livez without Redis: %d, want 200", rec.Code)
 	}
 	s, _ := rt.Registry().Lookup("nightly")
 	if next := s.Next(time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)); next.Format(time.RFC3339) != "2026-11-29T03:17:00Z" {
@@ -238,7 +255,7 @@ func TestRedisDownThenBackResumesAlone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	srv := startPrivateRedis(t)
-	rdb := srv.client(t)
+	rdb := srv.Client(t)
 	var logs syncBuffer
 	queue := uniq("q")
 	exec := newExecutions()
@@ -256,14 +273,17 @@ func TestRedisDownThenBackResumesAlone(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 
 	waitFor(t, 10*time.Second, "runs before the outage", func() bool { return len(exec.slots("tick")) >= 2 })
-	srv.stop()
+	srv.Stop()
 	waitFor(t, 10*time.Second, "the runtime to notice Redis is down", func() bool {
 		state, _ := rt.RedisState()
-		return state == "down" && !rt.IsLeader()
+		return state == runtime.RedisDown && !rt.IsLeader()
 	})
+	if h := rt.Health(ctx); h.Status != "unhealthy" || h.Redis != runtime.RedisDown {
+		t.Errorf("health during the outage: %+v, want unhealthy with Redis down", h)
+	}
 	downSince := time.Now()
 	waitFor(t, 10*time.Second, "several retries", func() bool { return time.Since(downSince) > 2*time.Second })
-	srv.start()
+	srv.Start()
 	restarted := time.Now()
 	waitFor(t, 20*time.Second, "runs after Redis is back", func() bool {
 		for slot := range exec.slots("tick") {
@@ -309,4 +329,91 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// A schedule removed from the code leaves its state in Redis: it is listed
+// as an orphan, and Forget removes it (and refuses a declared schedule).
+func TestRemovedSchedulesAreListedAndForgotten(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := sharedRedis(t)
+	ns, queue := uniq("ns"), uniq("q")
+	noop := func(context.Context, registry.Occurrence) error { return nil }
+	before := registry.MustNew(registry.Schedule{Name: "old-report", Expr: "0 9 * * MON", Queue: queue, Handler: noop},
+		registry.Schedule{Name: "nightly", Expr: "17 3 * * *", Queue: queue, Handler: noop})
+	old, err := runtime.New(before, runtime.Options{Redis: rdb, Namespace: ns, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"old-report", "nightly"} {
+		if _, err := old.Trigger(ctx, name, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The next deploy no longer declares old-report.
+	after := registry.MustNew(registry.Schedule{Name: "nightly", Expr: "17 3 * * *", Queue: queue, Handler: noop})
+	rt, err := runtime.New(after, runtime.Options{Redis: rdb, Namespace: ns, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphans, err := rt.Orphans(ctx)
+	if err != nil || len(orphans) != 1 || orphans[0] != "old-report" {
+		t.Fatalf("orphans %v (%v), want [old-report]", orphans, err)
+	}
+	if err := rt.Forget(ctx, "nightly"); !errors.Is(err, runtime.ErrScheduleInUse) {
+		t.Errorf("Forget of a declared schedule: %v, want ErrScheduleInUse", err)
+	}
+	if err := rt.Forget(ctx, "old-report"); err != nil {
+		t.Fatal(err)
+	}
+	if orphans, _ := rt.Orphans(ctx); len(orphans) != 0 {
+		t.Errorf("after Forget the orphans are %v, want none", orphans)
+	}
+	if h, _ := old.History(ctx, "old-report", 10); len(h) != 0 {
+		t.Errorf("old-report's history survived Forget: %+v", h)
+	}
+	if h, _ := rt.History(ctx, "nightly", 10); len(h) != 1 {
+		t.Errorf("nightly's history has %d records after forgetting another schedule, want 1", len(h))
+	}
+}
+
+// misfire=latest after an outage runs only the newest missed slot, with its
+// own slot, and records the older ones as missed.
+func TestMisfireLatestRunsOnlyTheNewestMissedSlot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := sharedRedis(t)
+	ns, queue := uniq("ns"), uniq("q")
+	exec := newExecutions()
+	reg := registry.MustNew(registry.Schedule{Name: "daily", Expr: "0 0 * * *", Queue: queue, Misfire: registry.MisfireLatest,
+		Grace: time.Minute, Handler: exec.handler})
+	s := reg.Schedules()[0]
+	// The replica's clock reads noon, so the newest slot (midnight) is
+	// always older than grace, whenever the test runs.
+	noon := time.Now().UTC().Truncate(24 * time.Hour).Add(12 * time.Hour)
+	offset := clock.Offset(time.Until(noon))
+	newest := s.Prev(noon)
+	// The scheduler was down for three days: its cursor is before the
+	// three newest slots.
+	cursor := newest.AddDate(0, 0, -3)
+	if err := rdb.HSet(ctx, store.NewKeys(ns).Cursors, "daily", cursor.Unix()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := runtime.NewWithClock(reg, runtime.Options{Redis: rdb, Namespace: ns, LeaseTTL: 2 * time.Second, Logger: testLogger(t)}, offset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, rdb, queue, func(mux *asynq.ServeMux) { rt.RegisterHandlers(mux) })
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { rt.Run(runCtx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; rt.Close() })
+	waitFor(t, 10*time.Second, "the newest missed slot to run", func() bool { return len(exec.slots("daily")) == 1 })
+	if runs := exec.slots("daily"); runs[newest.Unix()] != 1 {
+		t.Errorf("ran %v, want only the newest slot %s", runs, newest.UTC())
+	}
+	counters, _ := rt.Counters(ctx)
+	if c := counters["daily"]; c.Missed != 2 || c.Enqueued != 1 {
+		t.Errorf("missed %d, enqueued %d; want 2 and 1", c.Missed, c.Enqueued)
+	}
 }

@@ -22,6 +22,8 @@ import (
 
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/internal/clock"
+	"github.com/belfry/belfry/runtime/internal/redistest"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 )
@@ -115,8 +117,8 @@ func runChaosReplica(name string) error {
 	rdb := redis.NewClient(&redis.Options{Network: "unix", Addr: os.Getenv(envSocket),
 		DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second})
 	defer rdb.Close()
-	rt, err := runtime.New(reg, runtime.Options{Redis: rdb, Namespace: chaosNamespace, Replica: name,
-		LeaseTTL: ttl, Grace: grace, Logger: log, Testing: runtime.TestingKnobs{ClockOffset: offset}})
+	rt, err := runtime.NewWithClock(reg, runtime.Options{Redis: rdb, Namespace: chaosNamespace, Replica: name,
+		LeaseTTL: ttl, Grace: grace, Logger: log}, clock.Offset(offset))
 	if err != nil {
 		return err
 	}
@@ -226,14 +228,19 @@ type chaosHarness struct {
 	cfg      chaosConfig
 	dir      string
 	exe      string
-	redis    *privateRedis
+	redis    *redistest.Private
 	rdb      *redis.Client
 	replicas []*chaosReplica
 	// chaosStart is the origin of the fault schedule's offsets.
 	chaosStart time.Time
 
 	kills, pauses, stalls, redisRestarts int
+	// operatorPause is when an operator paused and resumed chaosPaused.
+	operatorPause struct{ from, to time.Time }
 }
+
+// chaosPaused is the schedule an operator pauses and resumes mid-run.
+const chaosPaused = "every-2s"
 
 func TestChaos(t *testing.T) {
 	if !*chaosFlag {
@@ -261,9 +268,9 @@ func TestChaos(t *testing.T) {
 	t.Logf("chaos: seed=%d replicas=%d duration=%s lease_ttl=%s grace=%s skew=±%s stall=%t dir=%s",
 		cfg.seed, cfg.replicas, cfg.duration, cfg.ttl, cfg.grace, cfg.skew, cfg.stall, dir)
 
-	h.redis = newPrivateRedis(t, dir)
-	t.Cleanup(h.redis.stop)
-	h.rdb = redis.NewClient(&redis.Options{Network: "unix", Addr: h.redis.socket,
+	h.redis = redistest.NewPrivate(t, dir)
+	t.Cleanup(h.redis.Stop)
+	h.rdb = redis.NewClient(&redis.Options{Network: "unix", Addr: h.redis.Socket,
 		DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second})
 	t.Cleanup(func() { h.rdb.Close() })
 	t.Cleanup(h.killAll) // only on a failure path; a normal run stops them first
@@ -290,7 +297,9 @@ func TestChaos(t *testing.T) {
 	windowStart := start.Truncate(time.Second).Add(time.Second)
 
 	stopWatch := h.watch()
+	operator := h.operatorPauses(start)
 	h.runChaos(start)
+	<-operator
 	end := time.Now()
 	h.logf("faults over after %s; draining", end.Sub(start).Round(time.Millisecond))
 
@@ -300,12 +309,28 @@ func TestChaos(t *testing.T) {
 	h.stopAll()
 
 	runs, retries := h.readRecords()
-	var occurrences, duplicates, missed, redelivered int
+	var occurrences, duplicates, missed, redelivered, pausedSlots int
 	for _, s := range reg.Schedules() {
 		for _, slot := range slots[s.Name] {
-			occurrences++
 			first, again := runs[s.Name][slot], retries[s.Name][slot]
 			at := time.Unix(slot, 0).UTC().Format(time.TimeOnly)
+			if s.Name == chaosPaused {
+				switch h.pausedState(time.Unix(slot, 0)) {
+				case slotPaused:
+					pausedSlots++
+					if first+again > 0 {
+						t.Errorf("chaos: %s slot %s (%d) ran %d times although it came due while paused", s.Name, at, slot, first+again)
+					}
+					continue
+				case slotMaybePaused: // within skew of the pause or resume: either is right
+					if first > 1 {
+						duplicates += first - 1
+						t.Errorf("chaos: %s slot %s (%d) ran %d times as a first attempt", s.Name, at, slot, first)
+					}
+					continue
+				}
+			}
+			occurrences++
 			switch {
 			case first+again == 0:
 				missed++
@@ -333,8 +358,8 @@ func TestChaos(t *testing.T) {
 		fmt.Printf("chaos: stalls=%d (leader stopped for just under its lease)\n", h.stalls)
 	}
 	skew := strconv.FormatFloat(cfg.skew.Seconds(), 'f', -1, 64)
-	line := fmt.Sprintf("chaos: occurrences=%d duplicates=%d missed=%d kills=%d pauses=%d skew_s=%s redis_restarts=%d",
-		occurrences, duplicates, missed, h.kills, h.pauses, skew, h.redisRestarts)
+	line := fmt.Sprintf("chaos: occurrences=%d duplicates=%d missed=%d kills=%d pauses=%d skew_s=%s redis_restarts=%d paused_slots=%d",
+		occurrences, duplicates, missed, h.kills, h.pauses, skew, h.redisRestarts, pausedSlots)
 	if *chaosSummary != "" {
 		if err := os.WriteFile(*chaosSummary, []byte(line+"\n"), 0o644); err != nil {
 			t.Errorf("writing %s: %v", *chaosSummary, err)
@@ -343,7 +368,71 @@ func TestChaos(t *testing.T) {
 	if occurrences == 0 {
 		t.Error("chaos: no slot came due in the window")
 	}
+	if pausedSlots == 0 {
+		t.Error("chaos: no slot came due while the operator's pause held")
+	}
 	fmt.Println(line)
+}
+
+// operatorPauses pauses chaosPaused at 15% of the run and resumes it at 40%,
+// through the runtime's API as an operator on any replica would, retrying
+// while Redis is being restarted. The returned channel closes when done.
+func (h *chaosHarness) operatorPauses(start time.Time) <-chan struct{} {
+	done := make(chan struct{})
+	rt, err := runtime.New(chaosSchedules(func(context.Context, registry.Occurrence) error { return nil }),
+		runtime.Options{Redis: h.rdb, Namespace: chaosNamespace, Replica: "operator", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	act := func(at time.Duration, what string, do func(context.Context) error) time.Time {
+		time.Sleep(time.Until(start.Add(at)))
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			err := do(runtime.WithActor(ctx, "chaos"))
+			cancel()
+			if err == nil {
+				h.logf("operator: %s %s", what, chaosPaused)
+				return time.Now()
+			}
+			h.logf("operator: %s %s failed, retrying: %v", what, chaosPaused, err)
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	go func() {
+		defer close(done)
+		h.operatorPause.from = act(h.cfg.duration*15/100, "paused", func(ctx context.Context) error {
+			return rt.Pause(ctx, chaosPaused, "chaos: an operator pauses mid-run")
+		})
+		h.operatorPause.to = act(h.cfg.duration*40/100, "resumed", func(ctx context.Context) error {
+			return rt.Resume(ctx, chaosPaused)
+		})
+	}()
+	return done
+}
+
+type pausedState int
+
+const (
+	slotRuns pausedState = iota
+	slotPaused
+	slotMaybePaused
+)
+
+// pausedState says whether a slot of chaosPaused had to be paused. A
+// leader reads the pause when the slot comes due by its own clock, which
+// may be off by the skew, and a slot already enqueued when the pause was
+// set still runs: slots within skew plus a second of either edge may go
+// either way.
+func (h *chaosHarness) pausedState(slot time.Time) pausedState {
+	from, to := h.operatorPause.from, h.operatorPause.to
+	margin := h.cfg.skew + time.Second
+	switch {
+	case slot.After(from.Add(margin)) && slot.Before(to.Add(-margin)):
+		return slotPaused
+	case slot.After(from.Add(-margin)) && slot.Before(to.Add(margin)):
+		return slotMaybePaused
+	}
+	return slotRuns
 }
 
 // windowSlots lists, per schedule, every slot in [from, to] by true time.
@@ -551,9 +640,9 @@ func (h *chaosHarness) leader() *chaosReplica {
 func (h *chaosHarness) restartRedis(ev *chaosEvent, queue *[]*chaosEvent) {
 	h.redisRestarts++
 	h.logf("Redis shutdown (SIGTERM); down for %s", ev.hold)
-	h.redis.stop()
+	h.redis.Stop()
 	h.after(queue, ev.hold, "redis-start", func() {
-		h.redis.start()
+		h.redis.Start()
 		h.logf("Redis started again from its AOF")
 	})
 }
@@ -571,7 +660,7 @@ func (h *chaosHarness) start(r *chaosReplica) {
 	cmd := exec.Command(h.exe, "-test.run=^TestChaosReplica$", "-test.count=1", "-test.timeout=0", "-test.v")
 	cmd.Env = append(os.Environ(),
 		envReplica+"="+r.name,
-		envSocket+"="+h.redis.socket,
+		envSocket+"="+h.redis.Socket,
 		envOffset+"="+r.offset.String(),
 		envRecord+"="+filepath.Join(h.dir, "exec-"+r.name+".log"),
 		envTTL+"="+h.cfg.ttl.String(),
@@ -605,6 +694,9 @@ func (h *chaosHarness) drain(slots map[string][]int64, end time.Time) {
 		runs, retries := h.readRecords()
 		for name, list := range slots {
 			for _, slot := range list {
+				if name == chaosPaused && h.pausedState(time.Unix(slot, 0)) != slotRuns {
+					continue // paused slots never run
+				}
 				if runs[name][slot]+retries[name][slot] == 0 {
 					last = fmt.Sprintf("%s slot %d has not run", name, slot)
 					return false

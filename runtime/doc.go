@@ -6,54 +6,38 @@
 //	rt.RegisterHandlers(mux) // asynq workers run the handlers, recorded
 //	go rt.Run(ctx)           // every replica; only the lease holder enqueues
 //
+// The admin page and JSON API (package runtime/admin) and the Prometheus
+// collector (package runtime/metrics) are separate packages written against
+// this one's API, so a service that mounts neither links neither.
+//
 // # Exactly once
 //
 // An occurrence's identity is "cron:<name>:<slot unix seconds>", and it is
 // the asynq TaskID. asynq's enqueue is an atomic check-and-insert on that ID,
-// so a second enqueue of the same occurrence (a zombie leader, clock skew, a
-// retry after a timeout) is rejected with asynq.ErrTaskIDConflict, which the
-// runtime treats as "already enqueued". A finished task keeps its ID
-// reserved for grace plus SkewMargin (asynq Retention): the longest time in
-// which any replica could attempt that slot again. Longer would only fill
-// Redis.
+// so a second enqueue of the same occurrence is rejected with
+// asynq.ErrTaskIDConflict, which the runtime treats as "already enqueued".
+// The holder's enqueues and cursor commits are fenced (see below): Redis
+// refuses an ex-leader's late enqueue outright, however late it arrives, so
+// the task ID only has to stay reserved across a holder that enqueued and
+// then crashed or stalled before committing its cursor — the next holder
+// enqueues the same slot within a lease TTL, plus its clock's skew. A
+// finished task keeps its ID for 2×LeaseTTL + SkewMargin (asynq Retention);
+// longer would only fill Redis.
 //
 // Exactly once here means enqueued once. asynq delivers at least once (a
 // worker that dies mid-task is retried), so a handler keys its effects on
 // occ.Key() or occ.Slot.
 //
-// # Lease
+// # Lease and fencing
 //
-// One key, "<namespace>:lease", holds "<replica>|<token>" where the token
-// comes from INCR on "<namespace>:lease:token", so every tenure has a
-// fencing token larger than any before it. A replica is in one of two
-// states:
-//
-//   - Follower: it tries SET NX PX (a script that also records its
-//     heartbeat). When the key exists the script returns its remaining life,
-//     and the follower tries again the moment it expires, not on a blind poll;
-//     a holder that shuts down publishes on "<namespace>:lease:released" so
-//     followers try at once.
-//   - Holder: it renews every TTL/3 with compare-and-PEXPIRE. It trusts its
-//     lease only until the moment it *sent* its last successful renewal plus
-//     TTL minus a margin (TTL/10), measured on its own monotonic clock, so the
-//     trust window ends before the key can expire in Redis whatever the
-//     network delay. It steps down the moment a renewal fails or is refused,
-//     or when the trust window lapses (a paused process).
-//
-// A holder that stepped down after a transient error resumes its lease if
-// the key still holds its exact value (nobody took over meanwhile). On
-// graceful shutdown the holder deletes its key with compare-and-DEL and
-// publishes the release.
-//
-// # Fencing
-//
-// Checking the lease and then writing is a race: a holder paused between
-// the two (GC, SIGSTOP, a VM migration) wakes up believing it leads. So every
-// write the holder makes to scheduler state (cursors, ledger of scheduled
-// slots) runs in a Lua script that first checks the lease value, and a
-// rejected write makes the replica step down. The enqueue itself goes
-// through asynq's own script and cannot be fenced; it does not need to be,
-// because the task ID makes it idempotent.
+// Every replica runs the scheduler; one at a time holds a lease in Redis
+// ("<namespace>:lease", renewed every LeaseTTL/3) and only that one
+// enqueues. A holder that crashes is replaced within LeaseTTL; one that
+// shuts down hands over at once. A holder trusts its lease only for LeaseTTL
+// minus a margin after it last renewed, by its own clock, and every write it
+// makes is fenced — its enqueues (sent inside WATCH/MULTI/EXEC on the lease
+// key) and its cursor and ledger commits (scripts that compare the lease
+// first): refused by Redis if the lease moved on, whatever the delay.
 //
 // # Scheduling
 //
@@ -73,6 +57,13 @@
 // missed (Misfire "latest" runs the newest of them instead). A schedule with
 // Overlap "skip" does not enqueue while its previous occurrence is pending,
 // active or retrying; the slot is recorded as skipped.
+//
+// # Removed schedules
+//
+// A schedule removed from the code (or renamed) leaves its cursor, counters
+// and history in Redis. Nothing expires them, so that a schedule removed by
+// mistake and restored carries on from its cursor; Orphans lists them (the
+// admin page shows them) and Forget removes one.
 //
 // # Without Redis
 //

@@ -9,6 +9,7 @@ import (
 
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/internal/store"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 )
@@ -24,7 +25,7 @@ func (h *failOnce) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 func (h *failOnce) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		args := cmd.Args()
-		if len(args) > 1 && args[0] == "evalsha" && args[1] == runtime.CommitScriptHash() && h.failed.CompareAndSwap(false, true) {
+		if len(args) > 1 && args[0] == "evalsha" && args[1] == store.CommitScriptHash() && h.failed.CompareAndSwap(false, true) {
 			cmd.SetErr(errors.New("injected: connection reset"))
 			return cmd.Err()
 		}

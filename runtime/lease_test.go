@@ -2,13 +2,14 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/internal/store"
 	"github.com/hibiken/asynq"
 )
 
@@ -38,115 +39,6 @@ func newReplicas(t *testing.T, n int, ttl time.Duration, scheds ...registry.Sche
 	return rts
 }
 
-func leaseToken(t *testing.T, value string) int64 {
-	t.Helper()
-	i := strings.LastIndexByte(value, '|')
-	n, err := strconv.ParseInt(value[i+1:], 10, 64)
-	if err != nil {
-		t.Fatalf("lease value %q has no token", value)
-	}
-	return n
-}
-
-func TestLeaseAcquireRenewExpireRelease(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	const ttl = time.Second
-	rts := newReplicas(t, 2, ttl, idleSchedule())
-	a, b := rts[0], rts[1]
-
-	if _, err := a.AcquireLease(ctx); err != nil {
-		t.Fatal(err)
-	}
-	aValue, ok := a.LeaseValue()
-	if !ok || !strings.HasPrefix(aValue, "r0|") {
-		t.Fatalf("a holds %q (trusted %v), want r0|<token>", aValue, ok)
-	}
-	wait, err := b.AcquireLease(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := b.LeaseValue(); ok {
-		t.Fatal("b acquired a lease a holds")
-	}
-	if wait <= 0 || wait > ttl+10*time.Millisecond {
-		t.Errorf("b's next attempt in %s; want within the holder's remaining TTL %s", wait, ttl)
-	}
-	if err := a.RenewLease(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if v, ok := a.LeaseValue(); !ok || v != aValue {
-		t.Fatalf("after renew a holds %q (%v), want %q", v, ok, aValue)
-	}
-
-	// a stops renewing (it crashed); b takes over once the key expires.
-	start := time.Now()
-	waitFor(t, 3*ttl, "b to take over the expired lease", func() bool {
-		b.AcquireLease(ctx)
-		_, ok := b.LeaseValue()
-		return ok
-	})
-	if took := time.Since(start); took < ttl/2 {
-		t.Errorf("b took over after %s, before a's lease (TTL %s, renewed just now) could expire", took, ttl)
-	}
-	bValue, _ := b.LeaseValue()
-	if leaseToken(t, bValue) <= leaseToken(t, aValue) {
-		t.Errorf("fencing token did not grow: a %q, b %q", aValue, bValue)
-	}
-	if _, ok := a.LeaseValue(); ok {
-		t.Error("a still trusts a lease past its trust window")
-	}
-	// a wakes up and renews: refused, so it steps down.
-	if err := a.RenewLease(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := a.LeaseValue(); ok {
-		t.Error("a leads after its renewal was refused")
-	}
-	// a's release must not delete b's lease (compare-and-DEL).
-	a.ReleaseLease(ctx)
-	c, err := b.Cluster(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Leader != "r1" {
-		t.Fatalf("after a's release the leader is %q, want r1", c.Leader)
-	}
-	b.ReleaseLease(ctx)
-	if c, _ = b.Cluster(ctx); c.Leader != "" {
-		t.Errorf("after b's release the leader is %q, want none", c.Leader)
-	}
-}
-
-func TestFencedWriteRejectedAfterTakeover(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	rts := newReplicas(t, 2, time.Second, idleSchedule())
-	a, b := rts[0], rts[1]
-	a.AcquireLease(ctx)
-	aValue, _ := a.LeaseValue()
-	cursor := time.Date(2026, 11, 29, 3, 17, 0, 0, time.UTC)
-	if ok, err := a.CommitCursor(ctx, aValue, "nightly", cursor); err != nil || !ok {
-		t.Fatalf("holder's fenced commit: ok=%v err=%v", ok, err)
-	}
-	waitFor(t, 3*time.Second, "b to take over", func() bool {
-		b.AcquireLease(ctx)
-		_, ok := b.LeaseValue()
-		return ok
-	})
-	// a, paused through the takeover, tries to move the cursor back.
-	if ok, err := a.CommitCursor(ctx, aValue, "nightly", cursor.AddDate(0, 0, -1)); err != nil || ok {
-		t.Fatalf("zombie's fenced commit: ok=%v err=%v, want rejected", ok, err)
-	}
-	got, err := sharedRedis(t).HGet(ctx, a.CursorsKey(), "nightly").Int64()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != cursor.Unix() {
-		t.Errorf("cursor is %d after the zombie's write, want %d", got, cursor.Unix())
-	}
-}
-
 func TestPausedLeaderLateEnqueueIsNoop(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -169,5 +61,36 @@ func TestPausedLeaderLateEnqueueIsNoop(t *testing.T) {
 	}
 	if info.Size != 1 {
 		t.Errorf("queue holds %d tasks after two enqueues of one occurrence, want 1", info.Size)
+	}
+}
+
+// The enqueue is fenced: an ex-leader's enqueue that reaches Redis after a
+// takeover is refused by Redis even when nothing else would stop it — here
+// the slot's task is gone (it finished and its retention lapsed), so the
+// task ID reserves nothing.
+func TestLateEnqueueFromAnExLeaderIsRefusedAfterRetention(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := idleSchedule()
+	s.Queue = uniq("q")
+	rt := newReplicas(t, 1, time.Second, s)[0]
+	rdb := sharedRedis(t)
+	leaseKey := store.NewKeys(rt.Namespace()).Lease
+	sched, _ := rt.Registry().Lookup("nightly")
+	occ := sched.Occurrence(time.Date(2026, 11, 29, 3, 17, 0, 0, time.UTC))
+	rdb.Set(ctx, leaseKey, "old|1", time.Minute)
+	if err := rt.EnqueueAsHolder(ctx, "old|1", occ); err != nil {
+		t.Fatalf("the holder's own enqueue: %v", err)
+	}
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	if err := insp.DeleteTask(s.Queue, occ.ID); err != nil { // ran, and its retention lapsed
+		t.Fatal(err)
+	}
+	rdb.Set(ctx, leaseKey, "new|2", time.Minute) // another replica took over
+	if err := rt.EnqueueAsHolder(ctx, "old|1", occ); !errors.Is(err, store.ErrNotLeader) {
+		t.Fatalf("the ex-leader's late enqueue: %v, want refused as not the leader", err)
+	}
+	if _, err := insp.GetTaskInfo(s.Queue, occ.ID); !errors.Is(err, asynq.ErrTaskNotFound) {
+		t.Errorf("the slot was enqueued again by an ex-leader: %v", err)
 	}
 }

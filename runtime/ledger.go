@@ -4,23 +4,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
+	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/belfry/belfry/registry"
+	"github.com/belfry/belfry/runtime/internal/lease"
+	"github.com/belfry/belfry/runtime/internal/store"
 	"github.com/hibiken/asynq"
-	"github.com/redis/go-redis/v9"
 )
 
-// Outcomes recorded in the ledger.
+// Counter names in the ledger's stats, beside one per Outcome.
 const (
-	OutcomeEnqueued  = "enqueued"
-	OutcomeRunning   = "running"
-	OutcomeSucceeded = "succeeded"
-	OutcomeFailed    = "failed"
-	OutcomeMissed    = "missed"
-	OutcomeSkipped   = "skipped"
+	counterManual      = "manual"
+	counterLastEnqueue = "last_enqueue"
+	counterLastSuccess = "last_success"
+	counterLastFailure = "last_failure"
+	counterFirstSeen   = "first_seen"
+	counterLastResume  = "last_resume"
 )
 
 // maxErrorLen bounds a recorded error message.
@@ -32,66 +34,165 @@ type Record struct {
 	Schedule   string        `json:"schedule"`
 	Slot       time.Time     `json:"slot"`
 	Manual     bool          `json:"manual"`
-	Outcome    string        `json:"outcome"`
+	Outcome    Outcome       `json:"outcome"`
 	EnqueuedAt time.Time     `json:"enqueued_at,omitzero"`
 	StartedAt  time.Time     `json:"started_at,omitzero"`
 	FinishedAt time.Time     `json:"finished_at,omitzero"`
 	Duration   time.Duration `json:"-"`
 	DurationMS int64         `json:"duration_ms,omitempty"`
 	Error      string        `json:"error,omitempty"`
-	Attempt    int           `json:"attempt,omitempty"`
-	Replica    string        `json:"replica,omitempty"`
+	// Attempt is asynq's retry count of the newest attempt: 0 for the
+	// first; MaxRetry is how many retries it has in all.
+	Attempt  int    `json:"attempt,omitempty"`
+	MaxRetry int    `json:"max_retry,omitempty"`
+	Replica  string `json:"replica,omitempty"`
+	// Actor is who asked for a manual occurrence, if the admin knew.
+	Actor string `json:"actor,omitempty"`
 }
 
-// Middleware returns the worker-side recorder: it marks the occurrence
-// running, then succeeded or failed with duration and error. Ledger writes
-// that fail are logged and never fail the handler.
+func unixMilli(ms int64) time.Time {
+	if ms <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+func recordOf(s store.Record) Record {
+	return Record{ID: s.ID, Schedule: s.Schedule, Slot: time.Unix(s.Slot, 0).UTC(), Manual: s.Manual,
+		Outcome: Outcome(s.Outcome), EnqueuedAt: unixMilli(s.EnqueuedAt), StartedAt: unixMilli(s.StartedAt),
+		FinishedAt: unixMilli(s.FinishedAt), Duration: time.Duration(s.DurationMS) * time.Millisecond,
+		DurationMS: s.DurationMS, Error: s.Error, Attempt: s.Attempt, MaxRetry: s.MaxRetry, Replica: s.Replica,
+		Actor: s.Actor}
+}
+
+// Middleware returns the worker-side recorder. Every execution ends in a
+// recorded outcome, whichever way it ends:
+//
+//   - the handler returns nil: succeeded;
+//   - it returns an error: retrying (asynq will run it again) or failed (the
+//     last attempt; asynq archives it), with the error text;
+//   - it panics: the same, with the panic value and a short stack excerpt;
+//     the panic is turned into an error, so the worker keeps running and
+//     retry= applies;
+//   - it runs past its timeout: recorded failed or retrying ("timeout after
+//     2s") the moment the deadline passes, whether the handler ever returns
+//     or not, as asynq itself gives up on it then.
+//
+// Each attempt is counted. Ledger writes that fail are logged and never
+// fail the handler.
 func (r *Runtime) Middleware() registry.Middleware {
 	return func(s *registry.Schedule, next registry.HandlerFunc) registry.HandlerFunc {
 		return func(ctx context.Context, occ registry.Occurrence) error {
-			start := time.Now()
 			attempt, _ := asynq.GetRetryCount(ctx)
-			r.recordExecution(ctx, occ, OutcomeRunning, "started_at", start.UnixMilli(),
-				"attempt", attempt, "replica", r.opts.Replica)
-			err := next(ctx, occ)
-			end := time.Now()
+			maxRetry, ok := asynq.GetMaxRetry(ctx)
+			if !ok {
+				maxRetry = s.MaxRetry
+			}
+			start := r.clock.Now()
+			r.recordExecution(ctx, occ, attempt, OutcomeRunning, start, "started_at", start.UnixMilli(),
+				"max_retry", maxRetry, "replica", r.opts.Replica, "finished_at", 0, "duration_ms", 0, "error", "")
+			done := make(chan error, 1)
+			go func() { done <- callRecovering(ctx, next, occ) }()
+			var err error
+			select {
+			case err = <-done:
+				// A handler that returned nil after its deadline still
+				// overran it: asynq has already failed the attempt.
+				if err == nil && ctx.Err() != nil {
+					err = ctx.Err()
+				}
+			case <-ctx.Done():
+				err = ctx.Err()
+			}
+			end := r.clock.Now()
+			outcome := OutcomeSucceeded
 			if err != nil {
-				msg := err.Error()
+				err = explain(ctx, s, err)
+				outcome = OutcomeFailed
+				if attempt < maxRetry && !errors.Is(err, asynq.SkipRetry) {
+					outcome = OutcomeRetrying
+				}
+			}
+			msg := ""
+			if err != nil {
+				msg = err.Error()
 				if len(msg) > maxErrorLen {
 					msg = msg[:maxErrorLen] + "…"
 				}
-				r.recordExecution(ctx, occ, OutcomeFailed, "finished_at", end.UnixMilli(),
-					"duration_ms", end.Sub(start).Milliseconds(), "error", msg)
-				return err
 			}
-			r.recordExecution(ctx, occ, OutcomeSucceeded, "finished_at", end.UnixMilli(),
-				"duration_ms", end.Sub(start).Milliseconds(), "error", "")
-			return nil
+			r.recordExecution(ctx, occ, attempt, outcome, end, "finished_at", end.UnixMilli(),
+				"duration_ms", end.Sub(start).Milliseconds(), "error", msg)
+			r.emit(Event{Schedule: s.Name, Outcome: outcome, Manual: occ.Manual, Duration: end.Sub(start)})
+			return err
 		}
 	}
 }
 
-func (r *Runtime) recordExecution(ctx context.Context, occ registry.Occurrence, outcome string, fields ...any) {
+// panicError is a handler's panic, as an error asynq can retry.
+type panicError struct {
+	value any
+	stack string
+}
+
+func (p *panicError) Error() string { return fmt.Sprintf("panic: %v\n%s", p.value, p.stack) }
+
+// callRecovering runs the handler and turns a panic into an error.
+func callRecovering(ctx context.Context, h registry.HandlerFunc, occ registry.Occurrence) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &panicError{value: v, stack: stackExcerpt(debug.Stack())}
+		}
+	}()
+	return h(ctx, occ)
+}
+
+// stackExcerpt keeps the frames of a panic's stack that locate it: those
+// after the runtime's own panic frames, at most eight lines.
+func stackExcerpt(stack []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(stack)), "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "panic(") {
+			lines = lines[i+2:] // the panic call and its file line
+			break
+		}
+	}
+	return strings.Join(lines[:min(len(lines), 8)], "\n")
+}
+
+// explain says why a context error ended an attempt.
+func explain(ctx context.Context, s *registry.Schedule, err error) error {
+	switch {
+	case !errors.Is(err, ctx.Err()) || ctx.Err() == nil:
+		return err
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return fmt.Errorf("timeout after %s: %w", s.Timeout, err)
+	}
+	return fmt.Errorf("interrupted (the worker stopped or the task was cancelled): %w", err)
+}
+
+func (r *Runtime) recordExecution(ctx context.Context, occ registry.Occurrence, attempt int, outcome Outcome, at time.Time, fields ...any) {
 	if r.disabled != "" {
 		return
 	}
-	key := r.keys.occurrence(occ.Key())
-	ctx = context.WithoutCancel(ctx) // record the failure of a timed-out handler too
-	_, err := r.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, key, append([]any{"outcome", outcome}, fields...)...)
-		p.Expire(ctx, key, r.ledgerTTL())
-		switch outcome {
-		case OutcomeSucceeded:
-			p.HSet(ctx, r.keys.stats, occ.Schedule+":last_success", time.Now().UnixMilli())
-			p.HIncrBy(ctx, r.keys.stats, occ.Schedule+":succeeded", 1)
-		case OutcomeFailed:
-			p.HSet(ctx, r.keys.stats, occ.Schedule+":last_failure", time.Now().UnixMilli())
-			p.HIncrBy(ctx, r.keys.stats, occ.Schedule+":failed", 1)
-		}
-		return nil
-	})
-	if err != nil {
-		r.log.Warn("could not record execution in the ledger", "id", occ.Key(), "outcome", outcome, "err", err)
+	e := store.Execution{ID: occ.ID, Schedule: occ.Schedule, Slot: occ.Slot, At: at, Attempt: attempt,
+		Fields: append([]any{"outcome", string(outcome)}, fields...)}
+	if e.ID == "" {
+		e.ID = occ.Key()
+	}
+	if occ.Manual {
+		e.Fields = append(e.Fields, "manual", "1")
+	}
+	switch outcome {
+	case OutcomeSucceeded:
+		e.Count, e.Last = string(OutcomeSucceeded), counterLastSuccess
+	case OutcomeFailed, OutcomeRetrying:
+		e.Count, e.Last = string(OutcomeFailed), counterLastFailure
+	}
+	// Record the failure of a timed-out handler too.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := r.store.RecordExecution(ctx, e); err != nil {
+		r.log.Warn("could not record execution in the ledger", "id", e.ID, "outcome", outcome, "err", err)
 	}
 }
 
@@ -103,62 +204,44 @@ func (r *Runtime) History(ctx context.Context, name string, limit int) ([]Record
 	if r.disabled != "" {
 		return nil, nil
 	}
-	ids, err := r.rdb.ZRevRange(ctx, r.keys.history(name), 0, int64(limit)-1).Result()
+	ids, err := r.store.History(ctx, name, limit)
 	if err != nil {
 		return nil, err
 	}
-	return r.readRecords(ctx, ids)
+	return r.records(ctx, ids)
 }
 
-// readRecords reads occurrence records in one pipelined round trip,
-// skipping any that expired meanwhile.
-func (r *Runtime) readRecords(ctx context.Context, ids []string) ([]Record, error) {
-	cmds := make([]*redis.MapStringStringCmd, len(ids))
-	if _, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, id := range ids {
-			cmds[i] = p.HGetAll(ctx, r.keys.occurrence(id))
-		}
-		return nil
-	}); err != nil {
-		return nil, err
+func (r *Runtime) records(ctx context.Context, ids []string) ([]Record, error) {
+	stored, err := r.store.Records(ctx, ids)
+	recs := make([]Record, len(stored))
+	for i, s := range stored {
+		recs[i] = recordOf(s)
 	}
-	recs := make([]Record, 0, len(cmds))
-	for _, c := range cmds {
-		if h := c.Val(); len(h) > 0 {
-			recs = append(recs, parseRecord(h))
-		}
-	}
-	return recs, nil
-}
-
-func parseRecord(h map[string]string) Record {
-	ms := func(k string) time.Time {
-		if n, err := strconv.ParseInt(h[k], 10, 64); err == nil && n > 0 {
-			return time.UnixMilli(n).UTC()
-		}
-		return time.Time{}
-	}
-	rec := Record{ID: h["id"], Schedule: h["schedule"], Manual: h["manual"] == "1", Outcome: h["outcome"],
-		EnqueuedAt: ms("enqueued_at"), StartedAt: ms("started_at"), FinishedAt: ms("finished_at"),
-		Error: h["error"], Replica: h["replica"]}
-	if sec, err := strconv.ParseInt(h["slot"], 10, 64); err == nil {
-		rec.Slot = time.Unix(sec, 0).UTC()
-	}
-	if d, err := strconv.ParseInt(h["duration_ms"], 10, 64); err == nil {
-		rec.Duration, rec.DurationMS = time.Duration(d)*time.Millisecond, d
-	}
-	rec.Attempt, _ = strconv.Atoi(h["attempt"])
-	return rec
+	return recs, err
 }
 
 // Counters are a schedule's totals across the cluster since the ledger
 // began, and the times of its last enqueue, success and failure.
 type Counters struct {
-	Enqueued, Manual, Missed, Skipped, Succeeded, Failed int64
-	LastEnqueue, LastSuccess, LastFailure                time.Time
+	Enqueued, Manual, Missed, Skipped, Paused, Succeeded, Failed int64
+	LastEnqueue, LastSuccess, LastFailure                        time.Time
 	// FirstSeen is when the scheduler first saw the schedule; slots
 	// before it were never meant to run.
 	FirstSeen time.Time
+	// LastResume is when the schedule was last resumed; slots before it
+	// may have been paused, and are never late.
+	LastResume time.Time
+}
+
+func countersOf(m map[string]int64) Counters {
+	return Counters{
+		Enqueued: m[string(OutcomeEnqueued)], Manual: m[counterManual], Missed: m[string(OutcomeMissed)],
+		Skipped: m[string(OutcomeSkipped)], Paused: m[string(OutcomePaused)],
+		Succeeded: m[string(OutcomeSucceeded)], Failed: m[string(OutcomeFailed)],
+		LastEnqueue: unixMilli(m[counterLastEnqueue]), LastSuccess: unixMilli(m[counterLastSuccess]),
+		LastFailure: unixMilli(m[counterLastFailure]), FirstSeen: unixMilli(m[counterFirstSeen]),
+		LastResume: unixMilli(m[counterLastResume]),
+	}
 }
 
 // Counters returns every schedule's counters in one round trip.
@@ -167,43 +250,53 @@ func (r *Runtime) Counters(ctx context.Context) (map[string]Counters, error) {
 	if r.disabled != "" {
 		return out, nil
 	}
-	all, err := r.rdb.HGetAll(ctx, r.keys.stats).Result()
+	stats, err := r.store.Stats(ctx)
 	if err != nil {
 		return nil, err
 	}
-	for field, v := range all {
-		i := strings.LastIndexByte(field, ':')
-		if i < 0 {
-			continue
-		}
-		name, counter := field[:i], field[i+1:]
-		n, _ := strconv.ParseInt(v, 10, 64)
-		c := out[name]
-		switch counter {
-		case "enqueued":
-			c.Enqueued = n
-		case "manual":
-			c.Manual = n
-		case "missed":
-			c.Missed = n
-		case "skipped":
-			c.Skipped = n
-		case "succeeded":
-			c.Succeeded = n
-		case "failed":
-			c.Failed = n
-		case "last_enqueue":
-			c.LastEnqueue = time.UnixMilli(n).UTC()
-		case "last_success":
-			c.LastSuccess = time.UnixMilli(n).UTC()
-		case "last_failure":
-			c.LastFailure = time.UnixMilli(n).UTC()
-		case "first_seen":
-			c.FirstSeen = time.UnixMilli(n).UTC()
-		}
-		out[name] = c
+	for name, m := range stats {
+		out[name] = countersOf(m)
 	}
 	return out, nil
+}
+
+// Orphans returns the schedules that have state in Redis (cursor, counters
+// or history) but are no longer in the registry: removed from the code, or
+// renamed. Their state stays until Forget removes it; nothing expires it,
+// because a schedule removed by mistake and restored must find its cursor.
+func (r *Runtime) Orphans(ctx context.Context) ([]string, error) {
+	if r.disabled != "" {
+		return nil, nil
+	}
+	known, err := r.store.Known(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var orphans []string
+	for _, name := range known {
+		if _, ok := r.reg.Lookup(name); !ok {
+			orphans = append(orphans, name)
+		}
+	}
+	slices.Sort(orphans)
+	return orphans, nil
+}
+
+// Forget removes every trace of a schedule that is no longer in the
+// registry (see Orphans). It refuses with ErrScheduleInUse for a schedule
+// the registry declares, and is a no-op for a name with no state.
+func (r *Runtime) Forget(ctx context.Context, name string) error {
+	if _, ok := r.reg.Lookup(name); ok {
+		return fmt.Errorf("%w: %q", ErrScheduleInUse, name)
+	}
+	if r.disabled != "" {
+		return ErrDisabled
+	}
+	n, err := r.store.Forget(ctx, name)
+	if err == nil && n > 0 {
+		r.log.Info("forgot a schedule removed from the registry", "schedule", name, "removed", n)
+	}
+	return err
 }
 
 // Cluster is the replicas' view: who holds the lease and who is alive.
@@ -215,29 +308,11 @@ type Cluster struct {
 
 // Cluster reads the lease holder and the replicas with a fresh heartbeat.
 func (r *Runtime) Cluster(ctx context.Context) (Cluster, error) {
-	var c Cluster
 	if r.disabled != "" {
-		return c, nil
+		return Cluster{}, nil
 	}
-	var leaseCmd *redis.StringCmd
-	var replicasCmd *redis.Cmd
-	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		leaseCmd = p.Get(ctx, r.keys.lease)
-		// Eval, not Run: inside a pipeline a NOSCRIPT error cannot fall back.
-		replicasCmd = liveReplicasScript.Eval(ctx, p, []string{r.keys.replicas}, r.lease.heartbeatStale().Milliseconds())
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return c, err
-	}
-	if v, err := leaseCmd.Result(); err == nil {
-		if i := strings.LastIndexByte(v, '|'); i > 0 {
-			c.Leader = v[:i]
-			c.Token, _ = strconv.ParseInt(v[i+1:], 10, 64)
-		}
-	}
-	c.Replicas, _ = replicasCmd.StringSlice()
-	return c, nil
+	h, err := lease.Observe(ctx, r.rdb, r.store.Keys, r.lease.HeartbeatStale())
+	return Cluster{Leader: h.Replica, Token: h.Token, Replicas: h.Replicas}, err
 }
 
 // recentRecords returns each schedule's newest n records, newest first, in
@@ -247,21 +322,15 @@ func (r *Runtime) recentRecords(ctx context.Context, n int) (map[string][]Record
 	if r.disabled != "" {
 		return out, nil
 	}
-	scheds := r.reg.Schedules()
-	idCmds := make([]*redis.StringSliceCmd, len(scheds))
-	if _, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, s := range scheds {
-			idCmds[i] = p.ZRevRange(ctx, r.keys.history(s.Name), 0, int64(n)-1)
-		}
-		return nil
-	}); err != nil {
+	perSchedule, err := r.store.RecentIDs(ctx, r.names(), n)
+	if err != nil {
 		return nil, err
 	}
 	var ids []string
-	for _, c := range idCmds {
-		ids = append(ids, c.Val()...)
+	for _, p := range perSchedule {
+		ids = append(ids, p...)
 	}
-	recs, err := r.readRecords(ctx, ids)
+	recs, err := r.records(ctx, ids)
 	for _, rec := range recs {
 		out[rec.Schedule] = append(out[rec.Schedule], rec)
 	}

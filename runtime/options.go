@@ -46,7 +46,7 @@ type Options struct {
 	// a slot may still be enqueued.
 	Grace time.Duration
 	// SkewMargin is the largest clock difference expected between replicas.
-	// A finished task's ID stays reserved in asynq for grace+SkewMargin, the
+	// A finished task's ID stays reserved in asynq for 2×LeaseTTL+SkewMargin, the
 	// longest window in which another replica could try the same slot.
 	SkewMargin time.Duration
 	// HistoryLimit is the number of occurrences kept per schedule in the
@@ -59,16 +59,6 @@ type Options struct {
 	// an overlap=skip schedule makes before its enqueue does use a
 	// connection of the client's pool.
 	EnqueueConcurrency int
-
-	// Testing holds knobs for tests and the chaos harness only.
-	Testing TestingKnobs
-}
-
-// TestingKnobs must not be set in production.
-type TestingKnobs struct {
-	// ClockOffset shifts this replica's scheduling clock, to simulate skew
-	// between hosts. Lease trust uses the real monotonic clock regardless.
-	ClockOffset time.Duration
 }
 
 var replicaRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$`)

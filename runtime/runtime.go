@@ -4,16 +4,20 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/belfry/belfry/registry"
+	"github.com/belfry/belfry/runtime/internal/clock"
+	"github.com/belfry/belfry/runtime/internal/lease"
+	"github.com/belfry/belfry/runtime/internal/pipeline"
+	"github.com/belfry/belfry/runtime/internal/store"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 )
@@ -21,20 +25,22 @@ import (
 // Runtime schedules a registry's occurrences into asynq, once per
 // occurrence across replicas. Create one per process with New and call Run.
 type Runtime struct {
-	reg  *registry.Registry
-	opts Options
-	log  *slog.Logger
-	keys keys
+	reg   *registry.Registry
+	opts  Options
+	log   *slog.Logger
+	clock clock.Clock
 
 	// disabled explains why the scheduler does not run (no Redis
 	// configured); empty when it does.
 	disabled string
 
 	rdb        redis.UniversalClient
+	redisURL   string // Options.RedisURL, to redact its password from errors
 	ownsClient bool
 	client     *asynq.Client
 	inspector  *asynq.Inspector
-	lease      *lease
+	lease      *lease.Lease
+	store      *store.Store
 
 	redisMu   sync.Mutex
 	redisErr  error // last Redis error, nil while reachable
@@ -42,25 +48,32 @@ type Runtime struct {
 	running   atomic.Bool
 	// scheduling is true while the loop holds leader state and enqueues.
 	scheduling atomic.Bool
+
+	observers
+	unserved   unservedLog
+	redisCheck redisCheck
 }
 
-// ErrUnknownSchedule is returned for a schedule name not in the registry.
-var ErrUnknownSchedule = errors.New("unknown schedule")
-
-// ErrDisabled is returned by operations that need Redis when none is
-// configured.
-var ErrDisabled = errors.New("scheduler disabled: no Redis configured")
+// recordTTL bounds how long an occurrence record outlives its index entry.
+const recordTTL = 7 * 24 * time.Hour
 
 // New validates opts and returns a runtime for reg. It does not touch
 // Redis; Run does.
 func New(reg *registry.Registry, opts Options) (*Runtime, error) {
+	return newRuntime(reg, opts, clock.Real{})
+}
+
+// newRuntime is New with the clock that lease, scheduler and ledger share:
+// tests place a runtime at another instant, the chaos harness skews it.
+func newRuntime(reg *registry.Registry, opts Options, clk clock.Clock) (*Runtime, error) {
 	if reg == nil {
 		return nil, errors.New("registry is nil; pass the Registry that crongen generated")
 	}
 	if err := opts.normalize(); err != nil {
 		return nil, err
 	}
-	r := &Runtime{reg: reg, opts: opts, keys: newKeys(opts.Namespace)}
+	r := &Runtime{reg: reg, opts: opts, clock: clk}
+	r.redisCheck.every = redisCheckEvery
 	r.log = opts.Logger.With("replica", opts.Replica)
 	switch {
 	case opts.Redis != nil:
@@ -68,24 +81,59 @@ func New(reg *registry.Registry, opts Options) (*Runtime, error) {
 	case opts.RedisURL != "":
 		ropts, err := redis.ParseURL(opts.RedisURL)
 		if err != nil {
-			return nil, fmt.Errorf("RedisURL: %v; want e.g. redis://127.0.0.1:6379/0", redactURLError(err))
+			return nil, redisURLError(opts.RedisURL, err)
 		}
 		r.rdb, r.ownsClient = redis.NewClient(ropts), true
 	default:
 		r.disabled = "no Redis configured (set Options.Redis or Options.RedisURL)"
-		r.lease = &lease{changed: make(chan struct{}, 1)}
 		return r, nil
 	}
-	r.client = asynq.NewClientFromRedisClient(newPipeliningClient(r.rdb))
+	r.redisURL = opts.RedisURL
+	r.store = store.New(r.rdb, opts.Namespace, opts.HistoryLimit, recordTTL)
+	r.client = asynq.NewClientFromRedisClient(pipeline.NewClient(r.rdb))
 	r.inspector = asynq.NewInspectorFromRedisClient(r.rdb)
-	r.lease = newLease(r.rdb, r.keys, opts.Replica, opts.LeaseTTL, r.log, r.noteRedis)
+	r.lease = lease.New(lease.Config{Redis: r.rdb, Keys: r.store.Keys, Replica: opts.Replica,
+		TTL: opts.LeaseTTL, Log: r.log, OnRedis: r.noteRedis, Clock: clk, MayLead: r.mayLead})
 	return r, nil
 }
 
 var urlUserinfo = regexp.MustCompile(`//[^/@]*@`)
 
-// redactURLError keeps passwords in a malformed URL out of logs and pages.
-func redactURLError(err error) string { return urlUserinfo.ReplaceAllString(err.Error(), "//…@") }
+// redisURLError explains why RedisURL does not parse without quoting any
+// part of its credentials: the parser's own message may quote a fragment
+// of a password (`invalid port ":hunt" after host` for a password with a
+// '/'), so the URL is parsed again without its userinfo, and if that
+// parses, the fault is in the userinfo.
+func redisURLError(rawURL string, err error) error {
+	const want = "want e.g. redis://user:password@127.0.0.1:6379/0"
+	scheme, rest, ok := strings.Cut(rawURL, "://")
+	at := strings.LastIndexByte(rest, '@')
+	if !ok || at < 0 {
+		return fmt.Errorf("RedisURL: %v; %s", redactSecrets(err.Error(), rawURL), want)
+	}
+	if _, err := redis.ParseURL(scheme + "://" + rest[at+1:]); err != nil {
+		return fmt.Errorf("RedisURL: %v; %s", redactSecrets(err.Error(), rawURL), want)
+	}
+	return fmt.Errorf("RedisURL: the user or password is not valid in a URL (not shown); percent-encode '/', '@', ':' and '%%' in them (a '/' is %%2F); %s", want)
+}
+
+// redactSecrets keeps the credentials of a Redis URL out of a message for
+// logs and pages, whatever the characters of the password (a '/' defeats
+// parsing the URL, so the secret is cut out as text: everything between
+// "://" and the URL's last '@'), and any other URL's userinfo the message
+// quotes.
+func redactSecrets(msg, rawURL string) string {
+	if _, rest, ok := strings.Cut(rawURL, "://"); ok {
+		if at := strings.LastIndexByte(rest, '@'); at > 0 {
+			userinfo := rest[:at]
+			msg = strings.ReplaceAll(msg, userinfo, "…")
+			if _, password, ok := strings.Cut(userinfo, ":"); ok && password != "" {
+				msg = strings.ReplaceAll(msg, password, "…")
+			}
+		}
+	}
+	return urlUserinfo.ReplaceAllString(msg, "//…@")
+}
 
 // Registry returns the schedules this runtime serves.
 func (r *Runtime) Registry() *registry.Registry { return r.reg }
@@ -93,13 +141,31 @@ func (r *Runtime) Registry() *registry.Registry { return r.reg }
 // Replica returns this replica's name.
 func (r *Runtime) Replica() string { return r.opts.Replica }
 
+// Logger returns the runtime's logger, for integrations that log beside it.
+func (r *Runtime) Logger() *slog.Logger { return r.log }
+
+// HistoryLimit is the number of occurrences the ledger keeps per schedule.
+func (r *Runtime) HistoryLimit() int { return r.opts.HistoryLimit }
+
 // Disabled returns why the scheduler is disabled, or "" if it is not.
 func (r *Runtime) Disabled() string { return r.disabled }
 
+// Grace returns how late a slot of s may still be enqueued: Options.Grace
+// when set, else the schedule's own.
+func (r *Runtime) Grace(s *registry.Schedule) time.Duration {
+	if r.opts.Grace > 0 {
+		return r.opts.Grace
+	}
+	return s.Grace
+}
+
 // IsLeader reports whether this replica holds the lease and trusts it.
 func (r *Runtime) IsLeader() bool {
-	_, ok := r.lease.current()
-	return ok && r.disabled == ""
+	if r.disabled != "" {
+		return false
+	}
+	_, ok := r.lease.Current()
+	return ok
 }
 
 // Run schedules until ctx is cancelled, then releases the lease so a
@@ -116,21 +182,18 @@ func (r *Runtime) Run(ctx context.Context) error {
 		return nil
 	}
 	var wg sync.WaitGroup
-	wg.Go(func() { r.lease.run(ctx) })
+	wg.Go(func() { r.lease.Run(ctx) })
 	wg.Go(func() { r.scheduleLoop(ctx) })
 	wg.Wait()
 	releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	r.lease.release(releaseCtx)
+	r.lease.Release(releaseCtx)
 	return nil
 }
 
 // Close releases the clients the runtime owns. A shared Options.Redis
 // client is left open: closing it is the caller's job.
 func (r *Runtime) Close() error {
-	if r.disabled != "" {
-		return nil
-	}
 	// asynq's Client and Inspector hold nothing but the redis client they
 	// were built on (their Close only says so, as an error).
 	if r.ownsClient {
@@ -141,7 +204,7 @@ func (r *Runtime) Close() error {
 
 // noteRedis logs Redis reachability changes once, not every retry.
 func (r *Runtime) noteRedis(err error) {
-	if errors.Is(err, context.Canceled) || errors.Is(err, errNotLeader) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, store.ErrNotLeader) {
 		return
 	}
 	r.redisMu.Lock()
@@ -154,88 +217,222 @@ func (r *Runtime) noteRedis(err error) {
 		r.log.Error("redis unreachable; retrying with backoff", "err", err)
 	case err == nil && wasDown:
 		r.log.Info("redis reachable again")
+		// It may be another Redis now (a failover, a restart with other
+		// settings): judge its settings again before leading.
+		r.redisCheck.mu.Lock()
+		r.redisCheck.stale = true
+		r.redisCheck.mu.Unlock()
 	}
 }
 
-// RedisState is "disabled", "unknown" (no call yet), "up" or "down".
-func (r *Runtime) RedisState() (state string, lastErr error) {
+// RedisState returns the runtime's view of Redis and, when it is down, the
+// last error.
+func (r *Runtime) RedisState() (RedisState, error) {
 	if r.disabled != "" {
-		return "disabled", nil
+		return RedisDisabled, nil
 	}
 	r.redisMu.Lock()
 	defer r.redisMu.Unlock()
 	switch {
 	case !r.redisSeen:
-		return "unknown", nil
+		return RedisUnknown, nil
 	case r.redisErr != nil:
-		return "down", r.redisErr
+		return RedisDown, r.redisErr
 	}
-	return "up", nil
+	return RedisUp, nil
 }
 
-func (r *Runtime) now() time.Time { return time.Now().Add(r.opts.Testing.ClockOffset) }
-
-func (r *Runtime) grace(s *registry.Schedule) time.Duration {
-	if r.opts.Grace > 0 {
-		return r.opts.Grace
-	}
-	return s.Grace
+// retention keeps a finished task's ID reserved as long as a replica could
+// still attempt the same slot. The enqueue and the cursor commit are both
+// fenced, so an ex-leader's late enqueue is refused and a committed slot is
+// never enqueued again; what remains is a holder that enqueued and then
+// crashed or stalled before its commit: the next holder enqueues the same
+// slot again within a lease TTL (plus its own clock's skew), and must hit
+// the retained ID. Longer would only fill Redis: a per-second schedule
+// keeps one task per second of retention.
+func (r *Runtime) retention() time.Duration {
+	return 2*r.opts.LeaseTTL + r.opts.SkewMargin
 }
 
-// retention keeps a finished task's ID reserved as long as any replica
-// could still attempt the same slot: grace plus clock skew. Longer would
-// only fill Redis (a per-second schedule kept a day is 86,400 tasks).
-func (r *Runtime) retention(s *registry.Schedule) time.Duration {
-	return r.grace(s) + r.opts.SkewMargin
-}
-
-// ledgerTTL bounds how long an occurrence record outlives its index entry.
-func (r *Runtime) ledgerTTL() time.Duration { return 7 * 24 * time.Hour }
-
-// manualRetention keeps a manual trigger's ID reserved long enough to make
-// a double-submitted form a no-op.
+// manualRetention keeps a manual occurrence's ID reserved long enough to
+// make a double-submitted form a no-op.
 const manualRetention = time.Hour
+
+// MaxBackfillSlots caps the slots one Backfill may re-run, so making up an
+// outage is a deliberate, bounded act.
+const MaxBackfillSlots = 100
 
 var requestKeyRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
-// Trigger enqueues one manual occurrence of the schedule now. requestKey
-// identifies the request (e.g. a token in the admin form): triggering twice
-// with the same key enqueues once and returns the same occurrence. An empty
-// key makes a fresh one.
-func (r *Runtime) Trigger(ctx context.Context, name, requestKey string) (registry.Occurrence, error) {
-	s, ok := r.reg.Lookup(name)
-	if !ok {
-		return registry.Occurrence{}, fmt.Errorf("%w %q", ErrUnknownSchedule, name)
-	}
-	if r.disabled != "" {
-		return registry.Occurrence{}, ErrDisabled
-	}
-	if requestKey == "" {
+// requestKeyOf checks a manual run's request key, or makes a fresh one.
+func requestKeyOf(key string) (string, error) {
+	if key == "" {
 		var b [8]byte
 		rand.Read(b[:])
-		requestKey = hex.EncodeToString(b[:])
-	} else if !requestKeyRE.MatchString(requestKey) {
-		return registry.Occurrence{}, fmt.Errorf("request key %q: want 1-64 letters, digits, '-' or '_'", requestKey)
+		return hex.EncodeToString(b[:]), nil
 	}
-	now := r.now().Truncate(time.Second)
-	occ := registry.Occurrence{Schedule: s.Name, Slot: now.In(s.Location()), Zone: s.Zone, Manual: true,
-		ID: registry.ManualOccurrenceID(s.Name, requestKey)}
-	inserted, err := r.enqueue(ctx, s, occ, manualRetention)
+	if !requestKeyRE.MatchString(key) {
+		return "", fmt.Errorf("%w %q: want 1-64 letters, digits, '-' or '_'", ErrBadRequestKey, key)
+	}
+	return key, nil
+}
+
+// manualSchedule looks a schedule up for a manual run.
+func (r *Runtime) manualSchedule(name string) (*registry.Schedule, error) {
+	s, ok := r.reg.Lookup(name)
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownSchedule, name)
+	}
+	if r.disabled != "" {
+		return nil, ErrDisabled
+	}
+	return s, nil
+}
+
+// Trigger enqueues one manual occurrence of the schedule now ("run now"):
+// its Slot is the moment of the trigger and its key is its own. To do a past
+// slot's work again, use Rerun. requestKey identifies the request (e.g. a
+// token in the admin form): triggering twice with the same key enqueues once
+// and returns the same occurrence. An empty key makes a fresh one; a
+// malformed one is ErrBadRequestKey.
+func (r *Runtime) Trigger(ctx context.Context, name, requestKey string) (registry.Occurrence, error) {
+	s, err := r.manualSchedule(name)
 	if err != nil {
 		return registry.Occurrence{}, err
 	}
-	if !inserted {
-		return occ, nil // a double submit: already enqueued and recorded
+	if requestKey, err = requestKeyOf(requestKey); err != nil {
+		return registry.Occurrence{}, err
 	}
-	rec := commitRec{ID: occ.ID, Slot: now.Unix(), Manual: "1", At: time.Now().UnixMilli(), Count: 1,
-		Outcome: "enqueued", Score: time.Now().UnixMilli()}
-	batch, _ := json.Marshal(commitItem{Name: s.Name, Recs: []commitRec{rec},
-		Counts: map[string]int64{"manual": 1, "last_enqueue": rec.At}})
-	if err := triggerRecordScript.Run(ctx, r.rdb, nil, r.keys.prefix, r.opts.HistoryLimit,
-		int(r.ledgerTTL().Seconds()), batch).Err(); err != nil {
+	now := r.clock.Now().Truncate(time.Second)
+	occ := registry.Occurrence{Schedule: s.Name, Slot: now.In(s.Location()), Zone: s.Zone, Manual: true,
+		ID: registry.ManualOccurrenceID(s.Name, requestKey)}
+	return occ, r.enqueueManual(ctx, s, occ)
+}
+
+// NotASlotError is returned by Rerun and Backfill for an instant that is not
+// one of the schedule's slots, or is in the future; it names the nearest
+// real slots.
+type NotASlotError struct {
+	Schedule      string
+	Slot          time.Time
+	Before, After time.Time // the nearest slots; zero if none
+	Future        bool
+}
+
+func (e *NotASlotError) Error() string {
+	near := func(t time.Time) string {
+		if t.IsZero() {
+			return "none"
+		}
+		return t.Format(time.RFC3339)
+	}
+	if e.Future {
+		return fmt.Sprintf("%s is in the future; the newest past slot of %s is %s", e.Slot.Format(time.RFC3339), e.Schedule, near(e.Before))
+	}
+	return fmt.Sprintf("%s is not a slot of %s; the nearest are %s and %s", e.Slot.Format(time.RFC3339), e.Schedule, near(e.Before), near(e.After))
+}
+
+// Is makes errors.Is(err, ErrNotASlot) true.
+func (e *NotASlotError) Is(target error) bool { return target == ErrNotASlot }
+
+// checkSlot returns the slot in the schedule's zone if it is one the
+// schedule really had, not in the future.
+func (r *Runtime) checkSlot(s *registry.Schedule, slot time.Time) (time.Time, error) {
+	now := r.clock.Now()
+	real := s.AtOrAfter(slot)
+	if !real.Equal(slot) {
+		return time.Time{}, &NotASlotError{Schedule: s.Name, Slot: slot, Before: s.Prev(slot), After: real}
+	}
+	if slot.After(now) {
+		return time.Time{}, &NotASlotError{Schedule: s.Name, Slot: slot, Before: s.Prev(now), Future: true}
+	}
+	return real.In(s.Location()), nil
+}
+
+// Rerun enqueues the schedule's past slot again: the night that failed. The
+// occurrence carries that Slot, Manual true and the scheduled occurrence's
+// Key, so a handler keyed on occ.Key() does the slot's work if it was not
+// done and nothing if it was; its task ID is its own, so asynq accepts it
+// while the original is retained or archived. The slot must be one the
+// schedule really had and not in the future (a *NotASlotError otherwise).
+// requestKey makes a double submit a no-op, as for Trigger.
+func (r *Runtime) Rerun(ctx context.Context, name string, slot time.Time, requestKey string) (registry.Occurrence, error) {
+	s, err := r.manualSchedule(name)
+	if err != nil {
+		return registry.Occurrence{}, err
+	}
+	if requestKey, err = requestKeyOf(requestKey); err != nil {
+		return registry.Occurrence{}, err
+	}
+	if slot, err = r.checkSlot(s, slot); err != nil {
+		return registry.Occurrence{}, err
+	}
+	occ := rerunOccurrence(s, slot, requestKey)
+	return occ, r.enqueueManual(ctx, s, occ)
+}
+
+func rerunOccurrence(s *registry.Schedule, slot time.Time, requestKey string) registry.Occurrence {
+	return registry.Occurrence{Schedule: s.Name, Slot: slot, Zone: s.Zone, Manual: true,
+		ID: registry.RerunOccurrenceID(s.Name, slot, requestKey), RerunOf: registry.OccurrenceID(s.Name, slot)}
+}
+
+// Backfill re-runs every slot of the schedule in [from, to] (see Rerun), at
+// most MaxBackfillSlots (ErrTooManySlots beyond). to must not be in the
+// future. The slots are enqueued oldest first; on an error the ones before
+// it stay enqueued and are returned with it.
+func (r *Runtime) Backfill(ctx context.Context, name string, from, to time.Time, requestKey string) ([]registry.Occurrence, error) {
+	s, err := r.manualSchedule(name)
+	if err != nil {
+		return nil, err
+	}
+	if requestKey, err = requestKeyOf(requestKey); err != nil {
+		return nil, err
+	}
+	now := r.clock.Now()
+	switch {
+	case to.Before(from):
+		return nil, fmt.Errorf("%w: from %s is after to %s", ErrBadRange, from.Format(time.RFC3339), to.Format(time.RFC3339))
+	case to.After(now):
+		return nil, fmt.Errorf("%w: to %s is in the future", ErrBadRange, to.Format(time.RFC3339))
+	}
+	var slots []time.Time
+	for slot := s.AtOrAfter(from); !slot.IsZero() && !slot.After(to); slot = s.Next(slot) {
+		if len(slots) == MaxBackfillSlots {
+			return nil, fmt.Errorf("%w: %s has more than %d slots from %s to %s; backfill a shorter range",
+				ErrTooManySlots, s.Name, MaxBackfillSlots, from.Format(time.RFC3339), to.Format(time.RFC3339))
+		}
+		slots = append(slots, slot)
+	}
+	if len(slots) == 0 {
+		return nil, fmt.Errorf("%w: %s has no slot from %s to %s", ErrBadRange, s.Name, from.Format(time.RFC3339), to.Format(time.RFC3339))
+	}
+	occs := make([]registry.Occurrence, 0, len(slots))
+	for _, slot := range slots {
+		occ := rerunOccurrence(s, slot.In(s.Location()), requestKey)
+		if err := r.enqueueManual(ctx, s, occ); err != nil {
+			return occs, err
+		}
+		occs = append(occs, occ)
+	}
+	return occs, nil
+}
+
+// enqueueManual enqueues an operator's occurrence and records it with its
+// actor; a double submit (its ID already enqueued) does neither again.
+func (r *Runtime) enqueueManual(ctx context.Context, s *registry.Schedule, occ registry.Occurrence) error {
+	inserted, err := r.enqueue(ctx, s, occ, manualRetention)
+	if err != nil || !inserted {
+		return err
+	}
+	at := r.clock.Now().UnixMilli()
+	rec := store.Rec{ID: occ.ID, Slot: occ.Slot.Unix(), Manual: true, At: at, Outcome: string(OutcomeEnqueued),
+		Score: at, Actor: ActorFrom(ctx)}
+	r.emit(Event{Schedule: s.Name, Outcome: OutcomeEnqueued, Manual: true})
+	if err := r.store.RecordManual(ctx, store.Commit{Name: s.Name, Recs: []store.Rec{rec},
+		Counts: map[string]int64{counterManual: 1, counterLastEnqueue: at}}); err != nil {
 		r.log.Warn("manual occurrence enqueued but not recorded in history", "id", occ.ID, "err", err)
 	}
-	return occ, nil
+	return nil
 }
 
 // RegisterHandlers registers every schedule's handler on mux, wrapped so the

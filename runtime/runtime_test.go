@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -86,6 +87,22 @@ func (c *cluster) stopAll() {
 	}
 }
 
+// leaderIndex returns the index of the one replica that leads.
+func (c *cluster) leaderIndex(t *testing.T) int {
+	t.Helper()
+	var idx int
+	waitFor(t, 10*time.Second, "one leader", func() bool {
+		idx = -1
+		for i, rt := range c.rts {
+			if rt.IsLeader() {
+				idx = i
+			}
+		}
+		return idx >= 0 && c.leaders() == 1
+	})
+	return idx
+}
+
 func (c *cluster) leaders() (n int) {
 	for _, rt := range c.rts {
 		if rt.IsLeader() {
@@ -163,5 +180,21 @@ func TestCloseLeavesASharedClientOpen(t *testing.T) {
 	}
 	if err := owned.RedisClient().Ping(context.Background()).Err(); !errors.Is(err, redis.ErrClosed) {
 		t.Errorf("after Close, the runtime's own client answers Ping with %v, want redis.ErrClosed", err)
+	}
+}
+func TestSecretsStayOutOfErrors(t *testing.T) {
+	for _, url := range []string{
+		"redis://user:hunter2@127.0.0.1:6379/x",
+		"redis://user:hunt/er2@127.0.0.1:6379/0", // a '/' in the password defeats URL parsing
+		"redis://:hunt/er2@127.0.0.1:port/0",
+		"redis://user:hunt@er2@127.0.0.1:6379/x",
+	} {
+		_, err := runtime.New(registry.MustNew(idleSchedule()), runtime.Options{RedisURL: url})
+		if err == nil {
+			continue // parsed: nothing to leak
+		}
+		if strings.Contains(err.Error(), "hunt") || strings.Contains(err.Error(), "er2") {
+			t.Errorf("RedisURL %q: error %q shows the password", url, err)
+		}
 	}
 }

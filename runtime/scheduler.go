@@ -3,28 +3,17 @@ package runtime
 import (
 	"container/heap"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/belfry/belfry/registry"
+	"github.com/belfry/belfry/runtime/internal/clock"
+	"github.com/belfry/belfry/runtime/internal/pipeline"
+	"github.com/belfry/belfry/runtime/internal/store"
 	"github.com/hibiken/asynq"
-	"github.com/redis/go-redis/v9"
 )
-
-// maxSlotsPerDispatch bounds the slots enumerated for one schedule after a
-// long outage; the rest of the backlog is counted as missed in one step.
-const maxSlotsPerDispatch = 10000
-
-// maxMissedRecords bounds the missed slots recorded one by one per dispatch
-// (all of them are counted).
-const maxMissedRecords = 10
-
-// commitChunk bounds the schedules committed by one fenced script call.
-const commitChunk = 500
 
 // due is a schedule's next slot in the leader's heap.
 type due struct {
@@ -59,13 +48,13 @@ type leaderState struct {
 // costs nothing, and its work grows with the schedules due, not the total.
 func (r *Runtime) scheduleLoop(ctx context.Context) {
 	var st *leaderState
-	retry := newBackoff(50*time.Millisecond, 2*time.Second)
+	retry := clock.NewBackoff(50*time.Millisecond, 2*time.Second)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	defer r.scheduling.Store(false)
 	for {
 		var wait time.Duration
-		value, leader := r.lease.current()
+		value, leader := r.lease.Current()
 		switch {
 		case !leader:
 			st = nil
@@ -77,28 +66,29 @@ func (r *Runtime) scheduleLoop(ctx context.Context) {
 			if st, err = r.loadLeaderState(ctx, value); err != nil {
 				st = nil
 				r.noteRedis(err)
-				wait = retry.next()
+				wait = retry.Next()
 				break
 			}
-			retry.reset()
+			retry.Reset()
 			continue
 		default:
-			now := r.now()
+			now := r.clock.Now()
+			r.checkUnserved(time.Now())
 			if len(st.queue) > 0 && !st.queue[0].slot.After(now) {
 				if err := r.dispatch(ctx, st, now); err != nil {
 					// The cursors in Redis are the truth; what this replica
 					// holds in memory may be ahead of them after a failed
 					// commit, so it is rebuilt before the next attempt.
 					st = nil
-					if errors.Is(err, errNotLeader) {
-						r.lease.stepDown("a fenced write was rejected")
+					if errors.Is(err, store.ErrNotLeader) {
+						r.lease.StepDown("a fenced write was rejected")
 						continue
 					}
 					r.noteRedis(err)
-					wait = retry.next()
+					wait = retry.Next()
 					break
 				}
-				retry.reset()
+				retry.Reset()
 				continue
 			}
 			wait = time.Hour
@@ -111,33 +101,27 @@ func (r *Runtime) scheduleLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-r.lease.changed:
+		case <-r.lease.Changed():
 		case <-timer.C:
 		}
 	}
 }
 
-// loadLeaderState reads every cursor in one round trip and starts schedules
-// seen for the first time from now.
+// loadLeaderState reads every cursor and starts schedules seen for the
+// first time from now.
 func (r *Runtime) loadLeaderState(ctx context.Context, value string) (*leaderState, error) {
 	scheds := r.reg.Schedules()
-	names := make([]string, len(scheds))
-	for i, s := range scheds {
-		names[i] = s.Name
-	}
-	vals, err := r.rdb.HMGet(ctx, r.keys.cursors, names...).Result()
+	cursors, known, err := r.store.Cursors(ctx, r.names())
 	if err != nil {
 		return nil, err
 	}
-	now := r.now().Truncate(time.Second)
+	now := r.clock.Now().Truncate(time.Second)
 	st := &leaderState{value: value, cursors: make(map[string]time.Time, len(scheds))}
-	var fresh []any
+	var fresh []string
 	for i, s := range scheds {
 		cursor := now
-		if str, ok := vals[i].(string); ok {
-			if sec, err := strconv.ParseInt(str, 10, 64); err == nil {
-				cursor = time.Unix(sec, 0)
-			}
+		if known[i] {
+			cursor = time.Unix(cursors[i], 0)
 		} else {
 			fresh = append(fresh, s.Name)
 		}
@@ -147,82 +131,52 @@ func (r *Runtime) loadLeaderState(ctx context.Context, value string) (*leaderSta
 		}
 	}
 	heap.Init(&st.queue)
-	if len(fresh) > 0 {
-		args := append([]any{value, r.keys.cursors, now.Unix(), r.keys.stats}, fresh...)
-		ok, err := initCursorsScript.Run(ctx, r.rdb, []string{r.keys.lease}, args...).Int()
-		if err != nil {
-			return nil, err
-		}
-		if ok != 1 {
-			return nil, errNotLeader
-		}
+	if err := r.store.InitCursors(ctx, value, now.Unix(), fresh); err != nil {
+		return nil, err
 	}
 	r.log.Info("scheduling", "schedules", len(scheds), "new", len(fresh))
 	return st, nil
 }
 
-var errNotLeader = errors.New("lease not held")
-
-// slotPlan is what the leader decided for one due schedule.
-type slotPlan struct {
-	sched   *registry.Schedule
-	cursor  time.Time // the newest slot handled, committed after the enqueues
-	enqueue []time.Time
-	missed  []time.Time // newest last, at most maxMissedRecords
-	nMissed int
-	err     error // enqueue failed: the cursor stays before the failed slot
-	done    []commitRec
-}
-
-type commitRec struct {
-	ID      string `json:"id"`
-	Slot    int64  `json:"slot"`
-	Manual  string `json:"manual"`
-	At      int64  `json:"at"`
-	Count   int    `json:"count"`
-	Outcome string `json:"outcome"`
-	Score   int64  `json:"score"`
-}
-
-type commitItem struct {
-	Name   string           `json:"name"`
-	Cursor int64            `json:"cursor"`
-	LastID string           `json:"last_id"`
-	Recs   []commitRec      `json:"recs"`
-	Counts map[string]int64 `json:"counts"`
-}
-
 // dispatch handles every schedule due at now: enqueue (idempotent by task
-// ID), then advance the cursors in one fenced write. A crash between the two
+// ID), then advance the cursors in fenced writes. A crash between the two
 // makes the next holder enqueue the same IDs again, which asynq rejects.
 func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) error {
 	var plans []*slotPlan
+	var names []string
 	for len(st.queue) > 0 && !st.queue[0].slot.After(now) {
 		d := heap.Pop(&st.queue).(due)
-		plans = append(plans, r.plan(d, st.cursors[d.sched.Name], now))
+		plans = append(plans, planSlots(d.sched, d.slot, st.cursors[d.sched.Name], now, r.Grace(d.sched)))
+		names = append(names, d.sched.Name)
+	}
+	// Pauses are read when slots come due, so a pause set on any replica
+	// holds from the next slot on, whoever leads.
+	pauses, err := r.store.Pauses(ctx, names)
+	if err != nil {
+		return err
+	}
+	for i, p := range pauses {
+		if p != nil {
+			plans[i].pause(now)
+		}
 	}
 	r.enqueueAll(ctx, st.value, plans)
-	items := make([]commitItem, 0, len(plans))
+	commits := make([]store.Commit, 0, len(plans))
 	var firstErr error
 	for _, p := range plans {
+		if errors.Is(p.err, store.ErrNotLeader) {
+			return store.ErrNotLeader // the commit would be refused too
+		}
 		if p.err != nil && firstErr == nil {
 			firstErr = p.err
 		}
-		items = append(items, p.commitItem(now))
+		commits = append(commits, p.commit(now))
 	}
-	for start := 0; start < len(items); start += commitChunk {
-		batch, err := json.Marshal(items[start:min(start+commitChunk, len(items))])
-		if err != nil {
-			return err
-		}
-		ok, err := commitScript.Run(ctx, r.rdb, []string{r.keys.lease}, st.value, r.keys.prefix,
-			r.opts.HistoryLimit, int(r.ledgerTTL().Seconds()), batch).Int()
-		if err != nil {
-			return err // cursors stay; the next pass re-enqueues harmlessly
-		}
-		if ok != 1 {
-			return errNotLeader
-		}
+	if err := r.store.Commit(ctx, st.value, commits); err != nil {
+		return err // cursors stay; the next pass re-enqueues harmlessly
+	}
+	for _, p := range plans {
+		p.report(r.emit)
 	}
 	for _, p := range plans {
 		st.cursors[p.sched.Name] = p.cursor
@@ -233,62 +187,21 @@ func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) 
 	return firstErr
 }
 
-// plan enumerates the schedule's slots in (cursor, now] and sorts them into
-// enqueue and missed by the grace window.
-func (r *Runtime) plan(d due, cursor, now time.Time) *slotPlan {
-	s := d.sched
-	p := &slotPlan{sched: s, cursor: cursor}
-	oldest := now.Add(-r.grace(s))
-	var stale []time.Time
-	slot := d.slot
-	for n := 0; !slot.IsZero() && !slot.After(now); n++ {
-		if n == maxSlotsPerDispatch {
-			// A backlog this long is all missed; skip to the grace window.
-			p.nMissed += countSlots(s, slot, oldest)
-			slot = s.AtOrAfter(oldest)
-			continue
-		}
-		if slot.Before(oldest) {
-			p.nMissed++
-			stale = append(stale, slot)
-			if len(stale) > maxMissedRecords {
-				stale = stale[1:]
-			}
-		} else {
-			p.enqueue = append(p.enqueue, slot)
-		}
-		p.cursor = slot
-		slot = s.Next(slot)
-	}
-	if s.Misfire == registry.MisfireLatest && len(p.enqueue) == 0 && len(stale) > 0 {
-		p.enqueue = []time.Time{stale[len(stale)-1]}
-		stale = stale[:len(stale)-1]
-		p.nMissed--
-	}
-	p.missed = stale
-	return p
-}
-
-// countSlots counts slots from `from` (inclusive) to before `until`,
-// for the rare backlog longer than maxSlotsPerDispatch.
-func countSlots(s *registry.Schedule, from, until time.Time) int {
-	n := 0
-	for t := from; !t.IsZero() && t.Before(until); t = s.Next(t) {
-		n++
-	}
-	return n
-}
-
 // enqueueAll enqueues every planned slot, several schedules at once. Each
 // schedule's slots go in order, and a schedule stops at its first failure
 // so its cursor never passes an un-enqueued slot.
 func (r *Runtime) enqueueAll(ctx context.Context, leaseValue string, plans []*slotPlan) {
+	// Every enqueue is fenced: Redis runs it only while the lease holds
+	// this holder's value, so one that arrives after a takeover (a held
+	// connection, a pause after the check below) is refused, not run twice.
+	fence := &pipeline.Fence{Key: r.store.Keys.Lease, Value: leaseValue}
+	ctx = pipeline.WithFence(ctx, fence)
 	work := make(chan *slotPlan)
 	var wg sync.WaitGroup
 	for range min(r.opts.EnqueueConcurrency, len(plans)) {
 		wg.Go(func() {
 			for p := range work {
-				r.enqueuePlan(ctx, leaseValue, p)
+				r.enqueuePlan(ctx, fence, p)
 			}
 		})
 	}
@@ -301,83 +214,39 @@ func (r *Runtime) enqueueAll(ctx context.Context, leaseValue string, plans []*sl
 	wg.Wait()
 }
 
-func (r *Runtime) enqueuePlan(ctx context.Context, leaseValue string, p *slotPlan) {
+func (r *Runtime) enqueuePlan(ctx context.Context, fence *pipeline.Fence, p *slotPlan) {
 	s := p.sched
 	for k, slot := range p.enqueue {
 		// A zombie that wakes after its lease expired stops here; if it
-		// slipped past this check, the task ID makes its enqueue a no-op.
-		if v, ok := r.lease.current(); !ok || v != leaseValue {
-			p.err = errNotLeader
+		// slipped past this check, the fence makes Redis refuse its enqueue.
+		if v, ok := r.lease.Current(); !ok || v != fence.Value || fence.Rejected() {
+			p.failedAt(k, store.ErrNotLeader)
+			return
 		}
-		outcome := "enqueued"
-		if p.err == nil && s.Overlap == registry.OverlapSkip {
-			var busy bool
-			if busy, p.err = r.previousStillRunning(ctx, s, p.lastID()); busy {
-				outcome = "skipped"
+		outcome := OutcomeEnqueued
+		if s.Overlap == registry.OverlapSkip {
+			busy, err := r.previousStillRunning(ctx, s, p.lastID())
+			if err != nil {
+				p.failedAt(k, err)
+				return
+			}
+			if busy {
+				outcome = OutcomeSkipped
 			}
 		}
 		occ := s.Occurrence(slot)
-		if p.err == nil && outcome == "enqueued" {
-			_, p.err = r.enqueue(ctx, s, occ, r.retention(s))
-		}
-		if p.err != nil {
-			// Keep the cursor just before the failed slot.
-			if k == 0 {
-				p.cursor = prevCursor(p)
-			} else {
-				p.cursor = p.enqueue[k-1]
+		if outcome == OutcomeEnqueued {
+			if _, err := r.enqueue(ctx, s, occ, r.retention()); err != nil {
+				if fence.Rejected() {
+					err = store.ErrNotLeader
+				}
+				p.failedAt(k, err)
+				return
 			}
-			p.enqueue = p.enqueue[:k]
-			return
 		}
-		p.done = append(p.done, commitRec{ID: occ.ID, Slot: slot.Unix(), Manual: "0",
-			At: r.now().UnixMilli(), Count: 1, Outcome: outcome, Score: slot.UnixMilli()})
+		p.done = append(p.done, store.Rec{ID: occ.ID, Slot: slot.Unix(), At: r.clock.Now().UnixMilli(),
+			Outcome: string(outcome), Score: slot.UnixMilli()})
 	}
-}
-
-// prevCursor is the cursor to keep when the first slot to enqueue failed:
-// the newest missed slot before it, else one second before it, from which
-// Next finds that same slot again.
-func prevCursor(p *slotPlan) time.Time {
-	first := p.enqueue[0]
-	if n := len(p.missed); n > 0 && p.missed[n-1].Before(first) {
-		return p.missed[n-1]
-	}
-	return first.Add(-time.Second) // Next(first - 1s) == first
-}
-
-func (p *slotPlan) lastID() string {
-	for i := len(p.done) - 1; i >= 0; i-- {
-		if p.done[i].Outcome == "enqueued" {
-			return p.done[i].ID
-		}
-	}
-	return ""
-}
-
-func (p *slotPlan) commitItem(now time.Time) commitItem {
-	it := commitItem{Name: p.sched.Name, Cursor: p.cursor.Unix(), Recs: p.done, Counts: map[string]int64{}}
-	for _, slot := range p.missed {
-		if slot.After(p.cursor) {
-			continue
-		}
-		it.Recs = append(it.Recs, commitRec{ID: registry.OccurrenceID(p.sched.Name, slot), Slot: slot.Unix(),
-			Manual: "0", At: now.UnixMilli(), Count: 1, Outcome: "missed", Score: slot.UnixMilli()})
-	}
-	if p.nMissed > 0 {
-		it.Counts["missed"] = int64(p.nMissed)
-	}
-	for _, rec := range p.done {
-		it.Counts[rec.Outcome]++
-		if rec.Outcome == "enqueued" {
-			it.LastID = rec.ID
-			it.Counts["last_enqueue"] = rec.At
-		}
-	}
-	if it.Recs == nil {
-		it.Recs = []commitRec{}
-	}
-	return it
 }
 
 // enqueue puts one occurrence into asynq and reports whether it inserted
@@ -403,9 +272,7 @@ func (r *Runtime) previousStillRunning(ctx context.Context, s *registry.Schedule
 	id := lastInBatch
 	if id == "" {
 		var err error
-		if id, err = r.rdb.HGet(ctx, r.keys.lastID, s.Name).Result(); errors.Is(err, redis.Nil) {
-			return false, nil
-		} else if err != nil {
+		if id, err = r.store.LastID(ctx, s.Name); err != nil || id == "" {
 			return false, err
 		}
 	}

@@ -7,23 +7,16 @@ import (
 	"github.com/belfry/belfry/registry"
 )
 
-// Schedule statuses shown on the admin page and exported as metrics.
-const (
-	StatusOK       = "ok"
-	StatusLate     = "late"     // the newest due slot has no success within grace + timeout
-	StatusFailing  = "failing"  // the newest finished occurrence failed
-	StatusRunning  = "running"  // the newest occurrence is running
-	StatusDisabled = "disabled" // no Redis configured: nothing is scheduled
-)
-
 // ScheduleState is one schedule as the admin page, the JSON API, metrics
 // and the health check see it, computed once per request by Snapshot.
 type ScheduleState struct {
 	Schedule *registry.Schedule
 	Next     time.Time // in the schedule's zone; zero if it never fires again
-	Status   string
+	Status   Status
 	Recent   []Record // newest first
 	Counters Counters
+	// Paused is the schedule's pause, nil when it runs.
+	Paused *Pause
 }
 
 // LastRun returns the newest recorded occurrence, or nil.
@@ -40,9 +33,18 @@ type Snapshot struct {
 	Schedules  []ScheduleState
 	Cluster    Cluster
 	Replica    string
-	Redis      string // "up", "down", "unknown" or "disabled"
+	Redis      RedisState
 	RedisError string
-	Disabled   string
+	// RedisUnsafe says why this replica will not lead on its Redis (it
+	// evicts keys, or is too old), "" when it may.
+	RedisUnsafe string
+	Disabled    string
+	// Orphans are schedules with state in Redis that the registry no
+	// longer declares (see Runtime.Orphans).
+	Orphans []string
+	// Unserved are the schedules' queues no asynq server listens to (see
+	// Runtime.UnservedQueues).
+	Unserved []string
 }
 
 // recentPerSchedule is how many occurrences the index page shows per row.
@@ -52,46 +54,69 @@ const recentPerSchedule = 5
 // is unreachable it still returns every schedule with its next run; the
 // error says what is missing.
 func (r *Runtime) Snapshot(ctx context.Context) (Snapshot, error) {
-	now := r.now()
+	now := r.clock.Now()
 	snap := Snapshot{At: now, Replica: r.opts.Replica, Disabled: r.disabled}
 	var err error
-	recent, counters := map[string][]Record{}, map[string]Counters{}
+	recent, counters, paused := map[string][]Record{}, map[string]Counters{}, map[string]Pause{}
 	if r.disabled == "" {
 		if recent, err = r.recentRecords(ctx, recentPerSchedule); err == nil {
 			if counters, err = r.Counters(ctx); err == nil {
-				snap.Cluster, err = r.Cluster(ctx)
+				if paused, err = r.Paused(ctx); err == nil {
+					if snap.Cluster, err = r.Cluster(ctx); err == nil {
+						if snap.Orphans, err = r.Orphans(ctx); err == nil {
+							snap.Unserved, err = r.UnservedQueues()
+						}
+					}
+				}
 			}
 		}
 		r.noteRedis(err)
 	}
 	state, lastErr := r.RedisState()
 	snap.Redis = state
+	snap.RedisUnsafe = r.RedisUnsafe()
 	if lastErr != nil {
-		snap.RedisError = redactURLError(lastErr)
+		snap.RedisError = redactSecrets(lastErr.Error(), r.redisURL)
 	}
 	for _, s := range r.reg.Schedules() {
 		st := ScheduleState{Schedule: s, Next: s.Next(now), Recent: recent[s.Name], Counters: counters[s.Name]}
+		if p, ok := paused[s.Name]; ok {
+			st.Paused = &p
+		}
 		st.Status = r.status(st, now)
 		snap.Schedules = append(snap.Schedules, st)
 	}
 	return snap, err
 }
 
-func (r *Runtime) status(st ScheduleState, now time.Time) string {
+func (r *Runtime) status(st ScheduleState, now time.Time) Status {
 	if r.disabled != "" {
 		return StatusDisabled
+	}
+	return scheduleStatus(st, now, r.Grace(st.Schedule))
+}
+
+// scheduleStatus judges a schedule from its ledger at now. A pause wins
+// (an operator said so); failing wins over late (the newest run failed:
+// that is the thing to look at); a schedule is late when the newest slot
+// that should have finished by now (due grace + timeout ago) has no success
+// since it, counting only slots after the scheduler first saw the schedule
+// and after its last resume.
+func scheduleStatus(st ScheduleState, now time.Time, grace time.Duration) Status {
+	if st.Paused != nil {
+		return StatusPaused
 	}
 	last := st.LastRun()
 	if last != nil && last.Outcome == OutcomeFailed {
 		return StatusFailing
 	}
 	s, c := st.Schedule, st.Counters
-	due := s.Prev(now.Add(-r.grace(s) - s.Timeout))
-	if !due.IsZero() && !c.FirstSeen.IsZero() && due.After(c.FirstSeen) && c.LastSuccess.Before(due) {
+	due := s.Prev(now.Add(-grace - s.Timeout))
+	if !due.IsZero() && !c.FirstSeen.IsZero() && due.After(c.FirstSeen) && due.After(c.LastResume) && c.LastSuccess.Before(due) {
 		return StatusLate
 	}
-	if last != nil && last.Outcome == OutcomeRunning {
-		return StatusRunning
+	if last != nil && (last.Outcome == OutcomeRunning || last.Outcome == OutcomeRetrying) {
+		return StatusRunning // retrying: an attempt failed, the occurrence is not over
 	}
 	return StatusOK
 }

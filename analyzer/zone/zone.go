@@ -85,10 +85,7 @@ func run(pass *analysis.Pass) (any, error) {
 func dstTraps(d *registry.Directive, transitions []registry.Transition) string {
 	// The expression evaluated in UTC yields its wall times: the clock
 	// readings it matches, whatever the zone makes of them.
-	wall, err := registry.ParseCron(d.Expr, time.UTC)
-	if err != nil {
-		return ""
-	}
+	wall := d.Cron.In(time.UTC)
 	loc := d.Cron.Location()
 	var gap, fold string
 	var parts []string

@@ -28,7 +28,7 @@ const serviceACL = "resetkeys resetchannels -@all " +
 	"+hget +hset +hsetnx +hdel +hmget +hgetall +hincrby +hkeys +hvals " +
 	"+lpush +rpush +lrem +rpoplpush +sadd +srem +smembers " +
 	"+zadd +zrem +zcard +zscore +zrange +zrangebyscore +zrevrange +zremrangebyrank +zremrangebyscore +zpopmin " +
-	"+multi +exec +eval +evalsha +publish +subscribe +unsubscribe"
+	"+multi +exec +watch +unwatch +eval +evalsha +publish +subscribe +unsubscribe"
 
 // TestRedisACL runs two replicas as a Redis user that has exactly the
 // rights of serviceACL, through leadership, every heartbeat, a manual

@@ -31,6 +31,8 @@ import (
 
 	"github.com/belfry/belfry/examples/service/jobs"
 	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/admin"
+	"github.com/belfry/belfry/runtime/metrics"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 )
@@ -151,7 +153,11 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	})
 
 	mux := http.NewServeMux()
-	mux.Handle("/cron/", http.StripPrefix("/cron", rt.Admin(runtime.AdminOptions{})))
+	// Metrics are mounted twice: inside the admin for a person, and at
+	// /metrics for a scraper, which the host would keep outside its auth.
+	metricsHandler := metrics.Handler(rt)
+	mux.Handle("/cron/", http.StripPrefix("/cron", admin.New(rt, admin.Options{Metrics: metricsHandler})))
+	mux.Handle("GET /metrics", metricsHandler)
 	mux.Handle("GET /{$}", http.RedirectHandler("/cron/", http.StatusFound))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {

@@ -21,6 +21,13 @@ func NewYorkGap(ctx context.Context, occ registry.Occurrence) error { return nil
 //cron:schedule "30 1 * * *" tz=America/New_York
 func NewYorkFold(ctx context.Context, occ registry.Occurrence) error { return nil }
 
+// H takes minute 13 from the name; the traps are found all the same.
+//
+// want +2 `"nightly-report" .*: 01:13 does not exist on 2026-03-29 .*; 01:13 happens twice on 2026-10-25`
+//
+//cron:schedule "H 1 * * *" name=nightly-report tz=Europe/London
+func HashedLondon(ctx context.Context, occ registry.Occurrence) error { return nil }
+
 // Lord Howe Island moves its clocks by half an hour.
 //
 // want +2 `"zone.lord-howe" .*: 02:15 does not exist on 2026-10-04 \(clocks go forward from 02:00 to 02:30\), so it runs at 02:30 \+11 instead`

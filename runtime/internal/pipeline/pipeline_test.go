@@ -1,4 +1,4 @@
-package runtime_test
+package pipeline_test
 
 import (
 	"context"
@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/internal/pipeline"
+	"github.com/belfry/belfry/runtime/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -65,8 +66,8 @@ func (g *gatePipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 func echoScript(t *testing.T) *redis.Script {
 	script := redis.NewScript(fmt.Sprintf(`-- %s
 if ARGV[1] == 'bad' then return redis.error_reply('bad input') end
-return KEYS[1] .. '=' .. ARGV[1]`, uniq("echo")))
-	if err := script.Load(context.Background(), sharedRedis(t)).Err(); err != nil {
+return KEYS[1] .. '=' .. ARGV[1]`, redistest.Uniq("echo")))
+	if err := script.Load(context.Background(), redistest.Shared(t)).Err(); err != nil {
 		t.Fatal(err)
 	}
 	return script
@@ -105,11 +106,11 @@ func within(t *testing.T, d time.Duration, what string, done <-chan struct{}) {
 func TestPipeliningClientBatchesConcurrentCallsAndKeepsEachReply(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: sharedRedisAddr()})
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr()})
 	t.Cleanup(func() { rdb.Close() })
 	gate := newGatePipelines(t, 3)
 	rdb.AddHook(gate)
-	pc := runtime.NewPipeliningClient(rdb)
+	pc := pipeline.NewClient(rdb)
 	script := echoScript(t)
 
 	const callers = 102
@@ -137,7 +138,7 @@ func TestPipeliningClientBatchesConcurrentCallsAndKeepsEachReply(t *testing.T) {
 			call(ctx, i)
 		}
 	}
-	waitFor(t, 5*time.Second, "100 callers queued", func() bool { return runtime.PipelineWaiting(pc) == callers-2 })
+	redistest.WaitFor(t, 5*time.Second, "100 callers queued", func() bool { return pc.Waiting() == callers-2 })
 
 	// A queued caller whose context ends leaves the queue at once.
 	giveUp()
@@ -173,12 +174,12 @@ func TestPipeliningClientBatchesConcurrentCallsAndKeepsEachReply(t *testing.T) {
 // sending slot: the queued callers are still served.
 func TestPipeliningClientSurvivesAPanickingSender(t *testing.T) {
 	t.Parallel()
-	rdb := redis.NewClient(&redis.Options{Addr: sharedRedisAddr()})
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr()})
 	t.Cleanup(func() { rdb.Close() })
 	gate := newGatePipelines(t, 2)
 	gate.panics = 2
 	rdb.AddHook(gate)
-	pc := runtime.NewPipeliningClient(rdb)
+	pc := pipeline.NewClient(rdb)
 	script := echoScript(t)
 
 	var recovered atomic.Int64
@@ -200,7 +201,7 @@ func TestPipeliningClientSurvivesAPanickingSender(t *testing.T) {
 	for i := range queued {
 		wg.Go(func() { replies[i], errs[i] = echo(context.Background(), script, pc, i+1) })
 	}
-	waitFor(t, 5*time.Second, "4 callers queued", func() bool { return runtime.PipelineWaiting(pc) == queued })
+	redistest.WaitFor(t, 5*time.Second, "4 callers queued", func() bool { return pc.Waiting() == queued })
 	gate.open(0)
 	gate.open(1)
 	served := make(chan struct{})
@@ -229,11 +230,11 @@ func TestPipeliningClientFailsEveryCallItCouldNotSend(t *testing.T) {
 	unreachable := redis.NewClient(&redis.Options{Network: "unix", Addr: filepath.Join(t.TempDir(), "none.sock"),
 		MaxRetries: -1, DialerRetries: 1})
 	t.Cleanup(func() { unreachable.Close() })
-	refused := redis.NewClient(&redis.Options{Addr: sharedRedisAddr()})
+	refused := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr()})
 	t.Cleanup(func() { refused.Close() })
 	refused.AddHook(refusePipelines{})
 	for name, rdb := range map[string]redis.UniversalClient{"unreachable": unreachable, "refused by a hook": refused} {
-		pc := runtime.NewPipeliningClient(rdb)
+		pc := pipeline.NewClient(rdb)
 		script := redis.NewScript("return 1")
 		var failed atomic.Int64
 		var wg sync.WaitGroup
@@ -253,13 +254,13 @@ func TestPipeliningClientFailsEveryCallItCouldNotSend(t *testing.T) {
 
 func TestPipeliningClientDoesNotSendForACancelledCaller(t *testing.T) {
 	t.Parallel()
-	rdb := redis.NewClient(&redis.Options{Addr: sharedRedisAddr()})
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr()})
 	t.Cleanup(func() { rdb.Close() })
 	gate := newGatePipelines(t, 0)
 	rdb.AddHook(gate)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := echo(ctx, echoScript(t), runtime.NewPipeliningClient(rdb), 1); !errors.Is(err, context.Canceled) {
+	if _, err := echo(ctx, echoScript(t), pipeline.NewClient(rdb), 1); !errors.Is(err, context.Canceled) {
 		t.Errorf("err %v, want context.Canceled", err)
 	}
 	if n := gate.pipelines.Load(); n != 0 {

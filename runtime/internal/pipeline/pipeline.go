@@ -1,4 +1,6 @@
-package runtime
+// Package pipeline sends the enqueues that asynq's Client makes at the same
+// moment as go-redis pipelines, since asynq has no batch enqueue.
+package pipeline
 
 import (
 	"context"
@@ -9,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// pipeliningClient is the Redis client that asynq's Client enqueues
+// Client is the Redis client that asynq's Client enqueues
 // through. asynq has no batch enqueue: each task is one EVALSHA of its
 // enqueue script, one round trip. When many enqueue workers call at the
 // same moment (the midnight spike), this client sends their EVALSHAs
@@ -29,7 +31,7 @@ import (
 // pipeline reports it. A caller whose context ends while it is queued leaves
 // the queue, so its command is never sent; once sent, it waits for the
 // reply, which is the truth about whether its task went in.
-type pipeliningClient struct {
+type Client struct {
 	redis.UniversalClient
 
 	mu      sync.Mutex
@@ -42,20 +44,23 @@ const pipelinesInFlight = 2
 var errNoReply = errors.New("redis pipeline ended without a reply")
 
 type pipelinedCall struct {
-	ctx  context.Context
-	sha  string
-	keys []string
-	args []any
-	cmd  *redis.Cmd
-	done chan struct{}
+	ctx   context.Context
+	sha   string
+	body  string // for Eval: the script itself, sent instead of sha
+	keys  []string
+	args  []any
+	fence *Fence // nil: unconditional
+	cmd   *redis.Cmd
+	done  chan struct{}
 }
 
-func newPipeliningClient(c redis.UniversalClient) *pipeliningClient {
-	return &pipeliningClient{UniversalClient: c}
+// NewClient wraps c.
+func NewClient(c redis.UniversalClient) *Client {
+	return &Client{UniversalClient: c}
 }
 
-func (c *pipeliningClient) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
-	call := &pipelinedCall{ctx: ctx, sha: sha, keys: keys, args: args, done: make(chan struct{})}
+func (c *Client) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	call := &pipelinedCall{ctx: ctx, sha: sha, keys: keys, args: args, fence: fenceOf(ctx), done: make(chan struct{})}
 	if err := ctx.Err(); err != nil {
 		return call.fail(err)
 	}
@@ -84,7 +89,7 @@ func (c *pipeliningClient) EvalSha(ctx context.Context, sha string, keys []strin
 
 // handOff frees a sending slot, or gives it to a goroutine that sends
 // whatever queued meanwhile.
-func (c *pipeliningClient) handOff() {
+func (c *Client) handOff() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.waiting) == 0 {
@@ -94,7 +99,7 @@ func (c *pipeliningClient) handOff() {
 	go c.drain()
 }
 
-func (c *pipeliningClient) drain() {
+func (c *Client) drain() {
 	for {
 		c.mu.Lock()
 		batch := c.waiting
@@ -111,7 +116,7 @@ func (c *pipeliningClient) drain() {
 
 // withdraw takes a queued call out of the queue, and reports whether it was
 // still there (not yet sent).
-func (c *pipeliningClient) withdraw(call *pipelinedCall) bool {
+func (c *Client) withdraw(call *pipelinedCall) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	i := slices.Index(c.waiting, call)
@@ -127,7 +132,7 @@ func (c *pipeliningClient) withdraw(call *pipelinedCall) bool {
 // giving up does not fail the others; go-redis's timeouts bound it as they
 // bound any command. Trace spans from the context belong to the batch's
 // first caller.
-func (c *pipeliningClient) send(batch []*pipelinedCall) {
+func (c *Client) send(batch []*pipelinedCall) {
 	execErr := errNoReply
 	defer func() {
 		// A hook that fails the pipeline without running it, or panics,
@@ -144,8 +149,30 @@ func (c *pipeliningClient) send(batch []*pipelinedCall) {
 		}
 	}()
 	ctx := context.WithoutCancel(batch[0].ctx)
-	pipe := c.UniversalClient.Pipeline()
+	var plain []*pipelinedCall
+	fenced := map[Fence][]*pipelinedCall{}
+	var fences []*Fence
 	for _, call := range batch {
+		if call.fence == nil {
+			plain = append(plain, call)
+			continue
+		}
+		k := Fence{Key: call.fence.Key, Value: call.fence.Value}
+		if fenced[k] == nil {
+			fences = append(fences, call.fence)
+		}
+		fenced[k] = append(fenced[k], call)
+	}
+	for _, f := range fences {
+		if err := c.sendFenced(ctx, f, fenced[Fence{Key: f.Key, Value: f.Value}]); err != nil {
+			execErr = err
+		}
+	}
+	if len(plain) == 0 {
+		return
+	}
+	pipe := c.UniversalClient.Pipeline()
+	for _, call := range plain {
 		call.cmd = pipe.EvalSha(ctx, call.sha, call.keys, call.args...)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
@@ -155,6 +182,9 @@ func (c *pipeliningClient) send(batch []*pipelinedCall) {
 
 func (call *pipelinedCall) cmdArgs() []any {
 	args := []any{"evalsha", call.sha, len(call.keys)}
+	if call.body != "" {
+		args = []any{"eval", call.body, len(call.keys)}
+	}
 	for _, k := range call.keys {
 		args = append(args, k)
 	}
@@ -166,4 +196,11 @@ func (call *pipelinedCall) fail(err error) *redis.Cmd {
 	cmd := redis.NewCmd(call.ctx, call.cmdArgs()...)
 	cmd.SetErr(err)
 	return cmd
+}
+
+// Waiting counts the calls waiting for a sending slot.
+func (c *Client) Waiting() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.waiting)
 }

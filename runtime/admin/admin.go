@@ -1,0 +1,571 @@
+// Package admin serves belfry's admin page and JSON API for one runtime: the
+// schedules with their next runs, history and status, the cluster, and a
+// Trigger per schedule. It is written only against package runtime's public
+// API, so anything it shows a service can compute itself.
+package admin
+
+import (
+	"context"
+	"crypto/rand"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"html/template"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/belfry/belfry/runtime"
+)
+
+// Options configure the admin handler.
+type Options struct {
+	// ReadOnly hides the Trigger buttons and answers trigger requests with
+	// 403: for an admin exposed to people who may look but not act.
+	ReadOnly bool
+	// Middleware wraps every route, e.g. the host's own authentication.
+	Middleware func(http.Handler) http.Handler
+	// Actor names who makes a request (e.g. the user the host's
+	// authentication found); triggers, re-runs, backfills, pauses and
+	// resumes record it. Default: nobody is named.
+	Actor func(*http.Request) string
+	// Title heads the page; default "belfry".
+	Title string
+	// Metrics, when set, is served at /metrics (e.g. metrics.Handler(rt)
+	// from package runtime/metrics). Without it /metrics is 404, and the
+	// admin does not link Prometheus.
+	Metrics http.Handler
+}
+
+//go:embed admin.html
+var adminFS embed.FS
+
+var adminTemplates = template.Must(template.New("").Funcs(template.FuncMap{
+	"rfc3339": func(t time.Time) string {
+		if t.IsZero() {
+			return "—"
+		}
+		return t.Format(time.RFC3339)
+	},
+	"utc":        func(t time.Time) time.Time { return t.UTC() },
+	"pathEscape": url.PathEscape,
+	"triggerData": func(page pageData, st *runtime.ScheduleState, action string) map[string]any {
+		return map[string]any{"ReadOnly": page.ReadOnly, "Request": page.Request, "Action": action, "Name": st.Schedule.Name}
+	},
+}).ParseFS(adminFS, "admin.html"))
+
+// New returns the admin handler of rt: an HTML page, a JSON API, a trigger,
+// a health check and, when Options.Metrics is set, Prometheus metrics. Its
+// paths are relative, so mount it under any prefix with http.StripPrefix:
+//
+//	mux.Handle("/cron/", http.StripPrefix("/cron", admin.New(rt, admin.Options{Metrics: metrics.Handler(rt)})))
+//
+// Routes (relative to the prefix):
+//
+//	GET  /                              the page
+//	GET  /schedules/{name}              one schedule and its history
+//	POST /schedules/{name}/trigger      the page's Trigger button (redirects back)
+//	GET  /api/schedules                 every schedule, JSON
+//	GET  /api/schedules/{name}          one schedule with history, JSON
+//	POST /api/schedules/{name}/trigger  202 {"task_id": ...}; Idempotency-Key header or
+//	                                    "request" form field makes a double submit a no-op
+//	GET  /api/status                    leader, replicas, Redis state
+//	GET  /api/orphans                   {"orphans": [...]}: schedules with state in Redis
+//	                                    that the registry no longer declares
+//	DELETE /api/orphans/{name}          204: forget one (its cursor, counters, history)
+//	POST /orphans/{name}/forget         the page's Forget button (redirects back)
+//	GET  /metrics                       Options.Metrics, if set
+//	POST /api/schedules/{name}/runs     re-run a past slot: {"slot": RFC 3339} -> 202 {"task_id": ...};
+//	                                    backfill: {"from": ..., "to": ...} -> 202 {"task_ids": [...]};
+//	                                    400 naming the nearest slots for one that is not real
+//	POST /api/schedules/{name}/pause    {"reason": "..."} -> 200; slots due are recorded paused
+//	POST /api/schedules/{name}/resume   200; the next slot runs, paused ones do not
+//	GET  /healthz                       schedule health for alerts: 200 ok, 503 unhealthy or disabled
+//	GET  /livez                         200 while the process serves: for liveness probes
+//
+// State-changing routes are refused with 403 in read-only mode.
+//
+// Cross-origin POSTs are refused with 403 (http.CrossOriginProtection).
+func New(rt *runtime.Runtime, opts Options) http.Handler {
+	if opts.Title == "" {
+		opts.Title = "belfry"
+	}
+	a := &admin{r: rt, opts: opts}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", a.index)
+	mux.HandleFunc("GET /schedules/{name}", a.detail)
+	mux.HandleFunc("POST /schedules/{name}/trigger", a.triggerForm)
+	mux.HandleFunc("GET /api/schedules", a.apiList)
+	mux.HandleFunc("GET /api/schedules/{name}", a.apiDetail)
+	mux.HandleFunc("POST /api/schedules/{name}/trigger", a.apiTrigger)
+	mux.HandleFunc("GET /api/status", a.apiStatus)
+	mux.HandleFunc("GET /api/orphans", a.apiOrphans)
+	mux.HandleFunc("DELETE /api/orphans/{name}", a.apiForget)
+	mux.HandleFunc("POST /orphans/{name}/forget", a.forgetForm)
+	if opts.Metrics != nil {
+		mux.Handle("GET /metrics", opts.Metrics)
+	}
+	mux.Handle("GET /healthz", rt.HealthHandler())
+	mux.Handle("GET /livez", rt.LivezHandler())
+	mux.HandleFunc("POST /api/schedules/{name}/runs", a.apiRuns)
+	mux.HandleFunc("POST /api/schedules/{name}/pause", a.apiPause)
+	mux.HandleFunc("POST /api/schedules/{name}/resume", a.apiResume)
+	var h http.Handler = http.NewCrossOriginProtection().Handler(mux)
+	if opts.Middleware != nil {
+		h = opts.Middleware(h)
+	}
+	return h
+}
+
+type admin struct {
+	r    *runtime.Runtime
+	opts Options
+}
+
+// readTimeout bounds the Redis reads of one admin request, so a Redis
+// outage makes a page degrade, not hang.
+const readTimeout = 2 * time.Second
+
+func (a *admin) snapshot(req *http.Request) (runtime.Snapshot, error) {
+	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
+	defer cancel()
+	return a.r.Snapshot(ctx)
+}
+
+type pageData struct {
+	Title    string
+	ReadOnly bool
+	runtime.Snapshot
+	Notice  string
+	Error   string
+	Request string // a fresh token per rendered form: a double submit triggers once
+	Detail  *runtime.ScheduleState
+	History []runtime.Record
+	Base    string // relative path back to the index
+	// HasMetrics says /metrics is served (Options.Metrics).
+	HasMetrics bool
+}
+
+func newRequestToken() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (a *admin) index(w http.ResponseWriter, req *http.Request) {
+	snap, err := a.snapshot(req)
+	data := pageData{Title: a.opts.Title, ReadOnly: a.opts.ReadOnly, Snapshot: snap, Request: newRequestToken(), Base: "./",
+		HasMetrics: a.opts.Metrics != nil}
+	if err != nil {
+		data.Error = "Redis unreachable: history and replicas are not shown."
+	}
+	switch req.URL.Query().Get("forgot") {
+	case "ok":
+		data.Notice = "Forgotten: the removed schedule's state is gone from Redis."
+	case strconv.Itoa(http.StatusForbidden):
+		data.Error = "Forget refused: this admin is read-only."
+	case strconv.Itoa(http.StatusConflict):
+		data.Error = "Forget refused: that schedule is in the registry."
+	case strconv.Itoa(http.StatusServiceUnavailable):
+		data.Error = "Forget failed: the scheduler is disabled or Redis is unreachable."
+	}
+	a.render(w, http.StatusOK, "index", data)
+}
+
+func (a *admin) detail(w http.ResponseWriter, req *http.Request) {
+	name := req.PathValue("name")
+	snap, err := a.snapshot(req)
+	st, ok := find(snap, name)
+	if !ok {
+		a.render(w, http.StatusNotFound, "notfound", pageData{Title: a.opts.Title, Snapshot: snap, Base: "../", Error: "No schedule is called " + name + "."})
+		return
+	}
+	data := pageData{Title: a.opts.Title, ReadOnly: a.opts.ReadOnly, Snapshot: snap, Detail: &st, Request: newRequestToken(), Base: "../"}
+	if err == nil {
+		ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
+		defer cancel()
+		data.History, err = a.r.History(ctx, name, a.r.HistoryLimit())
+	}
+	if err != nil {
+		data.Error = "Redis unreachable: history is not shown."
+	}
+	// The redirect after a trigger carries a fixed word, never text, so a
+	// crafted link cannot put words on the page.
+	switch req.URL.Query().Get("triggered") {
+	case "ok":
+		data.Notice = "Triggered: the occurrence is enqueued and appears below."
+	case strconv.Itoa(http.StatusForbidden):
+		data.Error = "Trigger refused: this admin is read-only."
+	case strconv.Itoa(http.StatusServiceUnavailable):
+		data.Error = "Trigger failed: the scheduler is disabled or Redis is unreachable."
+	case strconv.Itoa(http.StatusBadRequest):
+		data.Error = "Trigger refused: malformed request."
+	}
+	a.render(w, http.StatusOK, "detail", data)
+}
+
+func find(snap runtime.Snapshot, name string) (runtime.ScheduleState, bool) {
+	for _, st := range snap.Schedules {
+		if st.Schedule.Name == name {
+			return st, true
+		}
+	}
+	return runtime.ScheduleState{}, false
+}
+
+func (a *admin) render(w http.ResponseWriter, status int, page string, data pageData) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+	w.WriteHeader(status)
+	if err := adminTemplates.ExecuteTemplate(w, page, data); err != nil {
+		a.r.Logger().Warn("rendering the admin page", "page", page, "err", err)
+	}
+}
+
+// trigger runs a trigger request and maps its errors to HTTP statuses.
+func (a *admin) trigger(req *http.Request) (id string, status int, msg string) {
+	if a.opts.ReadOnly {
+		return "", http.StatusForbidden, "triggering is disabled: this admin is read-only"
+	}
+	key := req.Header.Get("Idempotency-Key")
+	if key == "" {
+		key = req.FormValue("request")
+	}
+	ctx, cancel := a.actionContext(req)
+	defer cancel()
+	occ, err := a.r.Trigger(ctx, req.PathValue("name"), key)
+	switch {
+	case errors.Is(err, runtime.ErrUnknownSchedule):
+		return "", http.StatusNotFound, "no schedule is called " + req.PathValue("name")
+	case errors.Is(err, runtime.ErrDisabled):
+		return "", http.StatusServiceUnavailable, "the scheduler is disabled: " + a.r.Disabled()
+	case errors.Is(err, runtime.ErrBadRequestKey):
+		return "", http.StatusBadRequest, err.Error()
+	case err != nil:
+		a.r.Logger().Warn("manual trigger failed", "schedule", req.PathValue("name"), "err", err)
+		return "", http.StatusServiceUnavailable, "could not enqueue: Redis unreachable"
+	}
+	return occ.ID, http.StatusAccepted, ""
+}
+
+func (a *admin) triggerForm(w http.ResponseWriter, req *http.Request) {
+	_, status, msg := a.trigger(req)
+	if status == http.StatusNotFound {
+		http.Error(w, msg, status)
+		return
+	}
+	result := "ok"
+	if status != http.StatusAccepted {
+		result = strconv.Itoa(status)
+	}
+	// A relative Location keeps the mount prefix, which http.Redirect
+	// would drop after StripPrefix.
+	w.Header().Set("Location", "../"+url.PathEscape(req.PathValue("name"))+"?triggered="+url.QueryEscape(result))
+	w.WriteHeader(http.StatusSeeOther)
+}
+
+// apiSchedule is the JSON form of a schedule.
+type apiSchedule struct {
+	Name       string         `json:"name"`
+	Expression string         `json:"expression"`
+	Zone       string         `json:"zone"`
+	Queue      string         `json:"queue"`
+	Timeout    string         `json:"timeout"`
+	MaxRetry   int            `json:"max_retry"`
+	Grace      string         `json:"grace"`
+	Overlap    string         `json:"overlap"`
+	Misfire    string         `json:"misfire"`
+	Source     string         `json:"source,omitempty"`
+	NextRun    *string        `json:"next_run"`
+	NextRunUTC *string        `json:"next_run_utc"`
+	Status     runtime.Status `json:"status"`
+	// Paused says who paused the schedule, when and why; null when it runs.
+	Paused   *runtime.Pause   `json:"paused"`
+	LastRun  *runtime.Record  `json:"last_run"`
+	Counters apiCounters      `json:"counters"`
+	History  []runtime.Record `json:"history,omitempty"`
+}
+
+type apiCounters struct {
+	Enqueued    int64      `json:"enqueued"`
+	Manual      int64      `json:"manual"`
+	Missed      int64      `json:"missed"`
+	Skipped     int64      `json:"skipped"`
+	Paused      int64      `json:"paused"`
+	Succeeded   int64      `json:"succeeded"`
+	Failed      int64      `json:"failed"`
+	LastEnqueue *time.Time `json:"last_enqueue"`
+	LastSuccess *time.Time `json:"last_success"`
+	LastFailure *time.Time `json:"last_failure"`
+}
+
+func orNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func (a *admin) toAPI(st runtime.ScheduleState) apiSchedule {
+	s, c := st.Schedule, st.Counters
+	out := apiSchedule{
+		Name: s.Name, Expression: s.Expr, Zone: s.Zone, Queue: s.Queue, Timeout: s.Timeout.String(),
+		MaxRetry: s.MaxRetry, Grace: a.r.Grace(s).String(), Overlap: string(s.Overlap), Misfire: string(s.Misfire),
+		Source: s.Source, Status: st.Status, Paused: st.Paused, LastRun: st.LastRun(),
+		Counters: apiCounters{Enqueued: c.Enqueued, Manual: c.Manual, Missed: c.Missed, Skipped: c.Skipped, Paused: c.Paused,
+			Succeeded: c.Succeeded, Failed: c.Failed, LastEnqueue: orNil(c.LastEnqueue),
+			LastSuccess: orNil(c.LastSuccess), LastFailure: orNil(c.LastFailure)},
+	}
+	if !st.Next.IsZero() {
+		local, utc := st.Next.Format(time.RFC3339), st.Next.UTC().Format(time.RFC3339)
+		out.NextRun, out.NextRunUTC = &local, &utc
+	}
+	return out
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func writeJSONError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"error": msg})
+}
+
+func (a *admin) apiList(w http.ResponseWriter, req *http.Request) {
+	snap, _ := a.snapshot(req) // without Redis the schedules and next runs still answer
+	out := make([]apiSchedule, 0, len(snap.Schedules))
+	for _, st := range snap.Schedules {
+		out = append(out, a.toAPI(st))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *admin) apiDetail(w http.ResponseWriter, req *http.Request) {
+	snap, _ := a.snapshot(req)
+	st, ok := find(snap, req.PathValue("name"))
+	if !ok {
+		writeJSONError(w, http.StatusNotFound, "no schedule is called "+req.PathValue("name"))
+		return
+	}
+	out := a.toAPI(st)
+	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
+	defer cancel()
+	out.History, _ = a.r.History(ctx, st.Schedule.Name, a.r.HistoryLimit())
+	if out.History == nil {
+		out.History = []runtime.Record{}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *admin) apiTrigger(w http.ResponseWriter, req *http.Request) {
+	id, status, msg := a.trigger(req)
+	if status != http.StatusAccepted {
+		writeJSONError(w, status, msg)
+		return
+	}
+	writeJSON(w, status, map[string]string{"task_id": id})
+}
+
+func (a *admin) apiStatus(w http.ResponseWriter, req *http.Request) {
+	snap, _ := a.snapshot(req)
+	var leader *string
+	if snap.Cluster.Leader != "" {
+		leader = &snap.Cluster.Leader
+	}
+	replicas := snap.Cluster.Replicas
+	if replicas == nil {
+		replicas = []string{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"leader": leader, "replicas": replicas, "replica": snap.Replica,
+		"redis": snap.Redis, "redis_error": snap.RedisError, "redis_unsafe": snap.RedisUnsafe, "disabled": snap.Disabled,
+	})
+}
+
+func (a *admin) apiOrphans(w http.ResponseWriter, req *http.Request) {
+	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
+	defer cancel()
+	orphans, err := a.r.Orphans(ctx)
+	if err != nil {
+		writeJSONError(w, http.StatusServiceUnavailable, "could not read Redis")
+		return
+	}
+	if orphans == nil {
+		orphans = []string{}
+	}
+	writeJSON(w, http.StatusOK, map[string][]string{"orphans": orphans})
+}
+
+// forget runs a forget request and maps its errors to HTTP statuses.
+func (a *admin) forget(req *http.Request) (status int, msg string) {
+	if a.opts.ReadOnly {
+		return http.StatusForbidden, "forgetting is disabled: this admin is read-only"
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
+	defer cancel()
+	err := a.r.Forget(ctx, req.PathValue("name"))
+	switch {
+	case errors.Is(err, runtime.ErrScheduleInUse):
+		return http.StatusConflict, req.PathValue("name") + " is in the registry; only removed schedules can be forgotten"
+	case errors.Is(err, runtime.ErrDisabled):
+		return http.StatusServiceUnavailable, "the scheduler is disabled: " + a.r.Disabled()
+	case err != nil:
+		a.r.Logger().Warn("forgetting a removed schedule failed", "schedule", req.PathValue("name"), "err", err)
+		return http.StatusServiceUnavailable, "could not forget: Redis unreachable"
+	}
+	return http.StatusNoContent, ""
+}
+
+func (a *admin) apiForget(w http.ResponseWriter, req *http.Request) {
+	if status, msg := a.forget(req); status != http.StatusNoContent {
+		writeJSONError(w, status, msg)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (a *admin) forgetForm(w http.ResponseWriter, req *http.Request) {
+	status, _ := a.forget(req)
+	result := "ok"
+	if status != http.StatusNoContent {
+		result = strconv.Itoa(status)
+	}
+	w.Header().Set("Location", "../../?forgot="+result)
+	w.WriteHeader(http.StatusSeeOther)
+}
+
+// actionContext bounds a state-changing request and names its actor.
+func (a *admin) actionContext(req *http.Request) (context.Context, context.CancelFunc) {
+	ctx := req.Context()
+	if a.opts.Actor != nil {
+		ctx = runtime.WithActor(ctx, a.opts.Actor(req))
+	}
+	return context.WithTimeout(ctx, 5*time.Second)
+}
+
+// maxBody bounds a JSON request body.
+const maxBody = 64 << 10
+
+// decodeBody reads a JSON body into v; it answers 400 itself and reports
+// false when it cannot.
+func decodeBody(w http.ResponseWriter, req *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, req.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeJSONError(w, http.StatusBadRequest, "request body: "+err.Error())
+		return false
+	}
+	return true
+}
+
+// actionError maps a runtime error of a state-changing request to a status
+// and a message, logging the ones that are not the caller's fault.
+func (a *admin) actionError(req *http.Request, err error) (int, string) {
+	name := req.PathValue("name")
+	switch {
+	case errors.Is(err, runtime.ErrUnknownSchedule):
+		return http.StatusNotFound, "no schedule is called " + name
+	case errors.Is(err, runtime.ErrDisabled):
+		return http.StatusServiceUnavailable, "the scheduler is disabled: " + a.r.Disabled()
+	case errors.Is(err, runtime.ErrBadRequestKey), errors.Is(err, runtime.ErrNotASlot),
+		errors.Is(err, runtime.ErrTooManySlots), errors.Is(err, runtime.ErrBadRange):
+		return http.StatusBadRequest, err.Error()
+	}
+	a.r.Logger().Warn("admin request failed", "path", req.URL.Path, "schedule", name, "err", err)
+	return http.StatusServiceUnavailable, "Redis unreachable"
+}
+
+// runsRequest is a re-run of one slot, or a backfill of a range.
+type runsRequest struct {
+	Slot *time.Time `json:"slot"`
+	From *time.Time `json:"from"`
+	To   *time.Time `json:"to"`
+}
+
+func (a *admin) apiRuns(w http.ResponseWriter, req *http.Request) {
+	if a.opts.ReadOnly {
+		writeJSONError(w, http.StatusForbidden, "re-runs are disabled: this admin is read-only")
+		return
+	}
+	var body runsRequest
+	if !decodeBody(w, req, &body) {
+		return
+	}
+	ctx, cancel := a.actionContext(req)
+	defer cancel()
+	key := req.Header.Get("Idempotency-Key")
+	switch {
+	case body.Slot != nil && body.From == nil && body.To == nil:
+		occ, err := a.r.Rerun(ctx, req.PathValue("name"), *body.Slot, key)
+		if err != nil {
+			status, msg := a.actionError(req, err)
+			writeJSONError(w, status, msg)
+			return
+		}
+		writeJSON(w, http.StatusAccepted, map[string]string{"task_id": occ.ID, "slot": occ.Slot.Format(time.RFC3339)})
+	case body.Slot == nil && body.From != nil && body.To != nil:
+		occs, err := a.r.Backfill(ctx, req.PathValue("name"), *body.From, *body.To, key)
+		if err != nil && len(occs) == 0 {
+			status, msg := a.actionError(req, err)
+			writeJSONError(w, status, msg)
+			return
+		}
+		ids := make([]string, len(occs))
+		for i, occ := range occs {
+			ids[i] = occ.ID
+		}
+		out := map[string]any{"task_ids": ids}
+		if err != nil { // some enqueued, then Redis failed: say both
+			_, out["error"] = a.actionError(req, err)
+		}
+		writeJSON(w, http.StatusAccepted, out)
+	default:
+		writeJSONError(w, http.StatusBadRequest, `want {"slot": "<RFC 3339>"} to re-run one slot, or {"from": ..., "to": ...} to backfill`)
+	}
+}
+
+func (a *admin) apiPause(w http.ResponseWriter, req *http.Request) {
+	if a.opts.ReadOnly {
+		writeJSONError(w, http.StatusForbidden, "pausing is disabled: this admin is read-only")
+		return
+	}
+	var body struct {
+		Reason string `json:"reason"`
+	}
+	if req.ContentLength != 0 && !decodeBody(w, req, &body) {
+		return
+	}
+	ctx, cancel := a.actionContext(req)
+	defer cancel()
+	if err := a.r.Pause(ctx, req.PathValue("name"), body.Reason); err != nil {
+		status, msg := a.actionError(req, err)
+		writeJSONError(w, status, msg)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": string(runtime.StatusPaused)})
+}
+
+func (a *admin) apiResume(w http.ResponseWriter, req *http.Request) {
+	if a.opts.ReadOnly {
+		writeJSONError(w, http.StatusForbidden, "resuming is disabled: this admin is read-only")
+		return
+	}
+	ctx, cancel := a.actionContext(req)
+	defer cancel()
+	if err := a.r.Resume(ctx, req.PathValue("name")); err != nil {
+		status, msg := a.actionError(req, err)
+		writeJSONError(w, status, msg)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "resumed"})
+}

@@ -1,0 +1,354 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/belfry/belfry/runtime/internal/clock"
+	"github.com/belfry/belfry/runtime/internal/store"
+	"github.com/redis/go-redis/v9"
+)
+
+// Config configures a Lease.
+type Config struct {
+	Redis   redis.UniversalClient
+	Keys    store.Keys
+	Replica string
+	TTL     time.Duration
+	Log     *slog.Logger
+	// OnRedis is told each call's outcome, so Redis reachability changes
+	// can be logged once. Optional.
+	OnRedis func(err error)
+	// Clock measures the trust window; default clock.Real.
+	Clock clock.Clock
+	// MayLead, when set, is asked before every attempt to acquire or renew:
+	// an error keeps this replica from leading (a holder releases), e.g.
+	// while Redis would evict the lease. Optional.
+	MayLead func(context.Context) error
+}
+
+// Lease is this replica's view of the scheduler lease; see the package doc.
+type Lease struct {
+	rdb     redis.UniversalClient
+	keys    store.Keys
+	replica string
+	ttl     time.Duration
+	log     *slog.Logger
+	onRedis func(err error)
+	clock   clock.Clock
+	mayLead func(context.Context) error
+
+	mu sync.Mutex
+	// value is "<replica>|<token>" while this replica holds the lease.
+	value string
+	// trustedUntil is measured from the moment the last successful acquire
+	// or renew was *sent*, so it never outlives the key in Redis, whatever
+	// the network delay.
+	trustedUntil time.Time
+	// previous is the last value held, to resume after a transient error.
+	previous string
+	// lastHeartbeat is when this replica last recorded its heartbeat.
+	lastHeartbeat time.Time
+
+	// changed receives a signal whenever leadership is gained or lost.
+	changed chan struct{}
+	// wake ends a follower's wait early (a holder released the lease).
+	wake chan struct{}
+}
+
+// New returns a lease that does nothing until Run, Acquire or Renew.
+func New(cfg Config) *Lease {
+	l := &Lease{
+		rdb: cfg.Redis, keys: cfg.Keys, replica: cfg.Replica, ttl: cfg.TTL, log: cfg.Log,
+		onRedis: cfg.OnRedis, clock: cfg.Clock, mayLead: cfg.MayLead,
+		changed: make(chan struct{}, 1), wake: make(chan struct{}, 1),
+	}
+	if l.clock == nil {
+		l.clock = clock.Real{}
+	}
+	if l.onRedis == nil {
+		l.onRedis = func(error) {}
+	}
+	if l.log == nil {
+		l.log = slog.Default()
+	}
+	return l
+}
+
+// TrustMargin is how long before the key's expiry the holder stops trusting
+// its lease, absorbing clock-rate differences between this host and Redis.
+func (l *Lease) TrustMargin() time.Duration { return l.ttl / 10 }
+
+// RenewEvery is the renewal period: two renewals can fail before the trust
+// window ends, but the holder steps down at the first.
+func (l *Lease) RenewEvery() time.Duration { return l.ttl / 3 }
+
+// HeartbeatStale is how old a heartbeat may be before the replica is
+// considered gone. Replicas heartbeat about once per TTL.
+func (l *Lease) HeartbeatStale() time.Duration { return 3 * l.ttl }
+
+// Changed receives a signal whenever leadership is gained or lost, or a
+// lapsed trust window is restored.
+func (l *Lease) Changed() <-chan struct{} { return l.changed }
+
+// heartbeatDue says whether this lease call should carry a heartbeat, and
+// assumes it will succeed (a failed call is retried soon anyway).
+func (l *Lease) heartbeatDue() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.clock.Now()
+	if now.Sub(l.lastHeartbeat) < l.ttl*9/10 {
+		return "0"
+	}
+	l.lastHeartbeat = now
+	return "1"
+}
+
+// Current returns the lease value if this replica holds the lease and may
+// still trust it.
+func (l *Lease) Current() (string, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.value == "" || l.clock.Now().After(l.trustedUntil) {
+		return "", false
+	}
+	return l.value, true
+}
+
+// Holding reports the value held, trusted or not (for release on shutdown).
+func (l *Lease) Holding() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.value
+}
+
+func (l *Lease) setLeader(value string, sent time.Time) {
+	l.mu.Lock()
+	gained := l.value != value
+	// A renewal that lands after the trust window ended (the process was
+	// stalled) keeps the value, but the scheduler stood down meanwhile and
+	// waits for a change: wake it as for a new lease.
+	lapsed := !gained && l.clock.Now().After(l.trustedUntil)
+	l.value, l.previous = value, value
+	l.trustedUntil = sent.Add(l.ttl - l.TrustMargin())
+	l.mu.Unlock()
+	if gained {
+		l.log.Info("lease acquired: this replica schedules", "lease", value)
+	}
+	if gained || lapsed {
+		signal(l.changed)
+	}
+}
+
+// StepDown gives up leadership locally at once.
+func (l *Lease) StepDown(reason string) {
+	l.mu.Lock()
+	was := l.value
+	l.value = ""
+	l.mu.Unlock()
+	if was != "" {
+		l.log.Warn("lease lost: this replica stops scheduling", "lease", was, "reason", reason)
+		signal(l.changed)
+	}
+}
+
+// LapseTrust ends the trust window now, as a stall (GC pause, SIGSTOP) that
+// outlasts it does while the key lives on in Redis. For tests of what the
+// scheduler does then.
+func (l *Lease) LapseTrust() {
+	l.mu.Lock()
+	l.trustedUntil = l.clock.Now().Add(-time.Millisecond)
+	l.mu.Unlock()
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// Run keeps trying to acquire the lease and, while holding it, renews it,
+// until ctx ends. It does not release the lease: call Release for that.
+func (l *Lease) Run(ctx context.Context) {
+	go l.listenForRelease(ctx)
+	backoff := clock.NewBackoff(100*time.Millisecond, 5*time.Second)
+	for ctx.Err() == nil {
+		var wait time.Duration
+		var err error
+		switch {
+		case l.refused(ctx):
+			wait = l.RenewEvery()
+		case l.Holding() != "":
+			wait, err = l.Renew(ctx)
+		default:
+			wait, err = l.Acquire(ctx)
+		}
+		l.onRedis(err)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			wait = backoff.Next()
+		} else {
+			backoff.Reset()
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		case <-l.wake:
+			timer.Stop()
+		}
+	}
+}
+
+// refused asks MayLead, and gives the lease up if this replica may not lead.
+func (l *Lease) refused(ctx context.Context) bool {
+	if l.mayLead == nil {
+		return false
+	}
+	err := l.mayLead(ctx)
+	if err == nil {
+		return false
+	}
+	if l.Holding() != "" {
+		l.log.Error("giving up the lease: "+err.Error(), "lease", l.Holding())
+		l.Release(ctx)
+	}
+	return true
+}
+
+// Acquire tries once to take the lease (or resume the one this replica
+// last held) and returns when to try or renew next.
+func (l *Lease) Acquire(ctx context.Context) (time.Duration, error) {
+	l.mu.Lock()
+	previous := l.previous
+	l.mu.Unlock()
+	sent := l.clock.Now()
+	res, err := acquireScript.Run(ctx, l.rdb, []string{l.keys.Lease, l.keys.Token, l.keys.Replicas},
+		l.replica, l.ttl.Milliseconds(), previous, l.heartbeatDue()).Slice()
+	if err != nil {
+		return 0, err
+	}
+	if len(res) != 3 {
+		return 0, errors.New("acquire script: unexpected reply")
+	}
+	token, _ := res[0].(int64)
+	value, _ := res[1].(string)
+	pttl, _ := res[2].(int64)
+	if token > 0 {
+		l.setLeader(value, sent)
+		return l.RenewEvery(), nil
+	}
+	// Try again the moment the holder's key expires (plus a hair, so the
+	// key is surely gone), but heartbeat at least once per TTL.
+	wait := time.Duration(pttl)*time.Millisecond + 2*time.Millisecond
+	if pttl < 0 || wait > l.ttl {
+		wait = l.ttl
+	}
+	return wait, nil
+}
+
+// Renew extends the lease this replica holds, stepping down if the renewal
+// fails or is refused, and returns when to renew next.
+func (l *Lease) Renew(ctx context.Context) (time.Duration, error) {
+	value := l.Holding()
+	sent := l.clock.Now()
+	rctx, cancel := context.WithTimeout(ctx, l.ttl-l.TrustMargin())
+	defer cancel()
+	ok, err := renewScript.Run(rctx, l.rdb, []string{l.keys.Lease, l.keys.Token, l.keys.Replicas},
+		l.replica, l.ttl.Milliseconds(), value, l.heartbeatDue()).Int()
+	switch {
+	case err != nil:
+		l.StepDown("renewal failed: " + err.Error())
+		return 0, err
+	case ok != 1:
+		l.StepDown("another replica holds the lease")
+		return 0, nil
+	}
+	l.setLeader(value, sent)
+	return l.RenewEvery(), nil
+}
+
+// Release hands the lease over on shutdown (compare-and-DEL + publish).
+func (l *Lease) Release(ctx context.Context) {
+	value := l.Holding()
+	l.StepDown("shutting down")
+	_, err := releaseScript.Run(ctx, l.rdb, []string{l.keys.Lease, l.keys.Released, l.keys.Replicas},
+		l.replica, value).Result()
+	if err != nil {
+		l.log.Warn("could not release the lease; a follower takes over when it expires", "err", err)
+	}
+}
+
+// listenForRelease wakes the follower loop as soon as a holder releases the
+// lease, so a graceful handover does not wait for the TTL.
+func (l *Lease) listenForRelease(ctx context.Context) {
+	ps := l.rdb.Subscribe(ctx, l.keys.Released)
+	defer ps.Close()
+	// go-redis pings an idle subscription every 3s by default: 20 commands a
+	// minute per replica for a channel that only speeds up a graceful
+	// handover (followers still retry when the key expires). Once a minute
+	// is enough to notice a half-open connection.
+	ch := ps.Channel(redis.WithChannelHealthCheckInterval(time.Minute))
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case msg, ok := <-ch:
+			if !ok {
+				return
+			}
+			if msg.Payload != l.replica {
+				signal(l.wake)
+			}
+		}
+	}
+}
+
+// Holder is the cluster as the lease key and the heartbeats show it.
+type Holder struct {
+	Replica  string // the lease holder, "" if none
+	Token    int64  // its fencing token
+	Replicas []string
+}
+
+// Observe reads who holds the lease and which replicas have a fresh
+// heartbeat, in one round trip.
+func Observe(ctx context.Context, rdb redis.UniversalClient, k store.Keys, stale time.Duration) (Holder, error) {
+	var h Holder
+	var leaseCmd *redis.StringCmd
+	var replicasCmd *redis.Cmd
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		leaseCmd = p.Get(ctx, k.Lease)
+		// Eval, not Run: inside a pipeline a NOSCRIPT error cannot fall back.
+		replicasCmd = liveReplicasScript.Eval(ctx, p, []string{k.Replicas}, stale.Milliseconds())
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return h, err
+	}
+	if v, err := leaseCmd.Result(); err == nil {
+		h.Replica, h.Token = ParseValue(v)
+	}
+	h.Replicas, _ = replicasCmd.StringSlice()
+	return h, nil
+}
+
+// ParseValue splits a lease value "<replica>|<token>".
+func ParseValue(v string) (replica string, token int64) {
+	i := strings.LastIndexByte(v, '|')
+	if i <= 0 {
+		return "", 0
+	}
+	token, _ = strconv.ParseInt(v[i+1:], 10, 64)
+	return v[:i], token
+}

@@ -1,0 +1,127 @@
+// Package redistest gives the runtime's tests their Redis: the shared
+// server (isolated by namespace and queue) and private servers on a unix
+// socket for tests that stop, restart or break Redis. A missing
+// redis-server fails the test; it never skips.
+package redistest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// SharedAddr is the Redis the tests share, isolated by namespace and
+// queue. It must be reachable: a missing Redis fails the tests, never skips.
+func SharedAddr() string {
+	if a := os.Getenv("BELFRY_TEST_REDIS"); a != "" {
+		return a
+	}
+	return "127.0.0.1:6379"
+}
+
+// Shared returns a client of the shared test Redis, or fails the test.
+func Shared(t testing.TB) redis.UniversalClient {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: SharedAddr()})
+	t.Cleanup(func() { rdb.Close() })
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		t.Fatalf("redis at %s: %v (tests need a real redis-server; set BELFRY_TEST_REDIS)", SharedAddr(), err)
+	}
+	return rdb
+}
+
+// Private is a redis-server of the test's own on a unix socket, for
+// tests (and the chaos harness) that stop and restart Redis. It keeps an
+// AOF with appendfsync always: a clean shutdown loses nothing either way,
+// but it keeps a restart honest about acknowledged writes.
+type Private struct {
+	t      testing.TB
+	Dir    string
+	Socket string
+	cmd    *exec.Cmd
+}
+
+// StartPrivate starts one in a temporary directory, stopped when the
+// test ends.
+func StartPrivate(t testing.TB) *Private {
+	t.Helper()
+	p := NewPrivate(t, t.TempDir())
+	t.Cleanup(p.Stop)
+	return p
+}
+
+// NewPrivate starts one with its files in dir; stopping it is the
+// caller's job.
+func NewPrivate(t testing.TB, dir string) *Private {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatalf("redis-server not on PATH: %v (install it: apt-get install redis-server)", err)
+	}
+	p := &Private{t: t, Dir: dir, Socket: filepath.Join(dir, "redis.sock")}
+	p.Start()
+	return p
+}
+
+// Start starts the server (again).
+func (p *Private) Start() {
+	p.t.Helper()
+	p.cmd = exec.Command("redis-server", "--port", "0", "--unixsocket", p.Socket, "--unixsocketperm", "700",
+		"--dir", p.Dir, "--save", "", "--appendonly", "yes", "--appendfsync", "always",
+		"--logfile", filepath.Join(p.Dir, "redis.log"))
+	if err := p.cmd.Start(); err != nil {
+		p.t.Fatalf("starting redis-server: %v", err)
+	}
+	WaitFor(p.t, 10*time.Second, "redis-server to accept connections on "+p.Socket+" (see "+filepath.Join(p.Dir, "redis.log")+")", func() bool {
+		c, err := net.Dial("unix", p.Socket)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+}
+
+// Stop is a clean shutdown: on SIGTERM Redis flushes the AOF and exits.
+func (p *Private) Stop() {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.cmd.Wait()
+	p.cmd = nil
+}
+
+// Client returns a client of the server, closed when the test ends.
+func (p *Private) Client(t testing.TB) redis.UniversalClient {
+	rdb := redis.NewClient(&redis.Options{Network: "unix", Addr: p.Socket,
+		DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// WaitFor polls cond until it holds or the deadline passes.
+func WaitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Uniq returns a name unique to this test run, for namespaces and queues.
+func Uniq(prefix string) string {
+	var b [4]byte
+	rand.Read(b[:])
+	return prefix + "-" + hex.EncodeToString(b[:])
+}

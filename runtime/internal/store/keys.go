@@ -1,0 +1,42 @@
+// Package store is the runtime's state in Redis: the names of its keys, the
+// Lua scripts that write scheduler state and the ledger, and the encoding of
+// what they hold. It knows nothing of leases or schedules beyond their names;
+// the lease package owns the lease's own scripts.
+//
+// Keys are not hash-tagged: asynq itself is not Redis Cluster-safe.
+package store
+
+// Keys names everything the runtime stores under one namespace.
+type Keys struct {
+	Lease    string // string "<replica>|<token>", PX = lease TTL
+	Token    string // counter: the fencing token of each new lease
+	Released string // pub/sub channel: a holder let go, followers try now
+	Replicas string // zset replica -> last heartbeat (Redis time, ms)
+	Cursors  string // hash schedule -> last slot handled (unix s)
+	LastID   string // hash schedule -> last enqueued occurrence ID
+	Stats    string // hash "<schedule>:<counter>" -> count or unix ms
+	Paused   string // hash schedule -> JSON Pause
+	Prefix   string // + "occ:<id>" (hash per occurrence), "hist:<name>" (zset of ids)
+}
+
+// NewKeys returns the keys of namespace ns.
+func NewKeys(ns string) Keys {
+	p := ns + ":"
+	return Keys{
+		Lease:    p + "lease",
+		Token:    p + "lease:token",
+		Released: p + "lease:released",
+		Replicas: p + "replicas",
+		Cursors:  p + "cursors",
+		LastID:   p + "lastid",
+		Stats:    p + "stats",
+		Paused:   p + "paused",
+		Prefix:   p,
+	}
+}
+
+// Occurrence is the hash of one occurrence record.
+func (k Keys) Occurrence(id string) string { return k.Prefix + "occ:" + id }
+
+// History is the zset indexing a schedule's records by slot.
+func (k Keys) History(name string) string { return k.Prefix + "hist:" + name }

@@ -1,0 +1,158 @@
+package store
+
+import "github.com/redis/go-redis/v9"
+
+// trimLua keeps a history index at its limit, deleting the records of the
+// entries it drops.
+const trimLua = `
+local function trim(p, index, limit)
+  local excess = redis.call('ZCARD', index) - limit
+  if excess > 0 then
+    local old = redis.call('ZPOPMIN', index, excess)
+    for i = 1, #old, 2 do redis.call('DEL', p .. 'occ:' .. old[i]) end
+  end
+end
+`
+
+// recordLua writes one occurrence into the ledger: a hash per occurrence and
+// a per-schedule zset index trimmed to the history limit. The outcome is
+// set only if absent because a fast worker may already have recorded
+// "running" or a result.
+const recordLua = trimLua + `
+local function record(p, limit, ttl, name, r)
+  local key = p .. 'occ:' .. r.id
+  local manual = '0'
+  if r.manual then manual = '1' end
+  redis.call('HSET', key, 'id', r.id, 'schedule', name, 'slot', r.slot, 'manual', manual,
+    'enqueued_at', r.at)
+  redis.call('HSETNX', key, 'outcome', r.outcome)
+  if r.actor then redis.call('HSET', key, 'actor', r.actor) end
+  redis.call('EXPIRE', key, ttl)
+  local index = p .. 'hist:' .. name
+  redis.call('ZADD', index, r.score, r.id)
+  trim(p, index, limit)
+end
+local function count(p, name, counts)
+  for field, n in pairs(counts) do
+    if string.sub(field, 1, 5) == 'last_' then
+      redis.call('HSET', p .. 'stats', name .. ':' .. field, n)
+    else
+      redis.call('HINCRBY', p .. 'stats', name .. ':' .. field, n)
+    end
+  end
+end
+`
+
+// commitScript is the leader's write of scheduler state: for a batch of
+// schedules it advances each cursor and records what happened to each slot.
+// It is fenced: a replica that lost the lease (a paused zombie) changes
+// nothing.
+//
+//	KEYS[1] lease
+//	ARGV[1] lease value, ARGV[2] key prefix, ARGV[3] history limit,
+//	ARGV[4] occurrence TTL s, ARGV[5] JSON [Commit]
+//	returns 1 if committed, 0 if the lease is not held with that value.
+var commitScript = redis.NewScript(recordLua + `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local p, limit, ttl = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+for _, s in ipairs(cjson.decode(ARGV[5])) do
+  redis.call('HSET', p .. 'cursors', s.name, s.cursor)
+  if s.last_id ~= '' then redis.call('HSET', p .. 'lastid', s.name, s.last_id) end
+  for _, r in ipairs(s.recs) do record(p, limit, ttl, s.name, r) end
+  count(p, s.name, s.counts)
+end
+return 1
+`)
+
+// initCursorsScript starts schedules seen for the first time from now (no
+// run for the slot that passed just before the deploy), and notes when, so
+// that a slot before it is never reported late. Fenced like commit.
+//
+//	KEYS[1] lease
+//	ARGV[1] lease value, ARGV[2] cursors key, ARGV[3] cursor (unix s),
+//	ARGV[4] stats key, ARGV[5..] names
+//	returns 1 if written, 0 if the lease is not held with that value.
+var initCursorsScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+for i = 5, #ARGV do
+  if redis.call('HSETNX', ARGV[2], ARGV[i], ARGV[3]) == 1 then
+    redis.call('HSET', ARGV[4], ARGV[i] .. ':first_seen', ARGV[3] * 1000)
+  end
+end
+return 1
+`)
+
+// manualRecordScript records a manual occurrence. Any replica may trigger,
+// so it is not fenced; the enqueue before it is idempotent by task ID.
+//
+//	ARGV[1] key prefix, ARGV[2] history limit, ARGV[3] occurrence TTL s,
+//	ARGV[4] JSON Commit (its cursor is ignored)
+var manualRecordScript = redis.NewScript(recordLua + `
+local s = cjson.decode(ARGV[4])
+for _, r in ipairs(s.recs) do record(ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), s.name, r) end
+count(ARGV[1], s.name, s.counts)
+return 1
+`)
+
+// executionScript records one step of a worker's execution of an
+// occurrence. A worker can get there before the leader's commit (the task
+// ran at once) or long after the record was trimmed from the history (a
+// retry hours later), so it writes the record and puts it in the history
+// index itself, then trims the index as the commit does: a late retry's
+// record is the oldest, trimmed at once, and never stays in Redis with no
+// index pointing to it. An attempt older than the one recorded (a handler
+// that outlived its timeout and returned while its retry runs) changes
+// nothing but the counters. Counters are bumped either way: the attempt ran.
+//
+//	KEYS[1] occurrence hash, KEYS[2] stats, KEYS[3] history index
+//	ARGV[1] record TTL s, ARGV[2] history limit, ARGV[3] key prefix,
+//	ARGV[4] index score (slot, unix ms), ARGV[5] occurrence ID,
+//	ARGV[6] stats field to increment or "", ARGV[7] stats field to set to
+//	ARGV[8] or "", ARGV[8] unix ms, ARGV[9] attempt (0 for the first),
+//	ARGV[10..] field, value pairs
+//	returns 1 if the record was written, 0 if a newer attempt's stands or
+//	it was trimmed at once.
+var executionScript = redis.NewScript(trimLua + `
+if ARGV[6] ~= '' then redis.call('HINCRBY', KEYS[2], ARGV[6], 1) end
+if ARGV[7] ~= '' then redis.call('HSET', KEYS[2], ARGV[7], ARGV[8]) end
+local recorded = tonumber(redis.call('HGET', KEYS[1], 'attempt') or '-1')
+if recorded > tonumber(ARGV[9]) then return 0 end
+redis.call('HSET', KEYS[1], 'attempt', ARGV[9], unpack(ARGV, 10))
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[3], 'NX', ARGV[4], ARGV[5])
+trim(ARGV[3], KEYS[3], tonumber(ARGV[2]))
+return redis.call('EXISTS', KEYS[1])
+`)
+
+// forgetScript removes every trace of a schedule: cursor, last ID,
+// counters, history index and records. Used for schedules removed from the
+// code, so their state does not stay in Redis for ever.
+//
+//	ARGV[1] key prefix, ARGV[2] name
+//	returns the number of keys and fields removed.
+var forgetScript = redis.NewScript(`
+local p, name = ARGV[1], ARGV[2]
+local n = redis.call('HDEL', p .. 'cursors', name) + redis.call('HDEL', p .. 'lastid', name) +
+  redis.call('HDEL', p .. 'paused', name)
+local want = name .. ':'
+for _, field in ipairs(redis.call('HKEYS', p .. 'stats')) do
+  local i = string.len(field)
+  while i > 0 and string.sub(field, i, i) ~= ':' do i = i - 1 end
+  if string.sub(field, 1, i) == want then n = n + redis.call('HDEL', p .. 'stats', field) end
+end
+local index = p .. 'hist:' .. name
+for _, id in ipairs(redis.call('ZRANGE', index, 0, -1)) do n = n + redis.call('DEL', p .. 'occ:' .. id) end
+return n + redis.call('DEL', index)
+`)
+
+// resumeScript ends a pause and records when, in one step, so that a
+// reader never sees a schedule unpaused without its resume time.
+//
+//	KEYS[1] paused hash, KEYS[2] stats
+//	ARGV[1] name, ARGV[2] unix ms
+//	returns 1 if the schedule was paused.
+var resumeScript = redis.NewScript(`
+if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[2], ARGV[1] .. ':last_resume', ARGV[2])
+return 1
+`)

@@ -1,0 +1,352 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrNotLeader is returned by a fenced write whose lease value is no longer
+// the one in Redis: the writer lost the lease and must step down.
+var ErrNotLeader = errors.New("lease not held")
+
+// Chunk bounds the schedules one script call or one read carries, so that no
+// single call blocks Redis for long however many schedules there are.
+const Chunk = 500
+
+// Store reads and writes one namespace's state.
+type Store struct {
+	rdb  redis.UniversalClient
+	Keys Keys
+	// HistoryLimit is the number of records kept per schedule.
+	HistoryLimit int
+	// RecordTTL bounds how long a record outlives its index entry.
+	RecordTTL time.Duration
+}
+
+// New returns the store of namespace ns on rdb.
+func New(rdb redis.UniversalClient, ns string, historyLimit int, recordTTL time.Duration) *Store {
+	return &Store{rdb: rdb, Keys: NewKeys(ns), HistoryLimit: historyLimit, RecordTTL: recordTTL}
+}
+
+// Rec is one occurrence as the leader or a trigger records it.
+type Rec struct {
+	ID      string `json:"id"`
+	Slot    int64  `json:"slot"`   // unix s
+	Manual  bool   `json:"manual"` //
+	At      int64  `json:"at"`     // when it was recorded, unix ms
+	Outcome string `json:"outcome"`
+	Score   int64  `json:"score"` // position in the history index, unix ms
+	// Actor is who asked for a manual occurrence, "" if unknown.
+	Actor string `json:"actor,omitempty"`
+}
+
+// Commit is one schedule's part of a fenced commit: its new cursor, the last
+// enqueued ID (for overlap=skip), the records and the counter changes.
+// Counts whose name starts with "last_" are set, the others added.
+type Commit struct {
+	Name   string           `json:"name"`
+	Cursor int64            `json:"cursor"`
+	LastID string           `json:"last_id"`
+	Recs   []Rec            `json:"recs"`
+	Counts map[string]int64 `json:"counts"`
+}
+
+// MarshalJSON writes empty lists and maps as [] and {}: Lua's cjson
+// decodes null to a value that ipairs and pairs cannot walk.
+func (c Commit) MarshalJSON() ([]byte, error) {
+	type plain Commit
+	if c.Recs == nil {
+		c.Recs = []Rec{}
+	}
+	if c.Counts == nil {
+		c.Counts = map[string]int64{}
+	}
+	return json.Marshal(plain(c))
+}
+
+// Commit writes the items in fenced script calls of at most Chunk each. It
+// returns ErrNotLeader if the lease is not held with leaseValue; chunks
+// before the failing one stay written, which is safe because each item is
+// a schedule's complete step.
+func (s *Store) Commit(ctx context.Context, leaseValue string, items []Commit) error {
+	for start := 0; start < len(items); start += Chunk {
+		batch, err := json.Marshal(items[start:min(start+Chunk, len(items))])
+		if err != nil {
+			return err
+		}
+		ok, err := commitScript.Run(ctx, s.rdb, []string{s.Keys.Lease}, leaseValue, s.Keys.Prefix,
+			s.HistoryLimit, int(s.RecordTTL.Seconds()), batch).Int()
+		if err != nil {
+			return err
+		}
+		if ok != 1 {
+			return ErrNotLeader
+		}
+	}
+	return nil
+}
+
+// CommitScriptHash identifies the fenced commit among a client's commands,
+// for tests that fail it on purpose.
+func CommitScriptHash() string { return commitScript.Hash() }
+
+// RecordManual records a manual occurrence (not fenced: any replica may).
+func (s *Store) RecordManual(ctx context.Context, item Commit) error {
+	batch, err := json.Marshal(item)
+	if err != nil {
+		return err
+	}
+	return manualRecordScript.Run(ctx, s.rdb, nil, s.Keys.Prefix, s.HistoryLimit,
+		int(s.RecordTTL.Seconds()), batch).Err()
+}
+
+// Cursors reads the cursors of names, in chunks. A schedule with no cursor
+// yet (never scheduled) has ok false.
+func (s *Store) Cursors(ctx context.Context, names []string) (cursors []int64, ok []bool, err error) {
+	cursors, ok = make([]int64, len(names)), make([]bool, len(names))
+	for start := 0; start < len(names); start += Chunk {
+		part := names[start:min(start+Chunk, len(names))]
+		vals, err := s.rdb.HMGet(ctx, s.Keys.Cursors, part...).Result()
+		if err != nil {
+			return nil, nil, err
+		}
+		for i, v := range vals {
+			if str, isStr := v.(string); isStr {
+				if sec, err := strconv.ParseInt(str, 10, 64); err == nil {
+					cursors[start+i], ok[start+i] = sec, true
+				}
+			}
+		}
+	}
+	return cursors, ok, nil
+}
+
+// InitCursors sets the cursor of each of names that has none to now and
+// records when each was first seen; fenced, in chunks.
+func (s *Store) InitCursors(ctx context.Context, leaseValue string, now int64, names []string) error {
+	for start := 0; start < len(names); start += Chunk {
+		args := []any{leaseValue, s.Keys.Cursors, now, s.Keys.Stats}
+		for _, n := range names[start:min(start+Chunk, len(names))] {
+			args = append(args, n)
+		}
+		ok, err := initCursorsScript.Run(ctx, s.rdb, []string{s.Keys.Lease}, args...).Int()
+		if err != nil {
+			return err
+		}
+		if ok != 1 {
+			return ErrNotLeader
+		}
+	}
+	return nil
+}
+
+// LastID returns the last enqueued occurrence of name, or "".
+func (s *Store) LastID(ctx context.Context, name string) (string, error) {
+	id, err := s.rdb.HGet(ctx, s.Keys.LastID, name).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	return id, err
+}
+
+// Execution is one step of a worker's run of an occurrence.
+type Execution struct {
+	ID, Schedule string
+	Slot         time.Time
+	// Fields are the record's field, value pairs to set, outcome included.
+	Fields []any
+	// Count is the stats counter to bump, "" for none.
+	Count string
+	// Last is the stats "last_*" field to set to At, "" for none.
+	Last string
+	At   time.Time
+	// Attempt is asynq's retry count: 0 for the first attempt.
+	Attempt int
+}
+
+// RecordExecution writes an execution step; see executionScript.
+func (s *Store) RecordExecution(ctx context.Context, e Execution) error {
+	field := func(f string) string {
+		if f == "" {
+			return ""
+		}
+		return e.Schedule + ":" + f
+	}
+	args := append([]any{int(s.RecordTTL.Seconds()), s.HistoryLimit, s.Keys.Prefix, e.Slot.UnixMilli(), e.ID,
+		field(e.Count), field(e.Last), e.At.UnixMilli(), e.Attempt,
+		"id", e.ID, "schedule", e.Schedule, "slot", e.Slot.Unix()}, e.Fields...)
+	return executionScript.Run(ctx, s.rdb, []string{s.Keys.Occurrence(e.ID), s.Keys.Stats, s.Keys.History(e.Schedule)}, args...).Err()
+}
+
+// Record is an occurrence record as stored.
+type Record struct {
+	ID, Schedule, Outcome, Error, Replica string
+	Slot                                  int64 // unix s
+	Manual                                bool
+	EnqueuedAt, StartedAt, FinishedAt     int64 // unix ms, 0 if not yet
+	DurationMS                            int64
+	Attempt, MaxRetry                     int
+	Actor                                 string
+}
+
+func parseRecord(h map[string]string) Record {
+	num := func(k string) int64 {
+		n, _ := strconv.ParseInt(h[k], 10, 64)
+		return n
+	}
+	return Record{ID: h["id"], Schedule: h["schedule"], Outcome: h["outcome"], Error: h["error"], Replica: h["replica"],
+		Slot: num("slot"), Manual: h["manual"] == "1", EnqueuedAt: num("enqueued_at"), StartedAt: num("started_at"),
+		FinishedAt: num("finished_at"), DurationMS: num("duration_ms"), Attempt: int(num("attempt")),
+		MaxRetry: int(num("max_retry")), Actor: h["actor"]}
+}
+
+// History returns the newest n record IDs of a schedule, newest first.
+func (s *Store) History(ctx context.Context, name string, n int) ([]string, error) {
+	return s.rdb.ZRevRange(ctx, s.Keys.History(name), 0, int64(n)-1).Result()
+}
+
+// RecentIDs returns each schedule's newest n record IDs in one pipelined
+// round trip.
+func (s *Store) RecentIDs(ctx context.Context, names []string, n int) ([][]string, error) {
+	cmds := make([]*redis.StringSliceCmd, len(names))
+	if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, name := range names {
+			cmds[i] = p.ZRevRange(ctx, s.Keys.History(name), 0, int64(n)-1)
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	out := make([][]string, len(names))
+	for i, c := range cmds {
+		out[i] = c.Val()
+	}
+	return out, nil
+}
+
+// Records reads records in one pipelined round trip, skipping any that
+// expired meanwhile.
+func (s *Store) Records(ctx context.Context, ids []string) ([]Record, error) {
+	cmds := make([]*redis.MapStringStringCmd, len(ids))
+	if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			cmds[i] = p.HGetAll(ctx, s.Keys.Occurrence(id))
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	recs := make([]Record, 0, len(cmds))
+	for _, c := range cmds {
+		if h := c.Val(); len(h) > 0 {
+			recs = append(recs, parseRecord(h))
+		}
+	}
+	return recs, nil
+}
+
+// Stats returns every schedule's counters: schedule -> counter -> value.
+func (s *Store) Stats(ctx context.Context) (map[string]map[string]int64, error) {
+	all, err := s.rdb.HGetAll(ctx, s.Keys.Stats).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]int64{}
+	for field, v := range all {
+		i := strings.LastIndexByte(field, ':')
+		if i < 0 {
+			continue
+		}
+		name, counter := field[:i], field[i+1:]
+		if out[name] == nil {
+			out[name] = map[string]int64{}
+		}
+		out[name][counter], _ = strconv.ParseInt(v, 10, 64)
+	}
+	return out, nil
+}
+
+// Known returns every schedule name the namespace holds state for.
+func (s *Store) Known(ctx context.Context) ([]string, error) {
+	var cursors, paused, stats *redis.StringSliceCmd
+	if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		cursors = p.HKeys(ctx, s.Keys.Cursors)
+		paused = p.HKeys(ctx, s.Keys.Paused)
+		stats = p.HKeys(ctx, s.Keys.Stats)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var names []string
+	add := func(n string) {
+		if !seen[n] {
+			seen[n] = true
+			names = append(names, n)
+		}
+	}
+	for _, n := range append(cursors.Val(), paused.Val()...) {
+		add(n)
+	}
+	for _, f := range stats.Val() {
+		if i := strings.LastIndexByte(f, ':'); i > 0 {
+			add(f[:i])
+		}
+	}
+	return names, nil
+}
+
+// Forget removes every trace of a schedule and reports how many keys and
+// fields it removed.
+func (s *Store) Forget(ctx context.Context, name string) (int64, error) {
+	return forgetScript.Run(ctx, s.rdb, nil, s.Keys.Prefix, name).Int64()
+}
+
+// Pause is why and by whom a schedule is paused.
+type Pause struct {
+	Reason string `json:"reason"`
+	Actor  string `json:"actor,omitempty"`
+	At     int64  `json:"at"` // unix ms
+}
+
+// SetPause pauses a schedule, replacing an earlier pause's reason.
+func (s *Store) SetPause(ctx context.Context, name string, p Pause) error {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	return s.rdb.HSet(ctx, s.Keys.Paused, name, b).Err()
+}
+
+// ClearPause resumes a schedule and notes when, so that slots paused before
+// it are never reported late. It reports whether the schedule was paused.
+func (s *Store) ClearPause(ctx context.Context, name string, at int64) (bool, error) {
+	n, err := resumeScript.Run(ctx, s.rdb, []string{s.Keys.Paused, s.Keys.Stats}, name, at).Int()
+	return n == 1, err
+}
+
+// Pauses returns the pauses of names (nil where not paused), in chunks.
+func (s *Store) Pauses(ctx context.Context, names []string) ([]*Pause, error) {
+	out := make([]*Pause, len(names))
+	for start := 0; start < len(names); start += Chunk {
+		vals, err := s.rdb.HMGet(ctx, s.Keys.Paused, names[start:min(start+Chunk, len(names))]...).Result()
+		if err != nil {
+			return nil, err
+		}
+		for i, v := range vals {
+			if str, ok := v.(string); ok {
+				var p Pause
+				if json.Unmarshal([]byte(str), &p) == nil {
+					out[start+i] = &p
+				}
+			}
+		}
+	}
+	return out, nil
+}

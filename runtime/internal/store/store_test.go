@@ -1,0 +1,167 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/belfry/belfry/runtime/internal/redistest"
+	"github.com/belfry/belfry/runtime/internal/store"
+)
+
+func setup(t *testing.T) (*store.Store, context.Context) {
+	t.Helper()
+	rdb := redistest.Shared(t)
+	s := store.New(rdb, redistest.Uniq("store"), 3, time.Hour)
+	return s, context.Background()
+}
+
+// hold writes the lease key as a holder would, for fenced writes.
+func hold(t *testing.T, s *store.Store, ctx context.Context, value string) {
+	t.Helper()
+	if err := redistest.Shared(t).Set(ctx, s.Keys.Lease, value, time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCommitIsFencedByTheLeaseValue(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	hold(t, s, ctx, "r0|1")
+	cursor := time.Date(2026, 11, 29, 3, 17, 0, 0, time.UTC).Unix()
+	if err := s.Commit(ctx, "r0|1", []store.Commit{{Name: "nightly", Cursor: cursor}}); err != nil {
+		t.Fatalf("holder's commit: %v", err)
+	}
+	hold(t, s, ctx, "r1|2") // another replica took over
+	if err := s.Commit(ctx, "r0|1", []store.Commit{{Name: "nightly", Cursor: cursor - 86400}}); err != store.ErrNotLeader {
+		t.Fatalf("zombie's commit: %v, want ErrNotLeader", err)
+	}
+	got, ok, err := s.Cursors(ctx, []string{"nightly", "never"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ok[0] || got[0] != cursor || ok[1] {
+		t.Errorf("cursors %v %v after the zombie's write, want [%d _] [true false]", got, ok, cursor)
+	}
+	if err := s.InitCursors(ctx, "r0|1", cursor, []string{"new"}); err != store.ErrNotLeader {
+		t.Errorf("zombie's init: %v, want ErrNotLeader", err)
+	}
+}
+
+// More schedules than one chunk: every one is written and read back.
+func TestCommitAndCursorsAcrossChunks(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	hold(t, s, ctx, "r0|1")
+	n := 2*store.Chunk + 7
+	names, commits := make([]string, n), make([]store.Commit, n)
+	for i := range n {
+		names[i] = "s" + time.Unix(int64(i), 0).UTC().Format("150405")
+		commits[i] = store.Commit{Name: names[i], Cursor: int64(1000 + i)}
+	}
+	if err := s.InitCursors(ctx, "r0|1", 5, names[:store.Chunk+1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(ctx, "r0|1", commits); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := s.Cursors(ctx, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if !ok[i] || got[i] != int64(1000+i) {
+			t.Fatalf("cursor of %s = %d (%v), want %d", names[i], got[i], ok[i], 1000+i)
+		}
+	}
+	stats, err := s.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats[names[store.Chunk]]["first_seen"] != 5000 || stats[names[store.Chunk+1]]["first_seen"] != 0 {
+		t.Errorf("first_seen recorded for the wrong schedules: %v %v", stats[names[store.Chunk]], stats[names[store.Chunk+1]])
+	}
+}
+
+// A retry that runs after the leader trimmed its record from the history
+// must not leave a record that no index points to.
+func TestLateExecutionDoesNotResurrectATrimmedRecord(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t) // history limit 3
+	hold(t, s, ctx, "r0|1")
+	rdb := redistest.Shared(t)
+	base := time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
+	var recs []store.Rec
+	for i := range 5 {
+		slot := base.Add(time.Duration(i) * time.Second)
+		recs = append(recs, store.Rec{ID: "cron:tick:" + slot.Format("150405"), Slot: slot.Unix(),
+			Outcome: "enqueued", Score: slot.UnixMilli()})
+	}
+	if err := s.Commit(ctx, "r0|1", []store.Commit{{Name: "tick", Cursor: base.Unix() + 4, Recs: recs}}); err != nil {
+		t.Fatal(err)
+	}
+	trimmed := recs[0]
+	if n, _ := rdb.Exists(ctx, s.Keys.Occurrence(trimmed.ID)).Result(); n != 0 {
+		t.Fatalf("the oldest record survived the trim")
+	}
+	for _, outcome := range []string{"running", "failed"} {
+		err := s.RecordExecution(ctx, store.Execution{ID: trimmed.ID, Schedule: "tick", Slot: time.Unix(trimmed.Slot, 0),
+			Fields: []any{"outcome", outcome}, Count: outcome, At: base})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, _ := rdb.Exists(ctx, s.Keys.Occurrence(trimmed.ID)).Result(); n != 0 {
+		t.Error("a late retry resurrected a trimmed record")
+	}
+	if n, _ := rdb.ZCard(ctx, s.Keys.History("tick")).Result(); n != 3 {
+		t.Errorf("history holds %d entries, want the limit 3", n)
+	}
+	stats, _ := s.Stats(ctx)
+	if stats["tick"]["failed"] != 1 {
+		t.Errorf("the late attempt's failure was not counted: %v", stats["tick"])
+	}
+	// A worker that runs before the leader's commit records normally.
+	fresh := base.Add(time.Minute)
+	id := "cron:tick:fresh"
+	if err := s.RecordExecution(ctx, store.Execution{ID: id, Schedule: "tick", Slot: fresh,
+		Fields: []any{"outcome", "succeeded"}, At: fresh}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Records(ctx, []string{id})
+	if err != nil || len(got) != 1 || got[0].Outcome != "succeeded" || got[0].Slot != fresh.Unix() {
+		t.Errorf("an early execution's record: %+v %v", got, err)
+	}
+}
+
+func TestForgetRemovesEveryTraceOfOneSchedule(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	hold(t, s, ctx, "r0|1")
+	for _, name := range []string{"gone", "gone:sub", "kept"} {
+		rec := store.Rec{ID: "cron:" + name + ":1", Slot: 1, Outcome: "enqueued", Score: 1000}
+		if err := s.Commit(ctx, "r0|1", []store.Commit{{Name: name, Cursor: 1, LastID: rec.ID, Recs: []store.Rec{rec},
+			Counts: map[string]int64{"enqueued": 1}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	known, _ := s.Known(ctx)
+	if len(known) != 3 {
+		t.Fatalf("known %v, want 3 names", known)
+	}
+	if _, err := s.Forget(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	known, _ = s.Known(ctx)
+	stats, _ := s.Stats(ctx)
+	if len(known) != 2 || stats["gone"] != nil || stats["gone:sub"]["enqueued"] != 1 || stats["kept"]["enqueued"] != 1 {
+		t.Errorf("after Forget(gone): known %v, stats %v; want gone:sub and kept untouched", known, stats)
+	}
+	rdb := redistest.Shared(t)
+	if n, _ := rdb.Exists(ctx, s.Keys.History("gone"), s.Keys.Occurrence("cron:gone:1")).Result(); n != 0 {
+		t.Errorf("%d of gone's keys remain", n)
+	}
+	if id, _ := s.LastID(ctx, "gone"); id != "" {
+		t.Errorf("gone's last ID remains: %q", id)
+	}
+}

@@ -1,0 +1,140 @@
+package metrics_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/belfry/belfry/registry"
+	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/internal/redistest"
+	"github.com/belfry/belfry/runtime/metrics"
+	"github.com/hibiken/asynq"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// Without Redis the collector still exports every schedule's next run,
+// says the scheduler is disabled, and has every series from start-up.
+func TestHandlerServesTheRuntimesMetrics(t *testing.T) {
+	reg := registry.MustNew(registry.Schedule{Name: "nightly", Expr: "17 3 * * *", Handler: func(ctx context.Context, occ registry.Occurrence) error { return nil }})
+	rt, err := runtime.New(reg, runtime.Options{Replica: "r0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	metrics.Handler(rt).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	for _, want := range []string{
+		`belfry_schedule_next_run_timestamp_seconds{schedule="nightly"}`,
+		`belfry_schedule_late{schedule="nightly"} 0`,
+		`belfry_leader{replica="r0"} 0`,
+		"belfry_redis_up 0",
+		"belfry_scheduler_disabled 1",
+		"belfry_redis_unsafe 0",
+		`belfry_schedule_last_success_timestamp_seconds{schedule="nightly"} 0`,
+		`belfry_schedule_failing{schedule="nightly"} 0`,
+		`belfry_schedule_paused{schedule="nightly"} 0`,
+		`belfry_schedule_occurrences_total{outcome="enqueued",schedule="nightly"} 0`,
+		`belfry_schedule_attempts_total{outcome="failed",schedule="nightly"} 0`,
+		`belfry_schedule_attempt_duration_seconds_count{schedule="nightly"} 0`,
+		`belfry_schedule_fire_lag_seconds_count{schedule="nightly"} 0`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s:\n%s", want, body)
+		}
+	}
+}
+
+// Two replicas, each scraped: every enqueue and every attempt is counted by
+// exactly one of them, so the sum across replicas is the cluster's total,
+// which the ledger counts independently.
+func TestCountersSumAcrossReplicasToTheClusterTotal(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Shared(t)
+	ns, queue := redistest.Uniq("ns"), redistest.Uniq("q")
+	var runs atomic.Int64
+	reg := registry.MustNew(registry.Schedule{Name: "tick", Expr: "* * * * * *", Queue: queue,
+		Handler: func(context.Context, registry.Occurrence) error { runs.Add(1); return nil }})
+	var rts []*runtime.Runtime
+	var handlers []http.Handler
+	for _, name := range []string{"r0", "r1"} {
+		rt, err := runtime.New(reg, runtime.Options{Redis: rdb, Namespace: ns, Replica: name, LeaseTTL: time.Second,
+			Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rts, handlers = append(rts, rt), append(handlers, metrics.Handler(rt))
+	}
+	// Each replica runs workers, as a service does.
+	for _, rt := range rts {
+		srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{Queues: map[string]int{queue: 1}, Concurrency: 2,
+			TaskCheckInterval: 20 * time.Millisecond, LogLevel: asynq.FatalLevel})
+		mux := asynq.NewServeMux()
+		rt.RegisterHandlers(mux)
+		if err := srv.Start(mux); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(srv.Shutdown)
+	}
+	var wg sync.WaitGroup
+	cancels := make([]context.CancelFunc, len(rts))
+	for i, rt := range rts {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancels[i] = cancel
+		wg.Go(func() { rt.Run(ctx) })
+	}
+	defer func() {
+		for _, cancel := range cancels {
+			cancel()
+		}
+		wg.Wait()
+	}()
+	redistest.WaitFor(t, 15*time.Second, "six runs", func() bool { return runs.Load() >= 6 })
+	// The leader shuts down and hands over, so both replicas enqueue.
+	leader := 0
+	if rts[1].IsLeader() {
+		leader = 1
+	}
+	cancels[leader]()
+	before := runs.Load()
+	redistest.WaitFor(t, 15*time.Second, "runs under the other replica", func() bool { return runs.Load() >= before+3 })
+	cancels[1-leader]()
+	wg.Wait()
+	redistest.WaitFor(t, 5*time.Second, "the last attempts to finish", func() bool {
+		c, _ := rts[0].Counters(context.Background())
+		return c["tick"].Succeeded == c["tick"].Enqueued
+	})
+	counters, _ := rts[0].Counters(context.Background())
+	sum := func(series string) float64 {
+		total := 0.0
+		for _, h := range handlers {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+			for line := range strings.Lines(rec.Body.String()) {
+				if v, ok := strings.CutPrefix(strings.TrimSpace(line), series+" "); ok {
+					f, _ := strconv.ParseFloat(v, 64)
+					total += f
+				}
+			}
+		}
+		return total
+	}
+	if got, want := sum(`belfry_schedule_occurrences_total{outcome="enqueued",schedule="tick"}`), float64(counters["tick"].Enqueued); got != want {
+		t.Errorf("enqueues summed across replicas %v, want the ledger's %v", got, want)
+	}
+	if got, want := sum(`belfry_schedule_attempts_total{outcome="succeeded",schedule="tick"}`), float64(counters["tick"].Succeeded); got != want {
+		t.Errorf("attempts summed across replicas %v, want the ledger's %v", got, want)
+	}
+	for _, rt := range rts {
+		rt.Close()
+	}
+}

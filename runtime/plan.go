@@ -1,0 +1,181 @@
+package runtime
+
+import (
+	"time"
+
+	"github.com/belfry/belfry/registry"
+	"github.com/belfry/belfry/runtime/internal/store"
+)
+
+// The planner decides, without Redis, what the leader does with a schedule
+// that came due: which slots to enqueue, which are missed, where the cursor
+// goes, and what the commit records. The loop in scheduler.go carries the
+// decisions out.
+
+// maxSlotsPerDispatch bounds the slots enumerated for one schedule after a
+// long outage; the rest of the backlog is counted as missed in one step.
+const maxSlotsPerDispatch = 10000
+
+// maxMissedRecords bounds the missed slots recorded one by one per dispatch
+// (all of them are counted).
+const maxMissedRecords = 10
+
+// slotPlan is what the leader decided for one due schedule.
+type slotPlan struct {
+	sched   *registry.Schedule
+	cursor  time.Time // the newest slot handled, committed after the enqueues
+	enqueue []time.Time
+	missed  []time.Time // newest last, at most maxMissedRecords
+	nMissed int
+	err     error       // enqueue failed: the cursor stays before the failed slot
+	done    []store.Rec // what was enqueued or skipped, in slot order
+}
+
+// planSlots enumerates the schedule's slots from first (its first slot after
+// cursor) through now and sorts them into enqueue and missed by the grace
+// window: a slot older than now-grace is missed. misfire=latest enqueues
+// the newest missed slot when nothing else is due.
+func planSlots(s *registry.Schedule, first, cursor, now time.Time, grace time.Duration) *slotPlan {
+	p := &slotPlan{sched: s, cursor: cursor}
+	oldest := now.Add(-grace)
+	var stale []time.Time
+	slot := first
+	for n := 0; !slot.IsZero() && !slot.After(now); n++ {
+		if n == maxSlotsPerDispatch {
+			if !slot.Before(oldest) {
+				// The rest is within grace: the next pass goes on from
+				// the cursor, at once.
+				break
+			}
+			// A backlog this long is all missed: count the rest up to the
+			// grace window in one step, keeping only its newest slot,
+			// which misfire=latest may run and the cursor moves to.
+			skipped, newest := countSlots(s, slot, oldest)
+			p.nMissed += skipped
+			stale = appendStale(stale, newest)
+			p.cursor = newest
+			slot = s.AtOrAfter(oldest)
+			continue
+		}
+		if slot.Before(oldest) {
+			p.nMissed++
+			stale = appendStale(stale, slot)
+		} else {
+			p.enqueue = append(p.enqueue, slot)
+		}
+		p.cursor = slot
+		slot = s.Next(slot)
+	}
+	if misfireLatest(s) && len(p.enqueue) == 0 && len(stale) > 0 {
+		p.enqueue = []time.Time{stale[len(stale)-1]}
+		stale = stale[:len(stale)-1]
+		p.nMissed--
+	}
+	p.missed = stale
+	return p
+}
+
+func misfireLatest(s *registry.Schedule) bool { return s.Misfire == registry.MisfireLatest }
+
+// appendStale keeps the newest maxMissedRecords missed slots.
+func appendStale(stale []time.Time, slot time.Time) []time.Time {
+	stale = append(stale, slot)
+	if len(stale) > maxMissedRecords {
+		stale = stale[1:]
+	}
+	return stale
+}
+
+// countSlots counts the slots from `from` (inclusive, before until) to
+// before `until` and returns the newest, for the rare backlog longer than
+// maxSlotsPerDispatch.
+func countSlots(s *registry.Schedule, from, until time.Time) (n int, newest time.Time) {
+	for t := from; !t.IsZero() && t.Before(until); t = s.Next(t) {
+		n, newest = n+1, t
+	}
+	return n, newest
+}
+
+// prevCursor is the cursor to keep when the first slot to enqueue failed:
+// the newest missed slot before it, else one second before it, from which
+// Next finds that same slot again.
+func prevCursor(p *slotPlan) time.Time {
+	first := p.enqueue[0]
+	if n := len(p.missed); n > 0 && p.missed[n-1].Before(first) {
+		return p.missed[n-1]
+	}
+	return first.Add(-time.Second) // Next(first - 1s) == first
+}
+
+// pause turns the plan's slots due within grace into paused ones: recorded,
+// never run. Older slots stay missed, as they would be unpaused.
+func (p *slotPlan) pause(now time.Time) {
+	for _, slot := range p.enqueue {
+		p.done = append(p.done, store.Rec{ID: registry.OccurrenceID(p.sched.Name, slot), Slot: slot.Unix(),
+			At: now.UnixMilli(), Outcome: string(OutcomePaused), Score: slot.UnixMilli()})
+	}
+	p.enqueue = nil
+}
+
+// failedAt cuts the plan at its k-th slot, whose enqueue failed: the cursor
+// stays just before it, so the next pass tries it again.
+func (p *slotPlan) failedAt(k int, err error) {
+	p.err = err
+	if k == 0 {
+		p.cursor = prevCursor(p)
+	} else {
+		p.cursor = p.enqueue[k-1]
+	}
+	p.enqueue = p.enqueue[:k]
+}
+
+// lastID is the newest occurrence this plan enqueued, for overlap=skip's
+// check of the next slot in the same batch.
+func (p *slotPlan) lastID() string {
+	for i := len(p.done) - 1; i >= 0; i-- {
+		if p.done[i].Outcome == string(OutcomeEnqueued) {
+			return p.done[i].ID
+		}
+	}
+	return ""
+}
+
+// commit is the plan's part of the fenced commit: the cursor, the records
+// of enqueued, skipped and missed slots (missed ones after the cursor, left
+// by a failed enqueue, are not recorded yet), and the counter changes.
+func (p *slotPlan) commit(now time.Time) store.Commit {
+	c := store.Commit{Name: p.sched.Name, Cursor: p.cursor.Unix(), Recs: p.done, Counts: map[string]int64{}}
+	for _, slot := range p.missed {
+		if slot.After(p.cursor) {
+			continue
+		}
+		c.Recs = append(c.Recs, store.Rec{ID: registry.OccurrenceID(p.sched.Name, slot), Slot: slot.Unix(),
+			At: now.UnixMilli(), Outcome: string(OutcomeMissed), Score: slot.UnixMilli()})
+	}
+	if p.nMissed > 0 {
+		c.Counts[string(OutcomeMissed)] = int64(p.nMissed)
+	}
+	for _, rec := range p.done {
+		c.Counts[rec.Outcome]++
+		if rec.Outcome == string(OutcomeEnqueued) {
+			c.LastID = rec.ID
+			c.Counts[counterLastEnqueue] = rec.At
+		}
+	}
+	return c
+}
+
+// report tells observers what the committed plan did.
+func (p *slotPlan) report(emit func(Event)) {
+	name := p.sched.Name
+	if p.nMissed > 0 {
+		emit(Event{Schedule: name, Outcome: OutcomeMissed, Slots: p.nMissed})
+	}
+	for _, rec := range p.done {
+		e := Event{Schedule: name, Outcome: Outcome(rec.Outcome)}
+		if e.Outcome == OutcomeEnqueued {
+			e.Lag = time.UnixMilli(rec.At).Sub(time.Unix(rec.Slot, 0))
+		}
+		emit(e)
+	}
+}

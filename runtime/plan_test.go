@@ -1,0 +1,271 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/belfry/belfry/registry"
+)
+
+// The planner's decisions, without Redis or real time.
+
+func sched(t *testing.T, expr, zone string, misfire registry.Misfire) *registry.Schedule {
+	t.Helper()
+	reg, err := registry.New(registry.Schedule{Name: "s", Expr: expr, Zone: zone, Misfire: misfire,
+		Handler: func(_ context.Context, _ registry.Occurrence) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := reg.Lookup("s")
+	return s
+}
+
+func utc(s string) time.Time {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+func rfc(ts []time.Time) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.UTC().Format(time.RFC3339)
+	}
+	return out
+}
+
+func TestPlanSlots(t *testing.T) {
+	for _, tt := range []struct {
+		name            string
+		expr, zone      string
+		misfire         registry.Misfire
+		cursor, now     string
+		grace           time.Duration
+		enqueue, missed []string
+		nMissed         int
+		cursorAfter     string
+	}{
+		{
+			name: "on time", expr: "*/10 * * * * *", cursor: "2026-11-29T03:00:00Z", now: "2026-11-29T03:00:10Z", grace: time.Minute,
+			enqueue: []string{"2026-11-29T03:00:10Z"}, cursorAfter: "2026-11-29T03:00:10Z",
+		},
+		{
+			name: "late within grace: all enqueued", expr: "*/10 * * * * *", cursor: "2026-11-29T03:00:00Z", now: "2026-11-29T03:00:35Z", grace: time.Minute,
+			enqueue: []string{"2026-11-29T03:00:10Z", "2026-11-29T03:00:20Z", "2026-11-29T03:00:30Z"}, cursorAfter: "2026-11-29T03:00:30Z",
+		},
+		{
+			name: "older than grace: missed, misfire skip", expr: "*/10 * * * * *", cursor: "2026-11-29T03:00:00Z", now: "2026-11-29T03:00:35Z", grace: 10 * time.Second,
+			enqueue: []string{"2026-11-29T03:00:30Z"}, missed: []string{"2026-11-29T03:00:10Z", "2026-11-29T03:00:20Z"}, nMissed: 2,
+			cursorAfter: "2026-11-29T03:00:30Z",
+		},
+		{
+			name: "misfire latest runs the newest missed when nothing else is due", expr: "0 3 * * *", misfire: registry.MisfireLatest,
+			cursor: "2026-11-26T03:00:00Z", now: "2026-11-29T09:00:00Z", grace: 5 * time.Minute,
+			enqueue: []string{"2026-11-29T03:00:00Z"}, missed: []string{"2026-11-27T03:00:00Z", "2026-11-28T03:00:00Z"}, nMissed: 2,
+			cursorAfter: "2026-11-29T03:00:00Z",
+		},
+		{
+			name: "misfire latest with a slot due: the due one only", expr: "*/10 * * * * *", misfire: registry.MisfireLatest,
+			cursor: "2026-11-29T03:00:00Z", now: "2026-11-29T03:00:35Z", grace: 10 * time.Second,
+			enqueue: []string{"2026-11-29T03:00:30Z"}, missed: []string{"2026-11-29T03:00:10Z", "2026-11-29T03:00:20Z"}, nMissed: 2,
+			cursorAfter: "2026-11-29T03:00:30Z",
+		},
+		{
+			name: "records only the newest missed slots, counts all", expr: "* * * * * *", cursor: "2026-11-29T03:00:00Z", now: "2026-11-29T03:01:00Z", grace: 5 * time.Second,
+			enqueue: []string{"2026-11-29T03:00:55Z", "2026-11-29T03:00:56Z", "2026-11-29T03:00:57Z", "2026-11-29T03:00:58Z", "2026-11-29T03:00:59Z", "2026-11-29T03:01:00Z"},
+			missed: []string{"2026-11-29T03:00:45Z", "2026-11-29T03:00:46Z", "2026-11-29T03:00:47Z", "2026-11-29T03:00:48Z", "2026-11-29T03:00:49Z",
+				"2026-11-29T03:00:50Z", "2026-11-29T03:00:51Z", "2026-11-29T03:00:52Z", "2026-11-29T03:00:53Z", "2026-11-29T03:00:54Z"},
+			nMissed: 54, cursorAfter: "2026-11-29T03:01:00Z",
+		},
+		{
+			// New York springs forward at 02:00 on 2026-03-08: 02:30 does
+			// not exist and the fixed-time slot runs at 03:00 EDT.
+			name: "DST gap day", expr: "30 2 * * *", zone: "America/New_York", cursor: "2026-03-07T07:30:00Z", now: "2026-03-08T07:00:00Z", grace: time.Minute,
+			enqueue: []string{"2026-03-08T07:00:00Z"}, cursorAfter: "2026-03-08T07:00:00Z",
+		},
+		{
+			// Falls back at 02:00 EDT on 2026-11-01: a wildcard hour runs at
+			// both 01:00s.
+			name: "DST fold day", expr: "0 * * * *", zone: "America/New_York", cursor: "2026-11-01T04:30:00Z", now: "2026-11-01T06:00:00Z", grace: 2 * time.Hour,
+			enqueue: []string{"2026-11-01T05:00:00Z", "2026-11-01T06:00:00Z"}, cursorAfter: "2026-11-01T06:00:00Z",
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := sched(t, tt.expr, tt.zone, tt.misfire)
+			cursor, now := utc(tt.cursor), utc(tt.now)
+			p := planSlots(s, s.Next(cursor), cursor, now, tt.grace)
+			if got := rfc(p.enqueue); !equal(got, tt.enqueue) {
+				t.Errorf("enqueue %v, want %v", got, tt.enqueue)
+			}
+			if got := rfc(p.missed); !equal(got, tt.missed) {
+				t.Errorf("missed records %v, want %v", got, tt.missed)
+			}
+			if p.nMissed != tt.nMissed {
+				t.Errorf("missed count %d, want %d", p.nMissed, tt.nMissed)
+			}
+			if got := p.cursor.UTC().Format(time.RFC3339); got != tt.cursorAfter {
+				t.Errorf("cursor %s, want %s", got, tt.cursorAfter)
+			}
+		})
+	}
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// A backlog longer than maxSlotsPerDispatch is counted in one step; the
+// cursor lands on its newest slot (so the next pass does not count it
+// again) and misfire=latest runs that newest slot, not one from the start.
+func TestPlanSlotsBacklogBeyondTheCap(t *testing.T) {
+	for _, misfire := range []registry.Misfire{registry.MisfireSkip, registry.MisfireLatest} {
+		t.Run(string(misfire), func(t *testing.T) {
+			s := sched(t, "* * * * * *", "", misfire)
+			now := utc("2026-11-29T12:00:00Z")
+			cursor := now.Add(-2 * maxSlotsPerDispatch * time.Second) // 20,000 slots behind
+			const grace = 5 * time.Second
+			p := planSlots(s, s.Next(cursor), cursor, now, grace)
+			wantMissed := 2*maxSlotsPerDispatch - 6 // every slot before now-5s; six are within grace
+			enqueue := []string{"2026-11-29T11:59:55Z", "2026-11-29T11:59:56Z", "2026-11-29T11:59:57Z", "2026-11-29T11:59:58Z", "2026-11-29T11:59:59Z", "2026-11-29T12:00:00Z"}
+			// Something is due within grace, so latest changes nothing.
+			if p.nMissed != wantMissed {
+				t.Errorf("missed %d, want %d", p.nMissed, wantMissed)
+			}
+			if got := rfc(p.enqueue); !equal(got, enqueue) {
+				t.Errorf("enqueue %v, want %v", got, enqueue)
+			}
+			if got := rfc(p.missed); len(got) != maxMissedRecords || got[len(got)-1] != "2026-11-29T11:59:54Z" {
+				t.Errorf("missed records %v, want the newest %d ending 11:59:54", got, maxMissedRecords)
+			}
+			if !p.cursor.Equal(now) {
+				t.Errorf("cursor %s, want %s", p.cursor.UTC(), now)
+			}
+		})
+	}
+	t.Run("latest with nothing in grace", func(t *testing.T) {
+		s := sched(t, "0 * * * *", "", registry.MisfireLatest) // hourly
+		now := utc("2026-11-29T12:30:00Z")
+		cursor := now.Add(-2 * maxSlotsPerDispatch * time.Hour)
+		p := planSlots(s, s.Next(cursor), cursor, now, 5*time.Minute)
+		if got := rfc(p.enqueue); !equal(got, []string{"2026-11-29T12:00:00Z"}) {
+			t.Errorf("misfire=latest enqueued %v, want the newest missed slot 12:00", got)
+		}
+		if !p.cursor.Equal(utc("2026-11-29T12:00:00Z")) {
+			t.Errorf("cursor %s, want 12:00: the next pass must not count the backlog again", p.cursor.UTC())
+		}
+		if p.nMissed != 2*maxSlotsPerDispatch-1 {
+			t.Errorf("missed %d, want %d", p.nMissed, 2*maxSlotsPerDispatch-1)
+		}
+	})
+	t.Run("backlog within grace stops at the cap", func(t *testing.T) {
+		s := sched(t, "* * * * * *", "", registry.MisfireSkip)
+		now := utc("2026-11-29T12:00:00Z")
+		cursor := now.Add(-3 * maxSlotsPerDispatch * time.Second)
+		p := planSlots(s, s.Next(cursor), cursor, now, 24*time.Hour)
+		if len(p.enqueue) != maxSlotsPerDispatch || p.nMissed != 0 {
+			t.Errorf("enqueue %d, missed %d; want the first %d, none missed", len(p.enqueue), p.nMissed, maxSlotsPerDispatch)
+		}
+		if !p.cursor.Equal(p.enqueue[len(p.enqueue)-1]) {
+			t.Errorf("cursor %s, want the last enqueued slot", p.cursor.UTC())
+		}
+	})
+}
+
+// A failed enqueue keeps the cursor just before the failed slot, so the
+// next pass finds that slot again; what was missed before it is recorded.
+func TestPlanFailedEnqueueKeepsTheCursorBeforeIt(t *testing.T) {
+	s := sched(t, "*/10 * * * * *", "", registry.MisfireSkip)
+	cursor, now := utc("2026-11-29T03:00:00Z"), utc("2026-11-29T03:00:45Z")
+	p := planSlots(s, s.Next(cursor), cursor, now, 20*time.Second) // missed 10, 20; enqueue 30, 40
+	p.failedAt(0, errTest)
+	if want := utc("2026-11-29T03:00:20Z"); !p.cursor.Equal(want) {
+		t.Errorf("after the first enqueue failed the cursor is %s, want the newest missed slot %s", p.cursor.UTC(), want)
+	}
+	if s.Next(p.cursor) != utc("2026-11-29T03:00:30Z") {
+		t.Error("the next pass would not find the failed slot again")
+	}
+	c := p.commit(now)
+	if len(c.Recs) != 2 || c.Counts[string(OutcomeMissed)] != 2 {
+		t.Errorf("commit %+v, want the two missed slots recorded and counted", c)
+	}
+
+	p = planSlots(s, s.Next(cursor), cursor, now, time.Minute) // enqueue 10..40
+	p.failedAt(2, errTest)
+	if want := utc("2026-11-29T03:00:20Z"); !p.cursor.Equal(want) || len(p.enqueue) != 2 {
+		t.Errorf("after the third enqueue failed: cursor %s, %d kept; want %s, 2", p.cursor.UTC(), len(p.enqueue), want)
+	}
+
+	p = planSlots(s, s.Next(cursor), cursor, now, time.Minute)
+	p.failedAt(0, errTest)
+	if !s.Next(p.cursor).Equal(utc("2026-11-29T03:00:10Z")) {
+		t.Errorf("with nothing missed the cursor %s must lead back to the first slot", p.cursor.UTC())
+	}
+}
+
+var errTest = errors.New("injected")
+
+func TestPausedPlanRecordsEveryDueSlotAndRunsNone(t *testing.T) {
+	s := sched(t, "*/10 * * * * *", "", registry.MisfireSkip)
+	cursor, now := utc("2026-11-29T03:00:00Z"), utc("2026-11-29T03:00:45Z")
+	p := planSlots(s, s.Next(cursor), cursor, now, 20*time.Second) // missed 10, 20; due 30, 40
+	p.pause(now)
+	if len(p.enqueue) != 0 {
+		t.Fatalf("a paused plan enqueues %v", rfc(p.enqueue))
+	}
+	c := p.commit(now)
+	if c.Counts[string(OutcomePaused)] != 2 || c.Counts[string(OutcomeMissed)] != 2 || c.Counts[string(OutcomeEnqueued)] != 0 {
+		t.Errorf("counts %v, want 2 paused, 2 missed, none enqueued", c.Counts)
+	}
+	if c.Cursor != now.Add(-5*time.Second).Unix() || c.LastID != "" {
+		t.Errorf("cursor %d last id %q; want the cursor past the paused slots (03:00:40) and no last ID", c.Cursor, c.LastID)
+	}
+}
+
+func TestScheduleStatus(t *testing.T) {
+	s := sched(t, "17 3 * * *", "", registry.MisfireSkip)
+	s.Timeout = 20 * time.Minute
+	const grace = 5 * time.Minute
+	firstSeen := utc("2026-11-01T00:00:00Z")
+	rec := func(o Outcome) []Record { return []Record{{Outcome: o}} }
+	if got := scheduleStatus(ScheduleState{Schedule: s, Recent: rec(OutcomeFailed), Paused: &Pause{Reason: "db migration"}}, utc("2026-11-29T09:00:00Z"), grace); got != StatusPaused {
+		t.Errorf("a paused failing schedule is %s, want paused", got)
+	}
+	for _, tt := range []struct {
+		name   string
+		now    string
+		recent []Record
+		c      Counters
+		want   Status
+	}{
+		{"succeeded last night", "2026-11-29T09:00:00Z", rec(OutcomeSucceeded), Counters{FirstSeen: firstSeen, LastSuccess: utc("2026-11-29T03:18:00Z")}, StatusOK},
+		{"no success since last night's slot", "2026-11-29T09:00:00Z", rec(OutcomeEnqueued), Counters{FirstSeen: firstSeen, LastSuccess: utc("2026-11-28T03:18:00Z")}, StatusLate},
+		{"not late before grace + timeout", "2026-11-29T03:40:00Z", rec(OutcomeEnqueued), Counters{FirstSeen: firstSeen, LastSuccess: utc("2026-11-28T03:18:00Z")}, StatusOK},
+		{"late just after grace + timeout", "2026-11-29T03:43:00Z", rec(OutcomeEnqueued), Counters{FirstSeen: firstSeen, LastSuccess: utc("2026-11-28T03:18:00Z")}, StatusLate},
+		{"failing beats late", "2026-11-29T09:00:00Z", rec(OutcomeFailed), Counters{FirstSeen: firstSeen}, StatusFailing},
+		{"running", "2026-11-29T03:20:00Z", rec(OutcomeRunning), Counters{FirstSeen: firstSeen, LastSuccess: utc("2026-11-28T03:18:00Z")}, StatusRunning},
+		{"retrying is not over yet", "2026-11-29T03:20:00Z", rec(OutcomeRetrying), Counters{FirstSeen: firstSeen, LastSuccess: utc("2026-11-28T03:18:00Z")}, StatusRunning},
+		{"slots before first seen are not late", "2026-11-29T09:00:00Z", nil, Counters{FirstSeen: utc("2026-11-29T08:00:00Z")}, StatusOK},
+		{"never seen by a scheduler", "2026-11-29T09:00:00Z", nil, Counters{}, StatusOK},
+		{"slots before the last resume are not late", "2026-11-29T09:00:00Z", rec(OutcomePaused),
+			Counters{FirstSeen: firstSeen, LastSuccess: utc("2026-11-20T03:18:00Z"), LastResume: utc("2026-11-29T08:00:00Z")}, StatusOK},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := scheduleStatus(ScheduleState{Schedule: s, Recent: tt.recent, Counters: tt.c}, utc(tt.now), grace)
+			if got != tt.want {
+				t.Errorf("status %s, want %s", got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,323 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/belfry/belfry/registry"
+	"github.com/belfry/belfry/runtime"
+	"github.com/hibiken/asynq"
+)
+
+// Every execution ends in a true record, against real Redis and real asynq
+// workers: a panic and a run past the timeout are failures with their
+// cause, a retried failure shows as retrying and then as its final result,
+// and every attempt is counted.
+func TestEveryExecutionEndsInATrueRecord(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := sharedRedis(t)
+	queue := uniq("q")
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
+	returned := make(chan struct{})
+	var flakyRuns atomic.Int32
+	noop := func(context.Context, registry.Occurrence) error { return nil }
+	reg := registry.MustNew(
+		registry.Schedule{Name: "ok", Expr: "17 3 * * *", Queue: queue, Handler: noop},
+		registry.Schedule{Name: "panics", Expr: "17 3 * * *", Queue: queue, MaxRetry: 0,
+			Handler: func(context.Context, registry.Occurrence) error {
+				var m map[string]int
+				m["boom"]++ // assignment to entry in nil map
+				return nil
+			}},
+		registry.Schedule{Name: "hangs", Expr: "17 3 * * *", Queue: queue, MaxRetry: 0, Timeout: time.Second,
+			Handler: func(context.Context, registry.Occurrence) error {
+				<-release // ignores its context
+				close(returned)
+				return nil
+			}},
+		registry.Schedule{Name: "flaky", Expr: "17 3 * * *", Queue: queue, MaxRetry: 2,
+			Handler: func(context.Context, registry.Occurrence) error {
+				if flakyRuns.Add(1) == 1 {
+					return errors.New("connection reset by peer")
+				}
+				return nil
+			}},
+		registry.Schedule{Name: "gives-up", Expr: "17 3 * * *", Queue: queue, MaxRetry: 1,
+			Handler: func(context.Context, registry.Occurrence) error { return errors.New("still broken") }},
+	)
+	rt, err := runtime.New(reg, runtime.Options{Redis: rdb, Namespace: uniq("ns"), Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, rdb, queue, func(mux *asynq.ServeMux) { rt.RegisterHandlers(mux) })
+	for _, s := range reg.Schedules() {
+		if _, err := rt.Trigger(ctx, s.Name, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := func(name string) runtime.Record {
+		h, _ := rt.History(ctx, name, 1)
+		if len(h) == 0 {
+			return runtime.Record{}
+		}
+		return h[0]
+	}
+	for name, want := range map[string]runtime.Outcome{
+		"ok": runtime.OutcomeSucceeded, "panics": runtime.OutcomeFailed, "hangs": runtime.OutcomeFailed,
+		"flaky": runtime.OutcomeSucceeded, "gives-up": runtime.OutcomeFailed,
+	} {
+		waitFor(t, 10*time.Second, name+" to end "+string(want), func() bool { return last(name).Outcome == want })
+	}
+	if rec := last("panics"); !strings.Contains(rec.Error, "panic: assignment to entry in nil map") || !strings.Contains(rec.Error, "records_test.go") {
+		t.Errorf("the panic's record says %q; want the panic value and where it happened", rec.Error)
+	}
+	if rec := last("hangs"); !strings.HasPrefix(rec.Error, "timeout after 1s") || rec.FinishedAt.IsZero() {
+		t.Errorf("the hung handler's record: %q finished %v; want a timeout with its end time", rec.Error, rec.FinishedAt)
+	}
+	if rec := last("flaky"); rec.Attempt != 1 || rec.Error != "" {
+		t.Errorf("flaky's record: attempt %d, error %q; want the successful retry, attempt 1, no error", rec.Attempt, rec.Error)
+	}
+	if rec := last("gives-up"); rec.Attempt != 1 || rec.MaxRetry != 1 || rec.Error != "still broken" {
+		t.Errorf("gives-up's record: attempt %d of %d, %q; want the last attempt 1 of 1", rec.Attempt, rec.MaxRetry, rec.Error)
+	}
+	// A handler that returns after its timeout must not turn the failure
+	// into a success.
+	releaseOnce.Do(func() { close(release) })
+	<-returned
+	if rec := last("hangs"); rec.Outcome != runtime.OutcomeFailed {
+		t.Errorf("after the hung handler returned, its record says %s", rec.Outcome)
+	}
+	counters, err := rt.Counters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string][2]int64{ // succeeded, failed attempts
+		"ok": {1, 0}, "panics": {0, 1}, "hangs": {0, 1}, "flaky": {1, 1}, "gives-up": {0, 2},
+	} {
+		if c := counters[name]; c.Succeeded != want[0] || c.Failed != want[1] {
+			t.Errorf("%s: succeeded %d, failed %d; want %d, %d", name, c.Succeeded, c.Failed, want[0], want[1])
+		}
+	}
+	snap, _ := rt.Snapshot(ctx)
+	for _, st := range snap.Schedules {
+		want := runtime.StatusFailing
+		if st.Schedule.Name == "ok" || st.Schedule.Name == "flaky" {
+			want = runtime.StatusOK
+		}
+		if st.Status != want {
+			t.Errorf("%s: status %s, want %s", st.Schedule.Name, st.Status, want)
+		}
+	}
+}
+
+// A pause holds across a leader change; slots due meanwhile are recorded
+// paused and never run, and resume runs the next slot without a backfill.
+func TestPauseHoldsAcrossTakeoverAndResumeDoesNotBackfill(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := sharedRedis(t)
+	c := newCluster(t, rdb, 2, runtime.Options{}, registry.Schedule{Name: "tick", Expr: "* * * * * *"})
+	waitFor(t, 10*time.Second, "runs before the pause", func() bool { return len(c.executed.slots("tick")) >= 2 })
+	leader := c.leaderIndex(t)
+	rt := c.rts[1-leader] // any replica may pause
+	if err := rt.Pause(runtime.WithActor(ctx, "alice"), "tick", "the database is being migrated"); err != nil {
+		t.Fatal(err)
+	}
+	pausedAt := time.Now()
+	pausedCount := func() int64 { counters, _ := rt.Counters(ctx); return counters["tick"].Paused }
+	waitFor(t, 10*time.Second, "slots recorded paused", func() bool { return pausedCount() >= 2 })
+	snap, _ := rt.Snapshot(ctx)
+	if st := snap.Schedules[0]; st.Status != runtime.StatusPaused || st.Paused == nil ||
+		st.Paused.Reason != "the database is being migrated" || st.Paused.Actor != "alice" || st.Paused.At.IsZero() {
+		t.Errorf("while paused the snapshot says status %s, pause %+v", st.Status, st.Paused)
+	}
+	// The leader shuts down; the other replica takes over, still paused.
+	c.cancels[leader]()
+	waitFor(t, 10*time.Second, "the other replica to lead", c.rts[1-leader].IsLeader)
+	before := pausedCount()
+	waitFor(t, 10*time.Second, "the new leader to record paused slots", func() bool { return pausedCount() >= before+2 })
+	if err := rt.Resume(runtime.WithActor(ctx, "alice"), "tick"); err != nil {
+		t.Fatal(err)
+	}
+	resumedAt := time.Now()
+	waitFor(t, 10*time.Second, "runs after the resume", func() bool {
+		for slot := range c.executed.slots("tick") {
+			if time.Unix(slot, 0).After(resumedAt) {
+				return true
+			}
+		}
+		return false
+	})
+	// A slot already enqueued when the pause was set may still run; none
+	// due after that may, and resume runs none of them late.
+	for slot := range c.executed.slots("tick") {
+		at := time.Unix(slot, 0)
+		if at.After(pausedAt.Add(time.Second)) && at.Before(resumedAt.Add(-time.Second)) {
+			t.Errorf("slot %s ran although it came due while paused", at.UTC())
+		}
+	}
+	hist, _ := rt.History(ctx, "tick", 50)
+	paused := 0
+	for _, r := range hist {
+		if r.Outcome == runtime.OutcomePaused {
+			paused++
+		}
+	}
+	if paused < 4 {
+		t.Errorf("history has %d paused records, want every paused slot (at least 4)", paused)
+	}
+	snap, _ = rt.Snapshot(ctx)
+	if st := snap.Schedules[0]; st.Paused != nil || st.Status == runtime.StatusLate || st.Status == runtime.StatusPaused {
+		t.Errorf("after resume: status %s, pause %+v", st.Status, st.Paused)
+	}
+}
+
+// Re-running a past slot gives the handler that slot and the scheduled
+// occurrence's key, whether the original failed (and was archived) or
+// succeeded; a double submit runs once; only real past slots are accepted;
+// a backfill re-runs each slot of its range, up to the cap.
+func TestRerunAPastSlotAndBackfill(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := sharedRedis(t)
+	queue := uniq("q")
+	var mu sync.Mutex
+	type run struct {
+		slot   time.Time
+		key    string
+		manual bool
+	}
+	var runs []run
+	effects := map[string]int{} // what an idempotent handler did, by occ.Key()
+	handler := func(_ context.Context, occ registry.Occurrence) error {
+		mu.Lock()
+		defer mu.Unlock()
+		runs = append(runs, run{occ.Slot, occ.Key(), occ.Manual})
+		if !occ.Manual {
+			return errors.New("the night's run failed")
+		}
+		if effects[occ.Key()] == 0 {
+			effects[occ.Key()]++
+		}
+		return nil
+	}
+	reg := registry.MustNew(registry.Schedule{Name: "prune", Expr: "17 3 * * *", Zone: "Europe/London", Queue: queue, MaxRetry: 0, Handler: handler})
+	s := reg.Schedules()[0]
+	rt, err := runtime.New(reg, runtime.Options{Redis: rdb, Namespace: uniq("ns"), Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, rdb, queue, func(mux *asynq.ServeMux) { rt.RegisterHandlers(mux) })
+	runCount := func() int { mu.Lock(); defer mu.Unlock(); return len(runs) }
+
+	// Last night's scheduled occurrence failed and was archived.
+	lastNight := s.Prev(time.Now())
+	if err := rt.Enqueue(ctx, s.Occurrence(lastNight)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the scheduled run to fail", func() bool { return runCount() == 1 })
+
+	occ, err := rt.Rerun(runtime.WithActor(ctx, "alice"), "prune", lastNight, "rerun-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := rt.Rerun(ctx, "prune", lastNight, "rerun-1"); err != nil || again.ID != occ.ID {
+		t.Fatalf("double submit: %v %v, want the same occurrence %s", again.ID, err, occ.ID)
+	}
+	waitFor(t, 10*time.Second, "the re-run", func() bool { return runCount() == 2 })
+	mu.Lock()
+	got := runs[1]
+	mu.Unlock()
+	if !got.slot.Equal(lastNight) || got.slot.Location().String() != "Europe/London" || got.key != registry.OccurrenceID("prune", lastNight) || !got.manual {
+		t.Errorf("the re-run saw slot %s key %s manual %v; want last night's slot %s in London and its scheduled key", got.slot, got.key, got.manual, lastNight)
+	}
+	if occ.ID == registry.OccurrenceID("prune", lastNight) {
+		t.Error("the re-run has the scheduled occurrence's task ID, which asynq would refuse")
+	}
+	// Re-running the slot that now succeeded does nothing more to an
+	// idempotent handler.
+	if _, err := rt.Rerun(ctx, "prune", lastNight, "rerun-2"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the second re-run", func() bool { return runCount() == 3 })
+	mu.Lock()
+	if n := effects[registry.OccurrenceID("prune", lastNight)]; n != 1 {
+		t.Errorf("the night's work was done %d times, want 1", n)
+	}
+	mu.Unlock()
+	waitFor(t, 10*time.Second, "the re-run's record", func() bool {
+		h, _ := rt.History(ctx, "prune", 10)
+		for _, r := range h {
+			if r.ID == occ.ID {
+				return r.Outcome == runtime.OutcomeSucceeded && r.Manual && r.Slot.Equal(lastNight) && r.Actor == "alice"
+			}
+		}
+		return false
+	})
+
+	var notASlot *runtime.NotASlotError
+	if _, err := rt.Rerun(ctx, "prune", lastNight.Add(time.Minute), ""); !errors.As(err, &notASlot) ||
+		!notASlot.Before.Equal(lastNight) || !notASlot.After.Equal(s.Next(lastNight)) || !errors.Is(err, runtime.ErrNotASlot) {
+		t.Errorf("re-run of 03:18: %v; want ErrNotASlot naming %s and %s", err, lastNight, s.Next(lastNight))
+	}
+	if _, err := rt.Rerun(ctx, "prune", s.Next(time.Now()), ""); !errors.As(err, &notASlot) || !notASlot.Future {
+		t.Errorf("re-run of a future slot: %v, want ErrNotASlot (future)", err)
+	}
+
+	before := runCount()
+	occs, err := rt.Backfill(ctx, "prune", lastNight.AddDate(0, 0, -3), lastNight.AddDate(0, 0, -1), "fill")
+	if err != nil || len(occs) != 3 {
+		t.Fatalf("backfill of three nights: %d occurrences, %v", len(occs), err)
+	}
+	waitFor(t, 10*time.Second, "three backfilled runs", func() bool { return runCount() == before+3 })
+	if _, err := rt.Backfill(ctx, "prune", lastNight.AddDate(0, 0, -200), lastNight, ""); !errors.Is(err, runtime.ErrTooManySlots) {
+		t.Errorf("backfill of 200 nights: %v, want ErrTooManySlots", err)
+	}
+	if _, err := rt.Backfill(ctx, "prune", lastNight, lastNight.Add(-time.Hour), ""); !errors.Is(err, runtime.ErrBadRange) {
+		t.Errorf("backfill of a reversed range: %v, want ErrBadRange", err)
+	}
+}
+
+// A schedule whose queue no asynq server listens to is named in the log,
+// the snapshot and the health, instead of only turning late.
+func TestAQueueNoWorkerServesIsReported(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := sharedRedis(t)
+	var logs syncBuffer
+	served, lonely := uniq("q"), uniq("lonely")
+	noop := func(context.Context, registry.Occurrence) error { return nil }
+	reg := registry.MustNew(registry.Schedule{Name: "served", Expr: "* * * * * *", Queue: served, Handler: noop},
+		registry.Schedule{Name: "forgotten", Expr: "* * * * * *", Queue: lonely, Handler: noop})
+	rt, err := runtime.New(reg, runtime.Options{Redis: rdb, Namespace: uniq("ns"), LeaseTTL: 2 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, rdb, served, func(mux *asynq.ServeMux) { rt.RegisterHandlers(mux) })
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { rt.Run(runCtx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; rt.Close() })
+	waitFor(t, 10*time.Second, "the warning", func() bool { return strings.Contains(logs.String(), "no asynq server serves this queue") })
+	if n := strings.Count(logs.String(), "no asynq server serves this queue"); n != 1 || !strings.Contains(logs.String(), lonely) ||
+		strings.Contains(logs.String(), "queue="+served) {
+		t.Errorf("logged %d warnings, want one naming only %s:\n%s", n, lonely, logs.String())
+	}
+	snap, _ := rt.Snapshot(ctx)
+	if len(snap.Unserved) != 1 || snap.Unserved[0] != lonely {
+		t.Errorf("snapshot unserved %v, want [%s]", snap.Unserved, lonely)
+	}
+	if h := rt.Health(ctx); h.Status != "unhealthy" || len(h.Unserved) != 1 {
+		t.Errorf("health %+v, want unhealthy naming the unserved queue", h)
+	}
+}

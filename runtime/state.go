@@ -1,0 +1,63 @@
+package runtime
+
+import "errors"
+
+// Outcome is what happened to one occurrence, as the ledger records it.
+type Outcome string
+
+// Outcomes recorded in the ledger.
+const (
+	OutcomeEnqueued  Outcome = "enqueued"  // in asynq, not yet started
+	OutcomeRunning   Outcome = "running"   // a worker is running it
+	OutcomeSucceeded Outcome = "succeeded" // the handler returned nil
+	OutcomeRetrying  Outcome = "retrying"  // an attempt failed; asynq runs it again
+	OutcomeFailed    Outcome = "failed"    // the last attempt failed (or panicked, or timed out); asynq archived it
+	OutcomeMissed    Outcome = "missed"    // older than grace when the leader got to it; never run
+	OutcomeSkipped   Outcome = "skipped"   // overlap=skip and the previous occurrence still ran
+	OutcomePaused    Outcome = "paused"    // came due while the schedule was paused; never run
+)
+
+// Status is a schedule's health as the admin page, the JSON API, metrics
+// and the health check show it.
+type Status string
+
+// Schedule statuses.
+const (
+	StatusOK       Status = "ok"
+	StatusLate     Status = "late"     // the newest due slot has no success within grace + timeout
+	StatusFailing  Status = "failing"  // the newest finished occurrence failed
+	StatusRunning  Status = "running"  // the newest occurrence is running or waiting to retry
+	StatusPaused   Status = "paused"   // paused by an operator: slots are recorded, not run
+	StatusDisabled Status = "disabled" // no Redis configured: nothing is scheduled
+)
+
+// RedisState is the runtime's view of its Redis.
+type RedisState string
+
+// Redis states.
+const (
+	RedisDisabled RedisState = "disabled" // no Redis configured
+	RedisUnknown  RedisState = "unknown"  // no call has completed yet
+	RedisUp       RedisState = "up"       // the last call succeeded
+	RedisDown     RedisState = "down"     // the last call failed
+)
+
+// Errors callers branch on with errors.Is.
+var (
+	// ErrUnknownSchedule: the name is not in the registry.
+	ErrUnknownSchedule = errors.New("unknown schedule")
+	// ErrDisabled: the operation needs Redis and none is configured.
+	ErrDisabled = errors.New("scheduler disabled: no Redis configured")
+	// ErrBadRequestKey: a manual run's request key is malformed.
+	ErrBadRequestKey = errors.New("bad request key")
+	// ErrNotASlot: Rerun was given an instant that is not one of the
+	// schedule's slots, or is in the future (see NotASlotError).
+	ErrNotASlot = errors.New("not a slot of the schedule")
+	// ErrTooManySlots: a Backfill range holds more than MaxBackfillSlots.
+	ErrTooManySlots = errors.New("too many slots")
+	// ErrBadRange: a Backfill range is empty, reversed or in the future.
+	ErrBadRange = errors.New("bad range")
+	// ErrScheduleInUse: Forget was asked to remove a schedule the registry
+	// still declares.
+	ErrScheduleInUse = errors.New("schedule is still in the registry")
+)
