@@ -304,6 +304,12 @@ func TestAQueueNoWorkerServesIsReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	startWorker(t, rdb, served, func(mux *asynq.ServeMux) { rt.RegisterHandlers(mux) })
+	// asynq's server announces its queues a moment after it starts; until
+	// then its queue is rightly unserved.
+	waitFor(t, 10*time.Second, "the worker to announce its queue", func() bool {
+		queues, _ := rt.UnservedQueues()
+		return len(queues) == 1
+	})
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { rt.Run(runCtx); close(done) }()
