@@ -1,7 +1,9 @@
 // Package redistest gives the runtime's tests their Redis: the shared
 // server (isolated by namespace and queue) and private servers on a unix
-// socket for tests that stop, restart or break Redis. A missing
-// redis-server fails the test; it never skips.
+// socket for tests that stop, restart or break Redis, and a TCP Proxy
+// that puts network faults (partition, latency, a lost reply) between a
+// client and a server. A missing redis-server fails the test; it never
+// skips.
 package redistest
 
 import (
