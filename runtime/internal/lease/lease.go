@@ -2,6 +2,8 @@ package lease
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"log/slog"
 	"strconv"
@@ -38,15 +40,19 @@ type Lease struct {
 	onRedis func(err error)
 	clock   clock.Clock
 
+	// instance is random per Lease: it tells this process's leases from
+	// those of a restarted process, or of another one wrongly configured
+	// with the same Replica name.
+	instance string
+
 	mu sync.Mutex
-	// value is "<replica>|<token>" while this replica holds the lease.
+	// value is "<replica>|<instance>|<token>" while this replica holds the
+	// lease.
 	value string
 	// trustedUntil is measured from the moment the last successful acquire
 	// or renew was *sent*, so it never outlives the key in Redis, whatever
 	// the network delay.
 	trustedUntil time.Time
-	// previous is the last value held, to resume after a transient error.
-	previous string
 	// lastHeartbeat is when this replica last recorded its heartbeat.
 	lastHeartbeat time.Time
 
@@ -60,7 +66,7 @@ type Lease struct {
 func New(cfg Config) *Lease {
 	l := &Lease{
 		rdb: cfg.Redis, keys: cfg.Keys, replica: cfg.Replica, ttl: cfg.TTL, log: cfg.Log,
-		onRedis: cfg.OnRedis, clock: cfg.Clock,
+		onRedis: cfg.OnRedis, clock: cfg.Clock, instance: newInstanceID(),
 		changed: make(chan struct{}, 1), wake: make(chan struct{}, 1),
 	}
 	if l.clock == nil {
@@ -74,6 +80,16 @@ func New(cfg Config) *Lease {
 	}
 	return l
 }
+
+func newInstanceID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Instance returns this lease's instance ID, the middle field of the lease
+// value: random per process, so two processes never share one.
+func (l *Lease) Instance() string { return l.instance }
 
 // TrustMargin is how long before the key's expiry the holder stops trusting
 // its lease, absorbing clock-rate differences between this host and Redis.
@@ -129,7 +145,7 @@ func (l *Lease) setLeader(value string, sent time.Time) {
 	// stalled) keeps the value, but the scheduler stood down meanwhile and
 	// waits for a change: wake it as for a new lease.
 	lapsed := !gained && l.clock.Now().After(l.trustedUntil)
-	l.value, l.previous = value, value
+	l.value = value
 	l.trustedUntil = sent.Add(l.ttl - l.TrustMargin())
 	l.mu.Unlock()
 	if gained {
@@ -202,15 +218,12 @@ func (l *Lease) Run(ctx context.Context) {
 	}
 }
 
-// Acquire tries once to take the lease (or resume the one this replica
-// last held) and returns when to try or renew next.
+// Acquire tries once to take the lease (or resume one of this instance's,
+// see acquireScript) and returns when to try or renew next.
 func (l *Lease) Acquire(ctx context.Context) (time.Duration, error) {
-	l.mu.Lock()
-	previous := l.previous
-	l.mu.Unlock()
 	sent := l.clock.Now()
 	res, err := acquireScript.Run(ctx, l.rdb, []string{l.keys.Lease, l.keys.Token, l.keys.Replicas},
-		l.replica, l.ttl.Milliseconds(), previous, l.heartbeatDue()).Slice()
+		l.replica, l.ttl.Milliseconds(), l.instance, l.heartbeatDue()).Slice()
 	if err != nil {
 		return 0, err
 	}
@@ -319,12 +332,23 @@ func Observe(ctx context.Context, rdb redis.UniversalClient, k store.Keys, stale
 	return h, nil
 }
 
-// ParseValue splits a lease value "<replica>|<token>".
+// ParseValue splits a lease value "<replica>|<instance>|<token>" (or the
+// older "<replica>|<token>") into the replica name and the token. Replica
+// names cannot contain '|'.
 func ParseValue(v string) (replica string, token int64) {
-	i := strings.LastIndexByte(v, '|')
-	if i <= 0 {
+	first, last := strings.IndexByte(v, '|'), strings.LastIndexByte(v, '|')
+	if first <= 0 {
 		return "", 0
 	}
-	token, _ = strconv.ParseInt(v[i+1:], 10, 64)
-	return v[:i], token
+	token, _ = strconv.ParseInt(v[last+1:], 10, 64)
+	return v[:first], token
+}
+
+// instanceOf returns the instance ID in a lease value, "" if it has none.
+func instanceOf(v string) string {
+	first, last := strings.IndexByte(v, '|'), strings.LastIndexByte(v, '|')
+	if first < 0 || first == last {
+		return ""
+	}
+	return v[first+1 : last]
 }

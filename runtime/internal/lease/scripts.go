@@ -14,25 +14,30 @@ if ARGV[4] == '1' then
 end
 `
 
-// acquireScript takes the lease if it is free, or resumes it if it still
-// holds the value this replica last had (a transient error made it step
-// down, but nobody else took over). It also records a heartbeat.
+// acquireScript takes the lease if it is free, or resumes it if the key
+// holds a lease of this very instance: one it stepped down from after a
+// transient error while nobody else took over, or one an earlier attempt
+// created whose reply was lost (go-redis resends a command whose reply
+// never came, and the resend must not mistake the new lease for someone
+// else's). It also records a heartbeat.
 //
 //	KEYS[1] lease, KEYS[2] token counter, KEYS[3] replicas zset
-//	ARGV[1] replica, ARGV[2] TTL ms, ARGV[3] previous value or "", ARGV[4] "1" to heartbeat
-//	returns {token, value, pttl}: token > 0 when this replica now holds the
+//	ARGV[1] replica, ARGV[2] TTL ms, ARGV[3] instance ID, ARGV[4] "1" to heartbeat
+//	returns {token, value, pttl}: token > 0 when this instance now holds the
 //	lease; otherwise value is the holder's and pttl its remaining life.
 var acquireScript = redis.NewScript(heartbeatLua + `
+local mine = ARGV[1] .. '|' .. ARGV[3] .. '|'
 local cur = redis.call('GET', KEYS[1])
 if cur then
-  if ARGV[3] ~= '' and cur == ARGV[3] then
+  local token = string.sub(cur, 1, #mine) == mine and string.match(string.sub(cur, #mine + 1), '^%d+$')
+  if token then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return {tonumber(string.match(cur, '|(%d+)$')), cur, tonumber(ARGV[2])}
+    return {tonumber(token), cur, tonumber(ARGV[2])}
   end
   return {0, cur, redis.call('PTTL', KEYS[1])}
 end
 local token = redis.call('INCR', KEYS[2])
-local value = ARGV[1] .. '|' .. token
+local value = mine .. token
 redis.call('SET', KEYS[1], value, 'PX', ARGV[2])
 return {token, value, tonumber(ARGV[2])}
 `)

@@ -1,0 +1,180 @@
+package lease
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/belfry/belfry/runtime/internal/clock"
+	"github.com/belfry/belfry/runtime/internal/redistest"
+	"github.com/belfry/belfry/runtime/internal/store"
+	"github.com/redis/go-redis/v9"
+)
+
+// faulty is a lease whose Redis traffic goes through a fault proxy in
+// front of the shared Redis, and a direct client that sees the truth.
+type faulty struct {
+	proxy  *redistest.Proxy
+	direct redis.UniversalClient
+	keys   store.Keys
+	clock  *clock.Stub
+}
+
+func setupFaulty(t *testing.T) *faulty {
+	t.Helper()
+	f := &faulty{
+		proxy:  redistest.NewProxy(t, "tcp", redistest.SharedAddr()),
+		direct: redistest.Shared(t),
+		keys:   store.NewKeys(redistest.Uniq("lease")),
+		clock:  clock.NewStub(time.Now()),
+	}
+	// Load the scripts first: otherwise the reply a test drops may be a
+	// NOSCRIPT error, and the script would run only once.
+	for _, s := range []*redis.Script{acquireScript, renewScript, releaseScript, liveReplicasScript} {
+		if err := s.Load(context.Background(), f.direct).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f
+}
+
+// client returns a client of the proxy, connected, so that a dropped reply
+// is a command's and not the connection handshake's.
+func (f *faulty) client(t *testing.T, opts redis.Options) redis.UniversalClient {
+	t.Helper()
+	opts.Addr = f.proxy.Addr()
+	rdb := redis.NewClient(&opts)
+	t.Cleanup(func() { rdb.Close() })
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return rdb
+}
+
+func (f *faulty) lease(rdb redis.UniversalClient, replica string, ttl time.Duration) *Lease {
+	return New(Config{Redis: rdb, Keys: f.keys, Replica: replica, TTL: ttl, Clock: f.clock})
+}
+
+func (f *faulty) stored(t *testing.T) string {
+	t.Helper()
+	v, err := f.direct.Get(context.Background(), f.keys.Lease).Result()
+	if err != nil && err != redis.Nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// The acquire script runs, its reply is lost, and the command is sent again
+// (by go-redis on EOF, or by the next Acquire when retries are off): the
+// second run must see the new lease as this replica's own, not wait a full
+// TTL while the lease is held by nobody who knows it.
+func TestRecognisesItsOwnLeaseAfterALostAcquireReply(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		opts  redis.Options
+		tries int
+	}{
+		{"go-redis retries", redis.Options{}, 1},
+		{"next attempt", redis.Options{MaxRetries: -1}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			const ttl = 30 * time.Second
+			f := setupFaulty(t)
+			l := f.lease(f.client(t, tc.opts), "r0", ttl)
+			f.proxy.DropNextReply()
+			var wait time.Duration
+			var err error
+			for range tc.tries {
+				wait, err = l.Acquire(ctx)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.proxy.Dropped() != 1 {
+				t.Fatalf("the proxy dropped %d replies, want 1", f.proxy.Dropped())
+			}
+			stored := f.stored(t)
+			if replica, _ := ParseValue(stored); replica != "r0" {
+				t.Fatalf("the lease key holds %q, want r0's lease", stored)
+			}
+			value, ok := l.Current()
+			if !ok || value != stored {
+				t.Fatalf("the key holds this replica's lease %q, but it holds %q (trusted %v) and waits %s", stored, value, ok, wait)
+			}
+			if wait != l.RenewEvery() {
+				t.Errorf("next call in %s, want a renewal in %s", wait, l.RenewEvery())
+			}
+		})
+	}
+}
+
+// Recognising its own lease goes by instance, not by name: a second process
+// wrongly given the same Replica name does not take over the first's lease.
+func TestSameReplicaNameIsNotTheSameHolder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := setupFaulty(t)
+	first, second := f.lease(f.direct, "r0", 30*time.Second), f.lease(f.direct, "r0", 30*time.Second)
+	if _, err := first.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := second.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := second.Current(); ok {
+		t.Fatalf("a second process named r0 took over the first one's lease: it holds %q", v)
+	}
+	if v, ok := first.Current(); !ok || v != f.stored(t) {
+		t.Fatalf("the first process holds %q (trusted %v), the key %q", v, ok, f.stored(t))
+	}
+}
+
+// Renewal and release are compare-and-set on the exact value, so running
+// them twice (a lost reply, resent) is harmless; with retries off, a renewal
+// whose reply is lost steps down and the next acquire resumes the same lease.
+func TestRenewAndReleaseSurviveALostReply(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := setupFaulty(t)
+	l := f.lease(f.client(t, redis.Options{}), "r0", 30*time.Second)
+	if _, err := l.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	held, _ := l.Current()
+	f.proxy.DropNextReply()
+	if _, err := l.Renew(ctx); err != nil {
+		t.Fatalf("renewal through a lost reply: %v", err)
+	}
+	if v, ok := l.Current(); !ok || v != held || f.proxy.Dropped() != 1 {
+		t.Fatalf("after a renewal whose reply was lost (%d dropped) it holds %q (trusted %v), want %q", f.proxy.Dropped(), v, ok, held)
+	}
+
+	noRetry := f.lease(f.client(t, redis.Options{MaxRetries: -1}), "r1", 30*time.Second)
+	l.Release(ctx)
+	if _, err := noRetry.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	held, _ = noRetry.Current()
+	f.proxy.DropNextReply()
+	if _, err := noRetry.Renew(ctx); err == nil {
+		t.Fatal("a renewal whose reply was lost, with retries off, reported success")
+	}
+	if _, err := noRetry.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := noRetry.Current(); !ok || v != held {
+		t.Fatalf("after stepping down on a lost renewal reply it holds %q (trusted %v), want its lease %q back", v, ok, held)
+	}
+
+	f.proxy.DropNextReply()
+	noRetry.Release(ctx)
+	if f.proxy.Dropped() != 3 {
+		t.Fatalf("the proxy dropped %d replies, want 3", f.proxy.Dropped())
+	}
+	if v := f.stored(t); v != "" {
+		t.Errorf("the lease key still holds %q after a release whose reply was lost", v)
+	}
+}
