@@ -178,3 +178,74 @@ func TestRenewAndReleaseSurviveALostReply(t *testing.T) {
 		t.Errorf("the lease key still holds %q after a release whose reply was lost", v)
 	}
 }
+
+// A holder cut off from Redis steps down within its trust window, whatever
+// the client's own timeouts: go-redis ignores a context deadline unless the
+// client has ContextTimeoutEnabled, so without its own bound a renewal
+// blocks for ReadTimeout per attempt (5 s by default) or for ever (-1).
+func TestRenewalAgainstABlackHoleStepsDownWithinTheTrustWindow(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		opts redis.Options
+	}{
+		{"default client", redis.Options{}},
+		{"no read timeout", redis.Options{ReadTimeout: -1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			const ttl = 3 * time.Second
+			f := setupFaulty(t)
+			l := f.lease(f.client(t, tc.opts), "r0", ttl)
+			if _, err := l.Acquire(ctx); err != nil {
+				t.Fatal(err)
+			}
+			signalled(l.Changed())
+			f.proxy.BlackHole()
+			start := time.Now()
+			renewed := make(chan error, 1)
+			go func() {
+				_, err := l.Renew(ctx)
+				renewed <- err
+			}()
+			window := ttl - l.TrustMargin()
+			select {
+			case err := <-renewed:
+				if err == nil {
+					t.Fatal("a renewal through a black-hole succeeded")
+				}
+				t.Logf("renewal gave up after %s: %v", time.Since(start).Round(time.Millisecond), err)
+			case <-time.After(window):
+				t.Fatalf("a renewal against a black-holed Redis had not returned after the trust window (%s)", window)
+			}
+			if _, ok := l.Current(); ok || l.Holding() != "" {
+				t.Error("the holder did not step down when its renewal failed")
+			}
+			if !signalled(l.Changed()) {
+				t.Error("stepping down did not signal Changed")
+			}
+		})
+	}
+}
+
+// Observe, which the admin and health pages call, returns by the caller's
+// deadline against a black-holed Redis.
+func TestObserveObeysItsDeadline(t *testing.T) {
+	t.Parallel()
+	f := setupFaulty(t)
+	rdb := f.client(t, redis.Options{})
+	f.proxy.BlackHole()
+	const bound = 300 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	start := time.Now()
+	_, err := Observe(ctx, rdb, f.keys, time.Minute)
+	took := time.Since(start)
+	if err == nil {
+		t.Fatal("Observe through a black-hole succeeded")
+	}
+	if took > bound+200*time.Millisecond {
+		t.Errorf("Observe with a %s deadline took %s against a black-holed Redis", bound, took)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -102,6 +103,13 @@ func (l *Lease) RenewEvery() time.Duration { return l.ttl / 3 }
 // HeartbeatStale is how old a heartbeat may be before the replica is
 // considered gone. Replicas heartbeat about once per TTL.
 func (l *Lease) HeartbeatStale() time.Duration { return 3 * l.ttl }
+
+// CallTimeout bounds each lease call to Redis. A renewal starts RenewEvery
+// after the last one was sent and gives up CallTimeout later, before the
+// trust window (TTL minus TrustMargin after that send) ends, so a holder
+// cut off from Redis steps down by itself instead of waiting for its
+// trust to lapse.
+func (l *Lease) CallTimeout() time.Duration { return l.ttl / 3 }
 
 // Changed receives a signal whenever leadership is gained or lost, or a
 // lapsed trust window is restored.
@@ -222,8 +230,12 @@ func (l *Lease) Run(ctx context.Context) {
 // see acquireScript) and returns when to try or renew next.
 func (l *Lease) Acquire(ctx context.Context) (time.Duration, error) {
 	sent := l.clock.Now()
-	res, err := acquireScript.Run(ctx, l.rdb, []string{l.keys.Lease, l.keys.Token, l.keys.Replicas},
-		l.replica, l.ttl.Milliseconds(), l.instance, l.heartbeatDue()).Slice()
+	ctx, cancel := context.WithTimeout(ctx, l.CallTimeout())
+	defer cancel()
+	res, err := obey(ctx, func(ctx context.Context) ([]any, error) {
+		return acquireScript.Run(ctx, l.rdb, []string{l.keys.Lease, l.keys.Token, l.keys.Replicas},
+			l.replica, l.ttl.Milliseconds(), l.instance, l.heartbeatDue()).Slice()
+	})
 	if err != nil {
 		return 0, err
 	}
@@ -251,10 +263,12 @@ func (l *Lease) Acquire(ctx context.Context) (time.Duration, error) {
 func (l *Lease) Renew(ctx context.Context) (time.Duration, error) {
 	value := l.Holding()
 	sent := l.clock.Now()
-	rctx, cancel := context.WithTimeout(ctx, l.ttl-l.TrustMargin())
+	ctx, cancel := context.WithTimeout(ctx, l.CallTimeout())
 	defer cancel()
-	ok, err := renewScript.Run(rctx, l.rdb, []string{l.keys.Lease, l.keys.Token, l.keys.Replicas},
-		l.replica, l.ttl.Milliseconds(), value, l.heartbeatDue()).Int()
+	ok, err := obey(ctx, func(ctx context.Context) (int, error) {
+		return renewScript.Run(ctx, l.rdb, []string{l.keys.Lease, l.keys.Token, l.keys.Replicas},
+			l.replica, l.ttl.Milliseconds(), value, l.heartbeatDue()).Int()
+	})
 	switch {
 	case err != nil:
 		l.StepDown("renewal failed: " + err.Error())
@@ -271,8 +285,12 @@ func (l *Lease) Renew(ctx context.Context) (time.Duration, error) {
 func (l *Lease) Release(ctx context.Context) {
 	value := l.Holding()
 	l.StepDown("shutting down")
-	_, err := releaseScript.Run(ctx, l.rdb, []string{l.keys.Lease, l.keys.Released, l.keys.Replicas},
-		l.replica, value).Result()
+	ctx, cancel := context.WithTimeout(ctx, l.CallTimeout())
+	defer cancel()
+	_, err := obey(ctx, func(ctx context.Context) (any, error) {
+		return releaseScript.Run(ctx, l.rdb, []string{l.keys.Lease, l.keys.Released, l.keys.Replicas},
+			l.replica, value).Result()
+	})
 	if err != nil {
 		l.log.Warn("could not release the lease; a follower takes over when it expires", "err", err)
 	}
@@ -311,16 +329,19 @@ type Holder struct {
 }
 
 // Observe reads who holds the lease and which replicas have a fresh
-// heartbeat, in one round trip.
+// heartbeat, in one round trip. It returns when ctx ends, whatever the
+// client's own timeouts (see obey).
 func Observe(ctx context.Context, rdb redis.UniversalClient, k store.Keys, stale time.Duration) (Holder, error) {
 	var h Holder
 	var leaseCmd *redis.StringCmd
 	var replicasCmd *redis.Cmd
-	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		leaseCmd = p.Get(ctx, k.Lease)
-		// Eval, not Run: inside a pipeline a NOSCRIPT error cannot fall back.
-		replicasCmd = liveReplicasScript.Eval(ctx, p, []string{k.Replicas}, stale.Milliseconds())
-		return nil
+	_, err := obey(ctx, func(ctx context.Context) ([]redis.Cmder, error) {
+		return rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			leaseCmd = p.Get(ctx, k.Lease)
+			// Eval, not Run: inside a pipeline a NOSCRIPT error cannot fall back.
+			replicasCmd = liveReplicasScript.Eval(ctx, p, []string{k.Replicas}, stale.Milliseconds())
+			return nil
+		})
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return h, err
@@ -351,4 +372,42 @@ func instanceOf(v string) string {
 		return ""
 	}
 	return v[first+1 : last]
+}
+
+// obey runs call and returns its result, or ctx's error as soon as ctx
+// ends, whichever comes first. go-redis honours a context deadline only on
+// a client built with ContextTimeoutEnabled; on any other client a command
+// on a black-holed connection blocks for the client's ReadTimeout (5 s by
+// default, per attempt, and a read timeout is retried MaxRetries times), or
+// for ever with ReadTimeout -1, however short the caller's deadline. The
+// lease's correctness depends on giving up in time, not on how the
+// application built its client.
+//
+// A call given up on goes on in its goroutine with ctx ended, so go-redis
+// stops it at its next retry or pool wait (both honour ctx on every
+// client); until then it holds one pooled connection, and once the pool is
+// exhausted new calls wait in the pool and give up with their own ctx, so
+// abandoned calls never outnumber the pool. Its result is discarded: the
+// lease scripts are compare-and-set, and an acquire that lands late leaves
+// a lease of this instance, which the next Acquire resumes.
+func obey[T any](ctx context.Context, call func(context.Context) (T, error)) (T, error) {
+	if ctx.Done() == nil {
+		return call(ctx)
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := call(ctx)
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, fmt.Errorf("redis did not answer in time: %w", ctx.Err())
+	}
 }
