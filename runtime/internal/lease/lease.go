@@ -56,6 +56,11 @@ type Lease struct {
 	trustedUntil time.Time
 	// lastHeartbeat is when this replica last recorded its heartbeat.
 	lastHeartbeat time.Time
+	// beaten is set once a heartbeat has landed: from then on, another
+	// instance found under this name is alive beside this one.
+	beaten bool
+	// duplicate is the last other process seen using this replica's name.
+	duplicate Duplicate
 
 	// changed receives a signal whenever leadership is gained or lost.
 	changed chan struct{}
@@ -115,7 +120,8 @@ func (l *Lease) CallTimeout() time.Duration { return l.ttl / 3 }
 // lapsed trust window is restored.
 func (l *Lease) Changed() <-chan struct{} { return l.changed }
 
-// heartbeatDue says whether this lease call should carry a heartbeat, and
+// heartbeatDue says whether this lease call should carry a heartbeat ("0"
+// no, "1" this instance's first, "2" a later one; see heartbeatLua), and
 // assumes it will succeed (a failed call is retried soon anyway).
 func (l *Lease) heartbeatDue() string {
 	l.mu.Lock()
@@ -125,7 +131,86 @@ func (l *Lease) heartbeatDue() string {
 		return "0"
 	}
 	l.lastHeartbeat = now
-	return "1"
+	if !l.beaten {
+		return "1"
+	}
+	return "2"
+}
+
+// Duplicate is another live process using this replica's Replica name on
+// the same namespace: a configuration error (two pods given one name, a
+// copied environment). The lease stays safe, since each process's lease
+// carries its own instance ID, but the replica list, heartbeats and the
+// ledger's replica field can no longer tell the two apart.
+type Duplicate struct {
+	Replica  string    // the name both use
+	Instance string    // this process's instance ID
+	Other    string    // the other process's instance ID
+	LastSeen time.Time // when its heartbeat was last found, on the lease's clock
+}
+
+func (d Duplicate) String() string {
+	return fmt.Sprintf("replica name %q is used by two processes on this namespace (instances %s and %s): give each replica its own Replica name",
+		d.Replica, d.Instance, d.Other)
+}
+
+// Duplicate reports another process heartbeating under this replica's name,
+// seen within HeartbeatStale. Each replica learns of it within about two
+// TTLs of both running, and logs it once per other instance. A restart
+// under the same name is not a duplicate: the previous incarnation no
+// longer beats.
+func (l *Lease) Duplicate() (Duplicate, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d := l.duplicate
+	return d, d.Other != "" && l.clock.Now().Sub(d.LastSeen) < l.HeartbeatStale()
+}
+
+// heartbeatLanded records a heartbeat that reached Redis, and what it
+// found under this replica's name.
+func (l *Lease) heartbeatLanded(other string) {
+	l.mu.Lock()
+	l.beaten = true
+	if other == "" {
+		l.mu.Unlock()
+		return
+	}
+	first := l.duplicate.Other != other
+	l.duplicate = Duplicate{Replica: l.replica, Instance: l.instance, Other: other, LastSeen: l.clock.Now()}
+	d := l.duplicate
+	l.mu.Unlock()
+	if first {
+		l.log.Error("DUPLICATE REPLICA NAME: "+d.String(), "replica", d.Replica, "instance", d.Instance, "other_instance", d.Other)
+	}
+}
+
+// scriptKeys are the KEYS of the lease scripts that heartbeat.
+func (l *Lease) scriptKeys(second string) []string {
+	return []string{l.keys.Lease, second, l.keys.Replicas, l.keys.Replicas + ":" + l.replica}
+}
+
+// call runs acquireScript or renewScript, bounded by CallTimeout, with the
+// ARGV they share, and notes the heartbeat it carried once it has landed.
+// The scripts' replies end with the duplicate instance found, if any.
+func (l *Lease) call(ctx context.Context, s *redis.Script, extra ...any) ([]any, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.CallTimeout())
+	defer cancel()
+	beat := l.heartbeatDue()
+	args := append([]any{l.replica, l.ttl.Milliseconds(), l.instance, beat, l.HeartbeatStale().Milliseconds()}, extra...)
+	res, err := obey(ctx, func(ctx context.Context) ([]any, error) {
+		return s.Run(ctx, l.rdb, l.scriptKeys(l.keys.Token), args...).Slice()
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(res) == 0 {
+		return nil, errors.New("lease script: empty reply")
+	}
+	if beat != "0" {
+		other, _ := res[len(res)-1].(string)
+		l.heartbeatLanded(other)
+	}
+	return res, nil
 }
 
 // Current returns the lease value if this replica holds the lease and may
@@ -230,16 +315,11 @@ func (l *Lease) Run(ctx context.Context) {
 // see acquireScript) and returns when to try or renew next.
 func (l *Lease) Acquire(ctx context.Context) (time.Duration, error) {
 	sent := l.clock.Now()
-	ctx, cancel := context.WithTimeout(ctx, l.CallTimeout())
-	defer cancel()
-	res, err := obey(ctx, func(ctx context.Context) ([]any, error) {
-		return acquireScript.Run(ctx, l.rdb, []string{l.keys.Lease, l.keys.Token, l.keys.Replicas},
-			l.replica, l.ttl.Milliseconds(), l.instance, l.heartbeatDue()).Slice()
-	})
+	res, err := l.call(ctx, acquireScript)
 	if err != nil {
 		return 0, err
 	}
-	if len(res) != 3 {
+	if len(res) != 4 {
 		return 0, errors.New("acquire script: unexpected reply")
 	}
 	token, _ := res[0].(int64)
@@ -263,17 +343,15 @@ func (l *Lease) Acquire(ctx context.Context) (time.Duration, error) {
 func (l *Lease) Renew(ctx context.Context) (time.Duration, error) {
 	value := l.Holding()
 	sent := l.clock.Now()
-	ctx, cancel := context.WithTimeout(ctx, l.CallTimeout())
-	defer cancel()
-	ok, err := obey(ctx, func(ctx context.Context) (int, error) {
-		return renewScript.Run(ctx, l.rdb, []string{l.keys.Lease, l.keys.Token, l.keys.Replicas},
-			l.replica, l.ttl.Milliseconds(), value, l.heartbeatDue()).Int()
-	})
+	res, err := l.call(ctx, renewScript, value)
+	if err == nil && len(res) != 2 {
+		err = errors.New("renew script: unexpected reply")
+	}
 	switch {
 	case err != nil:
 		l.StepDown("renewal failed: " + err.Error())
 		return 0, err
-	case ok != 1:
+	case res[0] != int64(1):
 		l.StepDown("another replica holds the lease")
 		return 0, nil
 	}
@@ -288,8 +366,7 @@ func (l *Lease) Release(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, l.CallTimeout())
 	defer cancel()
 	_, err := obey(ctx, func(ctx context.Context) (any, error) {
-		return releaseScript.Run(ctx, l.rdb, []string{l.keys.Lease, l.keys.Released, l.keys.Replicas},
-			l.replica, value).Result()
+		return releaseScript.Run(ctx, l.rdb, l.scriptKeys(l.keys.Released), l.replica, value, l.instance).Result()
 	})
 	if err != nil {
 		l.log.Warn("could not release the lease; a follower takes over when it expires", "err", err)
@@ -314,7 +391,10 @@ func (l *Lease) listenForRelease(ctx context.Context) {
 			if !ok {
 				return
 			}
-			if msg.Payload != l.replica {
+			// The payload is the released lease value: this instance's
+			// own release needs no wake-up, but another process's does,
+			// even one wrongly using the same Replica name.
+			if instanceOf(msg.Payload) != l.instance {
 				signal(l.wake)
 			}
 		}
@@ -324,6 +404,7 @@ func (l *Lease) listenForRelease(ctx context.Context) {
 // Holder is the cluster as the lease key and the heartbeats show it.
 type Holder struct {
 	Replica  string // the lease holder, "" if none
+	Instance string // its instance ID ("" for a lease written before instance IDs)
 	Token    int64  // its fencing token
 	Replicas []string
 }
@@ -348,6 +429,7 @@ func Observe(ctx context.Context, rdb redis.UniversalClient, k store.Keys, stale
 	}
 	if v, err := leaseCmd.Result(); err == nil {
 		h.Replica, h.Token = ParseValue(v)
+		h.Instance = instanceOf(v)
 	}
 	h.Replicas, _ = replicasCmd.StringSlice()
 	return h, nil
