@@ -249,3 +249,20 @@ func TestObserveObeysItsDeadline(t *testing.T) {
 		t.Errorf("Observe with a %s deadline took %s against a black-holed Redis", bound, took)
 	}
 }
+
+// A holder that stepped down (its renewal failed) and then shuts down
+// still deletes its key, so a follower need not wait out the TTL.
+func TestReleaseDeletesALeaseItSteppedDownFrom(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := setupFaulty(t)
+	l := f.lease(f.direct, "r0", 30*time.Second)
+	if _, err := l.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l.StepDown("injected: renewal failed")
+	l.Release(ctx)
+	if v := f.stored(t); v != "" {
+		t.Errorf("after a release the key still holds %q, this instance's lease", v)
+	}
+}

@@ -359,14 +359,14 @@ func (l *Lease) Renew(ctx context.Context) (time.Duration, error) {
 	return l.RenewEvery(), nil
 }
 
-// Release hands the lease over on shutdown (compare-and-DEL + publish).
+// Release hands the lease over on shutdown: it deletes the key if it holds
+// a lease of this instance, held or stepped down from, and tells followers.
 func (l *Lease) Release(ctx context.Context) {
-	value := l.Holding()
 	l.StepDown("shutting down")
 	ctx, cancel := context.WithTimeout(ctx, l.CallTimeout())
 	defer cancel()
 	_, err := obey(ctx, func(ctx context.Context) (any, error) {
-		return releaseScript.Run(ctx, l.rdb, l.scriptKeys(l.keys.Released), l.replica, value, l.instance).Result()
+		return releaseScript.Run(ctx, l.rdb, l.scriptKeys(l.keys.Released), l.replica, l.instance).Result()
 	})
 	if err != nil {
 		l.log.Warn("could not release the lease; a follower takes over when it expires", "err", err)

@@ -77,24 +77,29 @@ end
 return {renewed, duplicate}
 `)
 
-// releaseScript deletes the lease if this instance holds it
-// (compare-and-DEL) and tells followers at once, publishing the released
-// value, so a graceful shutdown hands over without waiting for the TTL. It
-// also removes the replica's heartbeat, unless another instance beat under
-// the same name since (it is alive, and its heartbeat is its own).
+// releaseScript deletes the lease if it is this instance's, whatever the
+// instance believes (compare-and-DEL on the instance, not on the value it
+// last held: a holder that stepped down after a failed renewal, or whose
+// acquire landed after it gave up waiting, may still hold the key), and
+// tells followers at once, publishing the released value, so a graceful
+// shutdown hands over without waiting for the TTL. It also removes the
+// replica's heartbeat, unless another instance beat under the same name
+// since (it is alive, and its heartbeat is its own).
 //
 //	KEYS[1] lease, KEYS[2] released channel, KEYS[3] replicas zset, KEYS[4] instance key
-//	ARGV[1] replica, ARGV[2] lease value or "", ARGV[3] instance ID
+//	ARGV[1] replica, ARGV[2] instance ID
 //	returns 1 if the lease was released.
 var releaseScript = redis.NewScript(`
 local owner = redis.call('GET', KEYS[4])
-if not owner or owner == ARGV[3] then
+if not owner or owner == ARGV[2] then
   redis.call('ZREM', KEYS[3], ARGV[1])
   redis.call('DEL', KEYS[4])
 end
-if ARGV[2] ~= '' and redis.call('GET', KEYS[1]) == ARGV[2] then
+local mine = ARGV[1] .. '|' .. ARGV[2] .. '|'
+local cur = redis.call('GET', KEYS[1])
+if cur and string.sub(cur, 1, #mine) == mine then
   redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', KEYS[2], ARGV[2])
+  redis.call('PUBLISH', KEYS[2], cur)
   return 1
 end
 return 0
