@@ -266,3 +266,50 @@ func TestReleaseDeletesALeaseItSteppedDownFrom(t *testing.T) {
 		t.Errorf("after a release the key still holds %q, this instance's lease", v)
 	}
 }
+
+// A renewal never outlasts the trust window: with less of it left than
+// CallTimeout, the holder learns of a black-holed renewal by the window's
+// end, not CallTimeout later.
+func TestRenewalGivesUpByTheEndOfTheTrustWindow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const ttl, left = 30 * time.Second, 300 * time.Millisecond
+	f := setupFaulty(t)
+	l := f.lease(f.client(t, redis.Options{}), "r0", ttl)
+	if _, err := l.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(ttl - l.TrustMargin() - left)
+	f.proxy.BlackHole()
+	start := time.Now()
+	if _, err := l.Renew(ctx); err == nil {
+		t.Fatal("a renewal through a black-hole succeeded")
+	}
+	if took := time.Since(start); took > left+500*time.Millisecond {
+		t.Errorf("with %s of trust left, a black-holed renewal gave up after %s (CallTimeout %s)", left, took, l.CallTimeout())
+	}
+}
+
+// Renewals are spaced from their sends, not their replies: a slow reply
+// does not push the next renewal toward the end of the trust window.
+func TestSlowRepliesDoNotDelayTheNextRenewal(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const ttl, latency = 3 * time.Second, 400 * time.Millisecond
+	f := setupFaulty(t)
+	l := New(Config{Redis: f.client(t, redis.Options{}), Keys: f.keys, Replica: "r0", TTL: ttl})
+	f.proxy.Delay(latency)
+	wait, err := l.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := l.RenewEvery() - latency; wait > want {
+		t.Errorf("after an acquire whose reply took %s, the next renewal is in %s, want at most %s", latency, wait, want)
+	}
+	if wait, err = l.Renew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if want := l.RenewEvery() - latency; wait > want {
+		t.Errorf("after a renewal whose reply took %s, the next one is in %s, want at most %s", latency, wait, want)
+	}
+}

@@ -116,6 +116,27 @@ func (l *Lease) HeartbeatStale() time.Duration { return 3 * l.ttl }
 // trust to lapse.
 func (l *Lease) CallTimeout() time.Duration { return l.ttl / 3 }
 
+// callBound is how long the next call may take: CallTimeout, but no longer
+// than the trust window has left, so a holder never learns of a failed
+// renewal after its trust has lapsed. A lapsed window (a stalled process)
+// leaves the full CallTimeout, so the renewal can still restore it.
+func (l *Lease) callBound() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	bound := l.CallTimeout()
+	if left := l.trustedUntil.Sub(l.clock.Now()); l.value != "" && left > 0 && left < bound {
+		bound = left
+	}
+	return bound
+}
+
+// nextRenewal is when to renew a lease whose last successful call was
+// sent at sent: RenewEvery after that send, not after the reply, so a
+// slow reply does not push the next renewal toward the trust window's end.
+func (l *Lease) nextRenewal(sent time.Time) time.Duration {
+	return max(0, l.RenewEvery()-l.clock.Now().Sub(sent))
+}
+
 // Changed receives a signal whenever leadership is gained or lost, or a
 // lapsed trust window is restored.
 func (l *Lease) Changed() <-chan struct{} { return l.changed }
@@ -193,7 +214,7 @@ func (l *Lease) scriptKeys(second string) []string {
 // ARGV they share, and notes the heartbeat it carried once it has landed.
 // The scripts' replies end with the duplicate instance found, if any.
 func (l *Lease) call(ctx context.Context, s *redis.Script, extra ...any) ([]any, error) {
-	ctx, cancel := context.WithTimeout(ctx, l.CallTimeout())
+	ctx, cancel := context.WithTimeout(ctx, l.callBound())
 	defer cancel()
 	beat := l.heartbeatDue()
 	args := append([]any{l.replica, l.ttl.Milliseconds(), l.instance, beat, l.HeartbeatStale().Milliseconds()}, extra...)
@@ -327,7 +348,7 @@ func (l *Lease) Acquire(ctx context.Context) (time.Duration, error) {
 	pttl, _ := res[2].(int64)
 	if token > 0 {
 		l.setLeader(value, sent)
-		return l.RenewEvery(), nil
+		return l.nextRenewal(sent), nil
 	}
 	// Try again the moment the holder's key expires (plus a hair, so the
 	// key is surely gone), but heartbeat at least once per TTL.
@@ -356,7 +377,7 @@ func (l *Lease) Renew(ctx context.Context) (time.Duration, error) {
 		return 0, nil
 	}
 	l.setLeader(value, sent)
-	return l.RenewEvery(), nil
+	return l.nextRenewal(sent), nil
 }
 
 // Release hands the lease over on shutdown: it deletes the key if it holds
