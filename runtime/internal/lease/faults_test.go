@@ -313,3 +313,48 @@ func TestSlowRepliesDoNotDelayTheNextRenewal(t *testing.T) {
 		t.Errorf("after a renewal whose reply took %s, the next one is in %s, want at most %s", latency, wait, want)
 	}
 }
+
+// A Redis stall (DEBUG SLEEP: a long fork, a slow disk) outlasts a
+// follower's acquire, which gives up; when Redis wakes it runs the acquire
+// anyway. The replica must recognise that lease as its own at its next
+// attempt, not wait out the TTL of a lease nobody knows it holds.
+func TestAStallThatOutlastsAnAcquireDoesNotLockTheReplicaOut(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const ttl, stall = 6 * time.Second, 3 * time.Second
+	priv := redistest.StartPrivate(t)
+	rdb := redis.NewClient(&redis.Options{Network: "unix", Addr: priv.Socket})
+	t.Cleanup(func() { rdb.Close() })
+	keys := store.NewKeys(redistest.Uniq("lease"))
+	l := New(Config{Redis: rdb, Keys: keys, Replica: "r0", TTL: ttl})
+	if stall <= l.CallTimeout() {
+		t.Fatalf("the stall (%s) must outlast the acquire's bound (%s)", stall, l.CallTimeout())
+	}
+
+	sleeper := redis.NewClient(&redis.Options{Network: "unix", Addr: priv.Socket, ReadTimeout: 2 * stall})
+	t.Cleanup(func() { sleeper.Close() })
+	slept := make(chan error, 1)
+	go func() { slept <- sleeper.Do(ctx, "DEBUG", "SLEEP", stall.Seconds()).Err() }()
+	probe := redis.NewClient(&redis.Options{Network: "unix", Addr: priv.Socket, ReadTimeout: 50 * time.Millisecond, MaxRetries: -1})
+	t.Cleanup(func() { probe.Close() })
+	redistest.WaitFor(t, stall/2, "Redis to stall", func() bool { return probe.Ping(ctx).Err() != nil })
+
+	stalled := time.Now()
+	if _, err := l.Acquire(ctx); err == nil {
+		t.Fatalf("an acquire sent into a %s stall succeeded after %s instead of giving up after %s",
+			stall, time.Since(stalled).Round(time.Millisecond), l.CallTimeout())
+	}
+	if err := <-slept; err != nil {
+		t.Fatal(err)
+	}
+	redistest.WaitFor(t, ttl, "the replica to lead", func() bool {
+		l.Acquire(ctx)
+		_, ok := l.Current()
+		return ok
+	})
+	// Its lease was created when Redis woke; a replica that did not know it
+	// waits until that lease expires, stall + TTL after the stall began.
+	if took := time.Since(stalled); took > stall+ttl/2 {
+		t.Errorf("the replica led %s after a %s stall began; its own lease locked it out", took, stall)
+	}
+}

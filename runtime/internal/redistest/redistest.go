@@ -44,7 +44,9 @@ func Shared(t testing.TB) redis.UniversalClient {
 // Private is a redis-server of the test's own on a unix socket, for
 // tests (and the chaos harness) that stop and restart Redis. It keeps an
 // AOF with appendfsync always: a clean shutdown loses nothing either way,
-// but it keeps a restart honest about acknowledged writes.
+// but it keeps a restart honest about acknowledged writes. DEBUG is
+// enabled for local connections, so a test can stall the server (DEBUG
+// SLEEP) as a long fork or a slow disk does.
 type Private struct {
 	t      testing.TB
 	Dir    string
@@ -112,7 +114,7 @@ func (p *Private) Start() {
 		_, port, _ = net.SplitHostPort(p.Addr)
 	}
 	p.cmd = exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--unixsocket", p.Socket, "--unixsocketperm", "700",
-		"--dir", p.Dir, "--save", "", "--appendonly", "yes", "--appendfsync", "always",
+		"--enable-debug-command", "local", "--dir", p.Dir, "--save", "", "--appendonly", "yes", "--appendfsync", "always",
 		"--logfile", filepath.Join(p.Dir, "redis.log"))
 	if err := p.cmd.Start(); err != nil {
 		p.t.Fatalf("starting redis-server: %v", err)
