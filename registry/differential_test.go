@@ -93,27 +93,30 @@ type differential struct {
 func (d *differential) runExpr() {
 	g := exprGen{d.r}
 	var (
-		e     *oracleExpr
-		text  string
-		every int64
+		e            *oracleExpr
+		text         string
+		every, phase int64
 	)
-	if g.pct(4) {
+	if g.pct(6) {
 		every = []int64{1, 7, 60, 90, 900, 3600, 5400, 86400, 90000, 7 * 86400}[d.r.IntN(10)]
 		text = "@every " + (time.Duration(every) * time.Second).String()
 		e = &oracleExpr{}
+		if g.pct(50) {
+			phase = d.r.Int64N(every)
+		}
 	} else {
 		e = g.expr()
 		text = e.String()
 	}
 	o := compileOracle(e, d.loc, d.zone)
-	o.every = every
-	c, err := ParseCron(text, d.loc)
+	o.every, o.phase = every, phase
+	c, err := ParseCron(text, d.loc, WithName(e.name), WithPhase(time.Duration(phase)*time.Second))
 	switch {
 	case err != nil && every == 0 && o.neverFires() && strings.Contains(err.Error(), "never fires"):
 		d.rejected++
 		return
 	case err != nil:
-		d.failf("ParseCron(%q): %v", text, err)
+		d.failf("ParseCron(%q) named %q: %v", text, e.name, err)
 		return
 	case every == 0 && o.neverFires():
 		d.failf("ParseCron(%q) accepted an expression that never fires", text)

@@ -49,6 +49,8 @@ type Directive struct {
 	Grace    time.Duration
 	Overlap  Overlap
 	Misfire  Misfire
+	// Phase shifts the slots of an @every expression (phase=17m).
+	Phase time.Duration
 	// Payload names a package-level variable passed to the handler as a
 	// third argument; empty when the handler takes none.
 	Payload string
@@ -72,7 +74,7 @@ func (d *Directive) Schedule(defaultName string) Schedule {
 	return Schedule{
 		Name: cmpOr(d.Name, defaultName), Expr: d.Expr, Zone: d.Zone, Queue: d.Queue,
 		Timeout: d.Timeout, MaxRetry: d.MaxRetry, Grace: d.Grace, Overlap: d.Overlap, Misfire: d.Misfire,
-		cron: d.Cron,
+		Phase: d.Phase, cron: d.Cron,
 	}
 }
 
@@ -159,6 +161,14 @@ var keySpecs = map[string]struct {
 			return fmt.Errorf("want skip or latest")
 		}
 		d.Misfire = Misfire(v)
+		return nil
+	}},
+	"phase": {"phase=17m", func(d *Directive, v string) error {
+		p, err := time.ParseDuration(v)
+		if err != nil || checkPhase(p, p+time.Second) != nil {
+			return fmt.Errorf("want a Go duration in whole seconds, shorter than the @every period")
+		}
+		d.Phase = p
 		return nil
 	}},
 	"payload": {"payload=digestConfig", func(d *Directive, v string) error {
@@ -258,8 +268,12 @@ func ParseDirective(c *ast.Comment) (*Directive, error) {
 		return nil, &PosError{c.Slash, raw.End(), fmt.Sprintf("missing cron expression; want e.g. %s", DirectiveExample)}
 	}
 	loc, _ := LoadZone(d.Zone) // validated above
-	if d.Cron, err = ParseCron(d.Expr, loc); err != nil {
-		return nil, d.exprError(exprEnd, err.(*ExprError))
+	if d.Cron, err = ParseCron(d.Expr, loc, WithName(d.Name), WithPhase(d.Phase)); err != nil {
+		ee := err.(*ExprError)
+		if kv, ok := d.Key(ee.Setting); ok {
+			return nil, &PosError{kv.ValuePos, kv.ValuePos + token.Pos(len(kv.Value)), fmt.Sprintf("bad value %q for %s: %s", kv.Value, kv.Key, ee.Msg)}
+		}
+		return nil, d.exprError(exprEnd, ee)
 	}
 	return d, nil
 }

@@ -88,8 +88,12 @@ func TestParseDirectiveErrors(t *testing.T) {
 			[]string{"never fires", `"0 0 28 2 *"`}},
 		{"too few fields", `//cron:schedule "17 3 * *"`, 18, 26,
 			[]string{"has 4 fields", ExprExample}},
-		{"L extension", `//cron:schedule "0 0 L * *"`, 22, 23,
-			[]string{"H, L, W and # extensions are not supported", ExprExample}},
+		{"H without a name", `//cron:schedule "H 3 * * *"`, 18, 19,
+			[]string{"H picks a value from the schedule's name", "name=nightly-report"}},
+		{"phase without @every", `//cron:schedule "17 3 * * *" phase=17m`, 36, 39,
+			[]string{`bad value "17m" for phase`, "only to @every", "phase=17m"}},
+		{"phase not shorter than the period", `//cron:schedule "@every 1h" phase=1h`, 35, 37,
+			[]string{`bad value "1h" for phase`, "shorter than the period 1h0m0s"}},
 		{"unknown directive", `//cron:foo "17 3 * * *"`, 1, 11,
 			[]string{`unknown directive "//cron:foo"`, DirectiveExample}},
 		{"bare prefix", `//cron:`, 1, 8,
@@ -127,7 +131,11 @@ func TestDirectiveExamplesAreValid(t *testing.T) {
 	expr, _, _ := strings.Cut(ExprExample, " (")
 	lines := []string{DirectiveExample, `//cron:schedule ` + expr}
 	for _, k := range Keys() {
-		lines = append(lines, `//cron:schedule "17 3 * * *" `+keySpecs[k].example)
+		expr := `"17 3 * * *"`
+		if k == "phase" {
+			expr = `"@every 1h"` // a phase shifts @every slots only
+		}
+		lines = append(lines, `//cron:schedule `+expr+` `+keySpecs[k].example)
 	}
 	for _, line := range lines {
 		_, c := parseDirectiveLine(t, line)

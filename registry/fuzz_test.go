@@ -18,6 +18,14 @@ var fuzzExprs = []string{
 	"0 0 0 * *", "0 0 * 13 *", "0 0 * * 8", "1-2-3 * * * *", "1/2/3 * * * *", "*/0 * * * *",
 	"0 0 * * 7/99999999999999999999", "0 0 * * 7/9223372036854775807", "5/0 * * * *",
 	"? ? ? ? ?", "0 0 ? * ?", "jan * * * *", "0 0 * JAN-DEC/3 *", "0 0 31 4,6,9,11 *",
+	// The day extensions, H, Sunday ranges, names, and the mistakes
+	// around them.
+	"0 0 L * *", "0 0 L-3 * *", "0 0 LW * *", "0 0 1W,15W,31W * *", "0 0 * * 5L", "0 0 * * MON#2",
+	"0 0 L * MON#1", "30 2 L-23 3 *", "0 0 * * 7#1,SATL", "0 0 * * L", "0 0 L-31 * *", "0 0 * * 1#6",
+	"H 3 * * *", "H/15 * * * *", "H(0-29) 3 * * *", "H(0-29)/10 H(MON-FRI) * * *", "0 0 H * H", "H(5) * * * *",
+	"0 0 * * SAT-SUN", "0 0 * * MON-7", "0 0 * * FRI-0", "0 0 * * 1/2", "0 0 * * MON/2", "0 0 * JUL-FEB *",
+	"0 0 * * THUR", "0 0 * * friday", "0 0 1 December *", "*/70 * * * *", "1,,2 * * * *", ",5 * * * *",
+	"0 0 * * * /usr/bin/backup", "0 9 * * 1-5 extra", "@every 1d", "-1 * * * *", "0 0 31W 2 *",
 }
 
 func FuzzParseCron(f *testing.F) {
@@ -36,7 +44,11 @@ func FuzzParseCron(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, expr string) {
 		for _, zone := range []*time.Location{time.UTC, loc} {
-			c, err := ParseCron(expr, zone)
+			// A name, so that H forms parse; a phase for @every ones.
+			c, err := ParseCron(expr, zone, WithName("jobs.fuzz"))
+			if err == nil && c.Every() > 7*time.Second {
+				c, err = ParseCron(expr, zone, WithName("jobs.fuzz"), WithPhase(7*time.Second))
+			}
 			if err != nil {
 				var ee *ExprError
 				if !errors.As(err, &ee) {
@@ -89,6 +101,12 @@ var fuzzDirectives = []string{
 	`//cron:foo "x"`,
 	`// cron:schedule "17 3 * * *"`,
 	"//cron:schedule \"17 3 * * *\"\u00a0tz=UTC",
+	`//cron:schedule "H H * * *" name=nightly-report tz=Europe/London`,
+	`//cron:schedule "H 3 * * *"`,
+	`//cron:schedule "@every 1h" phase=17m`,
+	`//cron:schedule "@every 1h" phase=1h`,
+	`//cron:schedule "17 3 * * *" phase=17m`,
+	`//cron:schedule "0 0 LW * MON#1" tz=America/New_York`,
 }
 
 func FuzzParseDirective(f *testing.F) {

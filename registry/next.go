@@ -18,6 +18,11 @@ const (
 	// reject expressions that never fire; this guards the rest (a wildcard
 	// schedule that only matches inside DST gaps) against looping.
 	horizonYears = 30
+	// clockCorrection is the smallest forward jump that is not daylight
+	// saving time but a correction of the clock (Samoa skipping 30
+	// December 2011): as cronie does, fixed-time schedules do not run for
+	// the wall times it skips.
+	clockCorrection = 3 * 3600
 )
 
 // period is one stretch of a zone with a constant UTC offset, [start, end).
@@ -49,115 +54,86 @@ func periodAt(loc *time.Location, instant int64) period {
 
 // Next returns the first fire time strictly after t, in the expression's
 // zone, or the zero Time if there is none within 30 years.
+//
+// It visits the zone's periods of constant offset in instant order, from
+// the one holding the second after t. Within a period wall time is the
+// instant plus the offset, so the first matching wall time gives the
+// period's first candidate directly: the cost does not depend on how close
+// t is to a transition. The DST rules decide what else counts: the gap
+// before a period (a fixed-time schedule fires at the period's start for a
+// matching wall time skipped there), and walls an earlier period already
+// showed (a fixed-time schedule fired there, at the earlier instant).
 func (c *Cron) Next(t time.Time) time.Time {
 	after := t.Unix() // floor: fire times are whole seconds
 	if c.every > 0 {
-		slot := (floorDiv(after, c.every) + 1) * c.every
+		slot := (floorDiv(after-c.phase, c.every)+1)*c.every + c.phase
 		return time.Unix(slot, 0).In(c.loc)
 	}
-	p := periodAt(c.loc, after)
 	limit := after + horizonYears*366*secondsPerDay
-
-	// Fast path: far from any zone transition, wall time and instant differ
-	// by one fixed offset, so the first matching wall time is the answer.
-	if p.start <= after-zoneMargin {
-		if w, ok := c.nextWall(after+p.offset+1, limit+p.offset); ok {
-			if i := w - p.offset; i < p.end-zoneMargin || p.end == math.MaxInt64 {
-				return time.Unix(i, 0).In(c.loc)
-			}
+	p := periodAt(c.loc, after+1)
+	var prev period
+	hasPrev := p.start == after+1 // a gap just before the first candidate second
+	if hasPrev {
+		prev = periodAt(c.loc, after)
+	}
+	for {
+		if hasPrev && c.firesAfterGap(prev, p) {
+			return time.Unix(p.start, 0).In(c.loc)
 		}
+		if i, ok := c.firstInPeriod(p, max(after+1, p.start), limit); ok {
+			return time.Unix(i, 0).In(c.loc)
+		}
+		if p.end == math.MaxInt64 || p.end > limit {
+			return time.Time{}
+		}
+		prev, p, hasPrev = p, periodAt(c.loc, p.end), true
 	}
-	if i, ok := c.nextNearTransition(after, limit); ok {
-		return time.Unix(i, 0).In(c.loc)
-	}
-	return time.Time{}
 }
 
-// nextNearTransition is the general search: it walks matching wall times in
-// order, maps each to its instants under the DST rules, and keeps the
-// smallest instant after `after`. Near a fold wall order and instant order
-// differ, so it continues until no later wall time can map to an earlier
-// instant than the best found.
-func (c *Cron) nextNearTransition(after, limit int64) (int64, bool) {
-	z := zoneWindow{loc: c.loc}
-	// No instant after `after` has a wall time before after+minOffset.
-	minOffset := int64(math.MaxInt64)
-	for _, p := range z.periods(after, after+zoneMargin) {
-		minOffset = min(minOffset, p.offset)
+// firesAfterGap reports whether a fixed-time schedule fires at the start of
+// p for a matching wall time that the change from prev skipped. A jump of
+// clockCorrection or more skips nothing that fires.
+func (c *Cron) firesAfterGap(prev, p period) bool {
+	jump := p.offset - prev.offset
+	if c.wildcard || jump <= 0 || jump >= clockCorrection {
+		return false
 	}
-	best, found := int64(0), false
-	stopWall := int64(math.MaxInt64)
-	for w := after + minOffset; ; w++ {
+	_, ok := c.nextWall(p.start+prev.offset, p.start+p.offset-1)
+	return ok
+}
+
+// firstInPeriod returns the first instant in [from, p.end) and <= limit
+// whose wall time matches and, for a fixed-time schedule, was not shown
+// earlier by another period (a fold).
+func (c *Cron) firstInPeriod(p period, from, limit int64) (int64, bool) {
+	lastWall := min(p.end-1, limit) + p.offset
+	for w := from + p.offset; ; {
 		var ok bool
-		if w, ok = c.nextWall(w, min(limit+secondsPerDay, stopWall-1)); !ok {
-			return best, found
+		if w, ok = c.nextWall(w, lastWall); !ok {
+			return 0, false
 		}
-		for _, i := range c.instants(&z, w) {
-			if i > after && (!found || i < best) {
-				best, found = i, true
-				// Wall times from best+maxOffset on map to instants >= best.
-				maxOffset := int64(math.MinInt64)
-				for _, p := range z.periods(after, best) {
-					maxOffset = max(maxOffset, p.offset)
-				}
-				stopWall = best + maxOffset
-			}
+		i := w - p.offset
+		if c.wildcard || p.start == math.MinInt64 || i-p.start >= zoneMargin {
+			return i, true // no earlier period can show this wall time
 		}
+		q, shown := shownEarlier(c.loc, p, w)
+		if !shown {
+			return i, true
+		}
+		w = q.end + q.offset // the first wall time past q's
 	}
 }
 
-// instants maps wall time w to the fire instants it stands for, applying
-// the DST rules of the package doc. It returns at most a few instants.
-func (c *Cron) instants(z *zoneWindow, w int64) []int64 {
-	ps := z.periods(w-zoneMargin, w+zoneMargin)
-	var out []int64
-	for _, p := range ps {
-		if i := w - p.offset; p.start <= i && i < p.end {
-			if len(out) > 0 && !c.wildcard {
-				break // fold: a fixed-time schedule fires at the earlier instant only
-			}
-			out = append(out, i)
+// shownEarlier returns a period before p, within zoneMargin, whose wall
+// times include w.
+func shownEarlier(loc *time.Location, p period, w int64) (period, bool) {
+	for q := p; q.start > p.start-zoneMargin && q.start != math.MinInt64; {
+		q = periodAt(loc, q.start-1)
+		if q.start+q.offset <= w && w < q.end+q.offset {
+			return q, true
 		}
 	}
-	if len(out) > 0 || c.wildcard {
-		return out // a wildcard schedule does not fire in a gap
-	}
-	// Gap: fire at the first instant after it, the transition itself.
-	for k := 1; k < len(ps); k++ {
-		before, after := ps[k-1], ps[k]
-		if before.end+before.offset <= w && w < after.start+after.offset {
-			return append(out, after.start)
-		}
-	}
-	return out
-}
-
-// zoneWindow caches the zone periods overlapping a range of instants, since
-// the slow path resolves many wall times near the same transition.
-type zoneWindow struct {
-	loc    *time.Location
-	cached []period
-}
-
-// periods returns the periods overlapping [from, to], in order.
-func (z *zoneWindow) periods(from, to int64) []period {
-	if n := len(z.cached); n > 0 && z.cached[0].start <= from && to < z.cached[n-1].end {
-		lo, hi := 0, n
-		for lo < n-1 && z.cached[lo].end <= from {
-			lo++
-		}
-		for hi > lo+1 && z.cached[hi-1].start > to {
-			hi--
-		}
-		return z.cached[lo:hi]
-	}
-	z.cached = z.cached[:0]
-	for p := periodAt(z.loc, from); ; p = periodAt(z.loc, p.end) {
-		z.cached = append(z.cached, p)
-		if p.end > to || p.end == math.MaxInt64 {
-			return z.cached
-		}
-	}
+	return period{}, false
 }
 
 // nextWall returns the smallest matching wall time >= w and <= limit.
@@ -175,7 +151,7 @@ func (c *Cron) nextWall(w, limit int64) (int64, bool) {
 			secOfDay = 0
 			continue
 		}
-		if c.matchesDay(m, d, int(floorMod(day+4, 7))) { // 1970-01-01 was a Thursday
+		if c.matchesDay(y, m, d, int(floorMod(day+4, 7))) { // 1970-01-01 was a Thursday
 			if s, ok := c.timeOfDay(secOfDay); ok {
 				if w := day*secondsPerDay + int64(s); w <= limit {
 					return w, true

@@ -48,3 +48,27 @@ func TestNextDesignExamples(t *testing.T) {
 		})
 	}
 }
+
+// TestNextDoesNotAllocate pins what the America/New_York±1h cases of
+// BenchmarkNext measure:
+// Next allocates nothing, within an hour of a DST transition too, where it
+// once walked wall seconds one at a time and allocated at each.
+func TestNextDoesNotAllocate(t *testing.T) {
+	ny, err := LoadZone("America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	froms := []time.Time{
+		time.Date(2026, 3, 8, 1, 30, 0, 0, ny), time.Date(2026, 3, 8, 1, 59, 59, 0, ny),
+		time.Date(2026, 11, 1, 0, 45, 0, 0, ny), time.Date(2026, 11, 1, 1, 30, 0, 0, ny),
+		time.Date(2026, 11, 1, 1, 30, 0, 0, ny).Add(time.Hour), time.Date(2026, 6, 1, 12, 0, 0, 0, ny),
+	}
+	for _, expr := range []string{"* * * * * *", "*/7 * * * * *", "*/5 * * * *", "30 1 * * *", "30 2 * * *", "0 0 L * *"} {
+		c := MustParseCron(expr, ny)
+		for _, from := range froms {
+			if n := testing.AllocsPerRun(20, func() { c.Next(from) }); n != 0 {
+				t.Errorf("%q: Next(%s) allocates %.0f times, want 0", expr, from.Format(time.RFC3339), n)
+			}
+		}
+	}
+}

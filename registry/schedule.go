@@ -57,7 +57,10 @@ type Schedule struct {
 	Grace    time.Duration // how late a slot may still be enqueued
 	Overlap  Overlap
 	Misfire  Misfire
-	Handler  HandlerFunc
+	// Phase shifts the slots of an @every expression: "@every 1h" with
+	// Phase 17*time.Minute fires at 00:17, 01:17, ...
+	Phase   time.Duration
+	Handler HandlerFunc
 	// Source is where the schedule is declared ("jobs/prune.go:12"), for
 	// diagnostics and the admin page. Optional.
 	Source string
@@ -133,7 +136,7 @@ func (s *Schedule) normalize() error {
 	if err != nil {
 		return fmt.Errorf("schedule %s: %w", s.Name, err)
 	}
-	if s.cron, err = ParseCron(s.Expr, loc); err != nil {
+	if s.cron, err = ParseCron(s.Expr, loc, WithName(s.Name), WithPhase(s.Phase)); err != nil {
 		return fmt.Errorf("schedule %s: expression %q: %w", s.Name, s.Expr, err)
 	}
 	return nil

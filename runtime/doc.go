@@ -14,12 +14,15 @@
 //
 // An occurrence's identity is "cron:<name>:<slot unix seconds>", and it is
 // the asynq TaskID. asynq's enqueue is an atomic check-and-insert on that ID,
-// so a second enqueue of the same occurrence (a zombie leader, clock skew, a
-// retry after a timeout) is rejected with asynq.ErrTaskIDConflict, which the
-// runtime treats as "already enqueued". A finished task keeps its ID
-// reserved for grace plus SkewMargin (asynq Retention): the longest time in
-// which any replica could attempt that slot again. Longer would only fill
-// Redis.
+// so a second enqueue of the same occurrence is rejected with
+// asynq.ErrTaskIDConflict, which the runtime treats as "already enqueued".
+// The holder's enqueues and cursor commits are fenced (see below): Redis
+// refuses an ex-leader's late enqueue outright, however late it arrives, so
+// the task ID only has to stay reserved across a holder that enqueued and
+// then crashed or stalled before committing its cursor — the next holder
+// enqueues the same slot within a lease TTL, plus its clock's skew. A
+// finished task keeps its ID for 2×LeaseTTL + SkewMargin (asynq Retention);
+// longer would only fill Redis.
 //
 // Exactly once here means enqueued once. asynq delivers at least once (a
 // worker that dies mid-task is retried), so a handler keys its effects on
@@ -32,8 +35,9 @@
 // enqueues. A holder that crashes is replaced within LeaseTTL; one that
 // shuts down hands over at once. A holder trusts its lease only for LeaseTTL
 // minus a margin after it last renewed, by its own clock, and every write it
-// makes to scheduler state is fenced: refused by Redis if the lease moved
-// on, whatever the delay.
+// makes is fenced — its enqueues (sent inside WATCH/MULTI/EXEC on the lease
+// key) and its cursor and ledger commits (scripts that compare the lease
+// first): refused by Redis if the lease moved on, whatever the delay.
 //
 // # Scheduling
 //

@@ -2,9 +2,12 @@ package runtime
 
 import (
 	"context"
+	"time"
 
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime/internal/clock"
+	"github.com/belfry/belfry/runtime/internal/pipeline"
+	"github.com/belfry/belfry/runtime/internal/store"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -34,7 +37,20 @@ func (r *Runtime) Scheduling() bool { return r.scheduling.Load() }
 // any lease check: what a zombie that slipped past its check would do.
 func (r *Runtime) Enqueue(ctx context.Context, occ registry.Occurrence) error {
 	s, _ := r.reg.Lookup(occ.Schedule)
-	_, err := r.enqueue(ctx, s, occ, r.retention(s))
+	_, err := r.enqueue(ctx, s, occ, r.retention())
+	return err
+}
+
+// EnqueueAsHolder enqueues a scheduled occurrence as the scheduler does,
+// fenced by leaseValue, but without its own check of the lease first: what
+// a zombie whose write was delayed past a takeover sends.
+func (r *Runtime) EnqueueAsHolder(ctx context.Context, leaseValue string, occ registry.Occurrence) error {
+	s, _ := r.reg.Lookup(occ.Schedule)
+	fence := &pipeline.Fence{Key: r.store.Keys.Lease, Value: leaseValue}
+	_, err := r.enqueue(pipeline.WithFence(ctx, fence), s, occ, r.retention())
+	if fence.Rejected() {
+		return store.ErrNotLeader
+	}
 	return err
 }
 
@@ -43,3 +59,14 @@ func (r *Runtime) RedisClient() redis.UniversalClient { return r.rdb }
 
 // Namespace is the namespace the runtime's keys live under.
 func (r *Runtime) Namespace() string { return r.opts.Namespace }
+
+// JudgeRedisSettingsEvery makes the runtime judge Redis's settings again
+// after d instead of a minute.
+func (r *Runtime) JudgeRedisSettingsEvery(d time.Duration) {
+	r.redisCheck.mu.Lock()
+	r.redisCheck.every = d
+	r.redisCheck.mu.Unlock()
+}
+
+// JudgeRedis is the verdict on an INFO reply.
+var JudgeRedis = judgeRedis

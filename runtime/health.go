@@ -61,7 +61,9 @@ func (r *Runtime) Health(ctx context.Context) Health {
 			h.Paused = append(h.Paused, st.Schedule.Name)
 		}
 	}
-	switch {
+	switch unsafe := r.RedisUnsafe(); {
+	case unsafe != "":
+		h.Problems = append(h.Problems, unsafe)
 	case snap.Redis == RedisDown:
 		h.Problems = append(h.Problems, "redis unreachable: "+snap.RedisError)
 	case snap.Cluster.Leader == "":

@@ -2,12 +2,14 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/internal/store"
 	"github.com/hibiken/asynq"
 )
 
@@ -59,5 +61,36 @@ func TestPausedLeaderLateEnqueueIsNoop(t *testing.T) {
 	}
 	if info.Size != 1 {
 		t.Errorf("queue holds %d tasks after two enqueues of one occurrence, want 1", info.Size)
+	}
+}
+
+// The enqueue is fenced: an ex-leader's enqueue that reaches Redis after a
+// takeover is refused by Redis even when nothing else would stop it — here
+// the slot's task is gone (it finished and its retention lapsed), so the
+// task ID reserves nothing.
+func TestLateEnqueueFromAnExLeaderIsRefusedAfterRetention(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := idleSchedule()
+	s.Queue = uniq("q")
+	rt := newReplicas(t, 1, time.Second, s)[0]
+	rdb := sharedRedis(t)
+	leaseKey := store.NewKeys(rt.Namespace()).Lease
+	sched, _ := rt.Registry().Lookup("nightly")
+	occ := sched.Occurrence(time.Date(2026, 11, 29, 3, 17, 0, 0, time.UTC))
+	rdb.Set(ctx, leaseKey, "old|1", time.Minute)
+	if err := rt.EnqueueAsHolder(ctx, "old|1", occ); err != nil {
+		t.Fatalf("the holder's own enqueue: %v", err)
+	}
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	if err := insp.DeleteTask(s.Queue, occ.ID); err != nil { // ran, and its retention lapsed
+		t.Fatal(err)
+	}
+	rdb.Set(ctx, leaseKey, "new|2", time.Minute) // another replica took over
+	if err := rt.EnqueueAsHolder(ctx, "old|1", occ); !errors.Is(err, store.ErrNotLeader) {
+		t.Fatalf("the ex-leader's late enqueue: %v, want refused as not the leader", err)
+	}
+	if _, err := insp.GetTaskInfo(s.Queue, occ.ID); !errors.Is(err, asynq.ErrTaskNotFound) {
+		t.Errorf("the slot was enqueued again by an ex-leader: %v", err)
 	}
 }

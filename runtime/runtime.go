@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,6 +35,7 @@ type Runtime struct {
 	disabled string
 
 	rdb        redis.UniversalClient
+	redisURL   string // Options.RedisURL, to redact its password from errors
 	ownsClient bool
 	client     *asynq.Client
 	inspector  *asynq.Inspector
@@ -48,7 +50,8 @@ type Runtime struct {
 	scheduling atomic.Bool
 
 	observers
-	unserved unservedLog
+	unserved   unservedLog
+	redisCheck redisCheck
 }
 
 // recordTTL bounds how long an occurrence record outlives its index entry.
@@ -70,6 +73,7 @@ func newRuntime(reg *registry.Registry, opts Options, clk clock.Clock) (*Runtime
 		return nil, err
 	}
 	r := &Runtime{reg: reg, opts: opts, clock: clk}
+	r.redisCheck.every = redisCheckEvery
 	r.log = opts.Logger.With("replica", opts.Replica)
 	switch {
 	case opts.Redis != nil:
@@ -77,25 +81,59 @@ func newRuntime(reg *registry.Registry, opts Options, clk clock.Clock) (*Runtime
 	case opts.RedisURL != "":
 		ropts, err := redis.ParseURL(opts.RedisURL)
 		if err != nil {
-			return nil, fmt.Errorf("RedisURL: %v; want e.g. redis://127.0.0.1:6379/0", redactURLError(err))
+			return nil, redisURLError(opts.RedisURL, err)
 		}
 		r.rdb, r.ownsClient = redis.NewClient(ropts), true
 	default:
 		r.disabled = "no Redis configured (set Options.Redis or Options.RedisURL)"
 		return r, nil
 	}
+	r.redisURL = opts.RedisURL
 	r.store = store.New(r.rdb, opts.Namespace, opts.HistoryLimit, recordTTL)
 	r.client = asynq.NewClientFromRedisClient(pipeline.NewClient(r.rdb))
 	r.inspector = asynq.NewInspectorFromRedisClient(r.rdb)
 	r.lease = lease.New(lease.Config{Redis: r.rdb, Keys: r.store.Keys, Replica: opts.Replica,
-		TTL: opts.LeaseTTL, Log: r.log, OnRedis: r.noteRedis, Clock: clk})
+		TTL: opts.LeaseTTL, Log: r.log, OnRedis: r.noteRedis, Clock: clk, MayLead: r.mayLead})
 	return r, nil
 }
 
 var urlUserinfo = regexp.MustCompile(`//[^/@]*@`)
 
-// redactURLError keeps passwords in a malformed URL out of logs and pages.
-func redactURLError(err error) string { return urlUserinfo.ReplaceAllString(err.Error(), "//…@") }
+// redisURLError explains why RedisURL does not parse without quoting any
+// part of its credentials: the parser's own message may quote a fragment
+// of a password (`invalid port ":hunt" after host` for a password with a
+// '/'), so the URL is parsed again without its userinfo, and if that
+// parses, the fault is in the userinfo.
+func redisURLError(rawURL string, err error) error {
+	const want = "want e.g. redis://user:password@127.0.0.1:6379/0"
+	scheme, rest, ok := strings.Cut(rawURL, "://")
+	at := strings.LastIndexByte(rest, '@')
+	if !ok || at < 0 {
+		return fmt.Errorf("RedisURL: %v; %s", redactSecrets(err.Error(), rawURL), want)
+	}
+	if _, err := redis.ParseURL(scheme + "://" + rest[at+1:]); err != nil {
+		return fmt.Errorf("RedisURL: %v; %s", redactSecrets(err.Error(), rawURL), want)
+	}
+	return fmt.Errorf("RedisURL: the user or password is not valid in a URL (not shown); percent-encode '/', '@', ':' and '%%' in them (a '/' is %%2F); %s", want)
+}
+
+// redactSecrets keeps the credentials of a Redis URL out of a message for
+// logs and pages, whatever the characters of the password (a '/' defeats
+// parsing the URL, so the secret is cut out as text: everything between
+// "://" and the URL's last '@'), and any other URL's userinfo the message
+// quotes.
+func redactSecrets(msg, rawURL string) string {
+	if _, rest, ok := strings.Cut(rawURL, "://"); ok {
+		if at := strings.LastIndexByte(rest, '@'); at > 0 {
+			userinfo := rest[:at]
+			msg = strings.ReplaceAll(msg, userinfo, "…")
+			if _, password, ok := strings.Cut(userinfo, ":"); ok && password != "" {
+				msg = strings.ReplaceAll(msg, password, "…")
+			}
+		}
+	}
+	return urlUserinfo.ReplaceAllString(msg, "//…@")
+}
 
 // Registry returns the schedules this runtime serves.
 func (r *Runtime) Registry() *registry.Registry { return r.reg }
@@ -179,6 +217,11 @@ func (r *Runtime) noteRedis(err error) {
 		r.log.Error("redis unreachable; retrying with backoff", "err", err)
 	case err == nil && wasDown:
 		r.log.Info("redis reachable again")
+		// It may be another Redis now (a failover, a restart with other
+		// settings): judge its settings again before leading.
+		r.redisCheck.mu.Lock()
+		r.redisCheck.stale = true
+		r.redisCheck.mu.Unlock()
 	}
 }
 
@@ -199,11 +242,16 @@ func (r *Runtime) RedisState() (RedisState, error) {
 	return RedisUp, nil
 }
 
-// retention keeps a finished task's ID reserved as long as any replica
-// could still attempt the same slot: grace plus clock skew. Longer would
-// only fill Redis (a per-second schedule kept a day is 86,400 tasks).
-func (r *Runtime) retention(s *registry.Schedule) time.Duration {
-	return r.Grace(s) + r.opts.SkewMargin
+// retention keeps a finished task's ID reserved as long as a replica could
+// still attempt the same slot. The enqueue and the cursor commit are both
+// fenced, so an ex-leader's late enqueue is refused and a committed slot is
+// never enqueued again; what remains is a holder that enqueued and then
+// crashed or stalled before its commit: the next holder enqueues the same
+// slot again within a lease TTL (plus its own clock's skew), and must hit
+// the retained ID. Longer would only fill Redis: a per-second schedule
+// keeps one task per second of retention.
+func (r *Runtime) retention() time.Duration {
+	return 2*r.opts.LeaseTTL + r.opts.SkewMargin
 }
 
 // manualRetention keeps a manual occurrence's ID reserved long enough to

@@ -10,6 +10,7 @@ import (
 
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime/internal/clock"
+	"github.com/belfry/belfry/runtime/internal/pipeline"
 	"github.com/belfry/belfry/runtime/internal/store"
 	"github.com/hibiken/asynq"
 )
@@ -163,6 +164,9 @@ func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) 
 	commits := make([]store.Commit, 0, len(plans))
 	var firstErr error
 	for _, p := range plans {
+		if errors.Is(p.err, store.ErrNotLeader) {
+			return store.ErrNotLeader // the commit would be refused too
+		}
 		if p.err != nil && firstErr == nil {
 			firstErr = p.err
 		}
@@ -187,12 +191,17 @@ func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) 
 // schedule's slots go in order, and a schedule stops at its first failure
 // so its cursor never passes an un-enqueued slot.
 func (r *Runtime) enqueueAll(ctx context.Context, leaseValue string, plans []*slotPlan) {
+	// Every enqueue is fenced: Redis runs it only while the lease holds
+	// this holder's value, so one that arrives after a takeover (a held
+	// connection, a pause after the check below) is refused, not run twice.
+	fence := &pipeline.Fence{Key: r.store.Keys.Lease, Value: leaseValue}
+	ctx = pipeline.WithFence(ctx, fence)
 	work := make(chan *slotPlan)
 	var wg sync.WaitGroup
 	for range min(r.opts.EnqueueConcurrency, len(plans)) {
 		wg.Go(func() {
 			for p := range work {
-				r.enqueuePlan(ctx, leaseValue, p)
+				r.enqueuePlan(ctx, fence, p)
 			}
 		})
 	}
@@ -205,12 +214,12 @@ func (r *Runtime) enqueueAll(ctx context.Context, leaseValue string, plans []*sl
 	wg.Wait()
 }
 
-func (r *Runtime) enqueuePlan(ctx context.Context, leaseValue string, p *slotPlan) {
+func (r *Runtime) enqueuePlan(ctx context.Context, fence *pipeline.Fence, p *slotPlan) {
 	s := p.sched
 	for k, slot := range p.enqueue {
 		// A zombie that wakes after its lease expired stops here; if it
-		// slipped past this check, the task ID makes its enqueue a no-op.
-		if v, ok := r.lease.Current(); !ok || v != leaseValue {
+		// slipped past this check, the fence makes Redis refuse its enqueue.
+		if v, ok := r.lease.Current(); !ok || v != fence.Value || fence.Rejected() {
 			p.failedAt(k, store.ErrNotLeader)
 			return
 		}
@@ -227,7 +236,10 @@ func (r *Runtime) enqueuePlan(ctx context.Context, leaseValue string, p *slotPla
 		}
 		occ := s.Occurrence(slot)
 		if outcome == OutcomeEnqueued {
-			if _, err := r.enqueue(ctx, s, occ, r.retention(s)); err != nil {
+			if _, err := r.enqueue(ctx, s, occ, r.retention()); err != nil {
+				if fence.Rejected() {
+					err = store.ErrNotLeader
+				}
 				p.failedAt(k, err)
 				return
 			}

@@ -35,7 +35,10 @@ type Snapshot struct {
 	Replica    string
 	Redis      RedisState
 	RedisError string
-	Disabled   string
+	// RedisUnsafe says why this replica will not lead on its Redis (it
+	// evicts keys, or is too old), "" when it may.
+	RedisUnsafe string
+	Disabled    string
 	// Orphans are schedules with state in Redis that the registry no
 	// longer declares (see Runtime.Orphans).
 	Orphans []string
@@ -71,8 +74,9 @@ func (r *Runtime) Snapshot(ctx context.Context) (Snapshot, error) {
 	}
 	state, lastErr := r.RedisState()
 	snap.Redis = state
+	snap.RedisUnsafe = r.RedisUnsafe()
 	if lastErr != nil {
-		snap.RedisError = redactURLError(lastErr)
+		snap.RedisError = redactSecrets(lastErr.Error(), r.redisURL)
 	}
 	for _, s := range r.reg.Schedules() {
 		st := ScheduleState{Schedule: s, Next: s.Next(now), Recent: recent[s.Name], Counters: counters[s.Name]}

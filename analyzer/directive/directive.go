@@ -1,11 +1,11 @@
-// Package directive defines an Analyzer that checks //cron:schedule
-// directives: their grammar, placement and handler signature.
 package directive
 
 import (
+	_ "embed"
 	"fmt"
 	"go/token"
 	"go/types"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -15,27 +15,13 @@ import (
 	"github.com/belfry/belfry/registry"
 )
 
-const doc = `check //cron:schedule directives
-
-Reports what would make crongen fail or silently drop a schedule:
-  - a malformed //cron: line: unknown directive, bad or missing cron
-    expression, unknown, duplicate or empty key, bad value, unknown zone,
-    each at the offending text;
-  - a CRON_TZ= or TZ= prefix in the expression (fix: move it to tz=);
-  - "// cron:schedule" with a space, which Go does not treat as a
-    directive, so the schedule would not exist (fix: remove the space);
-  - a directive that is not in the doc comment of a top-level func;
-  - a handler whose signature is not
-    func(context.Context, registry.Occurrence) error, or with payload=V
-    the same with a third parameter that V's type is assignable to, V
-    being a package-level variable;
-  - a //cronlint:ignore comment without a check name and a reason, naming
-    an unknown check, or next to no directive.`
+//go:embed doc.go
+var doc string
 
 // Analyzer is the directive check.
 var Analyzer = &analysis.Analyzer{
 	Name:     "directive",
-	Doc:      doc,
+	Doc:      cronpass.MustDoc(doc, "directive"),
 	URL:      "https://github.com/belfry/belfry/tree/main/analyzer/directive",
 	Requires: []*analysis.Analyzer{cronpass.Analyzer},
 	Run:      run,
@@ -62,7 +48,7 @@ func run(pass *analysis.Pass) (any, error) {
 		slash := strings.Index(c.Text[2:], "cron:") + 2
 		pass.Report(analysis.Diagnostic{
 			Pos: c.Slash, End: c.Slash + token.Pos(slash+len("cron:")),
-			Message: fmt.Sprintf("%q has a space after //, so Go does not treat it as a directive and the schedule does not exist; write //cron:", c.Text[:slash+len("cron:")]),
+			Message: fmt.Sprintf("%q has a space after //: Go ignores it and the schedule does not exist; write //cron:", c.Text[:slash+len("cron:")]),
 			SuggestedFixes: []analysis.SuggestedFix{{
 				Message:   "Remove the space after //",
 				TextEdits: []analysis.TextEdit{{Pos: c.Slash + 2, End: c.Slash + token.Pos(slash)}},
@@ -72,7 +58,29 @@ func run(pass *analysis.Pass) (any, error) {
 	for _, ig := range res.Ignores {
 		checkIgnore(pass, ig)
 	}
+	checkNames(pass, res.Schedules)
 	return nil, nil
+}
+
+// checkNames reports a schedule whose name an earlier schedule of the
+// package has, at its name= value (or its expression when the name is
+// the default), naming where the first one is.
+func checkNames(pass *analysis.Pass, schedules []*cronpass.Entry) {
+	first := map[string]*cronpass.Entry{}
+	for _, e := range schedules {
+		prev, dup := first[e.Name]
+		if !dup {
+			first[e.Name] = e
+			continue
+		}
+		pos, end := e.Directive.ExprPos, e.Directive.ExprPos+token.Pos(len(e.Directive.Expr)+2)
+		if kv, ok := e.Directive.Key("name"); ok {
+			pos, end = kv.ValuePos, kv.ValuePos+token.Pos(len(kv.Value))
+		}
+		at := pass.Fset.Position(prev.Comment.Slash)
+		cronpass.Report(pass, e, analysis.Diagnostic{Pos: pos, End: end, Message: fmt.Sprintf(
+			"schedule name %q is already used at %s:%d:%d; give this one another name=", e.Name, filepath.Base(at.Filename), at.Line, at.Column)})
+	}
 }
 
 const ignoreExample = cronpass.IgnorePrefix + " pileup reports are batched downstream"
@@ -143,7 +151,7 @@ func checkHandler(pass *analysis.Pass, e *cronpass.Entry) {
 			kv, _ := e.Directive.Key("payload")
 			cronpass.Report(pass, e, analysis.Diagnostic{
 				Pos: kv.ValuePos, End: kv.ValuePos + token.Pos(len(kv.Value)),
-				Message: fmt.Sprintf("payload=%s names no package-level variable of package %s; declare one, e.g. var %s = DigestConfig{...}", name, pass.Pkg.Name(), name),
+				Message: fmt.Sprintf("payload=%s names no package-level variable of package %s; declare one, e.g. %s", name, pass.Pkg.Name(), payloadExample(pass, fn, name)),
 			})
 			return
 		}
@@ -152,4 +160,24 @@ func checkHandler(pass *analysis.Pass, e *cronpass.Entry) {
 	if err := registry.CheckHandler(fn, payload); err != nil {
 		cronpass.Report(pass, e, analysis.Diagnostic{Pos: e.Func.Name.Pos(), End: e.Func.Type.End(), Message: err.Error()})
 	}
+}
+
+// payloadExample is a declaration of the variable payload=name asks for,
+// of the type the handler's third parameter has.
+func payloadExample(pass *analysis.Pass, fn *types.Func, name string) string {
+	params := fn.Signature().Params()
+	if params.Len() != 3 {
+		return fmt.Sprintf("var %s = ..., and a third parameter of its type", name)
+	}
+	typ := params.At(2).Type()
+	text := types.TypeString(typ, types.RelativeTo(pass.Pkg))
+	switch u := typ.Underlying().(type) {
+	case *types.Struct:
+		return fmt.Sprintf("var %s = %s{...}", name, text)
+	case *types.Pointer:
+		if _, ok := u.Elem().Underlying().(*types.Struct); ok {
+			return fmt.Sprintf("var %s = &%s{...}", name, types.TypeString(u.Elem(), types.RelativeTo(pass.Pkg)))
+		}
+	}
+	return fmt.Sprintf("var %s %s", name, text)
 }

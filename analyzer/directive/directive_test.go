@@ -7,13 +7,37 @@ import (
 	"golang.org/x/tools/go/analysis/analysistest"
 
 	"github.com/belfry/belfry/analyzer/directive"
+	"github.com/belfry/belfry/analyzer/internal/testmod"
 )
 
 func TestAnalyzer(t *testing.T) {
-	// All analyzers share one GOPATH, so the registry stub exists once.
-	testdata, err := filepath.Abs(filepath.Join("..", "testdata"))
-	if err != nil {
-		t.Fatal(err)
+	dir := testmod.Extract(t, filepath.Join("testdata", "directive.txtar"))
+	analysistest.RunWithSuggestedFixes(t, dir, directive.Analyzer, "./...")
+}
+
+// TestMethodDirective checks that a directive on a method is reported
+// exactly when registry's own scan rejects it, with registry's message, so
+// the check follows registry when it starts accepting method handlers.
+func TestMethodDirective(t *testing.T) {
+	want := ""
+	if !testmod.RegistryAcceptsMethods(t) {
+		want = "// want +2 `must be in the doc comment of a top-level func`\n//\n"
 	}
-	analysistest.RunWithSuggestedFixes(t, testdata, directive.Analyzer, "directive")
+	dir := testmod.Write(t, map[string]string{
+		"go.mod": "module example.com/m\n\ngo 1.26.0\n\nrequire github.com/belfry/belfry v0.0.0\n",
+		"m/m.go": `package m
+
+import (
+	"context"
+
+	"github.com/belfry/belfry/registry"
+)
+
+type Jobs struct{}
+
+` + want + `//cron:schedule "0 3 * * *"
+func (j *Jobs) Run(ctx context.Context, occ registry.Occurrence) error { return nil }
+`,
+	})
+	analysistest.Run(t, dir, directive.Analyzer, "./...")
 }

@@ -7,12 +7,18 @@ import (
 	"golang.org/x/tools/go/analysis/analysistest"
 
 	"github.com/belfry/belfry/analyzer/idempotent"
+	"github.com/belfry/belfry/analyzer/internal/testmod"
 )
 
 func TestAnalyzer(t *testing.T) {
-	testdata, err := filepath.Abs(filepath.Join("..", "testdata"))
-	if err != nil {
-		t.Fatal(err)
+	dir := testmod.Extract(t, filepath.Join("testdata", "idempotent.txtar"))
+	analysistest.Run(t, dir, idempotent.Analyzer, "./...")
+}
+
+func TestMethodHandlers(t *testing.T) {
+	if !testmod.RegistryAcceptsMethods(t) {
+		t.Skip("registry does not accept a //cron:schedule on a method yet")
 	}
-	analysistest.Run(t, testdata, idempotent.Analyzer, "idempotent")
+	dir := testmod.Extract(t, filepath.Join("testdata", "methods.txtar"))
+	analysistest.Run(t, dir, idempotent.Analyzer, "./...")
 }

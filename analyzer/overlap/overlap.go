@@ -1,8 +1,7 @@
-// Package overlap defines an Analyzer that reports schedules whose runs
-// may overlap.
 package overlap
 
 import (
+	_ "embed"
 	"fmt"
 	"go/token"
 	"strings"
@@ -14,59 +13,43 @@ import (
 	"github.com/belfry/belfry/registry"
 )
 
-const doc = `report a timeout longer than the gap between two occurrences
-
-When a run may take longer than the shortest gap between two consecutive
-occurrences, the next occurrence starts while the previous one still
-runs: two copies of the job work on the same data at once. The gap is
-measured with the schedule's own fire times over one sample year (366 days
-from 2026-01-01T00:00:00Z), so daylight-saving transitions count. The
-report is at the timeout= key, or at the expression when the default
-timeout (30m) applies; the fix adds overlap=skip, which records a slot
-that comes due while the previous run is pending or running as skipped.`
+//go:embed doc.go
+var doc string
 
 // Analyzer is the overlap check.
 var Analyzer = &analysis.Analyzer{
 	Name:     "overlap",
-	Doc:      doc,
+	Doc:      cronpass.MustDoc(doc, "overlap"),
 	URL:      "https://github.com/belfry/belfry/tree/main/analyzer/overlap",
 	Requires: []*analysis.Analyzer{cronpass.Analyzer},
 	Run:      run,
 }
 
-// maxFires bounds the work per schedule; schedules that fire that often
-// are regular, so the first 100,000 fires hold their shortest gap.
-const maxFires = 100_000
-
 func run(pass *analysis.Pass) (any, error) {
-	for _, e := range cronpass.Of(pass).Schedules {
+	res := cronpass.Of(pass)
+	for _, e := range res.Schedules {
 		d := e.Directive
 		if d.Overlap == registry.OverlapSkip {
 			continue
 		}
-		gap, at, ok := time.Duration(0), time.Time{}, false
-		if every := d.Cron.Every(); every > 0 {
-			gap, ok = every, true
-		} else {
-			gap, at, ok = cronpass.ShortestGap(cronpass.Fires(d.Cron, 366, maxFires))
-		}
-		if !ok || d.Timeout <= gap {
+		gap := res.Gap(e)
+		if !gap.OK || d.Timeout <= gap.Len {
 			continue
 		}
 		when := ""
-		if !at.IsZero() {
-			when = ", e.g. from " + at.UTC().Format("2006-01-02 15:04:05 UTC")
+		if !gap.At.IsZero() {
+			when = " from " + gap.At.UTC().Format("2006-01-02 15:04:05 UTC")
 		}
 		diag := analysis.Diagnostic{
 			Pos: d.ExprPos, End: d.ExprPos + token.Pos(len(d.Expr)+2),
-			Message: fmt.Sprintf("the default timeout of %s is longer than the shortest gap between two occurrences of %q (%s%s): a slow run is still going when the next one starts; add overlap=skip or set a shorter timeout=",
-				short(d.Timeout), e.Name, short(gap), when),
+			Message: fmt.Sprintf("default timeout %s is longer than the shortest gap between runs of %q, %s%s; add overlap=skip or a shorter timeout=",
+				short(d.Timeout), e.Name, short(gap.Len), when),
 			SuggestedFixes: []analysis.SuggestedFix{skipFix(e)},
 		}
 		if kv, ok := d.Key("timeout"); ok {
 			diag.Pos, diag.End = kv.KeyPos, kv.ValuePos+token.Pos(len(kv.Value))
-			diag.Message = fmt.Sprintf("timeout=%s is longer than the shortest gap between two occurrences of %q (%s%s): a slow run is still going when the next one starts; add overlap=skip or shorten the timeout",
-				kv.Value, e.Name, short(gap), when)
+			diag.Message = fmt.Sprintf("timeout=%s is longer than the shortest gap between runs of %q, %s%s; add overlap=skip or shorten it",
+				kv.Value, e.Name, short(gap.Len), when)
 		}
 		cronpass.Report(pass, e, diag)
 	}

@@ -6,13 +6,11 @@ import (
 
 	"golang.org/x/tools/go/analysis/analysistest"
 
+	"github.com/belfry/belfry/analyzer/internal/testmod"
 	"github.com/belfry/belfry/analyzer/overlap"
 )
 
 func TestAnalyzer(t *testing.T) {
-	testdata, err := filepath.Abs(filepath.Join("..", "testdata"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	analysistest.RunWithSuggestedFixes(t, testdata, overlap.Analyzer, "overlap")
+	dir := testmod.Extract(t, filepath.Join("testdata", "overlap.txtar"))
+	analysistest.RunWithSuggestedFixes(t, dir, overlap.Analyzer, "./...")
 }

@@ -1,8 +1,8 @@
-// Package pileup defines an Analyzer that reports schedules of a package
-// that fire in the same minute.
 package pileup
 
 import (
+	"cmp"
+	_ "embed"
 	"fmt"
 	"go/token"
 	"hash/fnv"
@@ -17,28 +17,13 @@ import (
 	"github.com/belfry/belfry/registry"
 )
 
-const doc = `report schedules that pile up in the same minute
-
-Schedules that fire in the same minute compete for the same workers,
-database and downstream services; midnight UTC and the top of every hour
-are already crowded by everyone else's cron. pileup
-compares the fire times of a package's schedules as UTC instants over one
-sample year (366 days from 2026-01-01T00:00:00Z, so the output never depends
-on the day it runs): a London and a UTC midnight collide in winter only.
-When -threshold or more schedules fire in one minute, each of them is
-reported at its expression, naming the others and suggesting a minute
-derived from the schedule's name (as Jenkins' H does), so that spreading
-is stable; the fix rewrites the minute field (or a descriptor such as
-@daily) to it.
-
-Schedules that ever fire twice within an hour ("*/5 * * * *",
-"0,30 9 * * *", "@every 10m") are left out: they would collide with
-everything, and spreading one minute would not help.`
+//go:embed doc.go
+var doc string
 
 // Analyzer is the pileup check.
 var Analyzer = &analysis.Analyzer{
 	Name:     "pileup",
-	Doc:      doc,
+	Doc:      cronpass.MustDoc(doc, "pileup"),
 	URL:      "https://github.com/belfry/belfry/tree/main/analyzer/pileup",
 	Requires: []*analysis.Analyzer{cronpass.Analyzer},
 	Run:      run,
@@ -50,110 +35,223 @@ func init() {
 	Analyzer.Flags.IntVar(&threshold, "threshold", 3, "report when this many schedules fire in the same minute")
 }
 
-const sampleDays = 366
-
-// maxFires bounds the work per schedule; an hourly schedule fires 8,784
-// times in a leap year, plus the repeated hour of each fall-back.
-const maxFires = 24*sampleDays + 100
+// namesShown bounds how many colliding schedules a message names.
+const namesShown = 3
 
 type schedule struct {
-	entry *cronpass.Entry
-	// with holds the other schedules this one shares a crowded minute with;
-	// first is the earliest such minute and times how many there are.
-	with  map[int]bool
-	first time.Time
-	times int
+	entry   *cronpass.Entry
+	ignored bool
+	fix     *analysis.SuggestedFix
+	spread  string // the expression the fix writes
+	fires   int    // in the sample year
+	order   int    // in source order
+	class   *class
+	moved   bool
+}
+
+// class is the schedules that fire at the same instants, and the minutes
+// (since cronpass.Reference) they fire in.
+type class struct {
+	id      int
+	members []*schedule
+	minutes []int32
+	crowded int // how many of minutes are crowded
 }
 
 func run(pass *analysis.Pass) (any, error) {
-	var scheds []*schedule
-	byMinute := map[int64][]int{}
-	for _, e := range cronpass.Of(pass).Schedules {
-		if atMostHourly(e.Directive.Cron) {
-			i := len(scheds)
-			scheds = append(scheds, &schedule{entry: e, with: map[int]bool{}})
-			for _, t := range cronpass.Fires(e.Directive.Cron, sampleDays, maxFires) {
-				m := t.Unix() / 60
-				byMinute[m] = append(byMinute[m], i)
+	res := cronpass.Of(pass)
+	limit := max(threshold, 2)
+	classes, byKey := []*class{}, map[string]*class{}
+	for i, e := range res.Schedules {
+		if g := res.Gap(e); g.OK && g.Len < time.Hour {
+			continue
+		}
+		s := &schedule{entry: e, order: i, ignored: cronpass.Ignored(pass, e)}
+		if expr, minute, edit, ok := spread(e); ok {
+			s.spread = expr
+			s.fix = &analysis.SuggestedFix{Message: fmt.Sprintf("Move to minute %d", minute), TextEdits: []analysis.TextEdit{edit}}
+		}
+		key := cronpass.FireKey(e)
+		c := byKey[key]
+		if c == nil {
+			c = &class{id: len(classes), minutes: fireMinutes(e.Directive.Cron)}
+			byKey[key] = c
+			classes = append(classes, c)
+		}
+		s.fires, s.class = len(c.minutes), c
+		c.members = append(c.members, s)
+	}
+
+	counts := make([]int32, cronpass.SampleDays*24*60)
+	for _, c := range classes {
+		for _, m := range c.minutes {
+			counts[m] += int32(len(c.members))
+		}
+	}
+	// The classes of each crowded minute, as lists threaded through one
+	// slice: first[m] is the newest entry of minute m, plus one.
+	type entry struct {
+		class *class
+		next  int32
+	}
+	var entries []entry
+	first := make([]int32, len(counts))
+	for _, c := range classes {
+		for _, m := range c.minutes {
+			if counts[m] >= int32(limit) {
+				entries = append(entries, entry{c, first[m]})
+				first[m] = int32(len(entries))
+				c.crowded++
 			}
 		}
 	}
-	minutes := make([]int64, 0, len(byMinute))
-	for m, idx := range byMinute {
-		if len(idx) >= max(threshold, 2) {
-			minutes = append(minutes, m)
+
+	// Moving a schedule only ever empties minutes, so a minute whose
+	// classes were all seen together in a minute already settled is
+	// settled too: a daily crowd is sorted out once, not 366 times.
+	settled := map[string]bool{}
+	var cs []*class
+	for m, head := range first {
+		if head == 0 {
+			continue
 		}
-	}
-	slices.Sort(minutes)
-	for _, m := range minutes {
-		idx := byMinute[m]
-		for _, i := range idx {
-			s := scheds[i]
-			if s.times == 0 {
-				s.first = time.Unix(m*60, 0).UTC()
-			}
-			s.times++
-			for _, j := range idx {
-				if j != i {
-					s.with[j] = true
+		cs = cs[:0]
+		for i := head; i != 0; i = entries[i-1].next {
+			cs = append(cs, entries[i-1].class)
+		}
+		sig := signature(cs)
+		if settled[sig] {
+			continue
+		}
+		var here []*schedule
+		for _, c := range cs {
+			for _, s := range c.members {
+				if !s.moved {
+					here = append(here, s)
 				}
 			}
 		}
-	}
-	for _, s := range scheds {
-		if s.times > 0 {
-			report(pass, s, scheds)
+		if len(here) >= limit {
+			slices.SortFunc(here, keepFirst)
+			names := sortedNames(here)
+			for _, s := range here[limit-1:] {
+				s.moved = true
+				report(pass, s, int32(m), names, s.class.crowded)
+			}
 		}
+		settled[sig] = true
 	}
 	return nil, nil
 }
 
-// atMostHourly reports whether c never fires twice within an hour.
-func atMostHourly(c *registry.Cron) bool {
-	if every := c.Every(); every > 0 {
-		return every >= time.Hour
-	}
-	// Two days show the daily pattern cheaply; the year catches the rest.
-	for _, days := range []int{2, sampleDays} {
-		if gap, _, ok := cronpass.ShortestGap(cronpass.Fires(c, days, maxFires)); ok && gap < time.Hour {
-			return false
+// fireMinutes returns the minutes, counted from cronpass.Reference, in
+// which c fires during the sample year.
+func fireMinutes(c *registry.Cron) []int32 {
+	var out []int32
+	cronpass.Walk(c, cronpass.SampleDays, func(t time.Time) bool {
+		m := int32(t.Sub(cronpass.Reference) / time.Minute)
+		if n := len(out); n == 0 || out[n-1] != m {
+			out = append(out, m)
 		}
-	}
-	return true
+		return true
+	})
+	return out
 }
 
-func report(pass *analysis.Pass, s *schedule, scheds []*schedule) {
-	var others []string
-	for j := range s.with {
-		others = append(others, strconv.Quote(scheds[j].entry.Name))
+func signature(cs []*class) string {
+	b := make([]byte, 0, 8*len(cs))
+	for _, c := range cs {
+		b = strconv.AppendInt(b, int64(c.id), 36)
+		b = append(b, ',')
 	}
-	slices.Sort(others)
-	when := s.first.Format("15:04") + " UTC"
+	return string(b)
+}
+
+// keepFirst orders the schedules of a crowded minute by how much reason
+// there is to leave them where they are.
+func keepFirst(a, b *schedule) int {
+	if a.ignored != b.ignored {
+		if a.ignored {
+			return -1
+		}
+		return 1
+	}
+	if (a.fix == nil) != (b.fix == nil) {
+		if a.fix == nil {
+			return -1
+		}
+		return 1
+	}
+	return cmp.Or(cmp.Compare(b.fires, a.fires), cmp.Compare(a.order, b.order))
+}
+
+func sortedNames(here []*schedule) []string {
+	names := make([]string, len(here))
+	for i, s := range here {
+		names[i] = s.entry.Name
+	}
+	slices.Sort(names)
+	return names
+}
+
+func report(pass *analysis.Pass, s *schedule, minute int32, names []string, times int) {
+	at := cronpass.Reference.Add(time.Duration(minute) * time.Minute)
+	when := at.Format("15:04") + " UTC"
 	switch {
-	case s.first.Hour() == 0 && s.first.Minute() == 0:
-		when += ", midnight, when backups, log rotation and everyone else's cron run too"
-	case s.first.Minute() == 0:
-		when += ", the top of the hour, when everyone else's cron runs too"
+	case at.Hour() == 0 && at.Minute() == 0:
+		when += ", midnight,"
+	case at.Minute() == 0:
+		when += ", the top of the hour,"
 	}
 	e := s.entry
-	msg := fmt.Sprintf("schedule %q fires in the same minute as %s (%s; first on %s, %d times in the sample year)",
-		e.Name, join(others), when, s.first.Format("2006-01-02"), s.times)
+	msg := fmt.Sprintf("schedule %q fires at %s with %s (%d times a year, first %s); ",
+		e.Name, when, others(names, e.Name), times, at.Format("2006-01-02"))
 	d := analysis.Diagnostic{Pos: e.Directive.ExprPos, End: e.Directive.ExprPos + token.Pos(len(e.Directive.Expr)+2)}
-	if expr, minute, edit, ok := spread(e); ok {
-		msg += fmt.Sprintf("; spread the load: %q uses minute %d, derived from the name", expr, minute)
-		d.SuggestedFixes = []analysis.SuggestedFix{{Message: fmt.Sprintf("Move to minute %d", minute), TextEdits: []analysis.TextEdit{edit}}}
+	if s.fix != nil {
+		msg += fmt.Sprintf("move it to %q", s.spread)
+		d.SuggestedFixes = []analysis.SuggestedFix{*s.fix}
 	} else {
-		msg += "; move some of them to other minutes"
+		msg += "move it to another minute"
 	}
 	d.Message = msg
 	cronpass.Report(pass, e, d)
 }
 
-func join(names []string) string {
-	if len(names) == 1 {
-		return names[0]
+// others names a few of the schedules in names (which holds self), and
+// how many more there are, in at most about 130 bytes. It looks at a few
+// names only, so a crowd of thousands costs no more than a crowd of four.
+func others(names []string, self string) string {
+	var shown []string
+	size := 0
+	for _, n := range names {
+		if n == self {
+			continue
+		}
+		q := strconv.Quote(abbreviate(n))
+		if len(shown) == namesShown || size+len(q) > 120 {
+			break
+		}
+		shown = append(shown, q)
+		size += len(q)
 	}
-	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+	rest := len(names) - 1 - len(shown)
+	switch {
+	case rest > 0:
+		return strings.Join(shown, ", ") + fmt.Sprintf(" and %d more", rest)
+	case len(shown) == 1:
+		return shown[0]
+	}
+	return strings.Join(shown[:len(shown)-1], ", ") + " and " + shown[len(shown)-1]
+}
+
+// abbreviate shortens a long name to its start and its end, which is
+// where generated names (nightly-export-…-team-017) differ.
+func abbreviate(name string) string {
+	const head, tail = 14, 12
+	if len(name) <= head+tail+2 {
+		return name
+	}
+	return name[:head] + "…" + name[len(name)-tail:]
 }
 
 // SpreadMinute is the minute, 1 to 59, that a schedule called name is

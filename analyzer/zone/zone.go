@@ -1,8 +1,7 @@
-// Package zone defines an Analyzer that reports schedules declared in a
-// zone other than UTC.
 package zone
 
 import (
+	_ "embed"
 	"fmt"
 	"go/token"
 	"strings"
@@ -14,25 +13,13 @@ import (
 	"github.com/belfry/belfry/registry"
 )
 
-const doc = `report schedules in a zone other than UTC
-
-A schedule in a local zone moves with daylight saving time and with every
-change of the zone's law, so the gap between runs is not what the
-expression reads. The advice is to schedule in UTC and convert for display.
-The report is at the tz= value.
-
-It is stronger for a fixed-time schedule whose wall time falls into a
-daylight-saving gap (the time does not exist: the run moves to the end of
-the gap) or fold (the time happens twice: it runs once, at the first),
-naming the next date that happens within three years of -now. Wildcard
-schedules ("0 * * * *") follow the clock through transitions by design and
-get only the advice. For @every schedules tz= changes nothing: their slots
-are whole multiples of the period since the Unix epoch.`
+//go:embed doc.go
+var doc string
 
 // Analyzer is the zone check.
 var Analyzer = &analysis.Analyzer{
 	Name:     "zone",
-	Doc:      doc,
+	Doc:      cronpass.MustDoc(doc, "zone"),
 	URL:      "https://github.com/belfry/belfry/tree/main/analyzer/zone",
 	Requires: []*analysis.Analyzer{cronpass.Analyzer},
 	Run:      run,
@@ -41,36 +28,35 @@ var Analyzer = &analysis.Analyzer{
 var nowFlag string
 
 func init() {
-	Analyzer.Flags.StringVar(&nowFlag, "now", "", "RFC3339 instant to look for DST transitions from (default: the current time)")
+	Analyzer.Flags.StringVar(&nowFlag, "now", "", "RFC3339 instant the sample year for DST transitions starts at (default 2026-01-01T00:00:00Z, as pileup and overlap)")
 }
 
-const scanYears = 3
-
 func run(pass *analysis.Pass) (any, error) {
-	now := time.Now()
+	from := cronpass.Reference
 	if nowFlag != "" {
 		var err error
-		if now, err = time.Parse(time.RFC3339, nowFlag); err != nil {
+		if from, err = time.Parse(time.RFC3339, nowFlag); err != nil {
 			return nil, fmt.Errorf("-now: want an RFC3339 instant such as 2026-01-01T00:00:00Z: %v", err)
 		}
 	}
+	to := from.AddDate(0, 0, cronpass.SampleDays)
 	for _, e := range cronpass.Of(pass).Schedules {
 		kv, ok := e.Directive.Key("tz")
 		if !ok {
 			continue
 		}
 		c := e.Directive.Cron
-		transitions := registry.Transitions(c.Location(), now, now.AddDate(scanYears, 0, 0))
-		if _, offset := now.In(c.Location()).Zone(); offset == 0 && len(transitions) == 0 {
+		transitions := registry.Transitions(c.Location(), from, to)
+		if _, offset := from.In(c.Location()).Zone(); offset == 0 && len(transitions) == 0 {
 			continue // UTC by another name
 		}
-		msg := fmt.Sprintf("schedule %q runs in %s; schedule in UTC and convert for display: a local zone shifts with daylight saving time and with the law, so the gap between runs is not what the expression reads", e.Name, kv.Value)
+		msg := fmt.Sprintf("note: %q runs on %s time; to keep a local zone on purpose, add //cronlint:ignore zone <reason>", e.Name, kv.Value)
 		switch {
 		case c.Every() > 0:
-			msg = fmt.Sprintf("tz=%s has no effect on %q: @every slots are whole multiples of the period since the Unix epoch; drop tz=", kv.Value, e.Directive.Expr)
+			msg = fmt.Sprintf("tz=%s has no effect on %q: @every slots are multiples of the period since the Unix epoch; drop tz=", kv.Value, e.Directive.Expr)
 		case !c.Wildcard():
-			if s := dstTraps(e.Directive, transitions); s != "" {
-				msg = fmt.Sprintf("schedule %q %s; schedule in UTC (tz=UTC) and convert for display", e.Name, s)
+			if s := dstTrap(e.Directive, transitions); s != "" {
+				msg = fmt.Sprintf("%q %s; use tz=UTC or another time", e.Name, s)
 			}
 		}
 		cronpass.Report(pass, e, analysis.Diagnostic{
@@ -80,18 +66,14 @@ func run(pass *analysis.Pass) (any, error) {
 	return nil, nil
 }
 
-// dstTraps describes the first gap and the first fold that the schedule's
-// wall times fall into, or returns "".
-func dstTraps(d *registry.Directive, transitions []registry.Transition) string {
+// dstTrap describes the first gap and the first fold of the window that
+// the schedule's wall times fall into, or returns "".
+func dstTrap(d *registry.Directive, transitions []registry.Transition) string {
 	// The expression evaluated in UTC yields its wall times: the clock
 	// readings it matches, whatever the zone makes of them.
-	wall, err := registry.ParseCron(d.Expr, time.UTC)
-	if err != nil {
-		return ""
-	}
+	wall := d.Cron.In(time.UTC)
 	loc := d.Cron.Location()
 	var gap, fold string
-	var parts []string
 	for _, tr := range transitions {
 		lo := tr.At.Add(time.Duration(min(tr.Before, tr.After)) * time.Second)
 		hi := tr.At.Add(time.Duration(max(tr.Before, tr.After)) * time.Second)
@@ -99,24 +81,24 @@ func dstTraps(d *registry.Directive, transitions []registry.Transition) string {
 		if w.IsZero() || !w.Before(hi) {
 			continue
 		}
-		clockFrom := time.Unix(tr.At.Unix()+int64(tr.Before), 0).UTC().Format("15:04")
-		clockTo := time.Unix(tr.At.Unix()+int64(tr.After), 0).UTC().Format("15:04")
 		switch {
 		case tr.Gap() && gap == "":
 			runs := d.Cron.AtOrAfter(tr.At)
-			gap = fmt.Sprintf("%s does not exist on %s (clocks go forward from %s to %s), so it runs at %s instead",
-				clock(w), w.Format("2006-01-02"), clockFrom, clockTo, runs.In(loc).Format("15:04 MST"))
-			parts = append(parts, gap)
+			gap = fmt.Sprintf("%s does not exist on %s (runs at %s)", clock(w), w.Format("2006-01-02"), runs.In(loc).Format("15:04 MST"))
 		case !tr.Gap() && fold == "":
-			fold = fmt.Sprintf("%s happens twice on %s (clocks go back from %s to %s), so it runs once, at the first",
-				clock(w), w.Format("2006-01-02"), clockFrom, clockTo)
-			parts = append(parts, fold)
+			fold = fmt.Sprintf("%s happens twice on %s (runs once)", clock(w), w.Format("2006-01-02"))
+		}
+	}
+	var parts []string
+	for _, p := range []string{gap, fold} {
+		if p != "" {
+			parts = append(parts, p)
 		}
 	}
 	if len(parts) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("runs at wall times in %s that daylight saving time breaks: %s", loc, strings.Join(parts, "; "))
+	return fmt.Sprintf("hits DST in %s: %s", loc, strings.Join(parts, "; "))
 }
 
 func clock(t time.Time) string {

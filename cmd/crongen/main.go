@@ -4,7 +4,7 @@
 //
 //	crongen                      generate for the package in the current directory
 //	crongen generate [packages]  generate for the named packages (default ".")
-//	crongen next [--tz ZONE] [--from RFC3339] [-n N] "<expr>"
+//	crongen next [--tz ZONE] [--from RFC3339] [-n N] [--name NAME] [--phase D] "<expr>"
 //	crongen list [--now RFC3339] [packages]
 //
 // In a package with schedules, add

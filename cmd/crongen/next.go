@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,16 +17,21 @@ const maxCount = 10000
 
 func (a *app) nextCommand() *cobra.Command {
 	var (
-		zone, from string
-		count      int
+		zone, from, name string
+		count            int
+		phase            time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   `next [flags] "<expr>"`,
 		Short: "Print the next fire times of a cron expression",
 		Long: `next prints the next N fire times of a cron expression strictly after --from,
 one RFC3339 timestamp per line in the zone's offset, computed by the same code
-the runtime uses, daylight-saving rules included.`,
-		Example: `  crongen next --tz America/New_York --from 2026-03-07T12:00:00-05:00 -n 3 "30 2 * * *"`,
+the runtime uses, daylight-saving rules included. An expression using H needs
+the schedule's --name, which H hashes; --phase shifts @every slots as the
+directive key phase= does. Put -- before an expression that starts with '-'.`,
+		Example: `  crongen next --tz America/New_York --from 2026-03-07T12:00:00-05:00 -n 3 "30 2 * * *"
+  crongen next --name nightly-report "H 3 * * *"
+  crongen next --phase 17m "@every 1h"`,
 		Args: usageArgs(func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return fmt.Errorf(`next takes one cron expression in quotes, e.g. crongen next "17 3 * * *"; got %d arguments`, len(args))
@@ -36,8 +43,11 @@ the runtime uses, daylight-saving rules included.`,
 				return usageError{fmt.Errorf("-n must be from 1 to %d; got %d", maxCount, count)}
 			}
 			loc, err := registry.LoadZone(zone)
-			if err != nil {
-				return usageError{fmt.Errorf("--tz: %v", err)}
+			switch {
+			case err != nil && (zone == "" || zone == "Local"):
+				return usageError{fmt.Errorf("--tz %q depends on the host; name an IANA zone such as --tz UTC or --tz Europe/Berlin", zone)}
+			case err != nil:
+				return usageError{fmt.Errorf("--tz: unknown zone %q; want an IANA name such as --tz UTC or --tz America/New_York", zone)}
 			}
 			t := time.Now()
 			if from != "" {
@@ -45,7 +55,7 @@ the runtime uses, daylight-saving rules included.`,
 					return err
 				}
 			}
-			c, err := registry.ParseCron(args[0], loc)
+			c, err := registry.ParseCron(args[0], loc, registry.WithName(name), registry.WithPhase(phase), registry.FlagHints())
 			if err != nil {
 				return usageError{fmt.Errorf("bad cron expression %q: %v", args[0], err)}
 			}
@@ -63,7 +73,24 @@ the runtime uses, daylight-saving rules included.`,
 	cmd.Flags().StringVar(&zone, "tz", registry.ZoneDefault, "IANA `ZONE` the expression is evaluated in")
 	cmd.Flags().StringVar(&from, "from", "", "print fire times strictly after this `RFC3339` instant (default now)")
 	cmd.Flags().IntVarP(&count, "count", "n", 5, "print `N` fire times")
+	cmd.Flags().StringVar(&name, "name", "", "the schedule's `NAME`, from which H fields take their values")
+	cmd.Flags().DurationVar(&phase, "phase", 0, "shift the slots of an @every expression by `DURATION` (as phase=)")
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return usageError{flagOrExpression(err)}
+	})
 	return cmd
+}
+
+// flagOrExpression explains a flag error caused by an expression that
+// starts with '-' ("-1 * * * *"), which the flag parser reads as flags.
+func flagOrExpression(err error) error {
+	var unknown interface{ GetSpecifiedShortnames() string }
+	if errors.As(err, &unknown) {
+		if arg := unknown.GetSpecifiedShortnames(); strings.ContainsAny(arg, " \t") {
+			return fmt.Errorf("%q was read as flags: put -- before an expression that starts with '-', e.g. crongen next -- %q", "-"+arg, "-"+arg)
+		}
+	}
+	return err
 }
 
 func parseInstant(flag, value string) (time.Time, error) {

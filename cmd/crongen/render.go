@@ -154,6 +154,9 @@ func renderSchedule(b *bytes.Buffer, imp *importSet, s *schedule) {
 	fmt.Fprintf(b, "Grace: %s,\n", durationExpr(d.Grace, timePkg))
 	fmt.Fprintf(b, "Overlap: %s.Overlap%s,\n", reg, upperFirst(string(d.Overlap)))
 	fmt.Fprintf(b, "Misfire: %s.Misfire%s,\n", reg, upperFirst(string(d.Misfire)))
+	if d.Phase != 0 {
+		fmt.Fprintf(b, "Phase: %s,\n", durationExpr(d.Phase, timePkg))
+	}
 	fmt.Fprintf(b, "Handler: %s,\n", handler)
 	fmt.Fprintf(b, "Source: %s,\n", strconv.Quote(s.source))
 	b.WriteString("},\n")

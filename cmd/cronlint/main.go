@@ -1,9 +1,12 @@
 // Command cronlint checks //cron:schedule directives and their handlers.
 //
 // It runs standalone (cronlint ./...) or as a vet tool
-// (go vet -vettool=$(which cronlint) ./...); -fix applies suggested fixes.
-// Each check can be silenced for one schedule with
-// //cronlint:ignore <check> <reason> in the directive's doc comment.
+// (go vet -vettool=$(which cronlint) ./...); cronlint help <check> shows
+// what a check reports and why. -fix applies the suggested fixes, which
+// rewrite only what is reported; the generated registry holds the
+// expressions, so run go generate afterwards. Each check can be silenced
+// for one schedule with //cronlint:ignore <check> <reason> in the
+// directive's doc comment.
 package main
 
 import (

@@ -5,41 +5,56 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
 
-// TestVet builds cronlint and runs it through go vet -vettool over a
-// module with a clean and a dirty package, as CI would.
-func TestVet(t *testing.T) {
+// buildCronlint builds the command once per test binary run.
+func buildCronlint(t *testing.T) string {
+	t.Helper()
 	if testing.Short() {
-		t.Skip("builds cronlint and runs go vet")
-	}
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
+		t.Skip("builds cronlint and runs the go command")
 	}
 	bin := filepath.Join(t.TempDir(), "cronlint")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	mod := newModule(t, root)
+	return bin
+}
 
-	out, code := run(t, mod, "go", "vet", "-vettool="+bin, "-zone.now=2026-01-01T00:00:00Z", "./...")
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// TestVet builds cronlint and runs it through go vet -vettool over a
+// module with a clean and a dirty package, as CI would. A clock read in a
+// helper package reaches the handler through a fact, which go vet passes
+// between packages in its own files.
+func TestVet(t *testing.T) {
+	bin := buildCronlint(t)
+	mod := newModule(t, repoRoot(t))
+
+	out, code := run(t, mod, "go", "vet", "-vettool="+bin, "./...")
 	if code != 1 {
 		t.Errorf("go vet ./... exited %d, want 1; output:\n%s", code, out)
 	}
 	want := []string{
-		`dirty/dirty.go:10:1: "// cron:" has a space after //`,
-		`dirty/dirty.go:13:42: unknown key "colour"`,
-		`dirty/dirty.go:16:17: schedule "midnight-a" fires in the same minute as "midnight-b" and "midnight-c" (00:00 UTC`,
-		`dirty/dirty.go:19:17: schedule "midnight-b" fires in the same minute`,
-		`dirty/dirty.go:22:17: schedule "midnight-c" fires in the same minute`,
-		`dirty/dirty.go:22:48: schedule "midnight-c" runs in Europe/London; schedule in UTC`,
-		`dirty/dirty.go:25:42: schedule "dst" runs at wall times in America/New_York that daylight saving time breaks: 01:30 happens twice on 2026-11-01`,
-		`dirty/dirty.go:30:6: handler Stale calls time.Now`,
-		`dirty/dirty.go:34:42: timeout=15m is longer than the shortest gap between two occurrences of "slow" (10m`,
-		`dirty/dirty.go:35:32: handler Slow discards its occurrence`,
+		`dirty/dirty.go:12:1: "// cron:" has a space after //`,
+		`dirty/dirty.go:15:42: unknown key "colour"`,
+		`dirty/dirty.go:21:17: schedule "midnight-b" fires at 00:00 UTC, midnight, with "cleanup", "midnight-a" and "midnight-c"`,
+		`dirty/dirty.go:24:17: schedule "midnight-c" fires at 00:00 UTC`,
+		`dirty/dirty.go:24:48: note: "midnight-c" runs on Europe/London time; to keep a local zone on purpose, add //cronlint:ignore zone <reason>`,
+		`dirty/dirty.go:27:42: "dst" hits DST in America/New_York: 01:30 happens twice on 2026-11-01`,
+		`dirty/dirty.go:32:6: handler Stale reads the clock (time.Now)`,
+		`dirty/dirty.go:36:42: timeout=15m is longer than the shortest gap between runs of "slow", 10m`,
+		`dirty/dirty.go:37:32: handler Slow discards its occurrence`,
+		`dirty/dirty.go:51:6: handler ViaHelper reads the clock (clock.Yesterday → time.Now)`,
 	}
 	lines := diagnostics(out)
 	for _, w := range want {
@@ -50,25 +65,95 @@ func TestVet(t *testing.T) {
 	if len(lines) != len(want) {
 		t.Errorf("go vet reported %d diagnostics, want %d:\n%s", len(lines), len(want), strings.Join(lines, "\n"))
 	}
+	for _, l := range lines {
+		if len(l) > 300 {
+			t.Errorf("diagnostic of %d bytes, want one short line: %s", len(l), l)
+		}
+	}
 
 	if out, code := run(t, mod, "go", "vet", "-vettool="+bin, "./jobs"); code != 0 || strings.TrimSpace(out) != "" {
 		t.Errorf("go vet ./jobs exited %d with output %q; want a clean package to pass silently", code, out)
 	}
+}
 
-	// Standalone, the same binary applies the suggested fixes.
-	run(t, mod, bin, "-fix", "./dirty")
-	fixed, err := os.ReadFile(filepath.Join(mod, "dirty", "dirty.go"))
+// TestFixChangesOnlyReportedLines runs cronlint, then cronlint -fix, and
+// checks that every line -fix changed carries a diagnostic of the first
+// run; in particular the @hourly schedule that meets the midnight jobs is
+// not rewritten, while the midnight crowd is spread.
+func TestFixChangesOnlyReportedLines(t *testing.T) {
+	bin := buildCronlint(t)
+	mod := newModule(t, repoRoot(t))
+	file := filepath.Join(mod, "dirty", "dirty.go")
+	before, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
+	out, _ := run(t, mod, bin, "./dirty")
+	reported := map[int]bool{}
+	for _, l := range diagnostics(out) {
+		// dir/dirty/dirty.go:21:17: message
+		parts := strings.SplitN(l, ":", 4)
+		if len(parts) < 4 {
+			t.Fatalf("not a file:line:col diagnostic: %q", l)
+		}
+		n, err := strconv.Atoi(parts[1])
+		if err != nil {
+			t.Fatalf("bad line in %q", l)
+		}
+		reported[n] = true
+	}
+
+	run(t, mod, bin, "-fix", "./dirty")
+	after, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, fixed := strings.Split(string(before), "\n"), strings.Split(string(after), "\n")
+	if len(old) != len(fixed) {
+		t.Fatalf("-fix changed the number of lines from %d to %d:\n%s", len(old), len(fixed), after)
+	}
+	changed := 0
+	for i := range old {
+		if old[i] != fixed[i] {
+			changed++
+			if !reported[i+1] {
+				t.Errorf("-fix changed line %d, which has no diagnostic:\n-%s\n+%s", i+1, old[i], fixed[i])
+			}
+		}
+	}
 	for _, w := range []string{
 		`//cron:schedule "5 4 * * *" name=spaced`,
-		`//cron:schedule "18 0 * * *" name=midnight-a`,
+		`//cron:schedule "0 0 * * *" name=midnight-a` + "\n",
+		`//cron:schedule "43 0 * * *" name=midnight-b`,
+		`//cron:schedule "@hourly" name=cleanup` + "\n",
 		`//cron:schedule "*/10 * * * *" name=slow timeout=15m overlap=skip`,
 		`//cron:schedule "*/10 * * * *" name=locked timeout=15m` + "\n",
 	} {
-		if !strings.Contains(string(fixed), w) {
-			t.Errorf("after cronlint -fix, dirty.go lacks %q:\n%s", w, fixed)
+		if !strings.Contains(string(after), w) {
+			t.Errorf("after cronlint -fix, dirty.go lacks %q:\n%s", w, after)
+		}
+	}
+	if changed != 4 {
+		t.Errorf("-fix changed %d lines, want 4 (spaced, midnight-b, midnight-c, slow)", changed)
+	}
+	if out, _ := run(t, mod, bin, "-pileup", "./dirty"); strings.TrimSpace(out) != "" {
+		t.Errorf("after -fix, pileup still reports:\n%s", out)
+	}
+}
+
+// TestHelp checks that cronlint help <check> shows the check's doc.go:
+// its title and its WRONG and RIGHT examples.
+func TestHelp(t *testing.T) {
+	bin := buildCronlint(t)
+	for _, check := range []string{"directive", "idempotent", "overlap", "pileup", "zone"} {
+		out, code := run(t, t.TempDir(), bin, "help", check)
+		if code != 0 {
+			t.Errorf("cronlint help %s exited %d:\n%s", check, code, out)
+		}
+		for _, w := range []string{check + ": ", "WRONG", "RIGHT", "//cron:schedule"} {
+			if !strings.Contains(out, w) {
+				t.Errorf("cronlint help %s lacks %q:\n%s", check, w, out)
+			}
 		}
 	}
 }

@@ -330,6 +330,7 @@ func (a *admin) toAPI(st runtime.ScheduleState) apiSchedule {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -387,7 +388,7 @@ func (a *admin) apiStatus(w http.ResponseWriter, req *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"leader": leader, "replicas": replicas, "replica": snap.Replica,
-		"redis": snap.Redis, "redis_error": snap.RedisError, "disabled": snap.Disabled,
+		"redis": snap.Redis, "redis_error": snap.RedisError, "redis_unsafe": snap.RedisUnsafe, "disabled": snap.Disabled,
 	})
 }
 

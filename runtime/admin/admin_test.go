@@ -175,6 +175,9 @@ func TestAdminRoutes(t *testing.T) {
 			if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, tt.contentType) {
 				t.Errorf("Content-Type %q, want %s", ct, tt.contentType)
 			}
+			if tt.status < 300 && resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+				t.Errorf("no X-Content-Type-Options: nosniff on %s", tt.path)
+			}
 			for _, s := range tt.contains {
 				if !strings.Contains(body, s) {
 					t.Errorf("body lacks %q:\n%s", s, body)

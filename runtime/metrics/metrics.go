@@ -52,7 +52,7 @@ type collector struct {
 
 	next, lastEnqueue, lastSuccess, lastFailure *prometheus.Desc
 	late, failing, paused                       *prometheus.Desc
-	leader, redisUp, disabled                   *prometheus.Desc
+	leader, redisUp, redisUnsafe, disabled      *prometheus.Desc
 }
 
 // NewCollector returns a Prometheus collector of rt's metrics, to register
@@ -85,6 +85,7 @@ func NewCollector(rt *runtime.Runtime) prometheus.Collector {
 		paused:      desc("belfry_schedule_paused", "1 while an operator has the schedule paused. Aggregate with max.", schedule...),
 		leader:      desc("belfry_leader", "1 when this replica holds the scheduler lease.", "replica"),
 		redisUp:     desc("belfry_redis_up", "1 when this replica's last Redis call succeeded."),
+		redisUnsafe: desc("belfry_redis_unsafe", "1 when this replica will not lead on its Redis: it evicts keys (maxmemory-policy is not noeviction) or is older than 6.2."),
 		disabled:    desc("belfry_scheduler_disabled", "1 when no Redis is configured, so nothing is ever scheduled."),
 	}
 	for _, s := range rt.Registry().Schedules() {
@@ -125,7 +126,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	c.duration.Describe(ch)
 	c.lag.Describe(ch)
 	for _, d := range []*prometheus.Desc{c.next, c.lastEnqueue, c.lastSuccess, c.lastFailure, c.late, c.failing,
-		c.paused, c.leader, c.redisUp, c.disabled} {
+		c.paused, c.leader, c.redisUp, c.redisUnsafe, c.disabled} {
 		ch <- d
 	}
 }
@@ -167,6 +168,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(c.leader, flag(c.rt.IsLeader()), c.rt.Replica())
 	gauge(c.redisUp, flag(snap.Redis == runtime.RedisUp))
+	gauge(c.redisUnsafe, flag(snap.RedisUnsafe != ""))
 	gauge(c.disabled, flag(snap.Disabled != ""))
 }
 

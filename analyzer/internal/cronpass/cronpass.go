@@ -68,6 +68,8 @@ type Result struct {
 	// Spaced holds comments such as "// cron:schedule ...", which Go does
 	// not treat as directives, so the schedule silently does not exist.
 	Spaced []*ast.Comment
+
+	gaps gaps
 }
 
 func run(pass *analysis.Pass) (any, error) {
@@ -139,42 +141,22 @@ func isSpaced(text string) bool {
 	return ok && name != "" && 'a' <= name[0] && name[0] <= 'z'
 }
 
+// Ignored reports whether a //cronlint:ignore comment next to e's
+// directive names the analyzer of pass.
+func Ignored(pass *analysis.Pass, e *Entry) bool {
+	return slices.ContainsFunc(e.ignores, func(ig *Ignore) bool { return ig.Check == pass.Analyzer.Name })
+}
+
 // Report reports d unless a //cronlint:ignore comment next to e's
 // directive names the reporting analyzer.
 func Report(pass *analysis.Pass, e *Entry, d analysis.Diagnostic) {
-	for _, ig := range e.ignores {
-		if ig.Check == pass.Analyzer.Name {
-			return
-		}
+	if !Ignored(pass, e) {
+		pass.Report(d)
 	}
-	pass.Report(d)
 }
 
 // Of returns the cronpass result of pass, whose analyzer must require Analyzer.
 func Of(pass *analysis.Pass) *Result { return pass.ResultOf[Analyzer].(*Result) }
-
-// Fires returns the fire times of c from Reference on for days days, at most
-// limit of them. Schedules that fire that often are regular, so the cap
-// loses nothing a lint can act on and keeps a per-second schedule cheap.
-func Fires(c *registry.Cron, days, limit int) []time.Time {
-	end := Reference.AddDate(0, 0, days)
-	var fires []time.Time
-	for t := c.AtOrAfter(Reference); !t.IsZero() && t.Before(end) && len(fires) < limit; t = c.Next(t) {
-		fires = append(fires, t)
-	}
-	return fires
-}
-
-// ShortestGap returns the shortest interval between consecutive fires and
-// the fire that starts it; ok is false with fewer than two fires.
-func ShortestGap(fires []time.Time) (gap time.Duration, at time.Time, ok bool) {
-	for i := 1; i < len(fires); i++ {
-		if g := fires[i].Sub(fires[i-1]); !ok || g < gap {
-			gap, at, ok = g, fires[i-1], true
-		}
-	}
-	return gap, at, ok
-}
 
 // PayloadVar returns the package-level variable that e's payload= key
 // names, or nil when there is no such key or no such variable.

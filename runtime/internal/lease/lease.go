@@ -29,6 +29,10 @@ type Config struct {
 	OnRedis func(err error)
 	// Clock measures the trust window; default clock.Real.
 	Clock clock.Clock
+	// MayLead, when set, is asked before every attempt to acquire or renew:
+	// an error keeps this replica from leading (a holder releases), e.g.
+	// while Redis would evict the lease. Optional.
+	MayLead func(context.Context) error
 }
 
 // Lease is this replica's view of the scheduler lease; see the package doc.
@@ -40,6 +44,7 @@ type Lease struct {
 	log     *slog.Logger
 	onRedis func(err error)
 	clock   clock.Clock
+	mayLead func(context.Context) error
 
 	// instance is random per Lease: it tells this process's leases from
 	// those of a restarted process, or of another one wrongly configured
@@ -72,7 +77,7 @@ type Lease struct {
 func New(cfg Config) *Lease {
 	l := &Lease{
 		rdb: cfg.Redis, keys: cfg.Keys, replica: cfg.Replica, ttl: cfg.TTL, log: cfg.Log,
-		onRedis: cfg.OnRedis, clock: cfg.Clock, instance: newInstanceID(),
+		onRedis: cfg.OnRedis, clock: cfg.Clock, mayLead: cfg.MayLead, instance: newInstanceID(),
 		changed: make(chan struct{}, 1), wake: make(chan struct{}, 1),
 	}
 	if l.clock == nil {
@@ -306,9 +311,12 @@ func (l *Lease) Run(ctx context.Context) {
 	for ctx.Err() == nil {
 		var wait time.Duration
 		var err error
-		if l.Holding() != "" {
+		switch {
+		case l.refused(ctx):
+			wait = l.RenewEvery()
+		case l.Holding() != "":
 			wait, err = l.Renew(ctx)
-		} else {
+		default:
 			wait, err = l.Acquire(ctx)
 		}
 		l.onRedis(err)
@@ -330,6 +338,22 @@ func (l *Lease) Run(ctx context.Context) {
 			timer.Stop()
 		}
 	}
+}
+
+// refused asks MayLead, and gives the lease up if this replica may not lead.
+func (l *Lease) refused(ctx context.Context) bool {
+	if l.mayLead == nil {
+		return false
+	}
+	err := l.mayLead(ctx)
+	if err == nil {
+		return false
+	}
+	if l.Holding() != "" {
+		l.log.Error("giving up the lease: "+err.Error(), "lease", l.Holding())
+		l.Release(ctx)
+	}
+	return true
 }
 
 // Acquire tries once to take the lease (or resume one of this instance's,

@@ -44,12 +44,14 @@ const pipelinesInFlight = 2
 var errNoReply = errors.New("redis pipeline ended without a reply")
 
 type pipelinedCall struct {
-	ctx  context.Context
-	sha  string
-	keys []string
-	args []any
-	cmd  *redis.Cmd
-	done chan struct{}
+	ctx   context.Context
+	sha   string
+	body  string // for Eval: the script itself, sent instead of sha
+	keys  []string
+	args  []any
+	fence *Fence // nil: unconditional
+	cmd   *redis.Cmd
+	done  chan struct{}
 }
 
 // NewClient wraps c.
@@ -58,7 +60,7 @@ func NewClient(c redis.UniversalClient) *Client {
 }
 
 func (c *Client) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
-	call := &pipelinedCall{ctx: ctx, sha: sha, keys: keys, args: args, done: make(chan struct{})}
+	call := &pipelinedCall{ctx: ctx, sha: sha, keys: keys, args: args, fence: fenceOf(ctx), done: make(chan struct{})}
 	if err := ctx.Err(); err != nil {
 		return call.fail(err)
 	}
@@ -147,8 +149,30 @@ func (c *Client) send(batch []*pipelinedCall) {
 		}
 	}()
 	ctx := context.WithoutCancel(batch[0].ctx)
-	pipe := c.UniversalClient.Pipeline()
+	var plain []*pipelinedCall
+	fenced := map[Fence][]*pipelinedCall{}
+	var fences []*Fence
 	for _, call := range batch {
+		if call.fence == nil {
+			plain = append(plain, call)
+			continue
+		}
+		k := Fence{Key: call.fence.Key, Value: call.fence.Value}
+		if fenced[k] == nil {
+			fences = append(fences, call.fence)
+		}
+		fenced[k] = append(fenced[k], call)
+	}
+	for _, f := range fences {
+		if err := c.sendFenced(ctx, f, fenced[Fence{Key: f.Key, Value: f.Value}]); err != nil {
+			execErr = err
+		}
+	}
+	if len(plain) == 0 {
+		return
+	}
+	pipe := c.UniversalClient.Pipeline()
+	for _, call := range plain {
 		call.cmd = pipe.EvalSha(ctx, call.sha, call.keys, call.args...)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
@@ -158,6 +182,9 @@ func (c *Client) send(batch []*pipelinedCall) {
 
 func (call *pipelinedCall) cmdArgs() []any {
 	args := []any{"evalsha", call.sha, len(call.keys)}
+	if call.body != "" {
+		args = []any{"eval", call.body, len(call.keys)}
+	}
 	for _, k := range call.keys {
 		args = append(args, k)
 	}

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/registry"
+
+	"example.com/svc/clock"
 )
 
 // cron:schedule "5 4 * * *" name=spaced
@@ -37,5 +39,17 @@ func Slow(ctx context.Context, _ registry.Occurrence) error { return nil }
 //cronlint:ignore overlap the handler holds a lock and returns at once when it is taken
 //cron:schedule "*/10 * * * *" name=locked timeout=15m
 func Locked(ctx context.Context, occ registry.Occurrence) error { return use(occ) }
+
+// Cleanup meets the midnight jobs once a day; it stays on the hour, and
+// cronlint -fix leaves it alone.
+//
+//cron:schedule "@hourly" name=cleanup
+func Cleanup(ctx context.Context, occ registry.Occurrence) error { return use(occ) }
+
+//cron:schedule "23 6 * * *" name=via-helper
+func ViaHelper(ctx context.Context, occ registry.Occurrence) error {
+	_ = clock.Yesterday()
+	return use(occ)
+}
 
 func use(occ registry.Occurrence) error { _ = occ.Key(); return nil }

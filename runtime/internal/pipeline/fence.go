@@ -1,0 +1,104 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrFenced is the error of a fenced command that Redis did not run: the
+// lease key no longer held the fence's value.
+var ErrFenced = errors.New("fenced out: the lease is no longer this replica's")
+
+// Fence makes the scripts sent with its context conditional on a key (the
+// scheduler lease) holding a value (this holder's), checked by Redis in
+// the same transaction that runs them: WATCH key, GET key, and only if it
+// matches MULTI, the scripts, EXEC. A write that reaches Redis after its
+// sender lost the lease (a connection held by a middlebox, a pause between
+// the sender's own check and the write) is refused however late it arrives,
+// and a change of the key between the GET and the EXEC (a takeover, or a
+// renewal's PEXPIRE) aborts the EXEC, which is then tried again.
+type Fence struct {
+	Key, Value string
+	rejected   atomic.Bool
+}
+
+// Rejected reports whether Redis refused a command of this fence because
+// the key held another value.
+func (f *Fence) Rejected() bool { return f.rejected.Load() }
+
+type fenceKey struct{}
+
+// WithFence returns a context whose scripts the Client sends under f.
+func WithFence(ctx context.Context, f *Fence) context.Context {
+	return context.WithValue(ctx, fenceKey{}, f)
+}
+
+func fenceOf(ctx context.Context) *Fence {
+	f, _ := ctx.Value(fenceKey{}).(*Fence)
+	return f
+}
+
+// fencedTries bounds the EXECs aborted by a change of the key: a renewal
+// lands between the GET and the EXEC once in a while (a holder renews every
+// TTL/3), and a takeover makes the next GET fail the fence.
+const fencedTries = 10
+
+// sendFenced runs calls in one transaction under f, each call's command
+// getting its own reply or error.
+func (c *Client) sendFenced(ctx context.Context, f *Fence, calls []*pipelinedCall) error {
+	var err error
+	for range fencedTries {
+		err = c.UniversalClient.Watch(ctx, func(tx *redis.Tx) error {
+			v, err := tx.Get(ctx, f.Key).Result()
+			if err != nil && !errors.Is(err, redis.Nil) {
+				return err
+			}
+			if v != f.Value {
+				f.rejected.Store(true)
+				for _, call := range calls {
+					call.cmd = call.fail(ErrFenced)
+				}
+				return nil
+			}
+			_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+				for _, call := range calls {
+					if call.body != "" {
+						call.cmd = p.Eval(ctx, call.body, call.keys, call.args...)
+					} else {
+						call.cmd = p.EvalSha(ctx, call.sha, call.keys, call.args...)
+					}
+				}
+				return nil
+			})
+			if errors.Is(err, redis.TxFailedErr) {
+				return err
+			}
+			return nil // a command's own error (NOSCRIPT) stays in its reply
+		}, f.Key)
+		if !errors.Is(err, redis.TxFailedErr) {
+			return err
+		}
+	}
+	return err
+}
+
+// Eval sends a script by its body. asynq falls back to it when Redis does
+// not know a script's SHA (after a restart or SCRIPT FLUSH); a fenced call
+// stays fenced, so the fallback cannot slip past the lease.
+func (c *Client) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	f := fenceOf(ctx)
+	if f == nil {
+		return c.UniversalClient.Eval(ctx, script, keys, args...)
+	}
+	call := &pipelinedCall{ctx: ctx, body: script, keys: keys, args: args, fence: f}
+	if err := c.sendFenced(context.WithoutCancel(ctx), f, []*pipelinedCall{call}); err != nil && call.cmd == nil {
+		return call.fail(err)
+	}
+	if call.cmd == nil {
+		return call.fail(errNoReply)
+	}
+	return call.cmd
+}

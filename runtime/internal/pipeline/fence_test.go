@@ -1,0 +1,126 @@
+package pipeline_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/belfry/belfry/runtime/internal/pipeline"
+	"github.com/belfry/belfry/runtime/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// insertScript stands for asynq's enqueue: insert a key unless it exists.
+var insertScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('SET', KEYS[1], ARGV[1])
+return 1`)
+
+// A fenced write runs while the lease holds the fence's value, and is
+// refused by Redis once it holds another, however late the write arrives
+// and whether or not anything else would have stopped it.
+func TestFencedScriptsRunOnlyUnderTheirLease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Shared(t)
+	pc := pipeline.NewClient(rdb)
+	lease, task := redistest.Uniq("lease"), redistest.Uniq("task")
+	if err := rdb.Set(ctx, lease, "r0|1", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	holder := &pipeline.Fence{Key: lease, Value: "r0|1"}
+	n, err := insertScript.Run(pipeline.WithFence(ctx, holder), pc, []string{task + ":a"}, "x").Int()
+	if err != nil || n != 1 || holder.Rejected() {
+		t.Fatalf("the holder's fenced write: %d %v (rejected %v), want it inserted", n, err, holder.Rejected())
+	}
+	rdb.Set(ctx, lease, "r1|2", time.Minute) // another replica took over
+	_, err = insertScript.Run(pipeline.WithFence(ctx, holder), pc, []string{task + ":b"}, "x").Int()
+	if !errors.Is(err, pipeline.ErrFenced) || !holder.Rejected() {
+		t.Errorf("the ex-holder's write: %v (rejected %v), want ErrFenced", err, holder.Rejected())
+	}
+	if n, _ := rdb.Exists(ctx, task+":b").Result(); n != 0 {
+		t.Error("Redis ran the ex-holder's write")
+	}
+	// Unfenced callers (a manual trigger on any replica) are unaffected.
+	if n, err := insertScript.Run(ctx, pc, []string{task + ":c"}, "x").Int(); err != nil || n != 1 {
+		t.Errorf("an unfenced write: %d %v", n, err)
+	}
+}
+
+// Many fenced and unfenced callers at once, as in a spike: every call gets
+// its own reply, and fenced ones all succeed while the lease is renewed (a
+// PEXPIRE aborts a watching EXEC, which is tried again) — here every
+// millisecond, thousands of times more often than a holder renews.
+func TestFencedBatchesSurviveRenewals(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Shared(t)
+	pc := pipeline.NewClient(rdb)
+	lease, task := redistest.Uniq("lease"), redistest.Uniq("task")
+	rdb.Set(ctx, lease, "r0|1", time.Minute)
+	fence := &pipeline.Fence{Key: lease, Value: "r0|1"}
+	stop := make(chan struct{})
+	var renewer sync.WaitGroup
+	renewer.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+				rdb.PExpire(ctx, lease, time.Minute)
+			}
+		}
+	})
+	const callers = 200
+	var wg sync.WaitGroup
+	errs := make([]error, callers)
+	for i := range callers {
+		wg.Go(func() {
+			c := ctx
+			if i%2 == 0 {
+				c = pipeline.WithFence(ctx, fence)
+			}
+			_, errs[i] = insertScript.Run(c, pc, []string{task + ":" + string(rune('a'+i%26)) + string(rune('a'+i/26))}, "x").Int()
+		})
+	}
+	wg.Wait()
+	close(stop)
+	renewer.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("caller %d: %v", i, err)
+		}
+	}
+	if fence.Rejected() {
+		t.Error("a renewal was taken for a takeover")
+	}
+}
+
+// After SCRIPT FLUSH (a Redis restart does the same) go-redis falls back
+// from EVALSHA to EVAL; the fallback is fenced too.
+func TestTheEvalFallbackIsFenced(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := redistest.StartPrivate(t)
+	rdb := srv.Client(t)
+	pc := pipeline.NewClient(rdb)
+	rdb.Set(ctx, "lease", "r1|2", time.Minute)
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	stale := &pipeline.Fence{Key: "lease", Value: "r0|1"}
+	_, err := insertScript.Run(pipeline.WithFence(ctx, stale), pc, []string{"task"}, "x").Int()
+	if !errors.Is(err, pipeline.ErrFenced) {
+		t.Errorf("a stale holder's write after SCRIPT FLUSH: %v, want ErrFenced", err)
+	}
+	if n, _ := rdb.Exists(ctx, "task").Result(); n != 0 {
+		t.Error("the EVAL fallback ran unfenced")
+	}
+	holder := &pipeline.Fence{Key: "lease", Value: "r1|2"}
+	rdb.ScriptFlush(ctx)
+	if n, err := insertScript.Run(pipeline.WithFence(ctx, holder), pc, []string{"task"}, "x").Int(); err != nil || n != 1 {
+		t.Errorf("the holder's write after SCRIPT FLUSH: %d %v", n, err)
+	}
+}

@@ -1,0 +1,113 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// MinRedisVersion is the oldest Redis the runtime leads on: asynq's scripts
+// need 6.2.
+const MinRedisVersion = "6.2.0"
+
+// ErrUnsafeRedis: Redis could lose the runtime's state without a failure
+// (it evicts keys) or is too old; the runtime does not lead on it.
+var ErrUnsafeRedis = errors.New("unsafe Redis")
+
+// redisCheckEvery is how long a verdict on Redis's settings stands; a
+// reconnect after an outage asks again at once.
+const redisCheckEvery = time.Minute
+
+// redisCheck remembers the last verdict on Redis's settings.
+type redisCheck struct {
+	every   time.Duration // redisCheckEvery; tests shorten it
+	mu      sync.Mutex
+	at      time.Time
+	unsafe  error  // nil when safe or not known
+	logged  string // the verdict last logged, so each is logged once
+	stale   bool   // Redis reconnected since: ask again
+	checked bool
+}
+
+// mayLead is the lease's MayLead: it refuses while Redis evicts keys (the
+// lease, the fencing token and the cursors would vanish, and with them the
+// guarantee) or is older than MinRedisVersion.
+func (r *Runtime) mayLead(ctx context.Context) error {
+	c := &r.redisCheck
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.checked && !c.stale && time.Since(c.at) < c.every {
+		return c.unsafe
+	}
+	info, err := r.rdb.Info(ctx).Result()
+	if err != nil {
+		return nil // the lease's own call reports Redis being down
+	}
+	c.at, c.checked, c.stale = time.Now(), true, false
+	c.unsafe = judgeRedis(info)
+	switch verdict := fmt.Sprint(c.unsafe); {
+	case c.unsafe != nil && verdict != c.logged:
+		r.log.Error("belfry will not schedule on this Redis: " + c.unsafe.Error())
+		c.logged = verdict
+	case c.unsafe == nil && c.logged != "":
+		r.log.Info("Redis settings are safe again; scheduling resumes")
+		c.logged = ""
+	}
+	return c.unsafe
+}
+
+// RedisUnsafe says why this replica will not lead on its Redis, or "".
+func (r *Runtime) RedisUnsafe() string {
+	c := &r.redisCheck
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.unsafe == nil {
+		return ""
+	}
+	return c.unsafe.Error()
+}
+
+// judgeRedis reads INFO's redis_version and maxmemory_policy. A server that
+// reports neither (an embedded Redis such as miniredis) is not judged.
+func judgeRedis(info string) error {
+	fields := map[string]string{}
+	for line := range strings.Lines(info) {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			fields[k] = v
+		}
+	}
+	var problems []string
+	if v, ok := fields["redis_version"]; ok && versionLess(v, MinRedisVersion) {
+		problems = append(problems, fmt.Sprintf("Redis %s is older than %s, which asynq and belfry need", v, MinRedisVersion))
+	}
+	if p, ok := fields["maxmemory_policy"]; ok && p != "noeviction" {
+		problems = append(problems, fmt.Sprintf("maxmemory-policy is %s: Redis may evict the lease, the fencing token and the cursors, "+
+			"which runs slots twice or never; set maxmemory-policy noeviction", p))
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrUnsafeRedis, strings.Join(problems, "; "))
+}
+
+// versionLess compares dotted versions numerically.
+func versionLess(a, b string) bool {
+	as, bs := strings.Split(a, "."), strings.Split(b, ".")
+	for i := range max(len(as), len(bs)) {
+		var x, y int
+		if i < len(as) {
+			x, _ = strconv.Atoi(as[i])
+		}
+		if i < len(bs) {
+			y, _ = strconv.Atoi(bs[i])
+		}
+		if x != y {
+			return x < y
+		}
+	}
+	return false
+}

@@ -1,0 +1,89 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/belfry/belfry/registry"
+	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/internal/store"
+)
+
+func TestJudgeRedis(t *testing.T) {
+	for _, tt := range []struct {
+		name, info string
+		unsafe     string // "" for safe
+	}{
+		{"current and noeviction", "# Server\r\nredis_version:7.0.15\r\n# Memory\r\nmaxmemory_policy:noeviction\r\n", ""},
+		{"evicts", "redis_version:7.2.4\r\nmaxmemory_policy:allkeys-lru\r\n", "maxmemory-policy is allkeys-lru"},
+		{"evicts by TTL", "redis_version:7.2.4\r\nmaxmemory_policy:volatile-ttl\r\n", "maxmemory-policy is volatile-ttl"},
+		{"too old", "redis_version:6.0.16\r\nmaxmemory_policy:noeviction\r\n", "Redis 6.0.16 is older than 6.2.0"},
+		{"old enough", "redis_version:6.2.0\r\nmaxmemory_policy:noeviction\r\n", ""},
+		{"a minor above ten", "redis_version:6.10.1\r\n", ""},
+		{"reports neither (an embedded Redis)", "# Clients\r\nconnected_clients:1\r\n", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := runtime.JudgeRedis(tt.info)
+			switch {
+			case tt.unsafe == "" && err != nil:
+				t.Errorf("judged unsafe: %v", err)
+			case tt.unsafe != "" && (!errors.Is(err, runtime.ErrUnsafeRedis) || !strings.Contains(err.Error(), tt.unsafe)):
+				t.Errorf("verdict %v, want ErrUnsafeRedis saying %q", err, tt.unsafe)
+			}
+		})
+	}
+}
+
+// A Redis that evicts keys could drop the lease, the token and the cursors:
+// the runtime refuses to lead on it, says so once and in its health, leads
+// once it is fixed, and gives the lease up if it turns unsafe again.
+func TestNoLeadingOnARedisThatEvicts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := startPrivateRedis(t)
+	rdb := srv.Client(t)
+	if err := rdb.ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err(); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	reg := registry.MustNew(idleSchedule())
+	rt, err := runtime.New(reg, runtime.Options{Redis: rdb, Namespace: uniq("ns"), LeaseTTL: time.Second,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.JudgeRedisSettingsEvery(0)
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { rt.Run(runCtx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; rt.Close() })
+	lease := store.NewKeys(rt.Namespace()).Lease
+	waitFor(t, 5*time.Second, "the refusal", func() bool { return strings.Contains(logs.String(), "will not schedule on this Redis") })
+	if n, _ := rdb.Exists(ctx, lease).Result(); n != 0 || rt.IsLeader() {
+		t.Fatal("the runtime took the lease on a Redis that evicts")
+	}
+	if h := rt.Health(ctx); h.Status != "unhealthy" || !strings.Contains(strings.Join(h.Problems, ";"), "maxmemory-policy is allkeys-lru") {
+		t.Errorf("health %+v, want unhealthy naming the eviction policy", h)
+	}
+	if err := rdb.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the runtime to lead once Redis is safe", rt.IsLeader)
+	if !strings.Contains(logs.String(), "safe again") {
+		t.Errorf("no recovery logged:\n%s", logs.String())
+	}
+	if err := rdb.ConfigSet(ctx, "maxmemory-policy", "volatile-ttl").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the holder to give the lease up", func() bool {
+		n, _ := rdb.Exists(ctx, lease).Result()
+		return !rt.IsLeader() && n == 0
+	})
+	if n := strings.Count(logs.String(), "will not schedule on this Redis"); n != 2 {
+		t.Errorf("logged the refusal %d times, want once per verdict (2):\n%s", n, logs.String())
+	}
+}
