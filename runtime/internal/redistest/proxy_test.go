@@ -150,13 +150,18 @@ func TestProxyDelaysReplies(t *testing.T) {
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	const delay = 300 * time.Millisecond
+	const delay = time.Second
 	p.Delay(delay)
 	start := time.Now()
 	setDone := make(chan error, 1)
 	go func() { setDone <- rdb.Set(ctx, "k", "v", 0).Err() }()
 	// The command itself runs on time; only its reply is late.
-	redistest.WaitFor(t, delay/2, "the SET to reach Redis before its delayed reply", func() bool { return get(t, direct, "k") == "v" })
+	redistest.WaitFor(t, 2*delay, "the SET to reach Redis", func() bool { return get(t, direct, "k") == "v" })
+	select {
+	case <-setDone:
+		t.Fatalf("the SET's reply came %s after it was sent, with %s of latency", time.Since(start), delay)
+	default:
+	}
 	if err := <-setDone; err != nil {
 		t.Fatal(err)
 	}
