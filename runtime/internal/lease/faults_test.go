@@ -38,19 +38,6 @@ func setupFaulty(t *testing.T) *faulty {
 	return f
 }
 
-// client returns a client of the proxy, connected, so that a dropped reply
-// is a command's and not the connection handshake's.
-func (f *faulty) client(t *testing.T, opts redis.Options) redis.UniversalClient {
-	t.Helper()
-	opts.Addr = f.proxy.Addr()
-	rdb := redis.NewClient(&opts)
-	t.Cleanup(func() { rdb.Close() })
-	if err := rdb.Ping(context.Background()).Err(); err != nil {
-		t.Fatal(err)
-	}
-	return rdb
-}
-
 func (f *faulty) lease(rdb redis.UniversalClient, replica string, ttl time.Duration) *Lease {
 	return New(Config{Redis: rdb, Keys: f.keys, Replica: replica, TTL: ttl, Clock: f.clock})
 }
@@ -83,7 +70,7 @@ func TestRecognisesItsOwnLeaseAfterALostAcquireReply(t *testing.T) {
 			ctx := context.Background()
 			const ttl = 30 * time.Second
 			f := setupFaulty(t)
-			l := f.lease(f.client(t, tc.opts), "r0", ttl)
+			l := f.lease(f.proxy.Client(t, tc.opts), "r0", ttl)
 			f.proxy.DropNextReply()
 			var wait time.Duration
 			var err error
@@ -139,7 +126,7 @@ func TestRenewAndReleaseSurviveALostReply(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f := setupFaulty(t)
-	l := f.lease(f.client(t, redis.Options{}), "r0", 30*time.Second)
+	l := f.lease(f.proxy.Client(t, redis.Options{}), "r0", 30*time.Second)
 	if _, err := l.Acquire(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +139,7 @@ func TestRenewAndReleaseSurviveALostReply(t *testing.T) {
 		t.Fatalf("after a renewal whose reply was lost (%d dropped) it holds %q (trusted %v), want %q", f.proxy.Dropped(), v, ok, held)
 	}
 
-	noRetry := f.lease(f.client(t, redis.Options{MaxRetries: -1}), "r1", 30*time.Second)
+	noRetry := f.lease(f.proxy.Client(t, redis.Options{MaxRetries: -1}), "r1", 30*time.Second)
 	l.Release(ctx)
 	if _, err := noRetry.Acquire(ctx); err != nil {
 		t.Fatal(err)
@@ -197,7 +184,7 @@ func TestRenewalAgainstABlackHoleStepsDownWithinTheTrustWindow(t *testing.T) {
 			ctx := context.Background()
 			const ttl = 3 * time.Second
 			f := setupFaulty(t)
-			l := f.lease(f.client(t, tc.opts), "r0", ttl)
+			l := f.lease(f.proxy.Client(t, tc.opts), "r0", ttl)
 			if _, err := l.Acquire(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -234,7 +221,7 @@ func TestRenewalAgainstABlackHoleStepsDownWithinTheTrustWindow(t *testing.T) {
 func TestObserveObeysItsDeadline(t *testing.T) {
 	t.Parallel()
 	f := setupFaulty(t)
-	rdb := f.client(t, redis.Options{})
+	rdb := f.proxy.Client(t, redis.Options{})
 	f.proxy.BlackHole()
 	const bound = 300 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
@@ -275,7 +262,7 @@ func TestRenewalGivesUpByTheEndOfTheTrustWindow(t *testing.T) {
 	ctx := context.Background()
 	const ttl, left = 30 * time.Second, 300 * time.Millisecond
 	f := setupFaulty(t)
-	l := f.lease(f.client(t, redis.Options{}), "r0", ttl)
+	l := f.lease(f.proxy.Client(t, redis.Options{}), "r0", ttl)
 	if _, err := l.Acquire(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +284,7 @@ func TestSlowRepliesDoNotDelayTheNextRenewal(t *testing.T) {
 	ctx := context.Background()
 	const ttl, latency = 3 * time.Second, 400 * time.Millisecond
 	f := setupFaulty(t)
-	l := New(Config{Redis: f.client(t, redis.Options{}), Keys: f.keys, Replica: "r0", TTL: ttl})
+	l := New(Config{Redis: f.proxy.Client(t, redis.Options{}), Keys: f.keys, Replica: "r0", TTL: ttl})
 	f.proxy.Delay(latency)
 	wait, err := l.Acquire(ctx)
 	if err != nil {

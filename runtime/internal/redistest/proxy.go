@@ -1,10 +1,13 @@
 package redistest
 
 import (
+	"context"
 	"net"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Proxy is a TCP proxy between Redis clients and a Redis server that makes
@@ -68,6 +71,21 @@ func NewProxy(t testing.TB, network, address string) *Proxy {
 
 // Addr is the proxy's address, host:port, for redis.Options.Addr.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Client returns a client of the proxy built from opts (Addr is set),
+// closed when the test ends. It is connected before it is returned, so a
+// fault armed next (DropNextReply) hits a command, not the connection's
+// handshake.
+func (p *Proxy) Client(t testing.TB, opts redis.Options) *redis.Client {
+	t.Helper()
+	opts.Addr = p.Addr()
+	rdb := redis.NewClient(&opts)
+	t.Cleanup(func() { rdb.Close() })
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		t.Fatalf("redis through the proxy at %s: %v", p.Addr(), err)
+	}
+	return rdb
+}
 
 // Pass ends every fault: traffic flows again, and bytes held by a
 // black-hole are delivered in order, as TCP retransmits them when a

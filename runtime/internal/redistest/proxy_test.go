@@ -145,11 +145,7 @@ func TestProxyDelaysReplies(t *testing.T) {
 	t.Parallel()
 	p, direct := proxied(t)
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: p.Addr()})
-	defer rdb.Close()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
+	rdb := p.Client(t, redis.Options{})
 	const delay = time.Second
 	p.Delay(delay)
 	start := time.Now()
@@ -201,11 +197,7 @@ func TestProxyDropsExactlyTheNextReply(t *testing.T) {
 
 	// go-redis sees the lost reply as EOF and sends the command again: a
 	// non-idempotent command then runs twice.
-	rdb := redis.NewClient(&redis.Options{Addr: p.Addr()})
-	defer rdb.Close()
-	if err := rdb.Ping(context.Background()).Err(); err != nil { // connect (HELLO) first
-		t.Fatal(err)
-	}
+	rdb := p.Client(t, redis.Options{})
 	p.DropNextReply()
 	n, err := rdb.Incr(context.Background(), "k").Result()
 	if err != nil || n != 4 {
