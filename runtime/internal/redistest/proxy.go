@@ -42,14 +42,22 @@ type proxyConn struct {
 	// through this connection: its next reply is discarded and both sides
 	// are closed.
 	dropReply bool
+	// closed is set (under Proxy.mu) when either side is closed, so that
+	// a chunk held by a black-hole is let go.
+	closed    bool
 	closeOnce sync.Once
 }
 
-func (c *proxyConn) close() {
+// closeConn closes both sides of c and wakes whatever holds its chunks.
+func (p *Proxy) closeConn(c *proxyConn) {
 	c.closeOnce.Do(func() {
 		c.client.Close()
 		c.server.Close()
 	})
+	p.mu.Lock()
+	c.closed = true
+	p.gateOpen.Broadcast()
+	p.mu.Unlock()
 }
 
 // NewProxy starts a proxy in front of the server at network/address (e.g.
@@ -145,7 +153,7 @@ func (p *Proxy) Reset() {
 	}
 	p.mu.Unlock()
 	for _, c := range conns {
-		c.close()
+		p.closeConn(c)
 	}
 }
 
@@ -187,7 +195,7 @@ func (p *Proxy) accept() {
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
-			c.close()
+			p.closeConn(c)
 			return
 		}
 		p.accepted++
@@ -228,7 +236,7 @@ func (p *Proxy) pump(c *proxyConn, src, dst net.Conn, deliver func(*proxyConn, n
 		}
 	}()
 	defer func() {
-		c.close()
+		p.closeConn(c)
 		for range queue { // let the reader finish on the closed conn
 		}
 		p.mu.Lock()
@@ -243,17 +251,17 @@ func (p *Proxy) pump(c *proxyConn, src, dst net.Conn, deliver func(*proxyConn, n
 }
 
 // waitGate blocks while the proxy black-holes traffic and reports false
-// once the proxy is closed. It returns with p.mu held.
-func (p *Proxy) waitGate() bool {
+// once the proxy or c is closed. It returns with p.mu held.
+func (p *Proxy) waitGate(c *proxyConn) bool {
 	p.mu.Lock()
-	for p.blackHole && !p.closed {
+	for p.blackHole && !p.closed && !c.closed {
 		p.gateOpen.Wait()
 	}
-	return !p.closed
+	return !p.closed && !c.closed
 }
 
 func (p *Proxy) forwardRequest(c *proxyConn, dst net.Conn, ch chunk) bool {
-	if !p.waitGate() {
+	if !p.waitGate(c) {
 		p.mu.Unlock()
 		return false
 	}
@@ -267,7 +275,7 @@ func (p *Proxy) forwardRequest(c *proxyConn, dst net.Conn, ch chunk) bool {
 
 func (p *Proxy) forwardReply(c *proxyConn, dst net.Conn, ch chunk) bool {
 	for {
-		if !p.waitGate() {
+		if !p.waitGate(c) {
 			p.mu.Unlock()
 			return false
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"syscall"
 	"testing"
 	"time"
 
@@ -205,5 +206,30 @@ func TestProxyDropsExactlyTheNextReply(t *testing.T) {
 	}
 	if p.Dropped() != 2 {
 		t.Errorf("Dropped() = %d, want 2", p.Dropped())
+	}
+}
+
+// Reset closes the connections a black-hole holds, as a partition that
+// outlasts TCP's retransmissions does; new ones still follow the mode.
+func TestProxyResetClosesHeldConnections(t *testing.T) {
+	t.Parallel()
+	p, _ := proxied(t)
+	c := dialRaw(t, p)
+	c.send("PING")
+	if r, err := c.reply(2 * time.Second); err != nil || r != "+PONG" {
+		t.Fatalf("PING: %q, %v", r, err)
+	}
+	p.BlackHole()
+	c.send("PING")
+	p.Reset()
+	if r, err := c.reply(2 * time.Second); !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("read after Reset = %q, %v; want the connection closed", r, err)
+	}
+	redistest.WaitFor(t, 2*time.Second, "the proxy to let go of the reset connection", func() bool { return p.Open() == 0 })
+	p.Pass()
+	next := dialRaw(t, p)
+	next.send("PING")
+	if r, err := next.reply(2 * time.Second); err != nil || r != "+PONG" {
+		t.Fatalf("PING on a new connection after Reset: %q, %v", r, err)
 	}
 }
