@@ -327,3 +327,19 @@ func TestAQueueNoWorkerServesIsReported(t *testing.T) {
 		t.Errorf("health %+v, want unhealthy naming the unserved queue", h)
 	}
 }
+
+// Two processes started with one Replica name: each says so in health and
+// the snapshot.
+func TestADuplicateReplicaNameIsReported(t *testing.T) {
+	t.Parallel()
+	rdb := sharedRedis(t)
+	c := newCluster(t, rdb, 2, runtime.Options{LeaseTTL: time.Second, Replica: "same-name"}, idleSchedule())
+	for _, rt := range c.rts {
+		waitFor(t, 10*time.Second, "the duplicate name to be noticed", func() bool {
+			return strings.Contains(rt.DuplicateReplica(), `"same-name" is used by two processes`)
+		})
+		if h := rt.Health(context.Background()); h.Status != "unhealthy" {
+			t.Errorf("health %+v, want unhealthy naming the duplicate", h)
+		}
+	}
+}
