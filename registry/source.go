@@ -93,6 +93,9 @@ func CheckHandler(fn *types.Func, payload types.Type) error {
 		if payload == nil && params.Len() == 3 {
 			return bad("a third parameter needs payload=<package-level var>")
 		}
+		if params.Len() == 1 {
+			return bad("it takes 1 parameter")
+		}
 		return bad(fmt.Sprintf("it takes %d parameters", params.Len()))
 	case !isNamed(params.At(0).Type(), "context", "Context"):
 		return bad("the first parameter must be context.Context")

@@ -104,7 +104,7 @@ func (*Box[T]) GenericRecv(ctx context.Context, occ registry.Occurrence) error {
 		{"WithPayload", nil, "a third parameter needs payload=<package-level var>"},
 		{"WithPointer", config, "the payload of type jobs.Config is not assignable to the third parameter"},
 		{"Good", config, "it takes 2 parameters"},
-		{"OneParam", nil, "it takes 1 parameters"},
+		{"OneParam", nil, "it takes 1 parameter:"},
 		{"NoResult", nil, "it must return exactly one error"},
 		{"TwoResults", nil, "it must return exactly one error"},
 		{"NamedError", nil, "it must return exactly one error"},
@@ -115,7 +115,7 @@ func (*Box[T]) GenericRecv(ctx context.Context, occ registry.Occurrence) error {
 		{"Generic", nil, "generic functions cannot be handlers"},
 		{"Method", nil, ""},
 		{"PointerMethod", nil, ""},
-		{"BadMethod", nil, "it takes 1 parameters"},
+		{"BadMethod", nil, "it takes 1 parameter:"},
 		{"GenericRecv", nil, "the receiver must be a named, non-generic type"},
 	}
 	for _, tt := range tests {

@@ -32,11 +32,18 @@ func run(pass *analysis.Pass) (any, error) {
 	for _, e := range res.Entries {
 		switch {
 		case e.Err != nil:
-			d := analysis.Diagnostic{Pos: e.Err.Pos, End: e.Err.End, Message: e.Err.Msg}
-			if fix, ok := zonePrefixFix(e); ok {
-				d.SuggestedFixes = []analysis.SuggestedFix{fix}
+			// Every problem of the directive, so one run shows them all.
+			errs := e.Found.Errs
+			if len(errs) == 0 {
+				errs = registry.PosErrors{e.Err}
 			}
-			cronpass.Report(pass, e, d)
+			for i, perr := range errs {
+				d := analysis.Diagnostic{Pos: perr.Pos, End: perr.End, Message: perr.Msg}
+				if fix, ok := zonePrefixFix(e); ok && i == 0 {
+					d.SuggestedFixes = []analysis.SuggestedFix{fix}
+				}
+				cronpass.Report(pass, e, d)
+			}
 		case registry.MisplacedError(e.Found) != nil:
 			err := registry.MisplacedError(e.Found)
 			cronpass.Report(pass, e, analysis.Diagnostic{Pos: err.Pos, End: err.End, Message: err.Msg})
