@@ -141,3 +141,19 @@ func parseRobfig(b *testing.B, expr string) robfig.Schedule {
 	}
 	return s
 }
+
+// BenchmarkParseCron times ParseCron on the typical and the extension
+// forms. Parsing happens once per schedule at start-up, so it may allocate;
+// this keeps its cost in view.
+func BenchmarkParseCron(b *testing.B) {
+	for _, expr := range append(benchExprs[:len(benchExprs):len(benchExprs)], benchExtExprs...) {
+		b.Run(expr, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := ParseCron(expr, time.UTC, WithName("jobs.nightly-report"), WithPhase(benchPhase(expr))); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

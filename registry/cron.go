@@ -174,6 +174,9 @@ func ParseCron(expr string, loc *time.Location, opts ...CronOption) (*Cron, erro
 		}
 		sets[i] = set
 	}
+	if err := standardValues(&sets); err != nil {
+		return nil, &ExprError{Offset: lead, Len: len(trimmed), Msg: err.Error()}
+	}
 	c.second, c.minute, c.hour = sets[0].values, sets[1].values, sets[2].values
 	c.dom, c.month, c.dow = sets[3].values, sets[4].values, sets[5].values
 	c.domLast, c.domNearest, c.domLastWeekday = sets[3].last, sets[3].nearest, sets[3].lastWeekday

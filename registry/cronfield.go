@@ -1,10 +1,13 @@
 package registry
 
 import (
+	"cmp"
 	"fmt"
 	"hash/fnv"
 	"strconv"
 	"strings"
+
+	robfig "github.com/robfig/cron/v3"
 )
 
 // The fields of an expression, seconds first (a five-field expression has
@@ -52,11 +55,22 @@ func (sp *fieldSpec) count() int { return sp.last - sp.min + 1 }
 
 // fieldSet is what one field matches.
 type fieldSet struct {
+	// items are the field's standard items (H resolved to numbers), which
+	// robfig's parser turns into values (see standardValues).
+	items  []stdItem
 	values uint64
 	// Day-of-month: last bit n for L-n, nearest bit d for dW, lastWeekday
 	// for LW. Day-of-week: last bit w for wL, nth bit 7*(k-1)+w for w#k.
 	last, nearest, nth uint64
 	lastWeekday        bool
+}
+
+// stdItem is one standard list item: the values lo, lo+step, ... up to hi
+// as belfry reads it (day-of-week 7 is Sunday), which the tests check
+// robfig's values against, and the text robfig's parser is given for it.
+type stdItem struct {
+	lo, hi, step int
+	robfig       string
 }
 
 // fieldError is a problem at bytes [offset, offset+len) of a field.
@@ -85,9 +99,6 @@ func parseField(fi int, field string, cfg *cronConfig) (fieldSet, *fieldError) {
 		}
 		start = end + 1
 	}
-	if fi == fieldDayOfWeek && set.values&(1<<7) != 0 {
-		set.values = set.values&^(1<<7) | 1
-	}
 	return set, nil
 }
 
@@ -98,13 +109,15 @@ func (set *fieldSet) add(sp *fieldSpec, fi int, item string, cfg *cronConfig) st
 		if item == "?" && fi != fieldDayOfMonth && fi != fieldDayOfWeek {
 			return "? is for day-of-month and day-of-week only; write *"
 		}
-		return set.addRange(sp, sp.min, sp.last, 1)
+		set.addValues(fi, sp.min, sp.last, 1, item)
+		return ""
 	case strings.HasPrefix(item, "*/"):
 		step, msg := sp.step(item[2:])
 		if msg != "" {
 			return msg
 		}
-		return set.addRange(sp, sp.min, sp.last, step)
+		set.addValues(fi, sp.min, sp.last, step, item)
+		return ""
 	case item[0] == 'H':
 		return set.addHash(sp, fi, item, cfg)
 	case fi == fieldDayOfMonth && (item[0] == 'L' || strings.HasSuffix(item, "W")):
@@ -163,14 +176,101 @@ func (set *fieldSet) add(sp *fieldSpec, fi int, item string, cfg *cronConfig) st
 			return msg
 		}
 	}
-	return set.addRange(sp, lo, hi, step)
+	text := item // robfig reads it as belfry does, unless:
+	if fi == fieldDayOfWeek && hi == 7 || !robfigKnows(loText) || isRange && !robfigKnows(hiText) {
+		text = "" // Sunday as 7 or a full name: write it in numbers
+	}
+	set.addValues(fi, lo, hi, step, text)
+	return ""
 }
 
-func (set *fieldSet) addRange(sp *fieldSpec, lo, hi, step int) string {
-	for v := lo; v <= hi; v += step {
-		set.values |= 1 << v
+// addValues adds the values lo, lo+step, ... up to hi (day-of-week 7 is
+// Sunday) as one standard item. text is the item as robfig's parser is to
+// read it, or empty to have it written in numbers it accepts.
+func (set *fieldSet) addValues(fi, lo, hi, step int, text string) {
+	if text == "" {
+		text = numericItems(fi, lo, hi, step)
 	}
-	return ""
+	set.items = append(set.items, stdItem{lo: lo, hi: hi, step: step, robfig: text})
+}
+
+// robfigKnows reports whether robfig's parser reads a value text that
+// fieldSpec.value accepted as belfry does: a number or a three-letter
+// name, not a full name. (A day of week of 7 is the caller's to check.)
+func robfigKnows(text string) bool { return len(text) <= 3 || isDigits(text) }
+
+// numericItems writes the values lo, lo+step, ... up to hi as items
+// robfig's parser accepts. Its day of week stops at 6, so Sunday as 7 is
+// written 0: "5-7" becomes "5-6,0", "MON-SUN" "1-6,0", "1-7/3" "1-6/3,0"
+// and "7" "0".
+func numericItems(fi, lo, hi, step int) string {
+	top := hi
+	if fi == fieldDayOfWeek {
+		top = min(hi, 6)
+	}
+	var items []string
+	if lo <= top {
+		items = append(items, spanText(lo, top, step))
+	}
+	if top < hi && (hi-lo)%step == 0 {
+		items = append(items, "0")
+	}
+	return strings.Join(items, ",")
+}
+
+// spanText writes lo, lo+step, ... up to hi as one robfig item.
+func spanText(lo, hi, step int) string {
+	switch {
+	case lo == hi:
+		return strconv.Itoa(lo)
+	case step == 1:
+		return fmt.Sprintf("%d-%d", lo, hi)
+	}
+	return fmt.Sprintf("%d-%d/%d", lo, hi, step)
+}
+
+// robfigText is the field's standard items as robfig's parser is given
+// them, empty when it has none.
+func (set *fieldSet) robfigText() string {
+	texts := make([]string, len(set.items))
+	for k, it := range set.items {
+		texts[k] = it.robfig
+	}
+	return strings.Join(texts, ",")
+}
+
+// standardParser is robfig's parser for the standard items of all six
+// fields. Descriptors are expanded (and @every handled) before it.
+var standardParser = robfig.NewParser(robfig.Second | robfig.Minute | robfig.Hour | robfig.Dom | robfig.Month | robfig.Dow)
+
+// robfigStar is the bit robfig's parser adds for a field starting with *
+// or ?; belfry decides that from the text (startsWithStar), as cronie.
+const robfigStar = 1 << 63
+
+// robfigRejects starts the message of a robfig error on items belfry
+// validated, which is a bug in belfry, never a mistake in the expression.
+const robfigRejects = "internal error: robfig/cron's parser rejects"
+
+// standardValues has robfig's parser compute the values of every field's
+// standard items, in one parse of the six fields. A field of extension
+// items only ("L") is given as "*" and keeps no standard value.
+func standardValues(sets *[6]fieldSet) error {
+	var spec [6]string
+	for i := range sets {
+		spec[i] = cmp.Or(sets[i].robfigText(), "*")
+	}
+	text := strings.Join(spec[:], " ")
+	sched, err := standardParser.Parse(text)
+	s, ok := sched.(*robfig.SpecSchedule)
+	if err != nil || !ok {
+		return fmt.Errorf("%s %q, the standard items as belfry passes them on (%v); please report the expression as a bug in belfry", robfigRejects, text, err)
+	}
+	for i, values := range [6]uint64{s.Second, s.Minute, s.Hour, s.Dom, s.Month, s.Dow} {
+		if len(sets[i].items) > 0 {
+			sets[i].values = values &^ robfigStar
+		}
+	}
+	return nil
 }
 
 // addLastOrWeekday adds L, L-n, LW or nW to a day-of-month set.
@@ -246,11 +346,12 @@ func (set *fieldSet) addHash(sp *fieldSpec, fi int, item string, cfg *cronConfig
 	}
 	h := hashField(cfg.name, sp.name)
 	if step == 0 {
-		set.values |= 1 << (lo + int(h%uint64(hi-lo+1)))
+		v := lo + int(h%uint64(hi-lo+1))
+		set.addValues(fi, v, v, 1, "")
 		return ""
 	}
-	start := lo + int(h%uint64(min(step, hi-lo+1)))
-	return set.addRange(sp, start, hi, step)
+	set.addValues(fi, lo+int(h%uint64(min(step, hi-lo+1))), hi, step, "")
+	return ""
 }
 
 // hashField is the number H fields derive their values from: FNV-1a

@@ -61,9 +61,16 @@
 // directive using H must set name= explicitly, so that renaming its
 // function does not move its fire times.
 //
-// Where this differs from github.com/robfig/cron/v3, whose syntax it
-// otherwise accepts: 7 is Sunday and ranges may end on Sunday; L, W, #, H
-// and full names exist; a step larger than its field (*/70 in minutes) and
+// The standard items (numbers, three-letter names, ranges, steps, * and ?)
+// are parsed by github.com/robfig/cron/v3's parser. This package checks
+// every item before it, so that a mistake is reported with its field, the
+// item and the fix, and adds what robfig lacks: L, W, # and H, full names,
+// 7 for Sunday and ranges ending on Sunday, which robfig is given in
+// numbers it reads alike ("MON-SUN" as "1-6,0", H as the value it picks).
+//
+// Where this differs from robfig/cron, whose syntax it otherwise
+// accepts: 7 is Sunday and ranges may end on Sunday; L, W, #, H and full
+// names exist; a step larger than its field (*/70 in minutes) and
 // an empty list item (1,,2) are errors, not silently accepted; '?' is for
 // the day fields only; a day field starting with '*' ("*/2" too, as in
 // cronie) leaves the day to the other field, where robfig treats only a

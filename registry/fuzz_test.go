@@ -4,6 +4,7 @@ import (
 	"errors"
 	"go/ast"
 	"go/token"
+	"strings"
 	"testing"
 	"time"
 )
@@ -60,8 +61,13 @@ func FuzzParseCron(f *testing.F) {
 				if c != nil {
 					t.Fatalf("ParseCron(%q) returned %v with error %v", expr, c, err)
 				}
+				if strings.HasPrefix(ee.Msg, robfigRejects) {
+					t.Fatalf("ParseCron(%q): belfry's validation passed what robfig's parser rejects: %v", expr, err)
+				}
 				continue
 			}
+			// What belfry accepts, robfig's parser read as belfry does.
+			checkStandardValues(t, expr, "jobs.fuzz", c)
 			for _, from := range froms {
 				at := from
 				for range 3 {
