@@ -145,8 +145,8 @@ func (s *Schedule) Wrap(middleware ...Middleware) HandlerFunc {
 }
 
 // HandlePayload decodes an occurrence from an asynq task payload and runs
-// the wrapped handler. Generated RegisterHandlers functions call it, so the
-// adapter from asynq lives here once instead of in every generated file.
+// the wrapped handler. The runtime's RegisterHandlers calls it, so the
+// adapter from asynq's payload lives here once.
 func (s *Schedule) HandlePayload(ctx context.Context, payload []byte, middleware ...Middleware) error {
 	occ, err := DecodeOccurrence(payload)
 	if err != nil {

@@ -11,8 +11,9 @@ import (
 )
 
 // e2eMain prints each schedule's next fire time from a fixed instant, then
-// delivers one occurrence of each schedule through RegisterHandlers and a
-// recording middleware, as an asynq server would.
+// delivers one occurrence of each schedule through an asynq mux and a
+// recording middleware, as the runtime's RegisterHandlers and an asynq
+// server would.
 const e2eMain = `package main
 
 import (
@@ -40,7 +41,11 @@ func main() {
 		}
 	}
 	mux := asynq.NewServeMux()
-	jobs.RegisterHandlers(mux, record)
+	for _, s := range jobs.Registry.Schedules() {
+		mux.HandleFunc(s.Name, func(ctx context.Context, t *asynq.Task) error {
+			return s.HandlePayload(ctx, t.Payload(), record)
+		})
+	}
 	for _, s := range jobs.Registry.Schedules() {
 		task := asynq.NewTask(s.Name, registry.EncodeOccurrence(s.Occurrence(s.Next(from))))
 		if err := mux.ProcessTask(context.Background(), task); err != nil {

@@ -17,9 +17,10 @@
 //
 // crongen then writes zz_generated.cron.go next to the handlers: task-name
 // constants, compile-time checks of every handler's signature, and either
-// the Registry value and RegisterHandlers for an *asynq.ServeMux (when every
-// handler is a func) or NewRegistry, which takes the receivers of the
-// handlers that are methods. Problems are printed as file:line:col:
+// the Registry value (when every handler is a func) or NewRegistry, which
+// takes the receivers of the handlers that are methods. The runtime
+// registers the handlers on asynq (Runtime.RegisterHandlers) and records
+// every execution. Problems are printed as file:line:col:
 // message, all of them, and then nothing is written.
 //
 // Exit status: 0 on success, 1 when the packages have problems, 2 for a

@@ -14,8 +14,6 @@ import (
 	"github.com/belfry/belfry/registry"
 )
 
-const asynqPath = "github.com/hibiken/asynq"
-
 // importSet names the generated file's imports so that none is shadowed by
 // a package-level declaration of the package (a var called registry, say)
 // or by another import of the same name.
@@ -30,7 +28,6 @@ func newImportSet(scope *types.Scope) *importSet {
 	s.add("context", "context")
 	s.add("time", "time")
 	s.add(registry.ImportPath, "registry")
-	s.add(asynqPath, "asynq")
 	return s
 }
 
@@ -54,13 +51,14 @@ func (s *importSet) name(path string) string { return s.byPath[path] }
 func render(t *target) ([]byte, error) {
 	var b bytes.Buffer
 	imp := t.imports
-	ctx, reg, asynq := imp.name("context"), imp.name(registry.ImportPath), imp.name(asynqPath)
+	ctx, reg := imp.name("context"), imp.name(registry.ImportPath)
 
 	fmt.Fprintf(&b, "%s\n\npackage %s\n\n", header, t.name)
-	// RegisterHandlers, the only user of asynq, ranges over the package's
-	// Registry, which a package with method handlers does not have.
 	methods := len(t.receivers) > 0
-	writeImports(&b, imp, func(path string) bool { return path != asynqPath || !methods })
+	// context appears only in the checks of handlers that take a payload
+	// or are methods.
+	usesContext := slices.ContainsFunc(t.schedules, func(s *schedule) bool { return s.payloadParam != "" || s.recv != "" })
+	writeImports(&b, imp, func(path string) bool { return path != "context" || usesContext })
 
 	b.WriteString("// Task names: the asynq task type of each schedule.\nconst (\n")
 	for _, s := range t.schedules {
@@ -105,17 +103,6 @@ func render(t *target) ([]byte, error) {
 		}
 		b.WriteString(")\n\n")
 
-		fmt.Fprintf(&b, `// %[1]s registers every schedule's handler on mux under its task
-// name. Middleware (such as the runtime's recorder) wraps each handler, the
-// first outermost.
-func %[1]s(mux *%[2]s.ServeMux, middleware ...%[3]s.Middleware) {
-	for _, s := range %[4]s.Schedules() {
-		mux.HandleFunc(s.Name, func(ctx %[5]s.Context, t *%[2]s.Task) error {
-			return s.HandlePayload(ctx, t.Payload(), middleware...)
-		})
-	}
-}
-`, registerHandlers, asynq, reg, registryVar, ctx)
 	}
 
 	src, err := format.Source(b.Bytes())
