@@ -33,7 +33,20 @@ var (
 
 var pageTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 	"pathEscape": url.PathEscape,
+	"duration":   shortDuration,
 }).Parse(pageHTML))
+
+// shortDuration writes 30m for 30m0s and 1h for 1h0m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
 
 type pageData struct {
 	Title    string
@@ -113,15 +126,16 @@ func instantOf(t time.Time, loc *time.Location, now time.Time) instant {
 
 // relative says how far t is from now: "in 16 min", "3 min ago".
 func relative(t, now time.Time) string {
-	d := t.Sub(now).Round(time.Second)
-	future := d > 0
+	d, future := t.Sub(now).Round(time.Second), t.After(now)
 	if d < 0 {
 		d = -d
 	}
 	var s string
 	switch {
-	case d < time.Second:
+	case d < time.Second && future:
 		return "now"
+	case d < time.Second:
+		return "just now"
 	case d < time.Minute:
 		s = strconv.Itoa(int(d/time.Second)) + " s"
 	case d < time.Hour:

@@ -166,7 +166,7 @@ func TestPagePauseShowsWhoWhenAndWhy(t *testing.T) {
 	}
 
 	_, body := do(t, "GET", srv.URL+"/cron/", nil, nil)
-	note := "paused by alice now: migrating &lt;b&gt;the&lt;/b&gt; table"
+	note := "paused by alice just now: migrating &lt;b&gt;the&lt;/b&gt; table"
 	for _, want := range []string{`<p class="summary" id="summary" data-live>1 failing · 1 paused</p>`, note, `data-action="resume"`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("overview lacks %q:\n%s", want, body)

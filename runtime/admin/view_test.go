@@ -61,7 +61,8 @@ func TestRelative(t *testing.T) {
 		d    time.Duration
 		want string
 	}{
-		{0, "now"},
+		{0, "just now"},
+		{-400 * time.Millisecond, "just now"},
 		{400 * time.Millisecond, "now"},
 		{42 * time.Second, "in 42 s"},
 		{-42 * time.Second, "42 s ago"},
@@ -118,6 +119,18 @@ func TestHistoryRowOf(t *testing.T) {
 				t.Errorf("slot %q (%d), want it in London's offset", row.Slot.Local, row.SlotUnix)
 			}
 		})
+	}
+}
+
+func TestShortDuration(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		d    time.Duration
+		want string
+	}{{30 * time.Minute, "30m"}, {time.Hour, "1h"}, {90 * time.Minute, "1h30m"}, {2 * time.Second, "2s"}, {1500 * time.Millisecond, "1.5s"}, {time.Hour + time.Second, "1h0m1s"}} {
+		if got := shortDuration(tt.d); got != tt.want {
+			t.Errorf("shortDuration(%v) = %q, want %q", tt.d, got, tt.want)
+		}
 	}
 }
 
