@@ -261,7 +261,7 @@ func startOperatorService(t *testing.T) *operatorService {
 // Every step waits on the page refreshing itself, never on a reload.
 func TestAdminOperatorFlowsInBrowser(t *testing.T) {
 	t.Parallel()
-	ctx := newBrowser(t, 90*time.Second, 1360, 720)
+	ctx := newBrowser(t, 90*time.Second, 1400, 720)
 	svc := startOperatorService(t)
 
 	t.Log("a panicking job shows as failed, with its panic text")

@@ -34,7 +34,28 @@ var (
 var pageTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 	"pathEscape": url.PathEscape,
 	"duration":   shortDuration,
+	"glyph":      glyph,
 }).Parse(pageHTML))
+
+// glyph is an outcome in one character, for the row of earlier runs on the
+// overview (each with its outcome in words as its title).
+func glyph(o runtime.Outcome) string {
+	switch o {
+	case runtime.OutcomeSucceeded:
+		return "✓"
+	case runtime.OutcomeFailed:
+		return "✗"
+	case runtime.OutcomeRetrying:
+		return "↻"
+	case runtime.OutcomeMissed:
+		return "–"
+	case runtime.OutcomeSkipped:
+		return "»"
+	case runtime.OutcomePaused:
+		return "‖"
+	}
+	return "…" // enqueued, running
+}
 
 // shortDuration writes 30m for 30m0s and 1h for 1h0m0s.
 func shortDuration(d time.Duration) string {
