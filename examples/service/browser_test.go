@@ -57,7 +57,7 @@ func chromiumPath(t *testing.T) string {
 
 // newBrowser starts a headless Chromium with a tab of the given width,
 // closed when the test ends.
-func newBrowser(t *testing.T, timeout time.Duration, width, height int) context.Context {
+func newBrowser(t *testing.T, timeout time.Duration, width, height int, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromiumPath(t)),
@@ -72,6 +72,7 @@ func newBrowser(t *testing.T, timeout time.Duration, width, height int) context.
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(width, height),
 	)
+	opts = append(opts, extra...)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	t.Cleanup(cancel)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
@@ -274,6 +275,14 @@ func TestAdminOperatorFlowsInBrowser(t *testing.T) {
 		t.Errorf("first row %q (%v), want the failing render-reports first", first.Value, err)
 	}
 	// sync-ledger may still be failing too (its first slot fails).
+	asOf := textOf(t, ctx, `#updated`)
+	waitFor(t, 10*time.Second, "the page to refresh itself", func() bool {
+		text, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#updated`)))
+		return err == nil && strings.TrimSpace(text) != asOf
+	})
+	if present(ctx, `#updated .noscript`) {
+		t.Error("with JavaScript on, the refreshed page says to reload")
+	}
 	if summary := textOf(t, ctx, `#summary`); !regexp.MustCompile(`^[12] failing · `).MatchString(summary) {
 		t.Errorf("summary %q, want it to start with the failing count", summary)
 	}
@@ -361,6 +370,43 @@ func TestAdminOperatorFlowsInBrowser(t *testing.T) {
 	}
 	if paused, err := svc.rt.Paused(context.Background()); err != nil || len(paused) != 0 {
 		t.Errorf("after Resume: paused %v, %v", paused, err)
+	}
+
+	t.Log("every button works without JavaScript")
+	noJS := newBrowser(t, 60*time.Second, 1400, 720, chromedp.Flag("blink-settings", "scriptEnabled=false"))
+	must(t, "load the page without JavaScript", chromedp.Do(noJS, chromedp.Navigate(svc.base),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-schedule="prune-soft-deleted"]`))))
+	// The browser really runs no script: it shows what <noscript> holds.
+	if !present(noJS, `#updated .noscript`) {
+		t.Fatal("the browser meant to run without JavaScript runs it")
+	}
+	must(t, "pause without JavaScript", chromedp.Do(noJS,
+		chromedp.Click(chromedp.CSS(`tr[data-schedule="prune-soft-deleted"] a[data-action="pause"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`form.confirm input[name="reason"]`)),
+		chromedp.SendKeys(chromedp.CSS(`form.confirm input[name="reason"]`), "no script"),
+		chromedp.Click(chromedp.CSS(`form.confirm button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#detail-head .paused-note`)),
+	))
+	if note := textOf(t, noJS, `#detail-head .paused-note`); !strings.HasSuffix(note, ": no script") {
+		t.Errorf("paused note without JavaScript: %q", note)
+	}
+	must(t, "resume without JavaScript", chromedp.Do(noJS,
+		chromedp.Click(chromedp.CSS(`a[data-action="resume"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`form.confirm button[type="submit"]`)),
+		chromedp.Click(chromedp.CSS(`form.confirm button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`.notice`)),
+	))
+	if got := textOf(t, noJS, `.notice`); !strings.HasPrefix(got, "Resumed:") {
+		t.Errorf("notice after Resume without JavaScript: %q", got)
+	}
+	must(t, "re-run without JavaScript", chromedp.Do(noJS, chromedp.Navigate(svc.base+"schedules/render-reports"),
+		chromedp.Click(chromedp.CSS(`#history tr[data-outcome="failed"] a[data-action="rerun"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`form.confirm button[type="submit"]`)),
+		chromedp.Click(chromedp.CSS(`form.confirm button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#history tr[data-task-id*=":rerun:"]`)),
+	))
+	if got := textOf(t, noJS, `.notice`); !strings.HasPrefix(got, "Re-run enqueued") {
+		t.Errorf("notice after Re-run without JavaScript: %q", got)
 	}
 }
 

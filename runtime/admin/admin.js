@@ -23,6 +23,11 @@
         throw new Error("HTTP " + resp.status);
       }
       const fresh = new DOMParser().parseFromString(await resp.text(), "text/html");
+      // DOMParser parses as if scripting were off, so what <noscript>
+      // holds would show; it is not for a page that runs this.
+      for (const n of fresh.querySelectorAll("noscript")) {
+        n.remove();
+      }
       for (const el of document.querySelectorAll("[data-live][id]")) {
         const next = fresh.getElementById(el.id);
         if (!next) {
