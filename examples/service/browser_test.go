@@ -334,9 +334,13 @@ func TestAdminOperatorFlowsInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`tr[data-schedule="send-digest"] a[data-action="pause"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`form.confirm input[name="reason"]`)),
 		chromedp.SendKeys(chromedp.CSS(`form.confirm input[name="reason"]`), pauseReason),
+	))
+	screenshot(t, ctx, "admin-confirm-pause.png", false)
+	must(t, "confirm the pause", chromedp.Do(ctx,
 		chromedp.Click(chromedp.CSS(`form.confirm button[type="submit"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#detail-head .paused-note`)),
 	))
+	screenshot(t, ctx, "admin-paused.png", false)
 	note := textOf(t, ctx, `#detail-head .paused-note`)
 	if !strings.HasPrefix(note, "paused by alice ") || !strings.HasSuffix(note, ": "+pauseReason) {
 		t.Errorf("paused note %q, want paused by alice <when>: %s", note, pauseReason)
