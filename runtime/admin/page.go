@@ -83,6 +83,9 @@ type pageData struct {
 	RefreshMS int64
 	AsOf      string // when the data was read, in UTC
 	Bare      bool   // a message page: no cluster line
+	// CanAct shows the buttons: not read-only, and a scheduler to act
+	// on (without Redis every action would fail).
+	CanAct bool
 
 	Rows    []scheduleRow // the overview, problems first
 	Summary string        // "1 failing · 1 late · 1 paused · 2 ok"
@@ -301,7 +304,8 @@ func newRequestToken() string {
 
 func (a *admin) page(snap runtime.Snapshot, base string) pageData {
 	data := pageData{Title: a.opts.Title, ReadOnly: a.opts.ReadOnly, Snapshot: snap, Request: newRequestToken(),
-		Base: base, HasMetrics: a.opts.Metrics != nil, AsOf: snap.At.UTC().Format("15:04:05") + " UTC"}
+		Base: base, HasMetrics: a.opts.Metrics != nil, AsOf: snap.At.UTC().Format("15:04:05") + " UTC",
+		CanAct: !a.opts.ReadOnly && a.r.Disabled() == ""}
 	if a.opts.Refresh > 0 {
 		data.RefreshMS = a.opts.Refresh.Milliseconds()
 	}

@@ -3,12 +3,14 @@ package admin_test
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
 	"github.com/belfry/belfry/runtime/admin"
 )
@@ -221,7 +223,7 @@ func TestPageRerunFromHistoryRow(t *testing.T) {
 		`data-task-id="cron:nightly:rerun:` + slot + `:rerun-twice" data-slot="` + slot + `" data-outcome="succeeded"`,
 		`<span class="badge kind">re-run</span><span class="sub">by alice</span>`,
 		inHTML(lastNight.In(s.Location()).Format("2006-01-02T15:04:05-07:00")),
-		`href="nightly/confirm?action=rerun&amp;slot=` + slot + `">Re-run</a>`,
+		`data-action="rerun" href="nightly/confirm?action=rerun&amp;slot=` + slot + `"`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("detail lacks %q:\n%s", want, body)
@@ -277,4 +279,32 @@ func TestPageReadOnly(t *testing.T) {
 	if paused, _ := c.rt.Paused(context.Background()); len(paused) != 0 {
 		t.Errorf("read-only pause went through: %v", paused)
 	}
+}
+
+// Without Redis the page still lists the schedules with their next runs,
+// says the scheduler is disabled, and offers no button that could only
+// fail.
+func TestPageWithoutRedis(t *testing.T) {
+	t.Parallel()
+	reg := registry.MustNew(registry.Schedule{Name: "nightly", Expr: "17 3 * * *", Zone: "Europe/London",
+		Handler: func(context.Context, registry.Occurrence) error { return nil }})
+	rt, err := runtime.New(reg, runtime.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(admin.New(rt, admin.Options{}))
+	t.Cleanup(srv.Close)
+	body := checkResponse(t, "GET", srv.URL+"/", nil, "", 200, "text/html",
+		[]string{"scheduler disabled", `<p class="summary" id="summary" data-live>1 disabled</p>`, "at 03:17 every day, Europe/London"})
+	for _, absent := range []string{"data-action", "confirm?"} {
+		if strings.Contains(body, absent) {
+			t.Errorf("the disabled page offers %q", absent)
+		}
+	}
+	resp, _ := do(t, "POST", srv.URL+"/schedules/nightly/pause", formHeader, strings.NewReader("reason=x"))
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "../nightly?paused=503" {
+		t.Errorf("pause without Redis: %d to %q, want 303 to ../nightly?paused=503", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	checkResponse(t, "GET", srv.URL+"/schedules/nightly?paused=503", nil, "", 200, "text/html",
+		[]string{"Pause failed: the scheduler is disabled or Redis is unreachable."})
 }
