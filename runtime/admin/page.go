@@ -87,7 +87,8 @@ type pageData struct {
 	// on (without Redis every action would fail).
 	CanAct bool
 
-	Rows    []scheduleRow // the overview, problems first
+	Rows     []scheduleRow // the overview, problems first
+	Warnings []string      // what keeps schedules from running, in words
 	Summary string        // "1 failing · 1 late · 1 paused · 2 ok"
 	Detail  *scheduleRow
 	History []historyRow
@@ -107,6 +108,8 @@ type scheduleRow struct {
 	FailureExcerpt, FailureError string
 	Recent                       []historyRow
 	PausedNote                   string // "paused by alice 3 min ago: reason"
+	// Unserved says no asynq server listens to the schedule's queue.
+	Unserved bool
 	Retries                      string // "1 retry", "2 retries"
 }
 
@@ -235,10 +238,11 @@ func excerpt(msg string) string {
 	return line
 }
 
-func (a *admin) rowOf(st runtime.ScheduleState, path string, now time.Time) scheduleRow {
-	s := st.Schedule
+func (a *admin) rowOf(snap runtime.Snapshot, st runtime.ScheduleState, path string) scheduleRow {
+	s, now := st.Schedule, snap.At
 	loc := s.Location()
 	row := scheduleRow{ScheduleState: st, Path: path, Next: instantOf(st.Next, loc, now),
+		Unserved: slices.Contains(snap.Unserved, s.Queue),
 		LastSuccess: instantOf(st.Counters.LastSuccess, loc, now), LastFailure: instantOf(st.Counters.LastFailure, loc, now),
 		Retries: plural(s.MaxRetry, "retry", "retries")}
 	row.Words, _ = describe(s.Expr, s.Zone)
@@ -277,7 +281,7 @@ func (a *admin) overview(snap runtime.Snapshot) ([]scheduleRow, string) {
 	rows := make([]scheduleRow, 0, len(snap.Schedules))
 	counts := map[runtime.Status]int{}
 	for _, st := range snap.Schedules {
-		rows = append(rows, a.rowOf(st, "schedules/"+url.PathEscape(st.Schedule.Name), snap.At))
+		rows = append(rows, a.rowOf(snap, st, "schedules/"+url.PathEscape(st.Schedule.Name)))
 		counts[st.Status]++
 	}
 	slices.SortStableFunc(rows, func(x, y scheduleRow) int {
@@ -309,7 +313,32 @@ func (a *admin) page(snap runtime.Snapshot, base string) pageData {
 	if a.opts.Refresh > 0 {
 		data.RefreshMS = a.opts.Refresh.Milliseconds()
 	}
+	data.Warnings = warnings(snap)
 	return data
+}
+
+// warnings says what keeps the schedules from running, and what to do.
+func warnings(snap runtime.Snapshot) []string {
+	var out []string
+	if snap.RedisUnsafe != "" {
+		out = append(out, "This replica will not lead: "+snap.RedisUnsafe+".")
+	}
+	for _, q := range snap.Unserved {
+		var names []string
+		for _, st := range snap.Schedules {
+			if st.Schedule.Queue == q {
+				names = append(names, st.Schedule.Name)
+			}
+		}
+		out = append(out, fmt.Sprintf("No asynq server listens to queue %q: occurrences of %s are enqueued and wait. "+
+			"Add the queue to a worker's asynq.Config.Queues.", q, joinAnd(names)))
+	}
+	for _, lost := range snap.LostWrites {
+		out = append(out, fmt.Sprintf("Redis lost data (%s), noticed by %s %s: slots from %s to %s may not have run. "+
+			"Re-run the ones whose work is needed, or backfill the range.", lost.Reason, lost.Replica,
+			relative(lost.At, snap.At), lost.From.UTC().Format(time.RFC3339), lost.To.UTC().Format(time.RFC3339)))
+	}
+	return out
 }
 
 func (a *admin) index(w http.ResponseWriter, req *http.Request) {
@@ -382,7 +411,7 @@ func (a *admin) detail(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	data := a.page(snap, "../")
-	row := a.rowOf(st, url.PathEscape(name), snap.At)
+	row := a.rowOf(snap, st, url.PathEscape(name))
 	data.Detail = &row
 	if err == nil {
 		ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
@@ -472,7 +501,7 @@ func (a *admin) confirm(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	data := a.page(snap, "../../")
-	row := a.rowOf(st, "../"+url.PathEscape(name), snap.At)
+	row := a.rowOf(snap, st, "../"+url.PathEscape(name))
 	data.Detail, data.Confirm = &row, c
 	a.render(w, http.StatusOK, "confirm", data)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
 	"github.com/belfry/belfry/runtime/admin"
+	"github.com/belfry/belfry/runtime/internal/redistest"
 )
 
 var formHeader = http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}
@@ -307,4 +308,28 @@ func TestPageWithoutRedis(t *testing.T) {
 	}
 	checkResponse(t, "GET", srv.URL+"/schedules/nightly?paused=503", nil, "", 200, "text/html",
 		[]string{"Pause failed: the scheduler is disabled or Redis is unreachable."})
+}
+
+// A schedule whose queue no asynq server listens to is called out on the
+// page, above the table and on its row, not only as late later on.
+func TestPageNamesAQueueWithoutWorkers(t *testing.T) {
+	t.Parallel()
+	rdb := sharedRedis(t)
+	queue := redistest.Uniq("nobody-listens")
+	rt, err := runtime.New(registry.MustNew(registry.Schedule{Name: "nightly", Expr: "17 3 * * *", Queue: queue,
+		Handler: func(context.Context, registry.Occurrence) error { return nil }}),
+		runtime.Options{Redis: rdb, Namespace: redistest.Uniq("ns")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	srv := httptest.NewServer(admin.New(rt, admin.Options{}))
+	t.Cleanup(srv.Close)
+	checkResponse(t, "GET", srv.URL+"/", nil, "", 200, "text/html", []string{
+		`<p class="warning" role="alert">No asynq server listens to queue &#34;` + queue + `&#34;: occurrences of nightly are enqueued and wait.`,
+		`<span class="warn-note">no worker listens to queue ` + queue + `</span>`,
+	})
+	checkResponse(t, "GET", srv.URL+"/schedules/nightly", nil, "", 200, "text/html", []string{
+		`<span class="warn-note">no worker listens to queue ` + queue + `</span>`,
+	})
 }

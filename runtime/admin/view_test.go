@@ -191,3 +191,39 @@ func TestOverviewOrderAndSummary(t *testing.T) {
 		t.Errorf("empty summary %q", summary)
 	}
 }
+
+// What keeps schedules from running is said above the table, with what to
+// do about it, and on each row it concerns.
+func TestWarnings(t *testing.T) {
+	t.Parallel()
+	noop := func(context.Context, registry.Occurrence) error { return nil }
+	reg := registry.MustNew(
+		registry.Schedule{Name: "prune", Expr: "17 3 * * *", Queue: "maintenance", Handler: noop},
+		registry.Schedule{Name: "vacuum", Expr: "17 4 * * *", Queue: "maintenance", Handler: noop},
+		registry.Schedule{Name: "digest", Expr: "0 8 * * *", Queue: "default", Handler: noop})
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	snap := runtime.Snapshot{At: now, Unserved: []string{"maintenance"},
+		RedisUnsafe: "maxmemory-policy is allkeys-lru: Redis may evict the lease and the cursors",
+		LostWrites: []runtime.LostWrites{{At: now.Add(-5 * time.Minute), Replica: "web-2", Reason: "the store's epoch is gone",
+			From: now.Add(-20 * time.Minute), To: now.Add(-4 * time.Minute)}}}
+	for _, s := range reg.Schedules() {
+		snap.Schedules = append(snap.Schedules, runtime.ScheduleState{Schedule: s, Status: runtime.StatusOK})
+	}
+	want := []string{
+		"This replica will not lead: maxmemory-policy is allkeys-lru: Redis may evict the lease and the cursors.",
+		`No asynq server listens to queue "maintenance": occurrences of prune and vacuum are enqueued and wait. Add the queue to a worker's asynq.Config.Queues.`,
+		"Redis lost data (the store's epoch is gone), noticed by web-2 5 min ago: slots from 2026-12-01T08:40:00Z to 2026-12-01T08:56:00Z may not have run. Re-run the ones whose work is needed, or backfill the range.",
+	}
+	if got := warnings(snap); !slices.Equal(got, want) {
+		t.Errorf("warnings:\n%q\nwant\n%q", got, want)
+	}
+	if got := warnings(runtime.Snapshot{At: now}); len(got) != 0 {
+		t.Errorf("a healthy snapshot warns %q", got)
+	}
+	rows, _ := (&admin{}).overview(snap)
+	for _, row := range rows {
+		if want := row.Schedule.Queue == "maintenance"; row.Unserved != want {
+			t.Errorf("%s: unserved %v, want %v", row.Schedule.Name, row.Unserved, want)
+		}
+	}
+}
