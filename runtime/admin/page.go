@@ -89,10 +89,10 @@ type pageData struct {
 
 	Rows     []scheduleRow // the overview, problems first
 	Warnings []string      // what keeps schedules from running, in words
-	Summary string        // "1 failing · 1 late · 1 paused · 2 ok"
-	Detail  *scheduleRow
-	History []historyRow
-	Confirm *confirmation
+	Summary  string        // "1 failing · 1 late · 1 paused · 2 ok"
+	Detail   *scheduleRow
+	History  []historyRow
+	Confirm  *confirmation
 }
 
 // scheduleRow is one schedule as the page shows it.
@@ -110,7 +110,7 @@ type scheduleRow struct {
 	PausedNote                   string // "paused by alice 3 min ago: reason"
 	// Unserved says no asynq server listens to the schedule's queue.
 	Unserved bool
-	Retries                      string // "1 retry", "2 retries"
+	Retries  string // "1 retry", "2 retries"
 }
 
 // instant is a time as the page prints it: RFC 3339 with the offset of the
@@ -242,7 +242,7 @@ func (a *admin) rowOf(snap runtime.Snapshot, st runtime.ScheduleState, path stri
 	s, now := st.Schedule, snap.At
 	loc := s.Location()
 	row := scheduleRow{ScheduleState: st, Path: path, Next: instantOf(st.Next, loc, now),
-		Unserved: slices.Contains(snap.Unserved, s.Queue),
+		Unserved:    slices.Contains(snap.Unserved, s.Queue),
 		LastSuccess: instantOf(st.Counters.LastSuccess, loc, now), LastFailure: instantOf(st.Counters.LastFailure, loc, now),
 		Retries: plural(s.MaxRetry, "retry", "retries")}
 	row.Words, _ = describe(s.Expr, s.Zone)
