@@ -375,6 +375,21 @@ func TestAdminOperatorFlowsInBrowser(t *testing.T) {
 	if paused, err := svc.rt.Paused(context.Background()); err != nil || len(paused) != 0 {
 		t.Errorf("after Resume: paused %v, %v", paused, err)
 	}
+	// A pause made elsewhere (another operator, the API) reaches the open
+	// page by itself, buttons included.
+	if err := svc.rt.Pause(runtime.WithActor(context.Background(), "bob"), "send-digest", "from the API"); err != nil {
+		t.Fatal(err)
+	}
+	within, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	must(t, "see bob's pause arrive without a reload", chromedp.Do(within,
+		chromedp.WaitVisible(chromedp.CSS(`#detail-head a[data-action="resume"]`))))
+	if note := textOf(t, ctx, `#detail-head .paused-note`); !strings.HasPrefix(note, "paused by bob ") {
+		t.Errorf("paused note %q, want bob's", note)
+	}
+	if err := svc.rt.Resume(context.Background(), "send-digest"); err != nil {
+		t.Fatal(err)
+	}
 
 	t.Log("every button works without JavaScript")
 	noJS := newBrowser(t, 60*time.Second, 1400, 720, chromedp.Flag("blink-settings", "scriptEnabled=false"))
