@@ -98,6 +98,17 @@ func textOf(t *testing.T, ctx context.Context, sel string) string {
 	return strings.TrimSpace(text)
 }
 
+// waitForRefresh waits until the page has refreshed itself: its "as of"
+// time has changed in place.
+func waitForRefresh(t *testing.T, ctx context.Context) {
+	t.Helper()
+	asOf := textOf(t, ctx, `#updated`)
+	waitFor(t, 10*time.Second, "the page to refresh itself", func() bool {
+		text, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#updated`)))
+		return err == nil && strings.TrimSpace(text) != asOf
+	})
+}
+
 // present reports whether sel matches a node now, without waiting.
 func present(ctx context.Context, sel string) bool {
 	nodes, err := chromedp.Run(ctx, chromedp.Nodes(chromedp.CSSAll(sel), chromedp.AtLeast(0)))
@@ -275,11 +286,7 @@ func TestAdminOperatorFlowsInBrowser(t *testing.T) {
 		t.Errorf("first row %q (%v), want the failing render-reports first", first.Value, err)
 	}
 	// sync-ledger may still be failing too (its first slot fails).
-	asOf := textOf(t, ctx, `#updated`)
-	waitFor(t, 10*time.Second, "the page to refresh itself", func() bool {
-		text, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#updated`)))
-		return err == nil && strings.TrimSpace(text) != asOf
-	})
+	waitForRefresh(t, ctx)
 	if present(ctx, `#updated .noscript`) {
 		t.Error("with JavaScript on, the refreshed page says to reload")
 	}
@@ -294,6 +301,13 @@ func TestAdminOperatorFlowsInBrowser(t *testing.T) {
 	must(t, "open the stack excerpt", chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#history tr[data-outcome="failed"] details summary`))))
 	if stack := textOf(t, ctx, `#history tr[data-outcome="failed"] details pre`); !strings.Contains(stack, "browser_test.go") {
 		t.Errorf("the stack excerpt does not locate the panic:\n%s", stack)
+	}
+	// An error the operator opened stays open while the page refreshes.
+	openID, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS(`#history details[open]`), "data-key"))
+	must(t, "read the open error's row", err)
+	waitForRefresh(t, ctx)
+	if !present(ctx, `#history details[open][data-key="`+openID.Value+`"]`) {
+		t.Errorf("the refresh closed the error of %s", openID.Value)
 	}
 	screenshot(t, ctx, "admin-panic.png", false)
 
