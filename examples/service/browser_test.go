@@ -338,8 +338,12 @@ func TestAdminOperatorFlowsInBrowser(t *testing.T) {
 	if got := textOf(t, ctx, rerunRow+` td:nth-child(3)`); !strings.HasPrefix(got, "re-run") || !strings.HasSuffix(got, "by alice") {
 		t.Errorf("the re-run row's run-by reads %q, want re-run by alice", got)
 	}
-	if !present(ctx, failedRow+`[data-slot="`+slot.Value+`"]`) {
+	madeUp := `#history tr[data-outcome="failed"][data-slot="` + slot.Value + `"]`
+	if !present(ctx, madeUp) {
 		t.Errorf("the failed row of slot %s is gone; the history should keep it beside its re-run", slot.Value)
+	}
+	if !present(ctx, madeUp+` .made-up`) || present(ctx, madeUp+` a.primary`) {
+		t.Errorf("the failed row of slot %s still asks for a re-run after one succeeded", slot.Value)
 	}
 	screenshot(t, ctx, "admin-rerun.png", false)
 

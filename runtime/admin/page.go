@@ -195,6 +195,8 @@ type historyRow struct {
 	Rerunnable bool   // its slot is one the schedule really had
 	// Prominent marks the rows whose slot did not get its work done.
 	Prominent bool
+	// MadeUp marks a scheduled row whose slot a re-run has since done.
+	MadeUp bool
 }
 
 func historyRowOf(rec runtime.Record, s *registry.Schedule, now time.Time) historyRow {
@@ -223,6 +225,27 @@ func historyRowOf(rec runtime.Record, s *registry.Schedule, now time.Time) histo
 		row.Prominent = row.Rerunnable
 	}
 	return row
+}
+
+// historyRows are a schedule's history as the page shows it. A slot whose
+// work a re-run has since done is no longer highlighted: its row says the
+// re-run succeeded.
+func historyRows(history []runtime.Record, s *registry.Schedule, now time.Time) []historyRow {
+	rows := make([]historyRow, 0, len(history))
+	madeUp := map[int64]bool{}
+	for _, rec := range history {
+		row := historyRowOf(rec, s, now)
+		if row.Kind == "re-run" && rec.Outcome == runtime.OutcomeSucceeded {
+			madeUp[row.SlotUnix] = true
+		}
+		rows = append(rows, row)
+	}
+	for i, row := range rows {
+		if row.Prominent && row.Kind == "" && madeUp[row.SlotUnix] {
+			rows[i].Prominent, rows[i].MadeUp = false, true
+		}
+	}
+	return rows
 }
 
 // maxExcerpt bounds an error excerpt on the overview, in characters.
@@ -418,9 +441,7 @@ func (a *admin) detail(w http.ResponseWriter, req *http.Request) {
 		defer cancel()
 		var history []runtime.Record
 		history, err = a.r.History(ctx, name, a.r.HistoryLimit())
-		for _, rec := range history {
-			data.History = append(data.History, historyRowOf(rec, st.Schedule, snap.At))
-		}
+		data.History = historyRows(history, st.Schedule, snap.At)
 	}
 	if err != nil {
 		data.Error = "Redis unreachable: history is not shown."

@@ -227,3 +227,33 @@ func TestWarnings(t *testing.T) {
 		}
 	}
 }
+
+// A failed slot that a re-run has since done stops asking for attention;
+// one whose re-run failed too (as does that re-run), or that no re-run
+// touched, keeps asking.
+func TestHistoryRowsMarkWhatARerunMadeUp(t *testing.T) {
+	t.Parallel()
+	reg := registry.MustNew(registry.Schedule{Name: "prune", Expr: "17 3 * * *",
+		Handler: func(context.Context, registry.Occurrence) error { return nil }})
+	s, _ := reg.Lookup("prune")
+	night := func(d int) time.Time { return time.Date(2026, 11, d, 3, 17, 0, 0, time.UTC) }
+	rec := func(id string, slot time.Time, o runtime.Outcome) runtime.Record {
+		return runtime.Record{ID: id, Schedule: "prune", Slot: slot, Outcome: o}
+	}
+	history := []runtime.Record{ // newest first
+		rec("cron:prune:rerun:1764299820:b", night(28), runtime.OutcomeFailed),
+		rec("cron:prune:rerun:1764213420:a", night(27), runtime.OutcomeSucceeded),
+		rec("cron:prune:1764299820", night(28), runtime.OutcomeFailed),
+		rec("cron:prune:1764213420", night(27), runtime.OutcomeMissed),
+		rec("cron:prune:1764127020", night(26), runtime.OutcomePaused),
+	}
+	rows := historyRows(history, s, night(29))
+	for _, tt := range []struct {
+		i                 int
+		prominent, madeUp bool
+	}{{0, true, false}, {1, false, false}, {2, true, false}, {3, false, true}, {4, true, false}} {
+		if rows[tt.i].Prominent != tt.prominent || rows[tt.i].MadeUp != tt.madeUp {
+			t.Errorf("%s: prominent %v made up %v, want %v %v", rows[tt.i].ID, rows[tt.i].Prominent, rows[tt.i].MadeUp, tt.prominent, tt.madeUp)
+		}
+	}
+}
