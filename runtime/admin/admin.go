@@ -67,6 +67,7 @@ const RefreshDefault = 5 * time.Second
 //	GET  /api/orphans                   {"orphans": [...]}: schedules with state in Redis
 //	                                    that the registry no longer declares
 //	DELETE /api/orphans/{name}          204: forget one (its cursor, counters, history)
+//	GET  /orphans/{name}/confirm        the confirmation step of the page's Forget
 //	POST /orphans/{name}/forget         the page's Forget button (redirects back)
 //	GET  /metrics                       Options.Metrics, if set
 //	POST /api/schedules/{name}/runs     re-run a past slot: {"slot": RFC 3339} -> 202 {"task_id": ...};
@@ -103,6 +104,7 @@ func New(rt *runtime.Runtime, opts Options) http.Handler {
 	mux.HandleFunc("GET /api/status", a.apiStatus)
 	mux.HandleFunc("GET /api/orphans", a.apiOrphans)
 	mux.HandleFunc("DELETE /api/orphans/{name}", a.apiForget)
+	mux.HandleFunc("GET /orphans/{name}/confirm", a.confirmForget)
 	mux.HandleFunc("POST /orphans/{name}/forget", a.forgetForm)
 	if opts.Metrics != nil {
 		mux.Handle("GET /metrics", opts.Metrics)

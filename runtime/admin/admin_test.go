@@ -309,7 +309,7 @@ func TestAdminListsAndForgetsRemovedSchedules(t *testing.T) {
 	if _, body := do(t, "GET", srv.URL+"/api/orphans", nil, nil); !strings.Contains(body, `"gone-a"`) || !strings.Contains(body, `"gone-b"`) {
 		t.Errorf("api/orphans: %s", body)
 	}
-	if _, body := do(t, "GET", srv.URL+"/", nil, nil); !strings.Contains(body, "Removed from the code") || !strings.Contains(body, `action="orphans/gone-a/forget"`) {
+	if _, body := do(t, "GET", srv.URL+"/", nil, nil); !strings.Contains(body, "Removed from the code") || !strings.Contains(body, `href="orphans/gone-a/confirm"`) {
 		t.Errorf("the page does not offer to forget gone-a:\n%s", body)
 	}
 	if resp, _ := do(t, "DELETE", readOnly.URL+"/api/orphans/gone-a", nil, nil); resp.StatusCode != http.StatusForbidden {

@@ -527,6 +527,27 @@ func (a *admin) confirm(w http.ResponseWriter, req *http.Request) {
 	a.render(w, http.StatusOK, "confirm", data)
 }
 
+// confirmForget is the confirmation step of Forget: it deletes state that
+// nothing else has, so it asks first like every other button.
+func (a *admin) confirmForget(w http.ResponseWriter, req *http.Request) {
+	if a.opts.ReadOnly {
+		a.refuse(w, http.StatusForbidden, readOnlyRefusal)
+		return
+	}
+	name := req.PathValue("name")
+	snap, _ := a.snapshot(req)
+	if !slices.Contains(snap.Orphans, name) {
+		a.refuse(w, http.StatusNotFound, "No removed schedule is called "+name+".")
+		return
+	}
+	data := a.page(snap, "../../")
+	data.Confirm = &confirmation{Action: "forget", Button: "Forget", Danger: true, Back: "../../",
+		Question: "Forget " + name + "?",
+		Explain: "Its cursor, counters and history are deleted from Redis. If it comes back into the code, " +
+			"it starts from now, as a new schedule."}
+	a.render(w, http.StatusOK, "confirm", data)
+}
+
 // formAction runs the action of a page form and redirects to the
 // schedule's page with a fixed result word under param.
 func (a *admin) formAction(w http.ResponseWriter, req *http.Request, param string, act func(ctx context.Context, name string) error) {

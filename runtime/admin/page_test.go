@@ -333,3 +333,46 @@ func TestPageNamesAQueueWithoutWorkers(t *testing.T) {
 		`<span class="warn-note">no worker listens to queue ` + queue + `</span>`,
 	})
 }
+
+// Forget deletes state nothing else holds, so it asks first like every
+// other button; only a removed schedule can be forgotten.
+func TestPageForgetAsksFirst(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := sharedRedis(t)
+	ns, queue := redistest.Uniq("ns"), redistest.Uniq("q")
+	noop := func(context.Context, registry.Occurrence) error { return nil }
+	old, err := runtime.New(registry.MustNew(registry.Schedule{Name: "gone", Expr: "17 3 * * *", Queue: queue, Handler: noop}),
+		runtime.Options{Redis: rdb, Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.Trigger(ctx, "gone", ""); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := runtime.New(registry.MustNew(registry.Schedule{Name: "nightly", Expr: "17 3 * * *", Queue: queue, Handler: noop}),
+		runtime.Options{Redis: rdb, Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(admin.New(rt, admin.Options{}))
+	t.Cleanup(srv.Close)
+	readOnly := httptest.NewServer(admin.New(rt, admin.Options{ReadOnly: true}))
+	t.Cleanup(readOnly.Close)
+
+	checkResponse(t, "GET", srv.URL+"/", nil, "", 200, "text/html", []string{`data-action="forget" href="orphans/gone/confirm"`})
+	checkResponse(t, "GET", srv.URL+"/orphans/gone/confirm", nil, "", 200, "text/html",
+		[]string{"Forget gone?", `<form class="confirm" method="post" action="forget">`, "starts from now", `href="../../"`})
+	checkResponse(t, "GET", srv.URL+"/orphans/nightly/confirm", nil, "", 404, "text/html", []string{"No removed schedule is called nightly."})
+	checkResponse(t, "GET", readOnly.URL+"/orphans/gone/confirm", nil, "", 403, "text/html", []string{"read-only"})
+	if _, body := do(t, "GET", readOnly.URL+"/", nil, nil); strings.Contains(body, `data-action="forget"`) {
+		t.Error("the read-only page offers Forget")
+	}
+	resp, _ := do(t, "POST", srv.URL+"/orphans/gone/forget", formHeader, strings.NewReader("request=f1"))
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "../../?forgot=ok" {
+		t.Errorf("forget: %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if orphans, err := rt.Orphans(ctx); err != nil || len(orphans) != 0 {
+		t.Errorf("after Forget: orphans %v, %v", orphans, err)
+	}
+}
