@@ -67,6 +67,8 @@ func timeWords(sec, minute, hour string) (words string, interval, ok bool) {
 		return "every " + plural(n, "second", "seconds"), true, ok
 	case !sOK:
 		return "", false, false
+	case strings.Contains(hour, "-") && s == 0:
+		return hourRangeWords(minute, hour)
 	case minute == "*" && hour == "*" && s == 0:
 		return "every minute", true, true
 	case strings.HasPrefix(minute, "*/") && hour == "*" && s == 0:
@@ -89,6 +91,30 @@ func timeWords(sec, minute, hour string) (words string, interval, ok bool) {
 		times = append(times, fmt.Sprintf("%02d:%s", n, clockPart(m, s)))
 	}
 	return "at " + joinAnd(times), false, true
+}
+
+// hourRangeWords describes a minute field within an hour range, as
+// business-hours schedules use: "every 15 minutes from 09:00 to 17:45".
+func hourRangeWords(minute, hour string) (string, bool, bool) {
+	from, to, ok := strings.Cut(hour, "-")
+	first, fOK := number(from, 23)
+	last, lOK := number(to, 23)
+	if !ok || !fOK || !lOK || first >= last {
+		return "", false, false
+	}
+	span := func(what string, m0, m1 int) (string, bool, bool) {
+		return fmt.Sprintf("%s from %02d:%02d to %02d:%02d", what, first, m0, last, m1), false, true
+	}
+	if minute == "*" {
+		return span("every minute", 0, 59)
+	}
+	if n, ok := step(minute, 59); ok && strings.HasPrefix(minute, "*/") {
+		return span("every "+plural(n, "minute", "minutes"), 0, 59/n*n)
+	}
+	if m, ok := number(minute, 59); ok {
+		return span(fmt.Sprintf("every hour at :%02d", m), m, m)
+	}
+	return "", false, false
 }
 
 // clockPart is "17" for minute 17, or "17:30" when there are seconds.

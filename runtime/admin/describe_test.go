@@ -37,6 +37,11 @@ func TestDescribe(t *testing.T) {
 		{"*/5 * * * *", "Europe/London", "every 5 minutes"},
 		{"*/1 * * * *", "UTC", "every 1 minute"},
 		{"*/15 * * * 1-5", "UTC", "every 15 minutes on weekdays, UTC"},
+		{"0 9-17 * * 1-5", "Europe/London", "every hour at :00 from 09:00 to 17:00 on weekdays, Europe/London"},
+		{"30 8-18 * * *", "UTC", "every hour at :30 from 08:30 to 18:30, UTC"},
+		{"*/15 9-17 * * *", "UTC", "every 15 minutes from 09:00 to 17:45, UTC"},
+		{"*/7 9-10 * * *", "UTC", "every 7 minutes from 09:00 to 10:56, UTC"},
+		{"* 22-23 * * *", "UTC", "every minute from 22:00 to 23:59, UTC"},
 		{"* * * * * *", "UTC", "every second"},
 		{"*/10 * * * * *", "UTC", "every 10 seconds"},
 		{"30 17 3 * * *", "UTC", "at 03:17:30 every day, UTC"},
@@ -59,18 +64,20 @@ func TestDescribeFallsBack(t *testing.T) {
 	t.Parallel()
 	for _, expr := range []string{
 		"",
-		"0 0 1 * MON",   // day-of-month or day-of-week: easy to misread in words
-		"0 0 * 1-6 *",   // a month range
-		"H 3 * * *",     // hashed minute
-		"0 0 L-2 * *",   // Quartz day-of-month forms
-		"0 0 * * 5L",    // last Friday
-		"0 0 * * MON#2", // second Monday
-		"0-30 * * * *",  // a minute range
-		"0 1-5 * * *",   // an hour range
-		"10/5 * * * *",  // an offset step
-		"1,2 * * * *",   // a minute list
-		"0 0 31 2 *",    // not a real day; registry rejects it anyway
-		"0 25 * * *",    // out of range
+		"0 0 1 * MON",     // day-of-month or day-of-week: easy to misread in words
+		"0 0 * 1-6 *",     // a month range
+		"H 3 * * *",       // hashed minute
+		"0 0 L-2 * *",     // Quartz day-of-month forms
+		"0 0 * * 5L",      // last Friday
+		"0 0 * * MON#2",   // second Monday
+		"0-30 * * * *",    // a minute range
+		"0 5-1 * * *",     // a reversed hour range
+		"0-30 9-17 * * *", // a minute range within hours
+		"0 9-17/2 * * *",  // a stepped hour range
+		"10/5 * * * *",    // an offset step
+		"1,2 * * * *",     // a minute list
+		"0 0 31 2 *",      // not a real day; registry rejects it anyway
+		"0 25 * * *",      // out of range
 		"@every nonsense",
 		"1 2 3 4 5 6 7",
 	} {
