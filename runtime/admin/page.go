@@ -70,8 +70,7 @@ func shortDuration(d time.Duration) string {
 }
 
 type pageData struct {
-	Title    string
-	ReadOnly bool
+	Title string
 	runtime.Snapshot
 	Notice  string
 	Error   string
@@ -330,7 +329,7 @@ func newRequestToken() string {
 }
 
 func (a *admin) page(snap runtime.Snapshot, base string) pageData {
-	data := pageData{Title: a.opts.Title, ReadOnly: a.opts.ReadOnly, Snapshot: snap, Request: newRequestToken(),
+	data := pageData{Title: a.opts.Title, Snapshot: snap, Request: newRequestToken(),
 		Base: base, HasMetrics: a.opts.Metrics != nil, AsOf: snap.At.UTC().Format("15:04:05") + " UTC",
 		CanAct: !a.opts.ReadOnly && a.r.Disabled() == ""}
 	if a.opts.Refresh > 0 {
