@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"cmp"
 	"fmt"
 	"math/bits"
 	"strings"
@@ -221,7 +222,7 @@ func trailingFieldError(fields []string, offsets []int, cfg *cronConfig) error {
 	if isDayOfWeekField(fields[5]) {
 		return nil
 	}
-	if _, err := ParseCron(five, time.UTC, WithName(cmpOr(cfg.name, "x"))); err != nil {
+	if _, err := ParseCron(five, time.UTC, WithName(cmp.Or(cfg.name, "x"))); err != nil {
 		return nil
 	}
 	last := fields[5]

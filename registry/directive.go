@@ -1,9 +1,11 @@
 package registry
 
 import (
+	"cmp"
 	"fmt"
 	"go/ast"
 	"go/token"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,6 +27,27 @@ type PosError struct {
 }
 
 func (e *PosError) Error() string { return e.Msg }
+
+// PosErrors is every problem of one directive, in position order, so that
+// a directive with four bad keys takes one round of fixes, not four.
+// errors.As finds the first *PosError.
+type PosErrors []*PosError
+
+func (e PosErrors) Error() string {
+	msgs := make([]string, len(e))
+	for i, pe := range e {
+		msgs[i] = pe.Msg
+	}
+	return strings.Join(msgs, "\n")
+}
+
+func (e PosErrors) Unwrap() []error {
+	errs := make([]error, len(e))
+	for i, pe := range e {
+		errs[i] = pe
+	}
+	return errs
+}
 
 // KeyValue is one key=value argument of a directive, with positions.
 type KeyValue struct {
@@ -72,17 +95,10 @@ func (d *Directive) Key(key string) (KeyValue, bool) {
 // directive has no name= key. Handler and Source are left to the caller.
 func (d *Directive) Schedule(defaultName string) Schedule {
 	return Schedule{
-		Name: cmpOr(d.Name, defaultName), Expr: d.Expr, Zone: d.Zone, Queue: d.Queue,
+		Name: cmp.Or(d.Name, defaultName), Expr: d.Expr, Zone: d.Zone, Queue: d.Queue,
 		Timeout: d.Timeout, MaxRetry: d.MaxRetry, Grace: d.Grace, Overlap: d.Overlap, Misfire: d.Misfire,
 		Phase: d.Phase, cron: d.Cron,
 	}
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // DefaultName derives a schedule name from its package and function:
@@ -107,77 +123,66 @@ func DefaultName(pkg, fn string) string {
 }
 
 // keySpecs lists the keys a directive accepts, each with a valid example
-// and a check of its value that fills the Directive.
-var keySpecs = map[string]struct {
-	example string
-	set     func(d *Directive, v string) error
-}{
+// and a check of its value that fills the Directive. The checks are those
+// New runs (CheckName, checkQueue, ...), so the two never disagree.
+var keySpecs = map[string]keySpec{
 	"name": {"name=prune-soft-deleted", func(d *Directive, v string) error {
-		if !nameRE.MatchString(v) {
-			return fmt.Errorf("letters, digits, '.', '_' or '-' only, at most 100")
-		}
 		d.Name = v
-		return nil
+		return CheckName(v)
 	}},
 	"tz": {"tz=UTC", func(d *Directive, v string) error {
-		if _, err := LoadZone(v); err != nil {
-			return err
-		}
 		d.Zone = v
-		return nil
-	}},
-	"queue": {"queue=maintenance", func(d *Directive, v string) error {
-		if !queueRE.MatchString(v) {
-			return fmt.Errorf("letters, digits, '.', '_' or '-' only")
-		}
-		d.Queue = v
-		return nil
-	}},
-	"timeout": {"timeout=20m", func(d *Directive, v string) (err error) {
-		d.Timeout, err = parseDurationValue(v)
+		_, err := LoadZone(v)
 		return err
 	}},
-	"grace": {"grace=10m", func(d *Directive, v string) (err error) {
-		d.Grace, err = parseDurationValue(v)
+	"queue": {"queue=maintenance", func(d *Directive, v string) error {
+		d.Queue = v
+		return checkQueue(v)
+	}},
+	"timeout": {timeoutExample, func(d *Directive, v string) (err error) {
+		d.Timeout, err = parseDurationValue(v, timeoutExample)
+		return err
+	}},
+	"grace": {graceExample, func(d *Directive, v string) (err error) {
+		d.Grace, err = parseDurationValue(v, graceExample)
 		return err
 	}},
 	"retry": {"retry=3", func(d *Directive, v string) error {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 || n > 1000 {
-			return fmt.Errorf("want a whole number of retries from 0 to 1000")
+		if err != nil {
+			n = -1 // not a whole number: checkRetry says what is wanted
 		}
 		d.MaxRetry = n
-		return nil
+		return checkRetry(n)
 	}},
 	"overlap": {"overlap=skip", func(d *Directive, v string) error {
-		if v != string(OverlapAllow) && v != string(OverlapSkip) {
-			return fmt.Errorf("want allow or skip")
-		}
 		d.Overlap = Overlap(v)
-		return nil
+		return checkOverlap(d.Overlap)
 	}},
 	"misfire": {"misfire=latest", func(d *Directive, v string) error {
-		if v != string(MisfireSkip) && v != string(MisfireLatest) {
-			return fmt.Errorf("want skip or latest")
-		}
 		d.Misfire = Misfire(v)
-		return nil
+		return checkMisfire(d.Misfire)
 	}},
 	"phase": {"phase=17m", func(d *Directive, v string) error {
 		p, err := time.ParseDuration(v)
 		if err != nil || checkPhase(p, p+time.Second) != nil {
-			return fmt.Errorf("want a Go duration in whole seconds, shorter than the @every period")
+			return fmt.Errorf("want a Go duration in whole seconds, shorter than the @every period; e.g. phase=17m")
 		}
 		d.Phase = p
 		return nil
 	}},
 	"payload": {"payload=digestConfig", func(d *Directive, v string) error {
 		if !token.IsIdentifier(v) {
-			return fmt.Errorf("want the name of a package-level variable")
+			return fmt.Errorf("want the name of a package-level variable; e.g. payload=digestConfig")
 		}
 		d.Payload = v
 		return nil
 	}},
+}
+
+type keySpec struct {
+	example string
+	set     func(d *Directive, v string) error
 }
 
 // Keys returns the keys a directive accepts, sorted.
@@ -190,21 +195,72 @@ func Keys() []string {
 	return keys
 }
 
-func parseDurationValue(v string) (time.Duration, error) {
+func parseDurationValue(v, example string) (time.Duration, error) {
 	d, err := time.ParseDuration(v)
-	if err != nil || d < time.Second {
-		return 0, fmt.Errorf("want a Go duration of at least 1s")
+	if err != nil {
+		d = 0 // checkDuration says what is wanted
 	}
-	return d, nil
+	return d, checkDuration(d, example)
+}
+
+// suggestKey returns the key closest to an unknown one when it is close
+// enough to be a typo (timout, tmeout, queues), else "".
+func suggestKey(unknown string) string {
+	best, bestDist := "", 3
+	for _, k := range Keys() {
+		if d := editDistance(strings.ToLower(unknown), k); d < bestDist && d < len(k) {
+			best, bestDist = k, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev, cur := make([]int, len(b)+1), make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			sub := prev[j-1]
+			if a[i-1] != b[j-1] {
+				sub++
+			}
+			cur[j] = min(sub, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // IsDirective reports whether the comment text is a //cron: directive (of
 // any name). Comments such as "// cron:" with a space are not directives.
 func IsDirective(text string) bool { return strings.HasPrefix(text, DirectivePrefix) }
 
+// SpacedDirective returns an error at the comment when its text looks like
+// a directive with a space after the slashes ("// cron:schedule ..."),
+// which Go treats as an ordinary comment: the schedule would silently not
+// exist. It returns nil for any other comment.
+func SpacedDirective(c *ast.Comment) *PosError {
+	rest, ok := strings.CutPrefix(c.Text, "//")
+	trimmed := strings.TrimLeft(rest, " \t")
+	if !ok || trimmed == rest {
+		return nil
+	}
+	name, ok := strings.CutPrefix(trimmed, "cron:")
+	if !ok || name == "" || name[0] < 'a' || 'z' < name[0] {
+		return nil
+	}
+	end := c.Slash + token.Pos(len(c.Text)-len(name))
+	return &PosError{c.Slash, end, fmt.Sprintf("%q has a space after //, so Go does not treat it as a directive and the schedule would not exist; write //cron:", c.Text[:len(c.Text)-len(name)])}
+}
+
 // ParseDirective parses and validates a //cron:schedule comment. It returns
-// nil, nil for a comment that is not a //cron: directive, and a *PosError
-// positioned at the offending text otherwise.
+// nil, nil for a comment that is not a //cron: directive. Otherwise the
+// error is a PosErrors holding every problem of the directive, each
+// positioned at the offending text.
 func ParseDirective(c *ast.Comment) (*Directive, error) {
 	if !IsDirective(c.Text) {
 		return nil, nil
@@ -212,7 +268,7 @@ func ParseDirective(c *ast.Comment) (*Directive, error) {
 	raw, ok := ast.ParseDirective(c.Slash, c.Text)
 	if !ok || raw.Name != "schedule" {
 		end := c.Slash + token.Pos(len(DirectivePrefix)+len(raw.Name))
-		return nil, &PosError{c.Slash, end, fmt.Sprintf("unknown directive %q; the only one is //cron:schedule, e.g. %s", strings.SplitN(c.Text, " ", 2)[0], DirectiveExample)}
+		return nil, PosErrors{{c.Slash, end, fmt.Sprintf("unknown directive %q; the only one is //cron:schedule, e.g. %s", strings.SplitN(c.Text, " ", 2)[0], DirectiveExample)}}
 	}
 	d := &Directive{
 		Slash: c.Slash, Zone: ZoneDefault, Queue: QueueDefault, Timeout: TimeoutDefault,
@@ -220,7 +276,7 @@ func ParseDirective(c *ast.Comment) (*Directive, error) {
 	}
 	args, err := raw.ParseArgs()
 	if err != nil {
-		return nil, &PosError{raw.ArgsPos, raw.End(), fmt.Sprintf("malformed arguments: %v; want e.g. %s", err, DirectiveExample)}
+		return nil, PosErrors{{raw.ArgsPos, raw.End(), fmt.Sprintf("malformed arguments: %v; want e.g. %s", err, DirectiveExample)}}
 	}
 	// argEnd is where a ends in the comment. For a quoted argument that is
 	// past its closing quote, which len(a.Arg), the unquoted length, misses.
@@ -232,48 +288,86 @@ func ParseDirective(c *ast.Comment) (*Directive, error) {
 		q, _ := strconv.QuotedPrefix(c.Text[off:]) // ParseArgs accepted it
 		return a.Pos + token.Pos(len(q)), true
 	}
-	var exprEnd token.Pos
+	var (
+		errs    PosErrors
+		exprEnd token.Pos
+		zoneOK  = true
+		// exprReported is set when a misplaced expression has been
+		// reported, which "missing cron expression" would only repeat.
+		exprReported bool
+	)
+	fail := func(pos, end token.Pos, format string, args ...any) {
+		errs = append(errs, &PosError{pos, end, fmt.Sprintf(format, args...)})
+	}
 	for i, a := range args {
 		end, quoted := argEnd(a)
 		if quoted {
 			if i != 0 {
-				return nil, &PosError{a.Pos, end, fmt.Sprintf("unexpected quoted argument; the expression comes first and keys are bare key=value, e.g. %s", DirectiveExample)}
+				fail(a.Pos, end, "unexpected quoted argument; the expression comes first and keys are bare key=value, e.g. %s", DirectiveExample)
+				continue
 			}
 			d.Expr, d.ExprPos, exprEnd = a.Arg, a.Pos, end
 			continue
 		}
 		if i == 0 {
-			return nil, &PosError{a.Pos, end, fmt.Sprintf("the cron expression must come first, in double quotes, e.g. %s", DirectiveExample)}
+			fail(a.Pos, end, "the cron expression must come first, in double quotes, e.g. %s", DirectiveExample)
+			exprReported = true
+			continue
 		}
 		key, value, hasEq := strings.Cut(a.Arg, "=")
 		kv := KeyValue{Key: key, Value: value, KeyPos: a.Pos, ValuePos: a.Pos + token.Pos(len(key)+1)}
 		spec, known := keySpecs[key]
 		switch {
 		case !hasEq:
-			return nil, &PosError{a.Pos, end, fmt.Sprintf("argument %q is not key=value; keys are %s, e.g. tz=UTC", a.Arg, strings.Join(Keys(), ", "))}
+			fail(a.Pos, end, "argument %q is not key=value; keys are %s, e.g. tz=UTC", a.Arg, strings.Join(Keys(), ", "))
+			continue
 		case !known:
-			return nil, &PosError{a.Pos, kv.ValuePos - 1, fmt.Sprintf("unknown key %q; keys are %s, e.g. %s", key, strings.Join(Keys(), ", "), DirectiveExample)}
+			hint := ""
+			if near := suggestKey(key); near != "" {
+				hint = fmt.Sprintf(" (did you mean %s?)", near)
+			}
+			fail(a.Pos, kv.ValuePos-1, "unknown key %q%s; keys are %s, e.g. %s", key, hint, strings.Join(Keys(), ", "), DirectiveExample)
+			continue
 		case value == "":
-			return nil, &PosError{a.Pos, end, fmt.Sprintf("key %s has an empty value; e.g. %s", key, spec.example)}
+			fail(a.Pos, end, "key %s has an empty value; e.g. %s", key, spec.example)
+			continue
 		}
 		if _, dup := d.Key(key); dup {
-			return nil, &PosError{a.Pos, end, fmt.Sprintf("key %s is given twice; keep one, e.g. %s", key, spec.example)}
-		}
-		if err := spec.set(d, value); err != nil {
-			return nil, &PosError{kv.ValuePos, end, fmt.Sprintf("bad value %q for %s: %v; e.g. %s", value, key, err, spec.example)}
+			fail(a.Pos, end, "key %s is given twice; keep one, e.g. %s", key, spec.example)
+			continue
 		}
 		d.Keys = append(d.Keys, kv)
+		if err := spec.set(d, value); err != nil {
+			fail(kv.ValuePos, end, "bad value %q for %s: %v", value, key, err)
+			zoneOK = zoneOK && key != "tz"
+		}
 	}
 	if d.ExprPos == token.NoPos {
-		return nil, &PosError{c.Slash, raw.End(), fmt.Sprintf("missing cron expression; want e.g. %s", DirectiveExample)}
-	}
-	loc, _ := LoadZone(d.Zone) // validated above
-	if d.Cron, err = ParseCron(d.Expr, loc, WithName(d.Name), WithPhase(d.Phase)); err != nil {
-		ee := err.(*ExprError)
-		if kv, ok := d.Key(ee.Setting); ok {
-			return nil, &PosError{kv.ValuePos, kv.ValuePos + token.Pos(len(kv.Value)), fmt.Sprintf("bad value %q for %s: %s", kv.Value, kv.Key, ee.Msg)}
+		if exprReported {
+			return nil, errs
 		}
-		return nil, d.exprError(exprEnd, ee)
+		fail(c.Slash, raw.End(), "missing cron expression; want e.g. %s", DirectiveExample)
+	} else {
+		// With a bad tz= the expression is still checked, in UTC: its
+		// validity does not depend on the zone.
+		loc := time.UTC
+		if zoneOK {
+			loc, _ = LoadZone(d.Zone)
+		}
+		if d.Cron, err = ParseCron(d.Expr, loc, WithName(d.Name), WithPhase(d.Phase)); err != nil {
+			ee := err.(*ExprError)
+			if kv, ok := d.Key(ee.Setting); ok {
+				// A setting the expression does not allow (phase= on a
+				// field expression): the error belongs to the key.
+				fail(kv.ValuePos, kv.ValuePos+token.Pos(len(kv.Value)), "bad value %q for %s: %s", kv.Value, kv.Key, ee.Msg)
+			} else {
+				errs = append(errs, d.exprError(exprEnd, ee))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		slices.SortStableFunc(errs, func(a, b *PosError) int { return cmp.Compare(a.Pos, b.Pos) })
+		return nil, errs
 	}
 	return d, nil
 }

@@ -223,3 +223,73 @@ func TestDefaultName(t *testing.T) {
 		}
 	}
 }
+
+// TestParseDirectiveReportsEveryProblem checks that one run reports every
+// problem of a directive, each at its own position, in order.
+func TestParseDirectiveReportsEveryProblem(t *testing.T) {
+	t.Parallel()
+	line := `//cron:schedule "61 3 * * *" timout=20m queue= retry=many tz=Mars/Olympus overlap=skip overlap=allow`
+	fset, c := parseDirectiveLine(t, line)
+	_, err := ParseDirective(c)
+	var errs PosErrors
+	if !errors.As(err, &errs) {
+		t.Fatalf("ParseDirective error %v is %T, want PosErrors", err, err)
+	}
+	want := []struct {
+		text, msg string
+	}{
+		{`61`, `minute field "61"`},
+		{`timout`, `unknown key "timout" (did you mean timeout?)`},
+		{`queue=`, "key queue has an empty value"},
+		{`many`, `bad value "many" for retry`},
+		{`Mars/Olympus`, `unknown zone "Mars/Olympus"`},
+		{`overlap=allow`, "key overlap is given twice"},
+	}
+	if len(errs) != len(want) {
+		t.Fatalf("%d errors, want %d:\n%v", len(errs), len(want), err)
+	}
+	for i, w := range want {
+		pos, end := fset.Position(errs[i].Pos), fset.Position(errs[i].End)
+		if got := line[pos.Column-1 : end.Column-1]; got != w.text || !strings.Contains(errs[i].Msg, w.msg) {
+			t.Errorf("error %d at %q: %s; want it at %q saying %q", i, got, errs[i].Msg, w.text, w.msg)
+		}
+	}
+}
+
+func TestUnknownKeySuggestion(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ key, want string }{
+		{"timout", "timeout"}, {"tmeout", "timeout"}, {"Timeout", "timeout"}, {"queues", "queue"},
+		{"retyr", "retry"}, {"zone", ""}, {"color", ""}, {"x", ""},
+	}
+	for _, tt := range tests {
+		if got := suggestKey(tt.key); got != tt.want {
+			t.Errorf("suggestKey(%q) = %q, want %q", tt.key, got, tt.want)
+		}
+	}
+	_, c := parseDirectiveLine(t, `//cron:schedule "17 3 * * *" color=red`)
+	if _, err := ParseDirective(c); err == nil || strings.Contains(err.Error(), "did you mean") {
+		t.Errorf("color=red: %v; want an error without a suggestion", err)
+	}
+}
+
+func TestSpacedDirective(t *testing.T) {
+	t.Parallel()
+	for _, line := range []string{"// cron:schedule \"17 3 * * *\"", "//  cron:schedule", "//\tcron:schedule x"} {
+		fset, c := parseDirectiveLine(t, line)
+		e := SpacedDirective(c)
+		if e == nil {
+			t.Errorf("SpacedDirective(%q) = nil, want an error", line)
+			continue
+		}
+		if pos := fset.Position(e.Pos); pos.Column != 1 || !strings.Contains(e.Msg, "write //cron:") {
+			t.Errorf("SpacedDirective(%q) = %q at column %d, want column 1 and the fix", line, e.Msg, pos.Column)
+		}
+	}
+	for _, line := range []string{"//cron:schedule \"17 3 * * *\"", "// cron jobs are declared below", "// cron:", "// cron:Schedule", "// see cron: it runs"} {
+		_, c := parseDirectiveLine(t, line)
+		if e := SpacedDirective(c); e != nil {
+			t.Errorf("SpacedDirective(%q) = %q, want nil", line, e.Msg)
+		}
+	}
+}

@@ -129,10 +129,19 @@ func FuzzParseDirective(f *testing.F) {
 		if !errors.As(err, &pe) {
 			t.Fatalf("ParseDirective(%q): error %v is %T, want *PosError", text, err, err)
 		}
+		var all PosErrors
+		if !errors.As(err, &all) || len(all) == 0 || all[0] != pe {
+			t.Fatalf("ParseDirective(%q): error %v is not a PosErrors starting with %v", text, err, pe)
+		}
 		end := slash + token.Pos(len(text))
-		if pe.Pos < slash || pe.End > end || pe.Pos > pe.End {
-			t.Fatalf("ParseDirective(%q): error at [%d, %d) outside the comment [%d, %d]: %v",
-				text, pe.Pos, pe.End, slash, end, pe)
+		for i, pe := range all {
+			if pe.Pos < slash || pe.End > end || pe.Pos > pe.End {
+				t.Fatalf("ParseDirective(%q): error at [%d, %d) outside the comment [%d, %d]: %v",
+					text, pe.Pos, pe.End, slash, end, pe)
+			}
+			if i > 0 && pe.Pos < all[i-1].Pos {
+				t.Fatalf("ParseDirective(%q): errors out of position order: %v", text, err)
+			}
 		}
 	})
 }

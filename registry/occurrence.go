@@ -55,6 +55,12 @@ func (o Occurrence) Key() string {
 // OccurrenceID is the identity of the scheduled occurrence of name at slot:
 // "cron:<name>:<slot unix seconds>". It is the asynq TaskID, so a second
 // enqueue of the same occurrence by any replica is rejected by asynq.
+//
+// Names may contain ':' (asynq's category:action), and every ID still
+// belongs to one occurrence: a name never has a segment that marks another
+// kind of ID ("manual", see CheckName), so in a manual ID the first such
+// segment ends the name, and a scheduled ID's name is all but its last
+// segment.
 func OccurrenceID(name string, slot time.Time) string {
 	return "cron:" + name + ":" + strconv.FormatInt(slot.Unix(), 10)
 }

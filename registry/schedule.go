@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 	_ "time/tzdata" // zones resolve on hosts without a zoneinfo database
 )
@@ -88,23 +91,113 @@ func (s *Schedule) Occurrence(slot time.Time) Occurrence {
 	}
 }
 
-var (
-	nameRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
-	queueRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
+// Field checks. The directive parser and New check each field with the same
+// function, so a value one accepts the other accepts, in the same words.
+// Each message ends with a valid example.
+
+// nameRE is asynq's task-type alphabet, ':' included for its
+// category:action convention.
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$`)
+
+// reservedNameSegments are the markers of the occurrence IDs that are not a
+// plain "cron:<name>:<slot>": a name with such a segment could spell another
+// name's ID ("a:manual" at slot 5 would be "a"'s manual run with request 5).
+var reservedNameSegments = []string{"manual", "rerun", "member"}
+
+// CheckName reports whether name can be a schedule's name (its asynq task
+// type): 1 to 100 letters, digits, '.', '_', '-' or ':', starting with a
+// letter or digit, with no empty ':'-separated segment and none of the
+// segments the occurrence IDs reserve.
+func CheckName(name string) error {
+	const example = "e.g. name=prune-soft-deleted or name=reports:weekly"
+	if !nameRE.MatchString(name) {
+		return fmt.Errorf("want 1-100 letters, digits, '.', '_', '-' or ':', starting with a letter or digit; %s", example)
+	}
+	for seg := range strings.SplitSeq(name, ":") {
+		switch {
+		case seg == "":
+			return fmt.Errorf("want no empty segment around ':'; %s", example)
+		case slices.Contains(reservedNameSegments, seg):
+			return fmt.Errorf("the segment %q is reserved for occurrence IDs (%s); %s", seg, strings.Join(reservedNameSegments, ", "), example)
+		}
+	}
+	return nil
+}
+
+// queueRE is the alphabet of asynq queue names belfry accepts.
+var queueRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
+
+func checkQueue(queue string) error {
+	if !queueRE.MatchString(queue) {
+		return fmt.Errorf("want 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit; e.g. queue=maintenance")
+	}
+	return nil
+}
+
+// minDuration is the least timeout and grace: slots are whole seconds.
+const minDuration = time.Second
+
+// Valid values of the duration keys, for their messages.
+const (
+	timeoutExample = "timeout=20m"
+	graceExample   = "grace=10m"
 )
+
+// checkDuration checks a timeout or grace, whose valid example is example.
+func checkDuration(d time.Duration, example string) error {
+	if d < minDuration {
+		return fmt.Errorf("want a Go duration of at least %s; e.g. %s", minDuration, example)
+	}
+	return nil
+}
+
+// maxRetry bounds retry=: a larger number is a typo, not a policy.
+const maxRetry = 1000
+
+func checkRetry(n int) error {
+	if n < 0 || n > maxRetry {
+		return fmt.Errorf("want a whole number of retries from 0 to %d; e.g. retry=3", maxRetry)
+	}
+	return nil
+}
+
+func checkOverlap(o Overlap) error {
+	if o != OverlapAllow && o != OverlapSkip {
+		return fmt.Errorf("want %s or %s; e.g. overlap=skip", OverlapAllow, OverlapSkip)
+	}
+	return nil
+}
+
+func checkMisfire(m Misfire) error {
+	if m != MisfireSkip && m != MisfireLatest {
+		return fmt.Errorf("want %s or %s; e.g. misfire=latest", MisfireSkip, MisfireLatest)
+	}
+	return nil
+}
+
+// zones caches loaded zones by name. time.LoadLocation reads and parses the
+// zone's data on every call and returns a new copy: 100,000 schedules in
+// one zone would hold 100,000 copies (about 2.5 kB each). Only zones that
+// loaded are kept, so bad names cannot grow the cache.
+var zones sync.Map // name -> *time.Location
 
 // LoadZone loads an IANA zone, refusing "Local" and "" whose meaning
 // depends on the host: replicas on differently configured hosts would
-// compute different slots.
+// compute different slots. Each name is loaded once per process; every
+// caller gets the same *time.Location.
 func LoadZone(name string) (*time.Location, error) {
 	if name == "" || name == "Local" {
 		return nil, fmt.Errorf("zone %q depends on the host; name an IANA zone such as tz=UTC or tz=Europe/Berlin", name)
+	}
+	if loc, ok := zones.Load(name); ok {
+		return loc.(*time.Location), nil
 	}
 	loc, err := time.LoadLocation(name)
 	if err != nil {
 		return nil, fmt.Errorf("unknown zone %q; want an IANA name such as tz=UTC or tz=America/New_York", name)
 	}
-	return loc, nil
+	cached, _ := zones.LoadOrStore(name, loc)
+	return cached.(*time.Location), nil
 }
 
 func (s *Schedule) normalize() error {
@@ -114,23 +207,26 @@ func (s *Schedule) normalize() error {
 	s.Grace = cmp.Or(s.Grace, GraceDefault)
 	s.Overlap = cmp.Or(s.Overlap, OverlapAllow)
 	s.Misfire = cmp.Or(s.Misfire, MisfireSkip)
-	switch {
-	case !nameRE.MatchString(s.Name):
-		return fmt.Errorf("schedule name %q: want letters, digits, '.', '_' or '-', at most 100, e.g. name=prune-soft-deleted", s.Name)
-	case !queueRE.MatchString(s.Queue):
-		return fmt.Errorf("schedule %s: queue %q: want letters, digits, '.', '_' or '-', e.g. queue=maintenance", s.Name, s.Queue)
-	case s.Timeout < time.Second:
-		return fmt.Errorf("schedule %s: Timeout must be at least 1s; got %s", s.Name, s.Timeout)
-	case s.Grace < time.Second:
-		return fmt.Errorf("schedule %s: Grace must be at least 1s; got %s", s.Name, s.Grace)
-	case s.MaxRetry < 0:
-		return fmt.Errorf("schedule %s: MaxRetry must be 0 or more; got %d", s.Name, s.MaxRetry)
-	case s.Overlap != OverlapAllow && s.Overlap != OverlapSkip:
-		return fmt.Errorf("schedule %s: Overlap must be %q or %q; got %q", s.Name, OverlapAllow, OverlapSkip, s.Overlap)
-	case s.Misfire != MisfireSkip && s.Misfire != MisfireLatest:
-		return fmt.Errorf("schedule %s: Misfire must be %q or %q; got %q", s.Name, MisfireSkip, MisfireLatest, s.Misfire)
-	case s.Handler == nil:
+	if err := CheckName(s.Name); err != nil {
+		return fmt.Errorf("schedule name %q: %w", s.Name, err)
+	}
+	if s.Handler == nil {
 		return fmt.Errorf("schedule %s: Handler is nil", s.Name)
+	}
+	for _, c := range []struct {
+		field string
+		err   error
+	}{
+		{fmt.Sprintf("queue %q", s.Queue), checkQueue(s.Queue)},
+		{"timeout " + s.Timeout.String(), checkDuration(s.Timeout, timeoutExample)},
+		{"grace " + s.Grace.String(), checkDuration(s.Grace, graceExample)},
+		{"retry " + strconv.Itoa(s.MaxRetry), checkRetry(s.MaxRetry)},
+		{fmt.Sprintf("overlap %q", s.Overlap), checkOverlap(s.Overlap)},
+		{fmt.Sprintf("misfire %q", s.Misfire), checkMisfire(s.Misfire)},
+	} {
+		if c.err != nil {
+			return fmt.Errorf("schedule %s: %s: %w", s.Name, c.field, c.err)
+		}
 	}
 	loc, err := LoadZone(s.Zone)
 	if err != nil {
@@ -152,7 +248,7 @@ type Registry struct {
 // New validates schedules, fills defaults and returns them as a Registry.
 // Names must be unique.
 func New(schedules ...Schedule) (*Registry, error) {
-	r := &Registry{byName: make(map[string]*Schedule, len(schedules))}
+	r := &Registry{byName: make(map[string]*Schedule, len(schedules)), schedules: make([]*Schedule, 0, len(schedules))}
 	var errs []error
 	for i := range schedules {
 		s := schedules[i]
@@ -164,14 +260,54 @@ func New(schedules ...Schedule) (*Registry, error) {
 			errs = append(errs, fmt.Errorf("schedule name %q is declared twice (%s and %s); names must be unique, set name= on one", s.Name, cmp.Or(prev.Source, "?"), cmp.Or(s.Source, "?")))
 			continue
 		}
-		r.byName[s.Name] = &s
-		r.schedules = append(r.schedules, &s)
+		r.add(&s)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	slices.SortFunc(r.schedules, func(a, b *Schedule) int { return cmp.Compare(a.Name, b.Name) })
+	r.sort()
 	return r, nil
+}
+
+// Merge returns one registry holding the schedules of regs, for a service
+// whose jobs live in several packages (each with its own generated
+// Registry or NewRegistry). A name in more than one of them is an error
+// naming where each is declared: asynq routes a task by its name, so two
+// handlers under one name would each get the other's occurrences.
+func Merge(regs ...*Registry) (*Registry, error) {
+	n := 0
+	for _, reg := range regs {
+		n += reg.Len()
+	}
+	r := &Registry{byName: make(map[string]*Schedule, n)}
+	from := make(map[string]int, n) // name -> index in regs
+	var errs []error
+	for i, reg := range regs {
+		for _, s := range reg.Schedules() {
+			if prev, dup := r.byName[s.Name]; dup {
+				errs = append(errs, fmt.Errorf("schedule name %q is in registries %d and %d (declared at %s and %s); names must be unique across the service, set name= on one",
+					s.Name, from[s.Name]+1, i+1, cmp.Or(prev.Source, "?"), cmp.Or(s.Source, "?")))
+				continue
+			}
+			copied := *s
+			from[s.Name] = i
+			r.add(&copied)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	r.sort()
+	return r, nil
+}
+
+func (r *Registry) add(s *Schedule) {
+	r.byName[s.Name] = s
+	r.schedules = append(r.schedules, s)
+}
+
+func (r *Registry) sort() {
+	slices.SortFunc(r.schedules, func(a, b *Schedule) int { return cmp.Compare(a.Name, b.Name) })
 }
 
 // MustNew is New for generated code, whose schedules crongen has already

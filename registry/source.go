@@ -10,11 +10,14 @@ import (
 // Found is one //cron: directive found in a Go file.
 type Found struct {
 	Comment *ast.Comment
-	// Func is the top-level function whose doc comment holds the
-	// directive, or nil when the directive is anywhere else.
+	// Func is the top-level function or method whose doc comment holds
+	// the directive, or nil when the directive is anywhere else.
 	Func      *ast.FuncDecl
 	Directive *Directive // nil when Err is set
-	Err       *PosError
+	// Errs is every problem of the directive, in position order; Err is
+	// the first of them.
+	Errs PosErrors
+	Err  *PosError
 }
 
 // FindDirectives returns every //cron: directive in f, in source order,
@@ -39,7 +42,8 @@ func FindDirectives(f *ast.File) []Found {
 			fd := Found{Comment: c, Func: owner[c]}
 			d, err := ParseDirective(c)
 			if err != nil {
-				fd.Err = err.(*PosError)
+				fd.Errs = err.(PosErrors)
+				fd.Err = fd.Errs[0]
 			} else {
 				fd.Directive = d
 			}
@@ -49,17 +53,13 @@ func FindDirectives(f *ast.File) []Found {
 	return found
 }
 
-// MisplacedError is the message for a directive not in a top-level func's
-// doc comment (including methods: a handler must be a plain function).
+// MisplacedError is the message for a directive not in the doc comment of
+// a top-level func or method.
 func MisplacedError(fd Found) *PosError {
-	if fd.Func != nil && fd.Func.Recv == nil {
+	if fd.Func != nil {
 		return nil
 	}
-	what := "a //cron:schedule directive must be in the doc comment of a top-level func"
-	if fd.Func != nil {
-		what += ", not a method"
-	}
-	return &PosError{fd.Comment.Slash, fd.Comment.End(), what + "; e.g. " + DirectiveExample + " directly above func Prune(ctx context.Context, occ registry.Occurrence) error"}
+	return &PosError{fd.Comment.Slash, fd.Comment.End(), "a //cron:schedule directive must be in the doc comment of a top-level func; e.g. " + DirectiveExample + " directly above func Prune(ctx context.Context, occ registry.Occurrence) error, or above a method of a named type"}
 }
 
 // HandlerSignature is the signature a handler must have, as text.
@@ -67,7 +67,9 @@ const HandlerSignature = "func(context.Context, registry.Occurrence) error"
 
 // CheckHandler reports whether fn's signature is a handler's: the
 // HandlerFunc signature, or with payload != nil, the same with a third
-// parameter to which a value of type payload is assignable.
+// parameter to which a value of type payload is assignable. fn may be a
+// method of a named, non-generic type declared in fn's package: the service
+// supplies the receiver at start-up (generated NewRegistry).
 func CheckHandler(fn *types.Func, payload types.Type) error {
 	sig := fn.Type().(*types.Signature)
 	want := HandlerSignature
@@ -83,8 +85,8 @@ func CheckHandler(fn *types.Func, payload types.Type) error {
 		nparams = 3
 	}
 	switch {
-	case sig.Recv() != nil:
-		return bad("methods cannot be handlers")
+	case sig.Recv() != nil && !isPlainReceiver(sig.Recv().Type()):
+		return bad("the receiver must be a named, non-generic type T or *T")
 	case sig.TypeParams().Len() > 0:
 		return bad("generic functions cannot be handlers")
 	case sig.Variadic() || params.Len() != nparams:
@@ -94,7 +96,7 @@ func CheckHandler(fn *types.Func, payload types.Type) error {
 		return bad(fmt.Sprintf("it takes %d parameters", params.Len()))
 	case !isNamed(params.At(0).Type(), "context", "Context"):
 		return bad("the first parameter must be context.Context")
-	case !isNamed(params.At(1).Type(), registryPath, "Occurrence"):
+	case !isNamed(params.At(1).Type(), ImportPath, "Occurrence"):
 		return bad("the second parameter must be registry.Occurrence")
 	case results.Len() != 1 || !types.Identical(results.At(0).Type(), types.Universe.Lookup("error").Type()):
 		return bad("it must return exactly one error")
@@ -104,7 +106,19 @@ func CheckHandler(fn *types.Func, payload types.Type) error {
 	return nil
 }
 
-const registryPath = "github.com/belfry/belfry/registry"
+// ImportPath is this package's import path, as generated code imports it.
+const ImportPath = "github.com/belfry/belfry/registry"
+
+// isPlainReceiver reports whether a method with receiver type t can be
+// bound by generated code: T or *T for a named type without type
+// parameters.
+func isPlainReceiver(t types.Type) bool {
+	if p, ok := t.(*types.Pointer); ok {
+		t = p.Elem()
+	}
+	n, ok := types.Unalias(t).(*types.Named)
+	return ok && n.TypeParams().Len() == 0
+}
 
 func isNamed(t types.Type, pkgPath, name string) bool {
 	n, ok := types.Unalias(t).(*types.Named)

@@ -41,7 +41,7 @@ func typeCheckHandlers(t *testing.T, src string) *types.Package {
 	fset := token.NewFileSet()
 	stubs := stubImporter{}
 	stubs["context"] = checkStub(t, fset, "context", "package context\ntype Context interface{ Done() <-chan struct{} }\n", stubs)
-	stubs[registryPath] = checkStub(t, fset, registryPath, "package registry\ntype Occurrence struct{ Schedule string }\n", stubs)
+	stubs[ImportPath] = checkStub(t, fset, ImportPath, "package registry\ntype Occurrence struct{ Schedule string }\n", stubs)
 	stubs["other/registry"] = checkStub(t, fset, "other/registry", "package registry\ntype Occurrence struct{ Schedule string }\n", stubs)
 	return checkStub(t, fset, "example.com/jobs", src, stubs)
 }
@@ -80,9 +80,18 @@ func Generic[T any](ctx context.Context, occ registry.Occurrence) error { return
 type Jobs struct{}
 
 func (Jobs) Method(ctx context.Context, occ registry.Occurrence) error { return nil }
+func (*Jobs) PointerMethod(ctx context.Context, occ registry.Occurrence) error { return nil }
+func (*Jobs) BadMethod(ctx context.Context) error { return nil }
+
+type Box[T any] struct{}
+
+func (*Box[T]) GenericRecv(ctx context.Context, occ registry.Occurrence) error { return nil }
 `)
 	config := pkg.Scope().Lookup("Config").Type()
-	method, _, _ := types.LookupFieldOrMethod(pkg.Scope().Lookup("Jobs").Type(), false, pkg, "Method")
+	methodOf := func(typeName, name string) *types.Func {
+		obj, _, _ := types.LookupFieldOrMethod(types.NewPointer(pkg.Scope().Lookup(typeName).Type()), false, pkg, name)
+		return obj.(*types.Func)
+	}
 	tests := []struct {
 		fn      string
 		payload types.Type
@@ -104,13 +113,19 @@ func (Jobs) Method(ctx context.Context, occ registry.Occurrence) error { return 
 		{"Swapped", nil, "the first parameter must be context.Context"},
 		{"Variadic", nil, "it takes 2 parameters"},
 		{"Generic", nil, "generic functions cannot be handlers"},
-		{"Method", nil, "methods cannot be handlers"},
+		{"Method", nil, ""},
+		{"PointerMethod", nil, ""},
+		{"BadMethod", nil, "it takes 1 parameters"},
+		{"GenericRecv", nil, "the receiver must be a named, non-generic type"},
 	}
 	for _, tt := range tests {
 		var fn *types.Func
-		if tt.fn == "Method" {
-			fn = method.(*types.Func)
-		} else {
+		switch tt.fn {
+		case "Method", "PointerMethod", "BadMethod":
+			fn = methodOf("Jobs", tt.fn)
+		case "GenericRecv":
+			fn = methodOf("Box", tt.fn)
+		default:
 			fn = pkg.Scope().Lookup(tt.fn).(*types.Func)
 		}
 		err := CheckHandler(fn, tt.payload)
@@ -135,8 +150,8 @@ func (Jobs) Method(ctx context.Context, occ registry.Occurrence) error { return 
 // recognises Occurrence by this import path.
 func TestRegistryPath(t *testing.T) {
 	t.Parallel()
-	if got := reflect.TypeFor[Occurrence]().PkgPath(); got != registryPath {
-		t.Errorf("registryPath = %q, but Occurrence is declared in %q", registryPath, got)
+	if got := reflect.TypeFor[Occurrence]().PkgPath(); got != ImportPath {
+		t.Errorf("ImportPath = %q, but Occurrence is declared in %q", ImportPath, got)
 	}
 }
 
@@ -200,7 +215,7 @@ func Unknown() {}
 	want := []summary{
 		{5, "Prune", true, ""},
 		{8, "", true, "must be in the doc comment of a top-level func"},
-		{11, "Method", true, "not a method"},
+		{11, "Method", true, ""},
 		{15, "Bad", false, ""},
 		{17, "", true, "must be in the doc comment of a top-level func"},
 		{24, "Unknown", false, ""},

@@ -76,6 +76,9 @@ func (r *Runtime) Health(ctx context.Context) Health {
 				l.Reason, l.At.Format(time.RFC3339), l.From.Format(time.RFC3339), l.To.Format(time.RFC3339)))
 		}
 	}
+	if snap.DuplicateReplica != "" {
+		h.Problems = append(h.Problems, snap.DuplicateReplica)
+	}
 	if len(snap.Unserved) > 0 {
 		h.Unserved = snap.Unserved
 		h.Problems = append(h.Problems, "no asynq server serves "+plural(len(snap.Unserved), "queue", "queues")+": "+strings.Join(snap.Unserved, ", "))

@@ -304,6 +304,12 @@ func TestAQueueNoWorkerServesIsReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	startWorker(t, rdb, served, func(mux *asynq.ServeMux) { rt.RegisterHandlers(mux) })
+	// asynq's server announces its queues a moment after it starts; until
+	// then its queue is rightly unserved.
+	waitFor(t, 10*time.Second, "the worker to announce its queue", func() bool {
+		queues, _ := rt.UnservedQueues()
+		return len(queues) == 1
+	})
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { rt.Run(runCtx); close(done) }()
@@ -319,5 +325,21 @@ func TestAQueueNoWorkerServesIsReported(t *testing.T) {
 	}
 	if h := rt.Health(ctx); h.Status != "unhealthy" || len(h.Unserved) != 1 {
 		t.Errorf("health %+v, want unhealthy naming the unserved queue", h)
+	}
+}
+
+// Two processes started with one Replica name: each says so in health and
+// the snapshot.
+func TestADuplicateReplicaNameIsReported(t *testing.T) {
+	t.Parallel()
+	rdb := sharedRedis(t)
+	c := newCluster(t, rdb, 2, runtime.Options{LeaseTTL: time.Second, Replica: "same-name"}, idleSchedule())
+	for _, rt := range c.rts {
+		waitFor(t, 10*time.Second, "the duplicate name to be noticed", func() bool {
+			return strings.Contains(rt.DuplicateReplica(), `"same-name" is used by two processes`)
+		})
+		if h := rt.Health(context.Background()); h.Status != "unhealthy" {
+			t.Errorf("health %+v, want unhealthy naming the duplicate", h)
+		}
 	}
 }

@@ -148,6 +148,20 @@ func (r *Runtime) Logger() *slog.Logger { return r.log }
 // HistoryLimit is the number of occurrences the ledger keeps per schedule.
 func (r *Runtime) HistoryLimit() int { return r.opts.HistoryLimit }
 
+// DuplicateReplica says, when another process heartbeats under this
+// replica's Replica name on the same namespace, which it is; "" otherwise.
+// Two processes with one name make the admin and the metrics lie about
+// who did what.
+func (r *Runtime) DuplicateReplica() string {
+	if r.disabled != "" {
+		return ""
+	}
+	if d, ok := r.lease.Duplicate(); ok {
+		return d.String()
+	}
+	return ""
+}
+
 // Disabled returns why the scheduler is disabled, or "" if it is not.
 func (r *Runtime) Disabled() string { return r.disabled }
 

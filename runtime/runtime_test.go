@@ -45,7 +45,9 @@ func newCluster(t *testing.T, rdb redis.UniversalClient, n int, opts runtime.Opt
 	opts.Logger = testLogger(t)
 	for i := range n {
 		o := opts
-		o.Replica = "r" + string(rune('0'+i))
+		if o.Replica == "" {
+			o.Replica = "r" + string(rune('0'+i))
+		}
 		rt, err := runtime.New(reg, o)
 		if err != nil {
 			t.Fatal(err)

@@ -47,6 +47,8 @@ type Snapshot struct {
 	Unserved []string
 	// LostWrites are the losses of Redis data detected, newest first.
 	LostWrites []LostWrites
+	// DuplicateReplica says another process uses this replica's name.
+	DuplicateReplica string
 }
 
 // recentPerSchedule is how many occurrences the index page shows per row.
@@ -79,6 +81,7 @@ func (r *Runtime) Snapshot(ctx context.Context) (Snapshot, error) {
 	state, lastErr := r.RedisState()
 	snap.Redis = state
 	snap.RedisUnsafe = r.RedisUnsafe()
+	snap.DuplicateReplica = r.DuplicateReplica()
 	if lastErr != nil {
 		snap.RedisError = redactSecrets(lastErr.Error(), r.redisURL)
 	}

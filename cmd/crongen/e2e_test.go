@@ -25,6 +25,7 @@ import (
 
 	"example.com/e2e/clash"
 	"example.com/e2e/jobs"
+	"example.com/e2e/methods"
 )
 
 func main() {
@@ -50,6 +51,19 @@ func main() {
 	for _, s := range clash.Registry.Schedules() {
 		fmt.Println(s.Name, s.Next(from).Format(time.RFC3339))
 	}
+
+	// Method handlers run on the receivers given to NewRegistry.
+	bound := methods.NewRegistry(&methods.Jobs{DB: &methods.Store{Name: "main-db"}}, methods.Mailer{From: "ops@example.com"})
+	for _, s := range bound.Schedules() {
+		occ := s.Occurrence(s.Next(from))
+		if err := s.HandlePayload(context.Background(), registry.EncodeOccurrence(occ)); err != nil {
+			fmt.Println("error:", err)
+		}
+	}
+	merged, err := registry.Merge(jobs.Registry, clash.Registry)
+	fmt.Println("merged", merged.Len(), err)
+	_, err = registry.Merge(jobs.Registry, bound)
+	fmt.Println(err)
 }
 `
 
@@ -59,7 +73,7 @@ func main() {
 // which also proves the golden files compile.
 func TestEndToEnd(t *testing.T) {
 	t.Parallel()
-	mod := tempModule(t, "jobs", "clash")
+	mod := tempModule(t, "jobs", "clash", "methods")
 	writeFile(t, filepath.Join(mod, "cmd", "e2e", "main.go"), e2eMain)
 	// A stale file from an older version: it imports a package that does not
 	// exist and redeclares a handler. Loading must not trip over it.
@@ -76,7 +90,7 @@ func TestEndToEnd(t *testing.T) {
 	if stdout.Len()+stderr.Len() > 0 {
 		t.Errorf("a successful run printed:\n%s%s", stdout.String(), stderr.String())
 	}
-	for _, pkg := range []string{"jobs", "clash"} {
+	for _, pkg := range []string{"jobs", "clash", "methods"} {
 		got := readFile(t, filepath.Join(mod, pkg, outputName))
 		want := readFile(t, filepath.Join(fixture(t, pkg), outputName+".golden"))
 		if diff := cmp.Diff(want, got); diff != "" {
@@ -122,6 +136,13 @@ digest team@example.com cron:send-digest:1773039600
 prune-soft-deleted send-digest
 clash.count 2026-03-08T00:00:00Z
 clash.limit 2026-03-08T01:00:00Z
+heartbeat cron:heartbeat:1772884890 unused
+prune main-db cron:maintenance:prune:1772939820
+count main-db cron:methods.count:1772946000
+vacuum main-db 10 cron:methods.vacuum:1772942400
+digest from ops@example.com cron:reports:weekly:1773039600
+merged 8 <nil>
+schedule name "heartbeat" is in registries 1 and 2 (declared at reports.go:28 and methods.go:68); names must be unique across the service, set name= on one
 `
 	if diff := cmp.Diff(wantOut, string(out)); diff != "" {
 		t.Errorf("program output mismatch (-want +got):\n%s", diff)

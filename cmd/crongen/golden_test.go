@@ -17,10 +17,10 @@ import (
 // jobs uses every directive key, a payload of the package's own type and
 // one from another package, default names and an unexported handler; clash
 // declares package-level names (registry, asynq) that the imports must
-// avoid.
+// avoid; methods has method handlers, which NewRegistry binds.
 func TestGolden(t *testing.T) {
 	t.Parallel()
-	for _, name := range []string{"jobs", "clash"} {
+	for _, name := range []string{"jobs", "clash", "methods"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			dir := fixture(t, name)

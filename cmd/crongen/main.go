@@ -7,14 +7,20 @@
 //	crongen next [--tz ZONE] [--from RFC3339] [-n N] [--name NAME] [--phase D] "<expr>"
 //	crongen list [--now RFC3339] [packages]
 //
-// In a package with schedules, add
+// Add it to a module as a tool dependency, which go mod tidy keeps:
 //
-//	//go:generate go run github.com/belfry/belfry/cmd/crongen
+//	go get -tool github.com/belfry/belfry/cmd/crongen
+//
+// and in a package with schedules:
+//
+//	//go:generate go tool crongen
 //
 // crongen then writes zz_generated.cron.go next to the handlers: task-name
-// constants, compile-time checks of every handler's signature, the Registry
-// value and RegisterHandlers for an *asynq.ServeMux. Problems are printed as
-// file:line:col: message, all of them, and then nothing is written.
+// constants, compile-time checks of every handler's signature, and either
+// the Registry value and RegisterHandlers for an *asynq.ServeMux (when every
+// handler is a func) or NewRegistry, which takes the receivers of the
+// handlers that are methods. Problems are printed as file:line:col:
+// message, all of them, and then nothing is written.
 //
 // Exit status: 0 on success, 1 when the packages have problems, 2 for a
 // usage error (including a bad expression, zone, time or count for next).
@@ -95,7 +101,7 @@ func (a *app) rootCommand() *cobra.Command {
 writes zz_generated.cron.go with the package's Registry. Without a command it
 generates for the package in the current directory, for use in
 
-	//go:generate go run github.com/belfry/belfry/cmd/crongen`,
+	//go:generate go tool crongen`,
 		Args:          usageArgs(cobra.NoArgs),
 		SilenceUsage:  true,
 		SilenceErrors: true,

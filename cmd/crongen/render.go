@@ -10,12 +10,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/belfry/belfry/registry"
 )
 
-const (
-	registryPath = "github.com/belfry/belfry/registry"
-	asynqPath    = "github.com/hibiken/asynq"
-)
+const asynqPath = "github.com/hibiken/asynq"
 
 // importSet names the generated file's imports so that none is shadowed by
 // a package-level declaration of the package (a var called registry, say)
@@ -30,7 +29,7 @@ func newImportSet(scope *types.Scope) *importSet {
 	s := &importSet{scope: scope, byPath: map[string]string{}, used: map[string]bool{}}
 	s.add("context", "context")
 	s.add("time", "time")
-	s.add(registryPath, "registry")
+	s.add(registry.ImportPath, "registry")
 	s.add(asynqPath, "asynq")
 	return s
 }
@@ -55,10 +54,13 @@ func (s *importSet) name(path string) string { return s.byPath[path] }
 func render(t *target) ([]byte, error) {
 	var b bytes.Buffer
 	imp := t.imports
-	ctx, reg, asynq := imp.name("context"), imp.name(registryPath), imp.name(asynqPath)
+	ctx, reg, asynq := imp.name("context"), imp.name(registry.ImportPath), imp.name(asynqPath)
 
 	fmt.Fprintf(&b, "%s\n\npackage %s\n\n", header, t.name)
-	writeImports(&b, imp)
+	// RegisterHandlers, the only user of asynq, ranges over the package's
+	// Registry, which a package with method handlers does not have.
+	methods := len(t.receivers) > 0
+	writeImports(&b, imp, func(path string) bool { return path != asynqPath || !methods })
 
 	b.WriteString("// Task names: the asynq task type of each schedule.\nconst (\n")
 	for _, s := range t.schedules {
@@ -68,22 +70,42 @@ func render(t *target) ([]byte, error) {
 
 	b.WriteString("// Compile-time checks: a handler whose signature drifts breaks the build here.\nvar (\n")
 	for _, s := range t.schedules {
-		if s.payloadParam == "" {
-			fmt.Fprintf(&b, "_ %s.HandlerFunc = %s\n", reg, s.funcName)
-		} else {
-			fmt.Fprintf(&b, "_ func(%s.Context, %s.Occurrence, %s) error = %s\n", ctx, reg, s.payloadParam, s.funcName)
+		var params []string
+		expr := s.funcName
+		if s.recv != "" {
+			recv := s.recv
+			if s.recvPointer {
+				recv = "*" + recv
+			}
+			params = append(params, recv)
+			expr = s.recv + "." + s.funcName
+			if s.recvPointer {
+				expr = "(*" + s.recv + ")." + s.funcName
+			}
 		}
+		if s.payloadParam == "" && s.recv == "" {
+			fmt.Fprintf(&b, "_ %s.HandlerFunc = %s\n", reg, expr)
+			continue
+		}
+		params = append(params, ctx+".Context", reg+".Occurrence")
+		if s.payloadParam != "" {
+			params = append(params, s.payloadParam)
+		}
+		fmt.Fprintf(&b, "_ func(%s) error = %s\n", strings.Join(params, ", "), expr)
 	}
 	b.WriteString(")\n\n")
 
-	fmt.Fprintf(&b, "// %s holds every schedule declared in package %s.\n", registryVar, t.name)
-	fmt.Fprintf(&b, "var %s = %s.MustNew(\n", registryVar, reg)
-	for _, s := range t.schedules {
-		renderSchedule(&b, imp, s)
-	}
-	b.WriteString(")\n\n")
+	if methods {
+		renderNewRegistry(&b, t)
+	} else {
+		fmt.Fprintf(&b, "// %s holds every schedule declared in package %s.\n", registryVar, t.name)
+		fmt.Fprintf(&b, "var %s = %s.MustNew(\n", registryVar, reg)
+		for _, s := range t.schedules {
+			renderSchedule(&b, imp, s, s.funcName)
+		}
+		b.WriteString(")\n\n")
 
-	fmt.Fprintf(&b, `// %[1]s registers every schedule's handler on mux under its task
+		fmt.Fprintf(&b, `// %[1]s registers every schedule's handler on mux under its task
 // name. Middleware (such as the runtime's recorder) wraps each handler, the
 // first outermost.
 func %[1]s(mux *%[2]s.ServeMux, middleware ...%[3]s.Middleware) {
@@ -94,6 +116,7 @@ func %[1]s(mux *%[2]s.ServeMux, middleware ...%[3]s.Middleware) {
 	}
 }
 `, registerHandlers, asynq, reg, registryVar, ctx)
+	}
 
 	src, err := format.Source(b.Bytes())
 	if err != nil {
@@ -104,9 +127,12 @@ func %[1]s(mux *%[2]s.ServeMux, middleware ...%[3]s.Middleware) {
 
 // writeImports writes the import block: the standard library first, as
 // goimports groups it.
-func writeImports(b *bytes.Buffer, imp *importSet) {
+func writeImports(b *bytes.Buffer, imp *importSet, keep func(path string) bool) {
 	var std, other []string
 	for p := range imp.byPath {
+		if !keep(p) {
+			continue
+		}
 		if first, _, _ := strings.Cut(p, "/"); strings.Contains(first, ".") {
 			other = append(other, p)
 		} else {
@@ -131,18 +157,52 @@ func writeImports(b *bytes.Buffer, imp *importSet) {
 	b.WriteString(")\n\n")
 }
 
-func renderSchedule(b *bytes.Buffer, imp *importSet, s *schedule) {
+// renderNewRegistry writes NewRegistry, which binds the method handlers to
+// the receivers the service passes at start-up.
+func renderNewRegistry(b *bytes.Buffer, t *target) {
+	reg := t.imports.name(registry.ImportPath)
+	var params, typeNames []string
+	paramOf := map[string]string{}
+	for _, r := range t.receivers {
+		typ := r.typeName
+		if r.pointer {
+			typ = "*" + typ
+		}
+		params = append(params, r.param+" "+typ)
+		typeNames = append(typeNames, r.typeName)
+		paramOf[r.typeName] = r.param
+	}
+	fmt.Fprintf(b, `// %[1]s returns every schedule declared in package %[2]s, the
+// method handlers bound to the receivers given: %[3]s.
+// Call it once at start-up with the service's dependencies and give the
+// result to the runtime; registry.Merge joins it with other packages'.
+func %[1]s(%[4]s) *%[5]s.Registry {
+	return %[5]s.MustNew(
+`, newRegistry, t.name, strings.Join(typeNames, ", "), strings.Join(params, ", "), reg)
+	for _, s := range t.schedules {
+		handler := s.funcName
+		if s.recv != "" {
+			handler = paramOf[s.recv] + "." + s.funcName
+		}
+		renderSchedule(b, t.imports, s, handler)
+	}
+	b.WriteString(")\n}\n")
+}
+
+// renderSchedule writes s as a registry.Schedule literal whose handler is
+// the expression handler (Prune, or jobs.Prune for a bound method).
+func renderSchedule(b *bytes.Buffer, imp *importSet, s *schedule, handler string) {
 	d := s.directive
-	reg, timePkg := imp.name(registryPath), imp.name("time")
-	handler := s.funcName
+	reg, timePkg := imp.name(registry.ImportPath), imp.name("time")
+	call := handler
 	if s.payloadParam != "" {
 		// The parameters must not shadow the payload variable.
 		ctxName, occName := "ctx", "occ"
 		if d.Payload == ctxName || d.Payload == occName {
 			ctxName, occName = "ctx_", "occ_"
 		}
-		handler = fmt.Sprintf("func(%[1]s %[3]s.Context, %[2]s %[4]s.Occurrence) error { return %[5]s(%[1]s, %[2]s, %[6]s) }",
-			ctxName, occName, imp.name("context"), reg, s.funcName, d.Payload)
+		call = fmt.Sprintf("func(%[1]s %[3]s.Context, %[2]s %[4]s.Occurrence) error { return %[5]s(%[1]s, %[2]s, %[6]s) }",
+			ctxName, occName, imp.name("context"), reg, handler, d.Payload)
 	}
 	fmt.Fprintf(b, "%s.Schedule{\n", reg)
 	fmt.Fprintf(b, "Name: %s,\n", s.constName)
@@ -157,7 +217,7 @@ func renderSchedule(b *bytes.Buffer, imp *importSet, s *schedule) {
 	if d.Phase != 0 {
 		fmt.Fprintf(b, "Phase: %s,\n", durationExpr(d.Phase, timePkg))
 	}
-	fmt.Fprintf(b, "Handler: %s,\n", handler)
+	fmt.Fprintf(b, "Handler: %s,\n", call)
 	fmt.Fprintf(b, "Source: %s,\n", strconv.Quote(s.source))
 	b.WriteString("},\n")
 }

@@ -21,7 +21,13 @@ import (
 // handover when the leader stops.
 func TestTwoReplicas(t *testing.T) {
 	t.Parallel()
-	redisURL := startRedis(t)
+	checkTwoReplicas(t, startRedis(t))
+}
+
+// checkTwoReplicas runs the TestTwoReplicas checks against the Redis at
+// redisURL.
+func checkTwoReplicas(t *testing.T, redisURL string) {
+	t.Helper()
 	// A lease TTL far above the takeover deadline below: a takeover within
 	// it proves that the leader handed its lease over instead of letting it
 	// expire. Debug logs carry one line per heartbeat execution.

@@ -99,7 +99,10 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 		rdb = redis.NewClient(opts)
 		defer rdb.Close()
 	}
-	rt, err := runtime.New(jobs.Registry, runtime.Options{
+	// Dependencies reach the handlers through the receiver NewRegistry
+	// binds, not through package globals.
+	reg := jobs.NewRegistry(&jobs.Jobs{DB: jobs.NewDB()})
+	rt, err := runtime.New(reg, runtime.Options{
 		Redis: rdb, Logger: log, Replica: cfg.replica, LeaseTTL: cfg.leaseTTL, Namespace: cfg.namespace,
 	})
 	if err != nil {

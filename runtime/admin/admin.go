@@ -292,7 +292,7 @@ func (a *admin) apiStatus(w http.ResponseWriter, req *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{
 		"leader": leader, "replicas": replicas, "replica": snap.Replica,
 		"redis": snap.Redis, "redis_error": snap.RedisError, "redis_unsafe": snap.RedisUnsafe, "disabled": snap.Disabled,
-		"lost_writes": orEmpty(snap.LostWrites),
+		"lost_writes": orEmpty(snap.LostWrites), "duplicate_replica": snap.DuplicateReplica,
 	})
 }
 

@@ -54,6 +54,7 @@ type collector struct {
 	next, lastEnqueue, lastSuccess, lastFailure *prometheus.Desc
 	late, failing, paused                       *prometheus.Desc
 	leader, redisUp, redisUnsafe, disabled      *prometheus.Desc
+	duplicateReplica                            *prometheus.Desc
 }
 
 // NewCollector returns a Prometheus collector of rt's metrics, to register
@@ -79,17 +80,18 @@ func NewCollector(rt *runtime.Runtime) prometheus.Collector {
 		lag: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "belfry_schedule_fire_lag_seconds",
 			Help:    "How long after its slot this replica's scheduler enqueued an occurrence.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10, 60}}, schedule),
-		next:        desc("belfry_schedule_next_run_timestamp_seconds", "When the schedule fires next.", schedule...),
-		lastEnqueue: desc("belfry_schedule_last_enqueue_timestamp_seconds", "When an occurrence of the schedule was last enqueued; 0 if never. Aggregate with max.", schedule...),
-		lastSuccess: desc("belfry_schedule_last_success_timestamp_seconds", "When an occurrence of the schedule last succeeded; 0 if never. Aggregate with max.", schedule...),
-		lastFailure: desc("belfry_schedule_last_failure_timestamp_seconds", "When an attempt of the schedule last failed; 0 if never. Aggregate with max.", schedule...),
-		late:        desc("belfry_schedule_late", "1 when the newest due slot has no success within grace plus timeout. Aggregate with max.", schedule...),
-		failing:     desc("belfry_schedule_failing", "1 when the newest finished occurrence failed. Aggregate with max.", schedule...),
-		paused:      desc("belfry_schedule_paused", "1 while an operator has the schedule paused. Aggregate with max.", schedule...),
-		leader:      desc("belfry_leader", "1 when this replica holds the scheduler lease.", "replica"),
-		redisUp:     desc("belfry_redis_up", "1 when this replica's last Redis call succeeded."),
-		redisUnsafe: desc("belfry_redis_unsafe", "1 when this replica will not lead on its Redis: it evicts keys (maxmemory-policy is not noeviction) or is older than 6.2."),
-		disabled:    desc("belfry_scheduler_disabled", "1 when no Redis is configured, so nothing is ever scheduled."),
+		next:             desc("belfry_schedule_next_run_timestamp_seconds", "When the schedule fires next.", schedule...),
+		lastEnqueue:      desc("belfry_schedule_last_enqueue_timestamp_seconds", "When an occurrence of the schedule was last enqueued; 0 if never. Aggregate with max.", schedule...),
+		lastSuccess:      desc("belfry_schedule_last_success_timestamp_seconds", "When an occurrence of the schedule last succeeded; 0 if never. Aggregate with max.", schedule...),
+		lastFailure:      desc("belfry_schedule_last_failure_timestamp_seconds", "When an attempt of the schedule last failed; 0 if never. Aggregate with max.", schedule...),
+		late:             desc("belfry_schedule_late", "1 when the newest due slot has no success within grace plus timeout. Aggregate with max.", schedule...),
+		failing:          desc("belfry_schedule_failing", "1 when the newest finished occurrence failed. Aggregate with max.", schedule...),
+		paused:           desc("belfry_schedule_paused", "1 while an operator has the schedule paused. Aggregate with max.", schedule...),
+		leader:           desc("belfry_leader", "1 when this replica holds the scheduler lease.", "replica"),
+		redisUp:          desc("belfry_redis_up", "1 when this replica's last Redis call succeeded."),
+		redisUnsafe:      desc("belfry_redis_unsafe", "1 when this replica will not lead on its Redis: it evicts keys (maxmemory-policy is not noeviction) or is older than 6.2."),
+		disabled:         desc("belfry_scheduler_disabled", "1 when no Redis is configured, so nothing is ever scheduled."),
+		duplicateReplica: desc("belfry_replica_name_duplicate", "1 when another process heartbeats under this replica's name on the same namespace.", "replica"),
 	}
 	for _, s := range rt.Registry().Schedules() {
 		for _, o := range scheduledOutcomes {
@@ -132,7 +134,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	c.duration.Describe(ch)
 	c.lag.Describe(ch)
 	for _, d := range []*prometheus.Desc{c.next, c.lastEnqueue, c.lastSuccess, c.lastFailure, c.late, c.failing,
-		c.paused, c.leader, c.redisUp, c.redisUnsafe, c.disabled} {
+		c.paused, c.leader, c.redisUp, c.redisUnsafe, c.disabled, c.duplicateReplica} {
 		ch <- d
 	}
 }
@@ -177,6 +179,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.redisUp, flag(snap.Redis == runtime.RedisUp))
 	gauge(c.redisUnsafe, flag(snap.RedisUnsafe != ""))
 	gauge(c.disabled, flag(snap.Disabled != ""))
+	gauge(c.duplicateReplica, flag(snap.DuplicateReplica != ""), c.rt.Replica())
 }
 
 // Handler serves rt's metrics alone, for mounting at /metrics outside the

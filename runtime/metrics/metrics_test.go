@@ -40,6 +40,7 @@ func TestHandlerServesTheRuntimesMetrics(t *testing.T) {
 		"belfry_redis_up 0",
 		"belfry_scheduler_disabled 1",
 		"belfry_redis_unsafe 0",
+		`belfry_replica_name_duplicate{replica="r0"} 0`,
 		`belfry_schedule_last_success_timestamp_seconds{schedule="nightly"} 0`,
 		`belfry_schedule_failing{schedule="nightly"} 0`,
 		`belfry_schedule_paused{schedule="nightly"} 0`,

@@ -3,11 +3,13 @@
 // occ.Key(), so an asynq retry, a second replica or a manual re-run never
 // does the work twice or for the wrong period.
 //
-// The effects go to an in-memory outbox and the log, so the example needs
-// nothing but Redis; a real service would write rows keyed the same way.
+// The effects go to an in-memory outbox, an in-memory DB and the log, so
+// the example needs nothing but Redis; a real service would write rows
+// keyed the same way. PruneSoftDeleted is a method of Jobs, which carries
+// the DB: main passes the dependencies to NewRegistry at start-up.
 package jobs
 
-//go:generate go run github.com/belfry/belfry/cmd/crongen
+//go:generate go tool crongen
 
 import (
 	"sync"

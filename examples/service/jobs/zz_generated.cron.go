@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/registry"
-	"github.com/hibiken/asynq"
 )
 
 // Task names: the asynq task type of each schedule.
@@ -21,74 +20,68 @@ const (
 // Compile-time checks: a handler whose signature drifts breaks the build here.
 var (
 	_ registry.HandlerFunc                                           = Heartbeat
-	_ registry.HandlerFunc                                           = PruneSoftDeleted
+	_ func(*Jobs, context.Context, registry.Occurrence) error        = (*Jobs).PruneSoftDeleted
 	_ registry.HandlerFunc                                           = ReconcilePayments
 	_ func(context.Context, registry.Occurrence, DigestConfig) error = SendDigest
 )
 
-// Registry holds every schedule declared in package jobs.
-var Registry = registry.MustNew(
-	registry.Schedule{
-		Name:     TaskHeartbeat,
-		Expr:     "* * * * * *",
-		Zone:     "UTC",
-		Queue:    "default",
-		Timeout:  time.Second,
-		MaxRetry: 0,
-		Grace:    5 * time.Minute,
-		Overlap:  registry.OverlapAllow,
-		Misfire:  registry.MisfireSkip,
-		Handler:  Heartbeat,
-		Source:   "heartbeat.go:14",
-	},
-	registry.Schedule{
-		Name:     TaskPruneSoftDeleted,
-		Expr:     "17 3 * * *",
-		Zone:     "UTC",
-		Queue:    "maintenance",
-		Timeout:  20 * time.Minute,
-		MaxRetry: 3,
-		Grace:    5 * time.Minute,
-		Overlap:  registry.OverlapAllow,
-		Misfire:  registry.MisfireSkip,
-		Handler:  PruneSoftDeleted,
-		Source:   "prune.go:18",
-	},
-	registry.Schedule{
-		Name:     TaskReconcilePayments,
-		Expr:     "41 * * * *",
-		Zone:     "UTC",
-		Queue:    "default",
-		Timeout:  30 * time.Minute,
-		MaxRetry: 3,
-		Grace:    5 * time.Minute,
-		Overlap:  registry.OverlapSkip,
-		Misfire:  registry.MisfireSkip,
-		Handler:  ReconcilePayments,
-		Source:   "payments.go:17",
-	},
-	registry.Schedule{
-		Name:     TaskSendDigest,
-		Expr:     "5 8 * * MON",
-		Zone:     "UTC",
-		Queue:    "default",
-		Timeout:  10 * time.Minute,
-		MaxRetry: 5,
-		Grace:    5 * time.Minute,
-		Overlap:  registry.OverlapAllow,
-		Misfire:  registry.MisfireSkip,
-		Handler:  func(ctx context.Context, occ registry.Occurrence) error { return SendDigest(ctx, occ, weeklyDigest) },
-		Source:   "digest.go:24",
-	},
-)
-
-// RegisterHandlers registers every schedule's handler on mux under its task
-// name. Middleware (such as the runtime's recorder) wraps each handler, the
-// first outermost.
-func RegisterHandlers(mux *asynq.ServeMux, middleware ...registry.Middleware) {
-	for _, s := range Registry.Schedules() {
-		mux.HandleFunc(s.Name, func(ctx context.Context, t *asynq.Task) error {
-			return s.HandlePayload(ctx, t.Payload(), middleware...)
-		})
-	}
+// NewRegistry returns every schedule declared in package jobs, the
+// method handlers bound to the receivers given: Jobs.
+// Call it once at start-up with the service's dependencies and give the
+// result to the runtime; registry.Merge joins it with other packages'.
+func NewRegistry(jobs *Jobs) *registry.Registry {
+	return registry.MustNew(
+		registry.Schedule{
+			Name:     TaskHeartbeat,
+			Expr:     "* * * * * *",
+			Zone:     "UTC",
+			Queue:    "default",
+			Timeout:  time.Second,
+			MaxRetry: 0,
+			Grace:    5 * time.Minute,
+			Overlap:  registry.OverlapAllow,
+			Misfire:  registry.MisfireSkip,
+			Handler:  Heartbeat,
+			Source:   "heartbeat.go:14",
+		},
+		registry.Schedule{
+			Name:     TaskPruneSoftDeleted,
+			Expr:     "17 3 * * *",
+			Zone:     "UTC",
+			Queue:    "maintenance",
+			Timeout:  20 * time.Minute,
+			MaxRetry: 3,
+			Grace:    5 * time.Minute,
+			Overlap:  registry.OverlapAllow,
+			Misfire:  registry.MisfireSkip,
+			Handler:  jobs.PruneSoftDeleted,
+			Source:   "prune.go:24",
+		},
+		registry.Schedule{
+			Name:     TaskReconcilePayments,
+			Expr:     "41 * * * *",
+			Zone:     "UTC",
+			Queue:    "default",
+			Timeout:  30 * time.Minute,
+			MaxRetry: 3,
+			Grace:    5 * time.Minute,
+			Overlap:  registry.OverlapSkip,
+			Misfire:  registry.MisfireSkip,
+			Handler:  ReconcilePayments,
+			Source:   "payments.go:17",
+		},
+		registry.Schedule{
+			Name:     TaskSendDigest,
+			Expr:     "5 8 * * MON",
+			Zone:     "UTC",
+			Queue:    "default",
+			Timeout:  10 * time.Minute,
+			MaxRetry: 5,
+			Grace:    5 * time.Minute,
+			Overlap:  registry.OverlapAllow,
+			Misfire:  registry.MisfireSkip,
+			Handler:  func(ctx context.Context, occ registry.Occurrence) error { return SendDigest(ctx, occ, weeklyDigest) },
+			Source:   "digest.go:24",
+		},
+	)
 }

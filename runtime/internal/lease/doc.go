@@ -3,10 +3,15 @@
 //
 // # States
 //
-// One key, "<namespace>:lease", holds "<replica>|<token>" where the token
-// comes from INCR on "<namespace>:lease:token", so every tenure has a
-// fencing token larger than any before it. A replica is in one of two
-// states:
+// One key, "<namespace>:lease", holds "<replica>|<instance>|<token>" where
+// the token comes from INCR on "<namespace>:lease:token", so every tenure
+// has a fencing token larger than any before it, and the instance is a
+// random ID each Lease draws when it is made (once per process), so the
+// value names the one process that holds it even if two processes were
+// given the same replica name, and a restarted replica never mistakes its
+// previous incarnation's lease for its own. Replica names cannot contain
+// '|'; ParseValue returns the replica and the token (and reads the older
+// "<replica>|<token>" too). A replica is in one of two states:
 //
 //   - Follower: it tries SET NX PX (a script that also records its
 //     heartbeat). When the key exists the script returns its remaining life,
@@ -25,12 +30,39 @@
 // trust window lapses (a paused process); a renewal that succeeds after a
 // lapse restores trust and signals Changed, so the scheduler resumes.
 //
-// # Stepping down and resuming
+// # Every call is bounded
 //
-// A holder that stepped down after a transient error resumes its lease if
-// the key still holds its exact value (nobody took over meanwhile), keeping
-// its token. On graceful shutdown the holder deletes its key with
-// compare-and-DEL and publishes the release.
+// Each acquire, renewal and release gives up after CallTimeout (TTL/3),
+// and Observe by its caller's deadline, enforced by the lease itself:
+// go-redis honours a context deadline only on a client built with
+// ContextTimeoutEnabled, and otherwise blocks for its ReadTimeout per
+// attempt (retrying timeouts) or for ever. Renewals are sent TTL/3 after
+// the previous send (not its reply), so a renewal gives up at about 2/3
+// TTL, and never later than the end of the trust window (9/10 TTL): a
+// holder cut off from Redis (a partition, a stalled server) steps down by
+// itself within its trust rather than hang past it. A call given up on may
+// still land later; every script is safe to land late or twice.
+//
+// # Lost replies
+//
+// A command whose reply is lost (the connection dies after Redis ran it)
+// is sent again, by go-redis on EOF or by the next attempt. Each script is
+// idempotent for its own instance:
+//
+//   - Acquire resumes any lease that carries this instance's ID: one it
+//     stepped down from after a transient error while nobody took over
+//     (keeping its token), or one a previous attempt created whose reply
+//     never came. Without this a resent acquire saw the new lease as
+//     someone else's and the replica waited out a whole TTL with the lease
+//     held by nobody who knew it.
+//   - Renew is compare-and-PEXPIRE on the exact value: running it twice
+//     extends the same lease twice. Its trust window is measured from the
+//     first send, so a resend can only make the key outlive the trust.
+//   - Release is compare-and-DEL on the instance: a resend after the first
+//     run deleted the key finds nothing of its own (or a follower's new
+//     lease, which it leaves alone). Because it compares on the instance
+//     and not on the value the holder last trusted, a shutdown also deletes
+//     a lease it had stepped down from or whose acquire reply it missed.
 //
 // # Fencing
 //
@@ -43,9 +75,22 @@
 // own script, and the occurrence's task ID makes it idempotent while the ID
 // is retained.
 //
-// # Heartbeats
+// # Heartbeats and duplicate names
 //
 // Heartbeats ride on lease calls, at most once per TTL, and use Redis's
 // clock (TIME), not the replica's: a skewed heartbeat would make a live
 // replica look dead. Stale entries are pruned when the replica list is read.
+//
+// Each beat also stores its instance ID under "<namespace>:replicas:<replica>"
+// (expiring with the heartbeat, 3 TTL). A beat that finds another instance
+// there, after this instance's own earlier beat landed, means two live
+// processes share the replica name: each logs one error per other instance
+// and Duplicate reports it until the other has not been seen for 3 TTL.
+// Both learn of it within about two TTLs. The lease itself stays safe (the
+// values differ by instance), but the replica list and the ledger's replica
+// field cannot tell the two apart. A restart under the same name is not
+// flagged: the new instance's first beat may find the old one's ID, and the
+// old one never beats again. Releases publish the released value, so a
+// follower ignores only its own instance's release, not that of another
+// process with its name.
 package lease

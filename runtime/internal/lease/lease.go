@@ -2,7 +2,10 @@ package lease
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -43,17 +46,26 @@ type Lease struct {
 	clock   clock.Clock
 	mayLead func(context.Context) error
 
+	// instance is random per Lease: it tells this process's leases from
+	// those of a restarted process, or of another one wrongly configured
+	// with the same Replica name.
+	instance string
+
 	mu sync.Mutex
-	// value is "<replica>|<token>" while this replica holds the lease.
+	// value is "<replica>|<instance>|<token>" while this replica holds the
+	// lease.
 	value string
 	// trustedUntil is measured from the moment the last successful acquire
 	// or renew was *sent*, so it never outlives the key in Redis, whatever
 	// the network delay.
 	trustedUntil time.Time
-	// previous is the last value held, to resume after a transient error.
-	previous string
 	// lastHeartbeat is when this replica last recorded its heartbeat.
 	lastHeartbeat time.Time
+	// beaten is set once a heartbeat has landed: from then on, another
+	// instance found under this name is alive beside this one.
+	beaten bool
+	// duplicate is the last other process seen using this replica's name.
+	duplicate Duplicate
 
 	// changed receives a signal whenever leadership is gained or lost.
 	changed chan struct{}
@@ -65,7 +77,7 @@ type Lease struct {
 func New(cfg Config) *Lease {
 	l := &Lease{
 		rdb: cfg.Redis, keys: cfg.Keys, replica: cfg.Replica, ttl: cfg.TTL, log: cfg.Log,
-		onRedis: cfg.OnRedis, clock: cfg.Clock, mayLead: cfg.MayLead,
+		onRedis: cfg.OnRedis, clock: cfg.Clock, mayLead: cfg.MayLead, instance: newInstanceID(),
 		changed: make(chan struct{}, 1), wake: make(chan struct{}, 1),
 	}
 	if l.clock == nil {
@@ -80,6 +92,16 @@ func New(cfg Config) *Lease {
 	return l
 }
 
+func newInstanceID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Instance returns this lease's instance ID, the middle field of the lease
+// value: random per process, so two processes never share one.
+func (l *Lease) Instance() string { return l.instance }
+
 // TrustMargin is how long before the key's expiry the holder stops trusting
 // its lease, absorbing clock-rate differences between this host and Redis.
 func (l *Lease) TrustMargin() time.Duration { return l.ttl / 10 }
@@ -92,11 +114,40 @@ func (l *Lease) RenewEvery() time.Duration { return l.ttl / 3 }
 // considered gone. Replicas heartbeat about once per TTL.
 func (l *Lease) HeartbeatStale() time.Duration { return 3 * l.ttl }
 
+// CallTimeout bounds each lease call to Redis. A renewal starts RenewEvery
+// after the last one was sent and gives up CallTimeout later, before the
+// trust window (TTL minus TrustMargin after that send) ends, so a holder
+// cut off from Redis steps down by itself instead of waiting for its
+// trust to lapse.
+func (l *Lease) CallTimeout() time.Duration { return l.ttl / 3 }
+
+// callBound is how long the next call may take: CallTimeout, but no longer
+// than the trust window has left, so a holder never learns of a failed
+// renewal after its trust has lapsed. A lapsed window (a stalled process)
+// leaves the full CallTimeout, so the renewal can still restore it.
+func (l *Lease) callBound() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	bound := l.CallTimeout()
+	if left := l.trustedUntil.Sub(l.clock.Now()); l.value != "" && left > 0 && left < bound {
+		bound = left
+	}
+	return bound
+}
+
+// nextRenewal is when to renew a lease whose last successful call was
+// sent at sent: RenewEvery after that send, not after the reply, so a
+// slow reply does not push the next renewal toward the trust window's end.
+func (l *Lease) nextRenewal(sent time.Time) time.Duration {
+	return max(0, l.RenewEvery()-l.clock.Now().Sub(sent))
+}
+
 // Changed receives a signal whenever leadership is gained or lost, or a
 // lapsed trust window is restored.
 func (l *Lease) Changed() <-chan struct{} { return l.changed }
 
-// heartbeatDue says whether this lease call should carry a heartbeat, and
+// heartbeatDue says whether this lease call should carry a heartbeat ("0"
+// no, "1" this instance's first, "2" a later one; see heartbeatLua), and
 // assumes it will succeed (a failed call is retried soon anyway).
 func (l *Lease) heartbeatDue() string {
 	l.mu.Lock()
@@ -106,7 +157,86 @@ func (l *Lease) heartbeatDue() string {
 		return "0"
 	}
 	l.lastHeartbeat = now
-	return "1"
+	if !l.beaten {
+		return "1"
+	}
+	return "2"
+}
+
+// Duplicate is another live process using this replica's Replica name on
+// the same namespace: a configuration error (two pods given one name, a
+// copied environment). The lease stays safe, since each process's lease
+// carries its own instance ID, but the replica list, heartbeats and the
+// ledger's replica field can no longer tell the two apart.
+type Duplicate struct {
+	Replica  string    // the name both use
+	Instance string    // this process's instance ID
+	Other    string    // the other process's instance ID
+	LastSeen time.Time // when its heartbeat was last found, on the lease's clock
+}
+
+func (d Duplicate) String() string {
+	return fmt.Sprintf("replica name %q is used by two processes on this namespace (instances %s and %s): give each replica its own Replica name",
+		d.Replica, d.Instance, d.Other)
+}
+
+// Duplicate reports another process heartbeating under this replica's name,
+// seen within HeartbeatStale. Each replica learns of it within about two
+// TTLs of both running, and logs it once per other instance. A restart
+// under the same name is not a duplicate: the previous incarnation no
+// longer beats.
+func (l *Lease) Duplicate() (Duplicate, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d := l.duplicate
+	return d, d.Other != "" && l.clock.Now().Sub(d.LastSeen) < l.HeartbeatStale()
+}
+
+// heartbeatLanded records a heartbeat that reached Redis, and what it
+// found under this replica's name.
+func (l *Lease) heartbeatLanded(other string) {
+	l.mu.Lock()
+	l.beaten = true
+	if other == "" {
+		l.mu.Unlock()
+		return
+	}
+	first := l.duplicate.Other != other
+	l.duplicate = Duplicate{Replica: l.replica, Instance: l.instance, Other: other, LastSeen: l.clock.Now()}
+	d := l.duplicate
+	l.mu.Unlock()
+	if first {
+		l.log.Error("DUPLICATE REPLICA NAME: "+d.String(), "replica", d.Replica, "instance", d.Instance, "other_instance", d.Other)
+	}
+}
+
+// scriptKeys are the KEYS of the lease scripts that heartbeat.
+func (l *Lease) scriptKeys(second string) []string {
+	return []string{l.keys.Lease, second, l.keys.Replicas, l.keys.Replicas + ":" + l.replica}
+}
+
+// call runs acquireScript or renewScript, bounded by CallTimeout, with the
+// ARGV they share, and notes the heartbeat it carried once it has landed.
+// The scripts' replies end with the duplicate instance found, if any.
+func (l *Lease) call(ctx context.Context, s *redis.Script, extra ...any) ([]any, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.callBound())
+	defer cancel()
+	beat := l.heartbeatDue()
+	args := append([]any{l.replica, l.ttl.Milliseconds(), l.instance, beat, l.HeartbeatStale().Milliseconds()}, extra...)
+	res, err := obey(ctx, func(ctx context.Context) ([]any, error) {
+		return s.Run(ctx, l.rdb, l.scriptKeys(l.keys.Token), args...).Slice()
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(res) == 0 {
+		return nil, errors.New("lease script: empty reply")
+	}
+	if beat != "0" {
+		other, _ := res[len(res)-1].(string)
+		l.heartbeatLanded(other)
+	}
+	return res, nil
 }
 
 // Current returns the lease value if this replica holds the lease and may
@@ -134,7 +264,7 @@ func (l *Lease) setLeader(value string, sent time.Time) {
 	// stalled) keeps the value, but the scheduler stood down meanwhile and
 	// waits for a change: wake it as for a new lease.
 	lapsed := !gained && l.clock.Now().After(l.trustedUntil)
-	l.value, l.previous = value, value
+	l.value = value
 	l.trustedUntil = sent.Add(l.ttl - l.TrustMargin())
 	l.mu.Unlock()
 	if gained {
@@ -226,19 +356,15 @@ func (l *Lease) refused(ctx context.Context) bool {
 	return true
 }
 
-// Acquire tries once to take the lease (or resume the one this replica
-// last held) and returns when to try or renew next.
+// Acquire tries once to take the lease (or resume one of this instance's,
+// see acquireScript) and returns when to try or renew next.
 func (l *Lease) Acquire(ctx context.Context) (time.Duration, error) {
-	l.mu.Lock()
-	previous := l.previous
-	l.mu.Unlock()
 	sent := l.clock.Now()
-	res, err := acquireScript.Run(ctx, l.rdb, []string{l.keys.Lease, l.keys.Token, l.keys.Replicas},
-		l.replica, l.ttl.Milliseconds(), previous, l.heartbeatDue()).Slice()
+	res, err := l.call(ctx, acquireScript)
 	if err != nil {
 		return 0, err
 	}
-	if len(res) != 3 {
+	if len(res) != 4 {
 		return 0, errors.New("acquire script: unexpected reply")
 	}
 	token, _ := res[0].(int64)
@@ -246,7 +372,7 @@ func (l *Lease) Acquire(ctx context.Context) (time.Duration, error) {
 	pttl, _ := res[2].(int64)
 	if token > 0 {
 		l.setLeader(value, sent)
-		return l.RenewEvery(), nil
+		return l.nextRenewal(sent), nil
 	}
 	// Try again the moment the holder's key expires (plus a hair, so the
 	// key is surely gone), but heartbeat at least once per TTL.
@@ -262,28 +388,31 @@ func (l *Lease) Acquire(ctx context.Context) (time.Duration, error) {
 func (l *Lease) Renew(ctx context.Context) (time.Duration, error) {
 	value := l.Holding()
 	sent := l.clock.Now()
-	rctx, cancel := context.WithTimeout(ctx, l.ttl-l.TrustMargin())
-	defer cancel()
-	ok, err := renewScript.Run(rctx, l.rdb, []string{l.keys.Lease, l.keys.Token, l.keys.Replicas},
-		l.replica, l.ttl.Milliseconds(), value, l.heartbeatDue()).Int()
+	res, err := l.call(ctx, renewScript, value)
+	if err == nil && len(res) != 2 {
+		err = errors.New("renew script: unexpected reply")
+	}
 	switch {
 	case err != nil:
 		l.StepDown("renewal failed: " + err.Error())
 		return 0, err
-	case ok != 1:
+	case res[0] != int64(1):
 		l.StepDown("another replica holds the lease")
 		return 0, nil
 	}
 	l.setLeader(value, sent)
-	return l.RenewEvery(), nil
+	return l.nextRenewal(sent), nil
 }
 
-// Release hands the lease over on shutdown (compare-and-DEL + publish).
+// Release hands the lease over on shutdown: it deletes the key if it holds
+// a lease of this instance, held or stepped down from, and tells followers.
 func (l *Lease) Release(ctx context.Context) {
-	value := l.Holding()
 	l.StepDown("shutting down")
-	_, err := releaseScript.Run(ctx, l.rdb, []string{l.keys.Lease, l.keys.Released, l.keys.Replicas},
-		l.replica, value).Result()
+	ctx, cancel := context.WithTimeout(ctx, l.CallTimeout())
+	defer cancel()
+	_, err := obey(ctx, func(ctx context.Context) (any, error) {
+		return releaseScript.Run(ctx, l.rdb, l.scriptKeys(l.keys.Released), l.replica, l.instance).Result()
+	})
 	if err != nil {
 		l.log.Warn("could not release the lease; a follower takes over when it expires", "err", err)
 	}
@@ -307,7 +436,10 @@ func (l *Lease) listenForRelease(ctx context.Context) {
 			if !ok {
 				return
 			}
-			if msg.Payload != l.replica {
+			// The payload is the released lease value: this instance's
+			// own release needs no wake-up, but another process's does,
+			// even one wrongly using the same Replica name.
+			if instanceOf(msg.Payload) != l.instance {
 				signal(l.wake)
 			}
 		}
@@ -317,38 +449,92 @@ func (l *Lease) listenForRelease(ctx context.Context) {
 // Holder is the cluster as the lease key and the heartbeats show it.
 type Holder struct {
 	Replica  string // the lease holder, "" if none
+	Instance string // its instance ID ("" for a lease written before instance IDs)
 	Token    int64  // its fencing token
 	Replicas []string
 }
 
 // Observe reads who holds the lease and which replicas have a fresh
-// heartbeat, in one round trip.
+// heartbeat, in one round trip. It returns when ctx ends, whatever the
+// client's own timeouts (see obey).
 func Observe(ctx context.Context, rdb redis.UniversalClient, k store.Keys, stale time.Duration) (Holder, error) {
 	var h Holder
 	var leaseCmd *redis.StringCmd
 	var replicasCmd *redis.Cmd
-	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		leaseCmd = p.Get(ctx, k.Lease)
-		// Eval, not Run: inside a pipeline a NOSCRIPT error cannot fall back.
-		replicasCmd = liveReplicasScript.Eval(ctx, p, []string{k.Replicas}, stale.Milliseconds())
-		return nil
+	_, err := obey(ctx, func(ctx context.Context) ([]redis.Cmder, error) {
+		return rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			leaseCmd = p.Get(ctx, k.Lease)
+			// Eval, not Run: inside a pipeline a NOSCRIPT error cannot fall back.
+			replicasCmd = liveReplicasScript.Eval(ctx, p, []string{k.Replicas}, stale.Milliseconds())
+			return nil
+		})
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return h, err
 	}
 	if v, err := leaseCmd.Result(); err == nil {
 		h.Replica, h.Token = ParseValue(v)
+		h.Instance = instanceOf(v)
 	}
 	h.Replicas, _ = replicasCmd.StringSlice()
 	return h, nil
 }
 
-// ParseValue splits a lease value "<replica>|<token>".
+// ParseValue splits a lease value "<replica>|<instance>|<token>" (or the
+// older "<replica>|<token>") into the replica name and the token. Replica
+// names cannot contain '|'.
 func ParseValue(v string) (replica string, token int64) {
-	i := strings.LastIndexByte(v, '|')
-	if i <= 0 {
+	first, last := strings.IndexByte(v, '|'), strings.LastIndexByte(v, '|')
+	if first <= 0 {
 		return "", 0
 	}
-	token, _ = strconv.ParseInt(v[i+1:], 10, 64)
-	return v[:i], token
+	token, _ = strconv.ParseInt(v[last+1:], 10, 64)
+	return v[:first], token
+}
+
+// instanceOf returns the instance ID in a lease value, "" if it has none.
+func instanceOf(v string) string {
+	first, last := strings.IndexByte(v, '|'), strings.LastIndexByte(v, '|')
+	if first < 0 || first == last {
+		return ""
+	}
+	return v[first+1 : last]
+}
+
+// obey runs call and returns its result, or ctx's error as soon as ctx
+// ends, whichever comes first. go-redis honours a context deadline only on
+// a client built with ContextTimeoutEnabled; on any other client a command
+// on a black-holed connection blocks for the client's ReadTimeout (5 s by
+// default, per attempt, and a read timeout is retried MaxRetries times), or
+// for ever with ReadTimeout -1, however short the caller's deadline. The
+// lease's correctness depends on giving up in time, not on how the
+// application built its client.
+//
+// A call given up on goes on in its goroutine with ctx ended, so go-redis
+// stops it at its next retry or pool wait (both honour ctx on every
+// client); until then it holds one pooled connection, and once the pool is
+// exhausted new calls wait in the pool and give up with their own ctx, so
+// abandoned calls never outnumber the pool. Its result is discarded: the
+// lease scripts are compare-and-set, and an acquire that lands late leaves
+// a lease of this instance, which the next Acquire resumes.
+func obey[T any](ctx context.Context, call func(context.Context) (T, error)) (T, error) {
+	if ctx.Done() == nil {
+		return call(ctx)
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := call(ctx)
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, fmt.Errorf("redis did not answer in time: %w", ctx.Err())
+	}
 }

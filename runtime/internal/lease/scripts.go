@@ -4,64 +4,102 @@ import "github.com/redis/go-redis/v9"
 
 // Heartbeats use Redis's clock (TIME), not the replica's: replicas may be
 // skewed, and a skewed heartbeat would make a live replica look dead. They
-// ride on lease calls, at most once per TTL (ARGV[4] = "1"), and stale
-// entries are pruned when the replica list is read, not on every beat: an
-// idle replica's cost is a few commands a minute.
+// ride on lease calls, at most once per TTL, and stale entries are pruned
+// when the replica list is read, not on every beat: an idle replica's cost
+// is a few commands a minute.
+//
+// Each beat also records which instance beat under the replica's name
+// (KEYS[4], expiring with the heartbeat) and sets duplicate to the
+// instance found there if it is another one and this instance has beaten
+// before: another live process wrote under the same name since this one's
+// last beat. A first beat does not count, since the other instance may be
+// this replica's previous incarnation, now dead.
+//
+//	KEYS[3] replicas zset, KEYS[4] "<replicas>:<replica>" instance key
+//	ARGV[1] replica, ARGV[3] instance ID,
+//	ARGV[4] "0" no beat, "1" this instance's first beat, "2" a later beat,
+//	ARGV[5] heartbeat staleness ms (the instance key's life)
 const heartbeatLua = `
-if ARGV[4] == '1' then
+local duplicate = ''
+if ARGV[4] ~= '0' then
   local now = redis.call('TIME')
   redis.call('ZADD', KEYS[3], now[1] * 1000 + math.floor(now[2] / 1000), ARGV[1])
+  local other = redis.call('GET', KEYS[4])
+  if ARGV[4] == '2' and other and other ~= ARGV[3] then
+    duplicate = other
+  end
+  redis.call('SET', KEYS[4], ARGV[3], 'PX', ARGV[5])
 end
 `
 
-// acquireScript takes the lease if it is free, or resumes it if it still
-// holds the value this replica last had (a transient error made it step
-// down, but nobody else took over). It also records a heartbeat.
+// acquireScript takes the lease if it is free, or resumes it if the key
+// holds a lease of this very instance: one it stepped down from after a
+// transient error while nobody else took over, or one an earlier attempt
+// created whose reply was lost (go-redis resends a command whose reply
+// never came, and the resend must not mistake the new lease for someone
+// else's). It also records a heartbeat.
 //
-//	KEYS[1] lease, KEYS[2] token counter, KEYS[3] replicas zset
-//	ARGV[1] replica, ARGV[2] TTL ms, ARGV[3] previous value or "", ARGV[4] "1" to heartbeat
-//	returns {token, value, pttl}: token > 0 when this replica now holds the
-//	lease; otherwise value is the holder's and pttl its remaining life.
+//	KEYS[1] lease, KEYS[2] token counter, KEYS[3] replicas zset, KEYS[4] instance key
+//	ARGV[1] replica, ARGV[2] TTL ms, ARGV[3] instance ID, ARGV[4..5] heartbeat
+//	returns {token, value, pttl, duplicate}: token > 0 when this instance
+//	now holds the lease; otherwise value is the holder's and pttl its
+//	remaining life. duplicate is "" or another instance using this name.
 var acquireScript = redis.NewScript(heartbeatLua + `
+local mine = ARGV[1] .. '|' .. ARGV[3] .. '|'
 local cur = redis.call('GET', KEYS[1])
 if cur then
-  if ARGV[3] ~= '' and cur == ARGV[3] then
+  local token = string.sub(cur, 1, #mine) == mine and string.match(string.sub(cur, #mine + 1), '^%d+$')
+  if token then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return {tonumber(string.match(cur, '|(%d+)$')), cur, tonumber(ARGV[2])}
+    return {tonumber(token), cur, tonumber(ARGV[2]), duplicate}
   end
-  return {0, cur, redis.call('PTTL', KEYS[1])}
+  return {0, cur, redis.call('PTTL', KEYS[1]), duplicate}
 end
 local token = redis.call('INCR', KEYS[2])
-local value = ARGV[1] .. '|' .. token
+local value = mine .. token
 redis.call('SET', KEYS[1], value, 'PX', ARGV[2])
-return {token, value, tonumber(ARGV[2])}
+return {token, value, tonumber(ARGV[2]), duplicate}
 `)
 
-// renewScript extends the lease only if this replica still holds it
+// renewScript extends the lease only if this instance still holds it
 // (compare-and-PEXPIRE), and records a heartbeat.
 //
-//	KEYS[1] lease, KEYS[2] unused, KEYS[3] replicas zset
-//	ARGV[1] replica, ARGV[2] TTL ms, ARGV[3] lease value, ARGV[4] "1" to heartbeat
-//	returns 1 if renewed, 0 if the lease is someone else's or gone.
+//	KEYS[1] lease, KEYS[2] unused, KEYS[3] replicas zset, KEYS[4] instance key
+//	ARGV[1] replica, ARGV[2] TTL ms, ARGV[3] instance ID, ARGV[4..5] heartbeat,
+//	ARGV[6] lease value
+//	returns {renewed, duplicate}: renewed is 1 if renewed, 0 if the lease is
+//	someone else's or gone; duplicate as for acquireScript.
 var renewScript = redis.NewScript(heartbeatLua + `
-if redis.call('GET', KEYS[1]) == ARGV[3] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+local renewed = 0
+if redis.call('GET', KEYS[1]) == ARGV[6] then
+  renewed = redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
-return 0
+return {renewed, duplicate}
 `)
 
-// releaseScript deletes the lease if this replica holds it
-// (compare-and-DEL) and tells followers at once, so a graceful shutdown hands
-// over without waiting for the TTL. It also removes the replica's heartbeat.
+// releaseScript deletes the lease if it is this instance's, whatever the
+// instance believes (compare-and-DEL on the instance, not on the value it
+// last held: a holder that stepped down after a failed renewal, or whose
+// acquire landed after it gave up waiting, may still hold the key), and
+// tells followers at once, publishing the released value, so a graceful
+// shutdown hands over without waiting for the TTL. It also removes the
+// replica's heartbeat, unless another instance beat under the same name
+// since (it is alive, and its heartbeat is its own).
 //
-//	KEYS[1] lease, KEYS[2] released channel, KEYS[3] replicas zset
-//	ARGV[1] replica, ARGV[2] lease value or ""
+//	KEYS[1] lease, KEYS[2] released channel, KEYS[3] replicas zset, KEYS[4] instance key
+//	ARGV[1] replica, ARGV[2] instance ID
 //	returns 1 if the lease was released.
 var releaseScript = redis.NewScript(`
-redis.call('ZREM', KEYS[3], ARGV[1])
-if ARGV[2] ~= '' and redis.call('GET', KEYS[1]) == ARGV[2] then
+local owner = redis.call('GET', KEYS[4])
+if not owner or owner == ARGV[2] then
+  redis.call('ZREM', KEYS[3], ARGV[1])
+  redis.call('DEL', KEYS[4])
+end
+local mine = ARGV[1] .. '|' .. ARGV[2] .. '|'
+local cur = redis.call('GET', KEYS[1])
+if cur and string.sub(cur, 1, #mine) == mine then
   redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', KEYS[2], ARGV[1])
+  redis.call('PUBLISH', KEYS[2], cur)
   return 1
 end
 return 0

@@ -1,7 +1,9 @@
 // Package redistest gives the runtime's tests their Redis: the shared
 // server (isolated by namespace and queue) and private servers on a unix
-// socket for tests that stop, restart or break Redis. A missing
-// redis-server fails the test; it never skips.
+// socket for tests that stop, restart or break Redis, and a TCP Proxy
+// that puts network faults (partition, latency, a lost reply) between a
+// client and a server. A missing redis-server fails the test; it never
+// skips.
 package redistest
 
 import (
@@ -42,12 +44,17 @@ func Shared(t testing.TB) redis.UniversalClient {
 // Private is a redis-server of the test's own on a unix socket, for
 // tests (and the chaos harness) that stop and restart Redis. It keeps an
 // AOF with appendfsync always: a clean shutdown loses nothing either way,
-// but it keeps a restart honest about acknowledged writes.
+// but it keeps a restart honest about acknowledged writes. DEBUG is
+// enabled for local connections, so a test can stall the server (DEBUG
+// SLEEP) as a long fork or a slow disk does.
 type Private struct {
 	t      testing.TB
 	Dir    string
 	Socket string
-	cmd    *exec.Cmd
+	// Addr is "127.0.0.1:<port>" for a server started with
+	// StartPrivateTCP, the same across restarts; "" otherwise.
+	Addr string
+	cmd  *exec.Cmd
 }
 
 // StartPrivate starts one in a temporary directory, stopped when the
@@ -59,33 +66,61 @@ func StartPrivate(t testing.TB) *Private {
 	return p
 }
 
+// StartPrivateTCP is StartPrivate with the server also listening on a
+// port of 127.0.0.1 (Addr), for what cannot use a unix socket:
+// redis-sentinel and replicas address servers by host and port, and a
+// Proxy may front either.
+func StartPrivateTCP(t testing.TB) *Private {
+	t.Helper()
+	p := newPrivate(t, t.TempDir(), freePort(t))
+	t.Cleanup(p.Stop)
+	return p
+}
+
 // NewPrivate starts one with its files in dir; stopping it is the
 // caller's job.
 func NewPrivate(t testing.TB, dir string) *Private {
 	t.Helper()
+	return newPrivate(t, dir, "")
+}
+
+func newPrivate(t testing.TB, dir, addr string) *Private {
+	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatalf("redis-server not on PATH: %v (install it: apt-get install redis-server)", err)
 	}
-	p := &Private{t: t, Dir: dir, Socket: filepath.Join(dir, "redis.sock")}
+	p := &Private{t: t, Dir: dir, Socket: filepath.Join(dir, "redis.sock"), Addr: addr}
 	p.Start()
 	return p
+}
+
+// freePort returns a 127.0.0.1 address with a port free a moment ago. The
+// server binds it with SO_REUSEADDR, and keeps it across restarts.
+func freePort(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("finding a free port: %v", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
 
 // Start starts the server (again).
 func (p *Private) Start() {
 	p.t.Helper()
-	p.cmd = exec.Command("redis-server", "--port", "0", "--unixsocket", p.Socket, "--unixsocketperm", "700",
-		"--dir", p.Dir, "--save", "", "--appendonly", "yes", "--appendfsync", "always",
+	port := "0" // no TCP
+	if p.Addr != "" {
+		_, port, _ = net.SplitHostPort(p.Addr)
+	}
+	p.cmd = exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--unixsocket", p.Socket, "--unixsocketperm", "700",
+		"--enable-debug-command", "local", "--dir", p.Dir, "--save", "", "--appendonly", "yes", "--appendfsync", "always",
 		"--logfile", filepath.Join(p.Dir, "redis.log"))
 	if err := p.cmd.Start(); err != nil {
 		p.t.Fatalf("starting redis-server: %v", err)
 	}
 	WaitFor(p.t, 10*time.Second, "redis-server to accept connections on "+p.Socket+" (see "+filepath.Join(p.Dir, "redis.log")+")", func() bool {
-		c, err := net.Dial("unix", p.Socket)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
+		return canDial("unix", p.Socket) && (p.Addr == "" || canDial("tcp", p.Addr))
 	})
 }
 
@@ -105,6 +140,14 @@ func (p *Private) Client(t testing.TB) redis.UniversalClient {
 		DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second, MaxRetries: -1})
 	t.Cleanup(func() { rdb.Close() })
 	return rdb
+}
+
+func canDial(network, address string) bool {
+	c, err := net.Dial(network, address)
+	if err == nil {
+		c.Close()
+	}
+	return err == nil
 }
 
 // WaitFor polls cond until it holds or the deadline passes.

@@ -8,10 +8,10 @@ package store
 
 // Keys names everything the runtime stores under one namespace.
 type Keys struct {
-	Lease    string // string "<replica>|<token>", PX = lease TTL
+	Lease    string // string "<replica>|<instance>|<token>", PX = lease TTL
 	Token    string // counter: the fencing token of each new lease
 	Released string // pub/sub channel: a holder let go, followers try now
-	Replicas string // zset replica -> last heartbeat (Redis time, ms)
+	Replicas string // zset replica -> last heartbeat (Redis time, ms); + ":<replica>" its instance ID (lease package)
 	Cursors  string // hash schedule -> last slot handled (unix s)
 	LastID   string // hash schedule -> last enqueued occurrence ID
 	Stats    string // hash "<schedule>:<counter>" -> count or unix ms

@@ -43,9 +43,20 @@ func MissingPayload(ctx context.Context, occ registry.Occurrence, n int) error {
 //cron:schedule "0 8 * * *"
 var Misplaced = 1
 
-type worker struct{}
+type worker[T any] struct{}
 
-// Run is a method, which cannot be a handler.
+// Run is a method of a generic type, which generated code cannot bind.
 //
 //cron:schedule "0 9 * * *"
-func (worker) Run(ctx context.Context, occ registry.Occurrence) error { return nil }
+func (worker[T]) Run(ctx context.Context, occ registry.Occurrence) error { return nil }
+
+// Spaced has a space after the slashes: Go ignores the line, and the
+// schedule would silently not exist.
+//
+// cron:schedule "0 10 * * *"
+func Spaced(ctx context.Context, occ registry.Occurrence) error { return nil }
+
+// Many has several problems, all reported in one run.
+//
+//cron:schedule "0 11 * * *" timout=5m queue= retry=lots
+func Many(ctx context.Context, occ registry.Occurrence) error { return nil }
