@@ -345,6 +345,10 @@ func warnings(snap runtime.Snapshot) []string {
 	if snap.RedisUnsafe != "" {
 		out = append(out, "This replica will not lead: "+snap.RedisUnsafe+".")
 	}
+	if snap.DuplicateReplica != "" {
+		// Its message already says what to do.
+		out = append(out, "Two processes share a name, so the page cannot tell them apart: "+snap.DuplicateReplica+".")
+	}
 	for _, q := range snap.Unserved {
 		var names []string
 		for _, st := range snap.Schedules {

@@ -203,7 +203,8 @@ func TestWarnings(t *testing.T) {
 		registry.Schedule{Name: "digest", Expr: "0 8 * * *", Queue: "default", Handler: noop})
 	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	snap := runtime.Snapshot{At: now, Unserved: []string{"maintenance"},
-		RedisUnsafe: "maxmemory-policy is allkeys-lru: Redis may evict the lease and the cursors",
+		RedisUnsafe:      "maxmemory-policy is allkeys-lru: Redis may evict the lease and the cursors",
+		DuplicateReplica: `replica name "web-1" is used by two processes on this namespace (instances a and b): give each replica its own Replica name`,
 		LostWrites: []runtime.LostWrites{{At: now.Add(-5 * time.Minute), Replica: "web-2", Reason: "the store's epoch is gone",
 			From: now.Add(-20 * time.Minute), To: now.Add(-4 * time.Minute)}}}
 	for _, s := range reg.Schedules() {
@@ -211,6 +212,7 @@ func TestWarnings(t *testing.T) {
 	}
 	want := []string{
 		"This replica will not lead: maxmemory-policy is allkeys-lru: Redis may evict the lease and the cursors.",
+		`Two processes share a name, so the page cannot tell them apart: replica name "web-1" is used by two processes on this namespace (instances a and b): give each replica its own Replica name.`,
 		`No asynq server listens to queue "maintenance": occurrences of prune and vacuum are enqueued and wait. Add the queue to a worker's asynq.Config.Queues.`,
 		"Redis lost data (the store's epoch is gone), noticed by web-2 5 min ago: slots from 2026-12-01T08:40:00Z to 2026-12-01T08:56:00Z may not have run. Re-run the ones whose work is needed, or backfill the range.",
 	}
