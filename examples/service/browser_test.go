@@ -2,16 +2,28 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/belfry/belfry/registry"
+	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/admin"
 	"github.com/chromedp/chromedp"
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 )
 
 var updateScreenshot = flag.Bool("update-screenshot", false, "also write the admin page screenshot to docs/admin.png for the README")
@@ -43,16 +55,76 @@ func chromiumPath(t *testing.T) string {
 	return ""
 }
 
-// TestAdminInBrowser drives the admin page of a running service in headless
-// Chromium the way an operator would: the schedules are listed, Trigger
-// on send-digest lands on its detail page, and the manual occurrence shows
-// up there and then succeeds. It keeps screenshots of both pages.
+// newBrowser starts a headless Chromium with a tab of the given width,
+// closed when the test ends.
+func newBrowser(t *testing.T, timeout time.Duration, width, height int, extra ...chromedp.ExecAllocatorOption) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath(t)),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("hide-scrollbars", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(width, height),
+	)
+	opts = append(opts, extra...)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancelTab := chromedp.NewContext(allocCtx, chromedp.WithErrorf(t.Logf))
+	t.Cleanup(cancelTab)
+	return ctx
+}
+
+// must fails the test on a browser error, naming the step.
+func must(t *testing.T, what string, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// textOf returns the text of the first node sel matches.
+func textOf(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	text, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	must(t, "read "+sel, err)
+	return strings.TrimSpace(text)
+}
+
+// waitForRefresh waits until the page has refreshed itself: its "as of"
+// time has changed in place.
+func waitForRefresh(t *testing.T, ctx context.Context) {
+	t.Helper()
+	asOf := textOf(t, ctx, `#updated`)
+	waitFor(t, 10*time.Second, "the page to refresh itself", func() bool {
+		text, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#updated`)))
+		return err == nil && strings.TrimSpace(text) != asOf
+	})
+}
+
+// present reports whether sel matches a node now, without waiting.
+func present(ctx context.Context, sel string) bool {
+	nodes, err := chromedp.Run(ctx, chromedp.Nodes(chromedp.CSSAll(sel), chromedp.AtLeast(0)))
+	return err == nil && len(nodes) > 0
+}
+
+// TestAdminInBrowser drives the admin page of the example service in
+// headless Chromium the way an operator would: the schedules are listed,
+// Run now on send-digest asks for confirmation and then lands on its detail
+// page, and the manual occurrence shows up there and then succeeds, on the
+// page as it refreshes itself. It keeps screenshots of both pages.
 func TestAdminInBrowser(t *testing.T) {
 	t.Parallel()
-	browser := chromiumPath(t)
+	ctx := newBrowser(t, 60*time.Second, 1280, 520)
 	redisURL := startRedis(t)
-	// Three replicas, as make demo runs them, so the screenshot shows what
-	// a visitor of the demo sees.
+	// Three replicas, as make demo runs them.
 	var reps []*replica
 	for _, name := range []string{"demo-1", "demo-2", "demo-3"} {
 		reps = append(reps, startReplica(t, redisURL, name, "-lease-ttl", "5s"))
@@ -63,103 +135,322 @@ func TestAdminInBrowser(t *testing.T) {
 		return err == nil && s.Leader != nil && len(s.Replicas) == 3
 	})
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(browser),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("hide-scrollbars", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 520),
-	)
-	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
-	defer cancel()
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	ctx, cancelTab := chromedp.NewContext(allocCtx, chromedp.WithErrorf(t.Logf))
-	defer cancelTab()
-
-	must := func(what string, err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	rowSel := chromedp.CSSAll(`#schedules tbody tr[data-schedule]`)
-	must("load the admin page", chromedp.Do(ctx,
+	must(t, "load the admin page", chromedp.Do(ctx,
 		chromedp.Navigate(web.base),
 		chromedp.WaitVisible(chromedp.CSS(`#schedules tbody tr[data-schedule="heartbeat"]`)),
 	))
-	rows, err := chromedp.Run(ctx, chromedp.AttributesAll(rowSel))
-	must("read the schedule rows", err)
+	rows, err := chromedp.Run(ctx, chromedp.AttributesAll(chromedp.CSSAll(`#schedules tbody tr[data-schedule]`)))
+	must(t, "read the schedule rows", err)
 	var names []string
 	for _, attrs := range rows {
 		names = append(names, attrs["data-schedule"])
 	}
+	slices.Sort(names)
 	if want := []string{"heartbeat", "prune-soft-deleted", "reconcile-payments", "send-digest"}; !slices.Equal(names, want) {
 		t.Fatalf("schedule rows %v, want %v", names, want)
 	}
 
-	// The Trigger button is a plain form post answered by a redirect, so
-	// the page works without JavaScript.
-	resp, err := chromedp.RunResponse(ctx, chromedp.Click(chromedp.CSS(`button[value="send-digest"]`)))
-	must("click Trigger on send-digest", err)
-	if resp.Status != 200 {
-		t.Fatalf("after Trigger: HTTP %d, want 200", resp.Status)
+	// Run now is a link to a confirmation form; the form posts and is
+	// answered by a redirect, so the page works without JavaScript.
+	must(t, "click Run now on send-digest", chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`tr[data-schedule="send-digest"] a[data-action="run"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`form.confirm button[type="submit"]`)),
+	))
+	if q := textOf(t, ctx, `form.confirm h2`); q != "Run send-digest now?" {
+		t.Errorf("confirmation asks %q", q)
 	}
-	manualRow := chromedp.CSS(`#history tr[data-task-id*="manual"]`)
-	must("see the manual occurrence", chromedp.Do(ctx, chromedp.WaitVisible(manualRow)))
+	resp, err := chromedp.RunResponse(ctx, chromedp.Click(chromedp.CSS(`form.confirm button[type="submit"]`)))
+	must(t, "confirm Run now", err)
+	if resp.Status != 200 {
+		t.Fatalf("after Run now: HTTP %d, want 200", resp.Status)
+	}
+	manualRow := `#history tr[data-task-id*="manual"]`
+	must(t, "see the manual occurrence", chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(manualRow))))
 	loc, err := chromedp.Run(ctx, chromedp.Location())
-	must("read the location", err)
+	must(t, "read the location", err)
 	if !strings.HasSuffix(loc, "/cron/schedules/send-digest?triggered=ok") {
 		t.Errorf("landed on %s, want the send-digest detail page with triggered=ok", loc)
 	}
-	notice, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`.notice`)))
-	must("read the notice", err)
-	if !strings.Contains(notice, "Triggered") {
+	if notice := textOf(t, ctx, `.notice`); !strings.Contains(notice, "Triggered") {
 		t.Errorf("notice %q, want it to confirm the trigger", notice)
 	}
-	id, err := chromedp.Run(ctx, chromedp.AttributeValue(manualRow, "data-task-id"))
-	must("read the task ID", err)
+	id, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS(manualRow), "data-task-id"))
+	must(t, "read the task ID", err)
 	if !strings.HasPrefix(id.Value, "cron:send-digest:manual:") {
 		t.Errorf("manual row task ID %q, want cron:send-digest:manual:…", id.Value)
 	}
 
-	// The page does not refresh itself; an operator reloads to see the run
-	// finish.
-	detail := web.base + "schedules/send-digest"
-	outcome := chromedp.CSS(`#history tr[data-task-id="` + id.Value + `"] td:nth-child(2)`)
-	waitFor(t, 20*time.Second, "the manual occurrence to succeed on the page", func() bool {
-		if err := chromedp.Do(ctx, chromedp.Navigate(detail)); err != nil {
-			return false
-		}
-		rows, err := chromedp.Run(ctx, chromedp.Nodes(outcome, chromedp.AtLeast(0)))
-		if err != nil || len(rows) == 0 {
-			return false
-		}
-		text, err := chromedp.Run(ctx, chromedp.Text(outcome))
-		return err == nil && strings.TrimSpace(text) == "succeeded"
-	})
+	// No reload: the page refreshes its own data.
+	must(t, "see the manual occurrence succeed without a reload", chromedp.Do(ctx,
+		chromedp.WaitVisible(chromedp.CSS(`#history tr[data-task-id="`+id.Value+`"][data-outcome="succeeded"]`))))
 	screenshot(t, ctx, "admin-detail.png", false)
 
 	// Back on the index, the digest's row shows the manual run, and the
-	// heartbeat row a full set of recent successes.
+	// heartbeat row its five recent runs, the older ones successes (the
+	// newest, or under load the one before it, may still be enqueued or
+	// running: it fires every second).
+	must(t, "open the index", chromedp.Do(ctx, chromedp.Navigate(web.base)))
 	waitFor(t, 20*time.Second, "the index to show the runs", func() bool {
-		if err := chromedp.Do(ctx, chromedp.Navigate(web.base)); err != nil {
+		all, err := chromedp.Run(ctx, chromedp.Nodes(chromedp.CSSAll(`tr[data-schedule="heartbeat"] td.recent .badge`), chromedp.AtLeast(0)))
+		if err != nil || len(all) != 5 {
 			return false
 		}
-		hb, err := chromedp.Run(ctx, chromedp.Nodes(chromedp.CSSAll(`tr[data-schedule="heartbeat"] .badge.succeeded`), chromedp.AtLeast(0)))
-		if err != nil || len(hb) < 5 {
+		ok, err := chromedp.Run(ctx, chromedp.Nodes(chromedp.CSSAll(`tr[data-schedule="heartbeat"] td.recent .badge.mini.succeeded`), chromedp.AtLeast(0)))
+		if err != nil || len(ok) < 3 {
 			return false
 		}
-		digest, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`tr[data-schedule="send-digest"]`)))
-		return err == nil && strings.Contains(digest, "succeeded*")
+		digest, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`tr[data-schedule="send-digest"] td.recent`)))
+		return err == nil && strings.Contains(digest, "succeeded") && strings.Contains(digest, "run now")
+	})
+	screenshot(t, ctx, "admin-example.png", false)
+}
+
+// operatorService is a service of the test's own, in this process: a
+// runtime, asynq workers and the admin against a private Redis, with the
+// jobs an operator has to deal with.
+type operatorService struct {
+	rt   *runtime.Runtime
+	base string // http://127.0.0.1:port/cron/
+}
+
+const (
+	panicText   = `template "weekly" is missing`
+	failureText = "upstream ledger answered 503 Service Unavailable"
+	pauseReason = "waiting for the mail provider's fix"
+)
+
+func startOperatorService(t *testing.T) *operatorService {
+	t.Helper()
+	opts, err := redis.ParseURL(startRedis(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { rdb.Close() })
+	var ledgerRuns atomic.Int64
+	reg := registry.MustNew(
+		// Fails its first scheduled slot, as a night whose upstream was
+		// down; every later run, a re-run included, succeeds.
+		registry.Schedule{Name: "sync-ledger", Expr: "*/3 * * * * *", Queue: "default", MaxRetry: 0,
+			Handler: func(_ context.Context, occ registry.Occurrence) error {
+				if !occ.Manual && ledgerRuns.Add(1) == 1 {
+					return errors.New(failureText)
+				}
+				return nil
+			}},
+		registry.Schedule{Name: "render-reports", Expr: "@every 4s", Queue: "default", MaxRetry: 0,
+			Handler: func(context.Context, registry.Occurrence) error { panic(panicText) }},
+		registry.Schedule{Name: "heartbeat", Expr: "* * * * * *", Queue: "default", Timeout: time.Second,
+			Handler: func(context.Context, registry.Occurrence) error { return nil }},
+		registry.Schedule{Name: "send-digest", Expr: "0 8 * * *", Zone: "Europe/London", Queue: "default",
+			Handler: func(context.Context, registry.Occurrence) error { return nil }},
+		registry.Schedule{Name: "prune-soft-deleted", Expr: "17 3 * * *", Queue: "maintenance", Timeout: 20 * time.Minute,
+			MaxRetry: 1, Handler: func(context.Context, registry.Occurrence) error { return nil }},
+	)
+	rt, err := runtime.New(reg, runtime.Options{Redis: rdb, Replica: "web-1", LeaseTTL: 2 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	workers := asynq.NewServerFromRedisClient(rdb, asynq.Config{Queues: map[string]int{"default": 1, "maintenance": 1},
+		Concurrency: 4, TaskCheckInterval: 50 * time.Millisecond, LogLevel: asynq.FatalLevel})
+	mux := asynq.NewServeMux()
+	rt.RegisterHandlers(mux)
+	if err := workers.Start(mux); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { rt.Run(ctx); close(done) }()
+	web := http.NewServeMux()
+	web.Handle("/cron/", http.StripPrefix("/cron", admin.New(rt, admin.Options{
+		Actor: func(*http.Request) string { return "alice" }, Refresh: 500 * time.Millisecond})))
+	srv := httptest.NewServer(web)
+	t.Cleanup(func() { srv.Close(); cancel(); <-done; workers.Shutdown(); rt.Close() })
+	waitFor(t, 10*time.Second, "the service to lead", rt.IsLeader)
+	return &operatorService{rt: rt, base: srv.URL + "/cron/"}
+}
+
+// TestAdminOperatorFlowsInBrowser is what an operator does on the page in
+// a bad week, in headless Chromium: a panicking job shows as failed with
+// its panic text; the failed slot of another is re-run from its history
+// row and the re-run succeeds on the failed slot; a schedule is paused with
+// a reason, shows the paused badge with who, when and why, and is resumed.
+// Every step waits on the page refreshing itself, never on a reload.
+func TestAdminOperatorFlowsInBrowser(t *testing.T) {
+	t.Parallel()
+	ctx := newBrowser(t, 90*time.Second, 1400, 720)
+	svc := startOperatorService(t)
+
+	t.Log("a panicking job shows as failed, with its panic text")
+	must(t, "load the admin page", chromedp.Do(ctx, chromedp.Navigate(svc.base),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-schedule="render-reports"][data-status="failing"]`))))
+	if got := textOf(t, ctx, `tr[data-schedule="render-reports"] .excerpt`); got != "panic: "+panicText {
+		t.Errorf("render-reports's last failure reads %q, want the panic value", got)
+	}
+	if first, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS(`#schedules tbody tr`), "data-schedule")); err != nil || first.Value != "render-reports" {
+		t.Errorf("first row %q (%v), want the failing render-reports first", first.Value, err)
+	}
+	// sync-ledger may still be failing too (its first slot fails).
+	waitForRefresh(t, ctx)
+	if present(ctx, `#updated .noscript`) {
+		t.Error("with JavaScript on, the refreshed page says to reload")
+	}
+	if summary := textOf(t, ctx, `#summary`); !regexp.MustCompile(`^[12] failing · `).MatchString(summary) {
+		t.Errorf("summary %q, want it to start with the failing count", summary)
+	}
+	must(t, "open render-reports", chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`tr[data-schedule="render-reports"] a.name`)),
+		chromedp.WaitVisible(chromedp.CSS(`#history tr[data-outcome="failed"]`))))
+	if got := textOf(t, ctx, `#history tr[data-outcome="failed"] details summary`); got != "panic: "+panicText {
+		t.Errorf("the failed row's error reads %q, want the panic value", got)
+	}
+	must(t, "open the stack excerpt", chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#history tr[data-outcome="failed"] details summary`))))
+	if stack := textOf(t, ctx, `#history tr[data-outcome="failed"] details pre`); !strings.Contains(stack, "browser_test.go") {
+		t.Errorf("the stack excerpt does not locate the panic:\n%s", stack)
+	}
+	// An error the operator opened stays open while the page refreshes.
+	openID, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS(`#history details[open]`), "data-key"))
+	must(t, "read the open error's row", err)
+	waitForRefresh(t, ctx)
+	if !present(ctx, `#history details[open][data-key="`+openID.Value+`"]`) {
+		t.Errorf("the refresh closed the error of %s", openID.Value)
+	}
+	screenshot(t, ctx, "admin-panic.png", false)
+
+	t.Log("re-run the failed slot from its history row")
+	must(t, "open sync-ledger", chromedp.Do(ctx, chromedp.Navigate(svc.base+"schedules/sync-ledger"),
+		chromedp.WaitVisible(chromedp.CSS(`#history tr[data-outcome="failed"] a[data-action="rerun"].primary`))))
+	failedRow := `#history tr[data-outcome="failed"]`
+	slot, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS(failedRow), "data-slot"))
+	must(t, "read the failed slot", err)
+	failedSlotText := textOf(t, ctx, failedRow+` td:first-child time`)
+	if got := textOf(t, ctx, failedRow+` .excerpt`); got != failureText {
+		t.Errorf("the failed row's error reads %q", got)
+	}
+	must(t, "click Re-run", chromedp.Do(ctx, chromedp.Click(chromedp.CSS(failedRow+` a[data-action="rerun"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`form.confirm button[type="submit"]`))))
+	if q := textOf(t, ctx, `form.confirm h2`); q != "Re-run the slot "+failedSlotText+" of sync-ledger?" {
+		t.Errorf("confirmation asks %q, want it to name the slot %s", q, failedSlotText)
+	}
+	screenshot(t, ctx, "admin-confirm-rerun.png", false)
+	must(t, "confirm the re-run", chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`form.confirm button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`.notice`))))
+	rerunRow := `#history tr[data-task-id^="cron:sync-ledger:rerun:` + slot.Value + `:"]`
+	must(t, "see the re-run succeed", chromedp.Do(ctx,
+		chromedp.WaitVisible(chromedp.CSS(rerunRow+`[data-outcome="succeeded"]`))))
+	if got := textOf(t, ctx, rerunRow+` td:first-child time`); got != failedSlotText {
+		t.Errorf("the re-run's slot reads %q, want the failed slot %q", got, failedSlotText)
+	}
+	if got := textOf(t, ctx, rerunRow+` td:nth-child(3)`); !strings.HasPrefix(got, "re-run") || !strings.HasSuffix(got, "by alice") {
+		t.Errorf("the re-run row's run-by reads %q, want re-run by alice", got)
+	}
+	madeUp := `#history tr[data-outcome="failed"][data-slot="` + slot.Value + `"]`
+	if !present(ctx, madeUp) {
+		t.Errorf("the failed row of slot %s is gone; the history should keep it beside its re-run", slot.Value)
+	}
+	if !present(ctx, madeUp+` .made-up`) || present(ctx, madeUp+` a.primary`) {
+		t.Errorf("the failed row of slot %s still asks for a re-run after one succeeded", slot.Value)
+	}
+	screenshot(t, ctx, "admin-rerun.png", false)
+
+	t.Log("pause with a reason, see the badge, resume")
+	must(t, "open the index", chromedp.Do(ctx, chromedp.Navigate(svc.base),
+		chromedp.Click(chromedp.CSS(`tr[data-schedule="send-digest"] a[data-action="pause"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`form.confirm input[name="reason"]`)),
+		chromedp.SendKeys(chromedp.CSS(`form.confirm input[name="reason"]`), pauseReason),
+	))
+	screenshot(t, ctx, "admin-confirm-pause.png", false)
+	must(t, "confirm the pause", chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`form.confirm button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#detail-head .paused-note`)),
+	))
+	screenshot(t, ctx, "admin-paused.png", false)
+	note := textOf(t, ctx, `#detail-head .paused-note`)
+	if !strings.HasPrefix(note, "paused by alice ") || !strings.HasSuffix(note, ": "+pauseReason) {
+		t.Errorf("paused note %q, want paused by alice <when>: %s", note, pauseReason)
+	}
+	if got := textOf(t, ctx, `.notice`); !strings.HasPrefix(got, "Paused:") {
+		t.Errorf("notice %q", got)
+	}
+	must(t, "see the paused badge on the index", chromedp.Do(ctx, chromedp.Navigate(svc.base),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-schedule="send-digest"][data-status="paused"] .paused-note`))))
+	if summary := textOf(t, ctx, `#summary`); !strings.Contains(summary, "1 paused") {
+		t.Errorf("summary %q, want 1 paused", summary)
+	}
+	// The zone's own offset, never a Z, on a London schedule in winter
+	// and summer alike.
+	if next := textOf(t, ctx, `tr[data-schedule="send-digest"] td:nth-child(2) time`); !strings.HasSuffix(next, "+00:00") && !strings.HasSuffix(next, "+01:00") {
+		t.Errorf("send-digest's next run reads %q, want London's offset", next)
+	}
+	waitFor(t, 20*time.Second, "the heartbeat to show five recent runs", func() bool {
+		hb, err := chromedp.Run(ctx, chromedp.Nodes(chromedp.CSSAll(`tr[data-schedule="heartbeat"] td.recent .badge`), chromedp.AtLeast(0)))
+		return err == nil && len(hb) >= 5
 	})
 	screenshot(t, ctx, "admin.png", *updateScreenshot)
+	must(t, "resume", chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`tr[data-schedule="send-digest"] a[data-action="resume"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`form.confirm button[type="submit"]`)),
+		chromedp.Click(chromedp.CSS(`form.confirm button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`.notice`)),
+	))
+	if got := textOf(t, ctx, `#detail-head h2 .badge`); got == "paused" || present(ctx, `#detail-head .paused-note`) {
+		t.Errorf("after Resume the schedule still shows paused (%q)", got)
+	}
+	if paused, err := svc.rt.Paused(context.Background()); err != nil || len(paused) != 0 {
+		t.Errorf("after Resume: paused %v, %v", paused, err)
+	}
+	// A pause made elsewhere (another operator, the API) reaches the open
+	// page by itself, buttons included.
+	if err := svc.rt.Pause(runtime.WithActor(context.Background(), "bob"), "send-digest", "from the API"); err != nil {
+		t.Fatal(err)
+	}
+	within, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	must(t, "see bob's pause arrive without a reload", chromedp.Do(within,
+		chromedp.WaitVisible(chromedp.CSS(`#detail-head a[data-action="resume"]`))))
+	if note := textOf(t, ctx, `#detail-head .paused-note`); !strings.HasPrefix(note, "paused by bob ") {
+		t.Errorf("paused note %q, want bob's", note)
+	}
+	if err := svc.rt.Resume(context.Background(), "send-digest"); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Log("every button works without JavaScript")
+	noJS := newBrowser(t, 60*time.Second, 1400, 720, chromedp.Flag("blink-settings", "scriptEnabled=false"))
+	must(t, "load the page without JavaScript", chromedp.Do(noJS, chromedp.Navigate(svc.base),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-schedule="prune-soft-deleted"]`))))
+	// The browser really runs no script: it shows what <noscript> holds.
+	if !present(noJS, `#updated .noscript`) {
+		t.Fatal("the browser meant to run without JavaScript runs it")
+	}
+	must(t, "pause without JavaScript", chromedp.Do(noJS,
+		chromedp.Click(chromedp.CSS(`tr[data-schedule="prune-soft-deleted"] a[data-action="pause"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`form.confirm input[name="reason"]`)),
+		chromedp.SendKeys(chromedp.CSS(`form.confirm input[name="reason"]`), "no script"),
+		chromedp.Click(chromedp.CSS(`form.confirm button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#detail-head .paused-note`)),
+	))
+	if note := textOf(t, noJS, `#detail-head .paused-note`); !strings.HasSuffix(note, ": no script") {
+		t.Errorf("paused note without JavaScript: %q", note)
+	}
+	must(t, "resume without JavaScript", chromedp.Do(noJS,
+		chromedp.Click(chromedp.CSS(`a[data-action="resume"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`form.confirm button[type="submit"]`)),
+		chromedp.Click(chromedp.CSS(`form.confirm button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`.notice`)),
+	))
+	if got := textOf(t, noJS, `.notice`); !strings.HasPrefix(got, "Resumed:") {
+		t.Errorf("notice after Resume without JavaScript: %q", got)
+	}
+	must(t, "re-run without JavaScript", chromedp.Do(noJS, chromedp.Navigate(svc.base+"schedules/render-reports"),
+		chromedp.Click(chromedp.CSS(`#history tr[data-outcome="failed"] a[data-action="rerun"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`form.confirm button[type="submit"]`)),
+		chromedp.Click(chromedp.CSS(`form.confirm button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#history tr[data-task-id*=":rerun:"]`)),
+	))
+	if got := textOf(t, noJS, `.notice`); !strings.HasPrefix(got, "Re-run enqueued") {
+		t.Errorf("notice after Re-run without JavaScript: %q", got)
+	}
 }
 
 // screenshot saves the whole page as a test artifact and, when doc is set,

@@ -6,14 +6,9 @@ package admin
 
 import (
 	"context"
-	"crypto/rand"
-	"embed"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"html/template"
 	"net/http"
-	"net/url"
 	"strconv"
 	"time"
 
@@ -22,8 +17,9 @@ import (
 
 // Options configure the admin handler.
 type Options struct {
-	// ReadOnly hides the Trigger buttons and answers trigger requests with
-	// 403: for an admin exposed to people who may look but not act.
+	// ReadOnly hides the page's buttons (Run now, Re-run, Pause, Resume)
+	// and answers every state-changing request with 403: for an admin
+	// exposed to people who may look but not act.
 	ReadOnly bool
 	// Middleware wraps every route, e.g. the host's own authentication.
 	Middleware func(http.Handler) http.Handler
@@ -37,24 +33,14 @@ type Options struct {
 	// from package runtime/metrics). Without it /metrics is 404, and the
 	// admin does not link Prometheus.
 	Metrics http.Handler
+	// Refresh is how often the page reloads its data by itself when the
+	// browser runs JavaScript (without it the page is complete as served,
+	// and a reload refreshes it). Default RefreshDefault; negative: never.
+	Refresh time.Duration
 }
 
-//go:embed admin.html
-var adminFS embed.FS
-
-var adminTemplates = template.Must(template.New("").Funcs(template.FuncMap{
-	"rfc3339": func(t time.Time) string {
-		if t.IsZero() {
-			return "—"
-		}
-		return t.Format(time.RFC3339)
-	},
-	"utc":        func(t time.Time) time.Time { return t.UTC() },
-	"pathEscape": url.PathEscape,
-	"triggerData": func(page pageData, st *runtime.ScheduleState, action string) map[string]any {
-		return map[string]any{"ReadOnly": page.ReadOnly, "Request": page.Request, "Action": action, "Name": st.Schedule.Name}
-	},
-}).ParseFS(adminFS, "admin.html"))
+// RefreshDefault is the page's default Options.Refresh.
+const RefreshDefault = 5 * time.Second
 
 // New returns the admin handler of rt: an HTML page, a JSON API, a trigger,
 // a health check and, when Options.Metrics is set, Prometheus metrics. Its
@@ -66,7 +52,13 @@ var adminTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 //
 //	GET  /                              the page
 //	GET  /schedules/{name}              one schedule and its history
-//	POST /schedules/{name}/trigger      the page's Trigger button (redirects back)
+//	GET  /schedules/{name}/confirm      the confirmation step of a page button:
+//	                                    ?action=run|pause|resume, or ?action=rerun&slot=<unix seconds>
+//	POST /schedules/{name}/trigger      the page's Run now (redirects back)
+//	POST /schedules/{name}/rerun        the page's Re-run of a history row's slot (redirects back)
+//	POST /schedules/{name}/pause        the page's Pause, with a reason (redirects back)
+//	POST /schedules/{name}/resume       the page's Resume (redirects back)
+//	GET  /admin.js                      the page's self-refresh (the page works without it)
 //	GET  /api/schedules                 every schedule, JSON
 //	GET  /api/schedules/{name}          one schedule with history, JSON
 //	POST /api/schedules/{name}/trigger  202 {"task_id": ...}; Idempotency-Key header or
@@ -75,6 +67,7 @@ var adminTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 //	GET  /api/orphans                   {"orphans": [...]}: schedules with state in Redis
 //	                                    that the registry no longer declares
 //	DELETE /api/orphans/{name}          204: forget one (its cursor, counters, history)
+//	GET  /orphans/{name}/confirm        the confirmation step of the page's Forget
 //	POST /orphans/{name}/forget         the page's Forget button (redirects back)
 //	GET  /metrics                       Options.Metrics, if set
 //	POST /api/schedules/{name}/runs     re-run a past slot: {"slot": RFC 3339} -> 202 {"task_id": ...};
@@ -92,17 +85,26 @@ func New(rt *runtime.Runtime, opts Options) http.Handler {
 	if opts.Title == "" {
 		opts.Title = "belfry"
 	}
+	if opts.Refresh == 0 {
+		opts.Refresh = RefreshDefault
+	}
 	a := &admin{r: rt, opts: opts}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", a.index)
 	mux.HandleFunc("GET /schedules/{name}", a.detail)
+	mux.HandleFunc("GET /schedules/{name}/confirm", a.confirm)
 	mux.HandleFunc("POST /schedules/{name}/trigger", a.triggerForm)
+	mux.HandleFunc("POST /schedules/{name}/rerun", a.rerunForm)
+	mux.HandleFunc("POST /schedules/{name}/pause", a.pauseForm)
+	mux.HandleFunc("POST /schedules/{name}/resume", a.resumeForm)
+	mux.HandleFunc("GET /admin.js", serveScript)
 	mux.HandleFunc("GET /api/schedules", a.apiList)
 	mux.HandleFunc("GET /api/schedules/{name}", a.apiDetail)
 	mux.HandleFunc("POST /api/schedules/{name}/trigger", a.apiTrigger)
 	mux.HandleFunc("GET /api/status", a.apiStatus)
 	mux.HandleFunc("GET /api/orphans", a.apiOrphans)
 	mux.HandleFunc("DELETE /api/orphans/{name}", a.apiForget)
+	mux.HandleFunc("GET /orphans/{name}/confirm", a.confirmForget)
 	mux.HandleFunc("POST /orphans/{name}/forget", a.forgetForm)
 	if opts.Metrics != nil {
 		mux.Handle("GET /metrics", opts.Metrics)
@@ -134,78 +136,6 @@ func (a *admin) snapshot(req *http.Request) (runtime.Snapshot, error) {
 	return a.r.Snapshot(ctx)
 }
 
-type pageData struct {
-	Title    string
-	ReadOnly bool
-	runtime.Snapshot
-	Notice  string
-	Error   string
-	Request string // a fresh token per rendered form: a double submit triggers once
-	Detail  *runtime.ScheduleState
-	History []runtime.Record
-	Base    string // relative path back to the index
-	// HasMetrics says /metrics is served (Options.Metrics).
-	HasMetrics bool
-}
-
-func newRequestToken() string {
-	var b [12]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-func (a *admin) index(w http.ResponseWriter, req *http.Request) {
-	snap, err := a.snapshot(req)
-	data := pageData{Title: a.opts.Title, ReadOnly: a.opts.ReadOnly, Snapshot: snap, Request: newRequestToken(), Base: "./",
-		HasMetrics: a.opts.Metrics != nil}
-	if err != nil {
-		data.Error = "Redis unreachable: history and replicas are not shown."
-	}
-	switch req.URL.Query().Get("forgot") {
-	case "ok":
-		data.Notice = "Forgotten: the removed schedule's state is gone from Redis."
-	case strconv.Itoa(http.StatusForbidden):
-		data.Error = "Forget refused: this admin is read-only."
-	case strconv.Itoa(http.StatusConflict):
-		data.Error = "Forget refused: that schedule is in the registry."
-	case strconv.Itoa(http.StatusServiceUnavailable):
-		data.Error = "Forget failed: the scheduler is disabled or Redis is unreachable."
-	}
-	a.render(w, http.StatusOK, "index", data)
-}
-
-func (a *admin) detail(w http.ResponseWriter, req *http.Request) {
-	name := req.PathValue("name")
-	snap, err := a.snapshot(req)
-	st, ok := find(snap, name)
-	if !ok {
-		a.render(w, http.StatusNotFound, "notfound", pageData{Title: a.opts.Title, Snapshot: snap, Base: "../", Error: "No schedule is called " + name + "."})
-		return
-	}
-	data := pageData{Title: a.opts.Title, ReadOnly: a.opts.ReadOnly, Snapshot: snap, Detail: &st, Request: newRequestToken(), Base: "../"}
-	if err == nil {
-		ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
-		defer cancel()
-		data.History, err = a.r.History(ctx, name, a.r.HistoryLimit())
-	}
-	if err != nil {
-		data.Error = "Redis unreachable: history is not shown."
-	}
-	// The redirect after a trigger carries a fixed word, never text, so a
-	// crafted link cannot put words on the page.
-	switch req.URL.Query().Get("triggered") {
-	case "ok":
-		data.Notice = "Triggered: the occurrence is enqueued and appears below."
-	case strconv.Itoa(http.StatusForbidden):
-		data.Error = "Trigger refused: this admin is read-only."
-	case strconv.Itoa(http.StatusServiceUnavailable):
-		data.Error = "Trigger failed: the scheduler is disabled or Redis is unreachable."
-	case strconv.Itoa(http.StatusBadRequest):
-		data.Error = "Trigger refused: malformed request."
-	}
-	a.render(w, http.StatusOK, "detail", data)
-}
-
 func find(snap runtime.Snapshot, name string) (runtime.ScheduleState, bool) {
 	for _, st := range snap.Schedules {
 		if st.Schedule.Name == name {
@@ -213,17 +143,6 @@ func find(snap runtime.Snapshot, name string) (runtime.ScheduleState, bool) {
 		}
 	}
 	return runtime.ScheduleState{}, false
-}
-
-func (a *admin) render(w http.ResponseWriter, status int, page string, data pageData) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
-	w.WriteHeader(status)
-	if err := adminTemplates.ExecuteTemplate(w, page, data); err != nil {
-		a.r.Logger().Warn("rendering the admin page", "page", page, "err", err)
-	}
 }
 
 // trigger runs a trigger request and maps its errors to HTTP statuses.
@@ -250,22 +169,6 @@ func (a *admin) trigger(req *http.Request) (id string, status int, msg string) {
 		return "", http.StatusServiceUnavailable, "could not enqueue: Redis unreachable"
 	}
 	return occ.ID, http.StatusAccepted, ""
-}
-
-func (a *admin) triggerForm(w http.ResponseWriter, req *http.Request) {
-	_, status, msg := a.trigger(req)
-	if status == http.StatusNotFound {
-		http.Error(w, msg, status)
-		return
-	}
-	result := "ok"
-	if status != http.StatusAccepted {
-		result = strconv.Itoa(status)
-	}
-	// A relative Location keeps the mount prefix, which http.Redirect
-	// would drop after StripPrefix.
-	w.Header().Set("Location", "../"+url.PathEscape(req.PathValue("name"))+"?triggered="+url.QueryEscape(result))
-	w.WriteHeader(http.StatusSeeOther)
 }
 
 // apiSchedule is the JSON form of a schedule.

@@ -146,11 +146,11 @@ func TestAdminRoutes(t *testing.T) {
 		contains           []string
 		absent             []string
 	}{
-		{"page", "GET", "", nil, "", 200, "text/html", []string{"nightly", "fails", "Europe/Berlin", "17 3 * * *", "Lease holder", "r0", "failing", "Trigger", "&lt;script&gt;"}, []string{hostileError}},
+		{"page", "GET", "", nil, "", 200, "text/html", []string{"nightly", "fails", "Europe/Berlin", "17 3 * * *", "Lease holder", "r0", "failing", "Run now", "&lt;script&gt;"}, []string{hostileError}},
 		{"detail", "GET", "schedules/fails", nil, "", 200, "text/html", []string{"History", "failed", "&lt;script&gt;alert", "cron:fails:manual:setup"}, []string{hostileError}},
 		{"detail of unknown", "GET", "schedules/nope", nil, "", 404, "text/html", []string{"No schedule is called nope"}, nil},
 		{"form trigger", "POST", "schedules/nightly/trigger", formHeader, form, 303, "", nil, nil},
-		{"form trigger of unknown", "POST", "schedules/nope/trigger", formHeader, form, 404, "text/plain", nil, nil},
+		{"form trigger of unknown", "POST", "schedules/nope/trigger", formHeader, form, 404, "text/html", []string{"no schedule is called nope"}, nil},
 		{"list", "GET", "api/schedules", nil, "", 200, "application/json", []string{`"name": "nightly"`, `"expression": "17 3 * * *"`, `"zone": "Europe/Berlin"`, `"next_run": "`, `"status": "failing"`, `"last_run": {`, `"queue": "`}, nil},
 		{"one", "GET", "api/schedules/fails", nil, "", 200, "application/json", []string{`"history": [`, `"outcome": "failed"`, `\u003cscript\u003e`}, nil},
 		{"one unknown", "GET", "api/schedules/nope", nil, "", 404, "application/json", []string{`"error": "no schedule is called nope"`}, nil},
@@ -168,21 +168,7 @@ func TestAdminRoutes(t *testing.T) {
 		{"runs cross-origin", "POST", "api/schedules/nightly/runs", crossSite, `{"slot":"2026-11-29T02:17:00Z"}`, 403, "text/plain", nil, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			resp, body := do(t, tt.method, base+tt.path, tt.header, strings.NewReader(tt.body))
-			if resp.StatusCode != tt.status {
-				t.Fatalf("%s %s: status %d, want %d\n%s", tt.method, tt.path, resp.StatusCode, tt.status, body)
-			}
-			if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, tt.contentType) {
-				t.Errorf("Content-Type %q, want %s", ct, tt.contentType)
-			}
-			if tt.status < 300 && resp.Header.Get("X-Content-Type-Options") != "nosniff" {
-				t.Errorf("no X-Content-Type-Options: nosniff on %s", tt.path)
-			}
-			for _, s := range tt.contains {
-				if !strings.Contains(body, s) {
-					t.Errorf("body lacks %q:\n%s", s, body)
-				}
-			}
+			body := checkResponse(t, tt.method, base+tt.path, tt.header, tt.body, tt.status, tt.contentType, tt.contains)
 			for _, s := range tt.absent {
 				if strings.Contains(body, s) {
 					t.Errorf("body contains %q unescaped", s)
@@ -323,7 +309,7 @@ func TestAdminListsAndForgetsRemovedSchedules(t *testing.T) {
 	if _, body := do(t, "GET", srv.URL+"/api/orphans", nil, nil); !strings.Contains(body, `"gone-a"`) || !strings.Contains(body, `"gone-b"`) {
 		t.Errorf("api/orphans: %s", body)
 	}
-	if _, body := do(t, "GET", srv.URL+"/", nil, nil); !strings.Contains(body, "Removed from the code") || !strings.Contains(body, `action="orphans/gone-a/forget"`) {
+	if _, body := do(t, "GET", srv.URL+"/", nil, nil); !strings.Contains(body, "Removed from the code") || !strings.Contains(body, `href="orphans/gone-a/confirm"`) {
 		t.Errorf("the page does not offer to forget gone-a:\n%s", body)
 	}
 	if resp, _ := do(t, "DELETE", readOnly.URL+"/api/orphans/gone-a", nil, nil); resp.StatusCode != http.StatusForbidden {
