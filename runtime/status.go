@@ -27,6 +27,18 @@ func (s ScheduleState) LastRun() *Record {
 	return &s.Recent[0]
 }
 
+// lastFinished is the newest occurrence that ran to an end (succeeded or
+// failed): an enqueued, running, retrying, missed, skipped or paused one
+// says nothing of whether the schedule's work fails.
+func (s ScheduleState) lastFinished() *Record {
+	for i := range s.Recent {
+		if o := s.Recent[i].Outcome; o == OutcomeSucceeded || o == OutcomeFailed {
+			return &s.Recent[i]
+		}
+	}
+	return nil
+}
+
 // Snapshot is the state of every schedule and of the cluster at one moment.
 type Snapshot struct {
 	At         time.Time
@@ -114,7 +126,7 @@ func scheduleStatus(st ScheduleState, now time.Time, grace time.Duration) Status
 		return StatusPaused
 	}
 	last := st.LastRun()
-	if last != nil && last.Outcome == OutcomeFailed {
+	if finished := st.lastFinished(); finished != nil && finished.Outcome == OutcomeFailed {
 		return StatusFailing
 	}
 	s, c := st.Schedule, st.Counters

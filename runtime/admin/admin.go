@@ -224,7 +224,9 @@ func (a *admin) toAPI(st runtime.ScheduleState) apiSchedule {
 			LastSuccess: orNil(c.LastSuccess), LastFailure: orNil(c.LastFailure)},
 	}
 	if !st.Next.IsZero() {
-		local, utc := st.Next.Format(time.RFC3339), st.Next.UTC().Format(time.RFC3339)
+		// In the schedule's zone with its offset written out: RFC 3339's "Z"
+		// would make a London time in winter read as UTC.
+		local, utc := st.Next.Format(offsetLayout), st.Next.UTC().Format(time.RFC3339)
 		out.NextRun, out.NextRunUTC = &local, &utc
 	}
 	return out

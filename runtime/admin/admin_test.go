@@ -405,3 +405,28 @@ func TestAdminPauseResumeAndRerun(t *testing.T) {
 		}
 	}
 }
+
+// next_run is in the schedule's zone with the offset written out: a London
+// time in winter must not read as UTC ("Z").
+func TestAPINextRunCarriesTheZonesOffset(t *testing.T) {
+	t.Parallel()
+	reg := registry.MustNew(registry.Schedule{Name: "london", Expr: "0 8 * * *", Zone: "Europe/London",
+		Handler: func(context.Context, registry.Occurrence) error { return nil }})
+	rt, err := runtime.New(reg, runtime.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	admin.New(rt, admin.Options{}).ServeHTTP(rec, httptest.NewRequest("GET", "/api/schedules/london", nil))
+	var got struct {
+		NextRun string `json:"next_run"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := reg.Lookup("london")
+	want := s.Next(time.Now()).Format("2006-01-02T15:04:05-07:00")
+	if got.NextRun != want || strings.HasSuffix(got.NextRun, "Z") {
+		t.Errorf("next_run %q, want %q", got.NextRun, want)
+	}
+}
