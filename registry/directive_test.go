@@ -56,7 +56,7 @@ func TestParseDirectiveErrors(t *testing.T) {
 			[]string{`bad value "-1" for retry`, "retry=3"}},
 		{"bad overlap", `//cron:schedule "17 3 * * *" overlap=never`, 38, 43,
 			[]string{`bad value "never" for overlap`, "overlap=skip"}},
-		{"bad misfire", `//cron:schedule "17 3 * * *" misfire=all`, 38, 41,
+		{"bad misfire", `//cron:schedule "17 3 * * *" misfire=now`, 38, 41,
 			[]string{"misfire", "misfire=latest"}},
 		{"bad name", `//cron:schedule "17 3 * * *" name=-prune`, 35, 41,
 			[]string{"name", "name=prune-soft-deleted"}},

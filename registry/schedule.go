@@ -46,7 +46,15 @@ type Misfire string
 const (
 	MisfireSkip   Misfire = "skip"   // record them as missed (the default; no backfill)
 	MisfireLatest Misfire = "latest" // run the newest one, record the rest as missed
+	// MisfireAll runs every missed slot, oldest first, up to MisfireAllCap
+	// of them (the newest); older ones are recorded as missed. For work
+	// that must happen once per period, such as billing.
+	MisfireAll Misfire = "all"
 )
+
+// MisfireAllCap bounds the missed slots misfire=all runs after one outage,
+// so a schedule that was down for months does not flood its queue.
+const MisfireAllCap = 100
 
 // Schedule is one declared schedule. Generated code fills every field; New
 // fills zero fields with the defaults above and validates the rest.
@@ -169,8 +177,8 @@ func checkOverlap(o Overlap) error {
 }
 
 func checkMisfire(m Misfire) error {
-	if m != MisfireSkip && m != MisfireLatest {
-		return fmt.Errorf("want %s or %s; e.g. misfire=latest", MisfireSkip, MisfireLatest)
+	if m != MisfireSkip && m != MisfireLatest && m != MisfireAll {
+		return fmt.Errorf("want %s, %s or %s; e.g. misfire=latest", MisfireSkip, MisfireLatest, MisfireAll)
 	}
 	return nil
 }

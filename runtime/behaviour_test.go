@@ -377,43 +377,57 @@ func TestRemovedSchedulesAreListedAndForgotten(t *testing.T) {
 	}
 }
 
-// misfire=latest after an outage runs only the newest missed slot, with its
-// own slot, and records the older ones as missed.
-func TestMisfireLatestRunsOnlyTheNewestMissedSlot(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	rdb := sharedRedis(t)
-	ns, queue := uniq("ns"), uniq("q")
-	exec := newExecutions()
-	reg := registry.MustNew(registry.Schedule{Name: "daily", Expr: "0 0 * * *", Queue: queue, Misfire: registry.MisfireLatest,
-		Grace: time.Minute, Handler: exec.handler})
-	s := reg.Schedules()[0]
-	// The replica's clock reads noon, so the newest slot (midnight) is
-	// always older than grace, whenever the test runs.
-	noon := time.Now().UTC().Truncate(24 * time.Hour).Add(12 * time.Hour)
-	offset := clock.Offset(time.Until(noon))
-	newest := s.Prev(noon)
-	// The scheduler was down for three days: its cursor is before the
-	// three newest slots.
-	cursor := newest.AddDate(0, 0, -3)
-	if err := rdb.HSet(ctx, store.NewKeys(ns).Cursors, "daily", cursor.Unix()).Err(); err != nil {
-		t.Fatal(err)
-	}
-	rt, err := runtime.NewWithClock(reg, runtime.Options{Redis: rdb, Namespace: ns, LeaseTTL: 2 * time.Second, Logger: testLogger(t)}, offset)
-	if err != nil {
-		t.Fatal(err)
-	}
-	startWorker(t, rdb, queue, func(mux *asynq.ServeMux) { rt.RegisterHandlers(mux) })
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { rt.Run(runCtx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done; rt.Close() })
-	waitFor(t, 10*time.Second, "the newest missed slot to run", func() bool { return len(exec.slots("daily")) == 1 })
-	if runs := exec.slots("daily"); runs[newest.Unix()] != 1 {
-		t.Errorf("ran %v, want only the newest slot %s", runs, newest.UTC())
-	}
-	counters, _ := rt.Counters(ctx)
-	if c := counters["daily"]; c.Missed != 2 || c.Enqueued != 1 {
-		t.Errorf("missed %d, enqueued %d; want 2 and 1", c.Missed, c.Enqueued)
+// After a three-day outage misfire=latest runs only the newest missed slot,
+// with its own slot, and records the older ones as missed; misfire=all runs
+// all three, oldest first.
+func TestMisfireAfterAnOutage(t *testing.T) {
+	for _, tt := range []struct {
+		misfire      registry.Misfire
+		ran          []int // days before the newest slot
+		missed, runs int64
+	}{
+		{registry.MisfireLatest, []int{0}, 2, 1},
+		{registry.MisfireAll, []int{2, 1, 0}, 0, 3},
+	} {
+		t.Run(string(tt.misfire), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			rdb := sharedRedis(t)
+			ns, queue := uniq("ns"), uniq("q")
+			exec := newExecutions()
+			reg := registry.MustNew(registry.Schedule{Name: "daily", Expr: "0 0 * * *", Queue: queue, Misfire: tt.misfire,
+				Grace: time.Minute, Handler: exec.handler})
+			s := reg.Schedules()[0]
+			// The replica's clock reads noon, so the newest slot (midnight) is
+			// always older than grace, whenever the test runs.
+			noon := time.Now().UTC().Truncate(24 * time.Hour).Add(12 * time.Hour)
+			offset := clock.Offset(time.Until(noon))
+			newest := s.Prev(noon)
+			// The scheduler was down for three days: its cursor is before the
+			// three newest slots.
+			if err := rdb.HSet(ctx, store.NewKeys(ns).Cursors, "daily", newest.AddDate(0, 0, -3).Unix()).Err(); err != nil {
+				t.Fatal(err)
+			}
+			rt, err := runtime.NewWithClock(reg, runtime.Options{Redis: rdb, Namespace: ns, LeaseTTL: 2 * time.Second, Logger: testLogger(t)}, offset)
+			if err != nil {
+				t.Fatal(err)
+			}
+			startWorker(t, rdb, queue, func(mux *asynq.ServeMux) { rt.RegisterHandlers(mux) })
+			runCtx, cancel := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() { rt.Run(runCtx); close(done) }()
+			t.Cleanup(func() { cancel(); <-done; rt.Close() })
+			waitFor(t, 10*time.Second, "the missed slots to run", func() bool { return len(exec.slots("daily")) == len(tt.ran) })
+			runs := exec.slots("daily")
+			for _, days := range tt.ran {
+				if slot := newest.AddDate(0, 0, -days); runs[slot.Unix()] != 1 {
+					t.Errorf("slot %s ran %d times, want once; ran %v", slot.UTC(), runs[slot.Unix()], runs)
+				}
+			}
+			counters, _ := rt.Counters(ctx)
+			if c := counters["daily"]; c.Missed != tt.missed || c.Enqueued != tt.runs {
+				t.Errorf("missed %d, enqueued %d; want %d and %d", c.Missed, c.Enqueued, tt.missed, tt.runs)
+			}
+		})
 	}
 }

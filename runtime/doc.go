@@ -54,7 +54,8 @@
 // A schedule seen for the first time starts from now: the slot that passed
 // just before it was deployed does not run. There is no backfill: a slot
 // older than its grace window when the holder gets to it is recorded as
-// missed (Misfire "latest" runs the newest of them instead). A schedule with
+// missed (Misfire "latest" runs the newest of them instead; "all" runs them,
+// oldest first, at most registry.MisfireAllCap of the newest). A schedule with
 // Overlap "skip" does not enqueue while its previous occurrence is pending,
 // active or retrying; the slot is recorded as skipped.
 //

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"slices"
 	"time"
 
 	"github.com/belfry/belfry/registry"
@@ -34,10 +35,15 @@ type slotPlan struct {
 // planSlots enumerates the schedule's slots from first (its first slot after
 // cursor) through now and sorts them into enqueue and missed by the grace
 // window: a slot older than now-grace is missed. misfire=latest enqueues
-// the newest missed slot when nothing else is due.
+// the newest missed slot when nothing else is due; misfire=all enqueues the
+// missed slots, oldest first, up to registry.MisfireAllCap of the newest.
 func planSlots(s *registry.Schedule, first, cursor, now time.Time, grace time.Duration) *slotPlan {
 	p := &slotPlan{sched: s, cursor: cursor}
 	oldest := now.Add(-grace)
+	keep := maxMissedRecords // the newest missed slots kept by value
+	if s.Misfire == registry.MisfireAll {
+		keep = max(keep, registry.MisfireAllCap)
+	}
 	var stale []time.Time
 	slot := first
 	for n := 0; !slot.IsZero() && !slot.After(now); n++ {
@@ -48,25 +54,33 @@ func planSlots(s *registry.Schedule, first, cursor, now time.Time, grace time.Du
 				break
 			}
 			// A backlog this long is all missed: count the rest up to the
-			// grace window in one step, keeping only its newest slot,
-			// which misfire=latest may run and the cursor moves to.
+			// grace window in one step, keeping only its newest slots,
+			// which misfire=latest and misfire=all may run and the cursor
+			// moves to.
 			skipped, newest := countSlots(s, slot, oldest)
 			p.nMissed += skipped
-			stale = appendStale(stale, newest)
+			stale = newestBefore(s, newest, keep, slot)
 			p.cursor = newest
 			slot = s.AtOrAfter(oldest)
 			continue
 		}
 		if slot.Before(oldest) {
 			p.nMissed++
-			stale = appendStale(stale, slot)
+			stale = appendStale(stale, slot, keep)
 		} else {
 			p.enqueue = append(p.enqueue, slot)
 		}
 		p.cursor = slot
 		slot = s.Next(slot)
 	}
-	if misfireLatest(s) && len(p.enqueue) == 0 && len(stale) > 0 {
+	switch {
+	case s.Misfire == registry.MisfireAll && len(stale) > 0:
+		catchUp := stale[max(0, len(stale)-registry.MisfireAllCap):]
+		p.enqueue = append(slices.Clone(catchUp), p.enqueue...)
+		p.nMissed -= len(catchUp)
+		stale = stale[:len(stale)-len(catchUp)]
+		stale = stale[max(0, len(stale)-maxMissedRecords):]
+	case misfireLatest(s) && len(p.enqueue) == 0 && len(stale) > 0:
 		p.enqueue = []time.Time{stale[len(stale)-1]}
 		stale = stale[:len(stale)-1]
 		p.nMissed--
@@ -75,12 +89,27 @@ func planSlots(s *registry.Schedule, first, cursor, now time.Time, grace time.Du
 	return p
 }
 
+// newestBefore returns up to n slots ending with newest, oldest first, none
+// before floor.
+func newestBefore(s *registry.Schedule, newest time.Time, n int, floor time.Time) []time.Time {
+	out := []time.Time{newest}
+	for t := newest; len(out) < n; {
+		t = s.Prev(t.Add(-time.Second))
+		if t.IsZero() || t.Before(floor) {
+			break
+		}
+		out = append(out, t)
+	}
+	slices.Reverse(out)
+	return out
+}
+
 func misfireLatest(s *registry.Schedule) bool { return s.Misfire == registry.MisfireLatest }
 
-// appendStale keeps the newest maxMissedRecords missed slots.
-func appendStale(stale []time.Time, slot time.Time) []time.Time {
+// appendStale keeps the newest keep missed slots.
+func appendStale(stale []time.Time, slot time.Time, keep int) []time.Time {
 	stale = append(stale, slot)
-	if len(stale) > maxMissedRecords {
+	if len(stale) > keep {
 		stale = stale[1:]
 	}
 	return stale

@@ -296,3 +296,38 @@ func TestDataWatchTellsALossFromAResumedLease(t *testing.T) {
 		}
 	}
 }
+
+// misfire=all runs the slots an outage missed, oldest first, up to the cap
+// (the newest of them), and records the rest as missed.
+func TestPlanMisfireAllCatchesUpToTheCap(t *testing.T) {
+	daily := sched(t, "0 3 * * *", "", registry.MisfireAll)
+	now := utc("2026-11-29T09:00:00Z")
+	p := planSlots(daily, daily.Next(utc("2026-11-25T03:00:00Z")), utc("2026-11-25T03:00:00Z"), now, 5*time.Minute)
+	if got := rfc(p.enqueue); !equal(got, []string{"2026-11-26T03:00:00Z", "2026-11-27T03:00:00Z", "2026-11-28T03:00:00Z", "2026-11-29T03:00:00Z"}) || p.nMissed != 0 {
+		t.Errorf("four missed nights: enqueue %v, missed %d; want all four, none missed", got, p.nMissed)
+	}
+
+	secondly := sched(t, "* * * * * *", "", registry.MisfireAll)
+	for _, behind := range []int{1000, 2 * maxSlotsPerDispatch} {
+		cursor := now.Add(-time.Duration(behind) * time.Second)
+		p := planSlots(secondly, secondly.Next(cursor), cursor, now, 5*time.Second)
+		inGrace := 6
+		if len(p.enqueue) != registry.MisfireAllCap+inGrace {
+			t.Fatalf("%d behind: %d enqueued, want the cap %d plus %d within grace", behind, len(p.enqueue), registry.MisfireAllCap, inGrace)
+		}
+		if first := p.enqueue[0]; !first.Equal(now.Add(-time.Duration(registry.MisfireAllCap+5) * time.Second)) {
+			t.Errorf("%d behind: the catch-up starts at %s, want the %d newest missed slots", behind, first.UTC(), registry.MisfireAllCap)
+		}
+		for i := 1; i < len(p.enqueue); i++ {
+			if !p.enqueue[i].Equal(p.enqueue[i-1].Add(time.Second)) {
+				t.Fatalf("%d behind: enqueue not contiguous and in order at %d: %s then %s", behind, i, p.enqueue[i-1].UTC(), p.enqueue[i].UTC())
+			}
+		}
+		if want := behind - inGrace - registry.MisfireAllCap; p.nMissed != want {
+			t.Errorf("%d behind: missed %d, want %d", behind, p.nMissed, want)
+		}
+		if !p.cursor.Equal(now) {
+			t.Errorf("%d behind: cursor %s, want now", behind, p.cursor.UTC())
+		}
+	}
+}
