@@ -6,7 +6,8 @@ import (
 	"time"
 )
 
-// TestNextDesignExamples reproduces the examples of DESIGN §5.
+// TestNextDesignExamples reproduces the DST examples of the README and the
+// registry package doc.
 func TestNextDesignExamples(t *testing.T) {
 	tests := []struct {
 		expr, zone, from string

@@ -423,7 +423,7 @@ func (c *compiledOracle) afterGap(w int64) int64 {
 	return i
 }
 
-// fires returns the instants wall time w stands for under DESIGN §5, and
+// fires returns the instants wall time w stands for under the DST rules of the package doc (doc.go), and
 // the clock-correction rule: a fixed-time schedule does not fire for wall
 // times skipped by a jump of 3 hours or more.
 func (c *compiledOracle) fires(w int64) []int64 {
@@ -728,12 +728,12 @@ func (g exprGen) expr() *oracleExpr {
 	return e
 }
 
-// Self-tests: the oracle must itself reproduce DESIGN §5, or the
+// Self-tests: the oracle must itself reproduce the DST rules of the package doc, or the
 // differential test proves nothing.
 
 func TestOracleDesignExamples(t *testing.T) {
 	t.Parallel()
-	// Hand-built forms of the DESIGN §5 examples and a few more.
+	// Hand-built forms of the README's DST examples and a few more.
 	v := func(vals ...int) oracleField {
 		var f oracleField
 		for _, x := range vals {

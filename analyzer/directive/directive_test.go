@@ -15,14 +15,10 @@ func TestAnalyzer(t *testing.T) {
 	analysistest.RunWithSuggestedFixes(t, dir, directive.Analyzer, "./...")
 }
 
-// TestMethodDirective checks that a directive on a method is reported
-// exactly when registry's own scan rejects it, with registry's message, so
-// the check follows registry when it starts accepting method handlers.
+// TestMethodDirective checks that a directive on a method handler is not
+// reported: registry accepts method handlers, and the check follows it.
 func TestMethodDirective(t *testing.T) {
 	want := ""
-	if !testmod.RegistryAcceptsMethods(t) {
-		want = "// want +2 `must be in the doc comment of a top-level func`\n//\n"
-	}
 	dir := testmod.Write(t, map[string]string{
 		"go.mod": "module example.com/m\n\ngo 1.26.0\n\nrequire github.com/belfry/belfry v0.0.0\n",
 		"m/m.go": `package m

@@ -16,9 +16,6 @@ func TestAnalyzer(t *testing.T) {
 }
 
 func TestMethodHandlers(t *testing.T) {
-	if !testmod.RegistryAcceptsMethods(t) {
-		t.Skip("registry does not accept a //cron:schedule on a method yet")
-	}
 	dir := testmod.Extract(t, filepath.Join("testdata", "methods.txtar"))
 	analysistest.Run(t, dir, idempotent.Analyzer, "./...")
 }

@@ -8,8 +8,6 @@
 package testmod
 
 import (
-	"go/parser"
-	"go/token"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -17,8 +15,6 @@ import (
 	"testing"
 
 	"golang.org/x/tools/txtar"
-
-	"github.com/belfry/belfry/registry"
 )
 
 // Root is the directory of the belfry checkout this package belongs to.
@@ -79,27 +75,4 @@ func Write(t testing.TB, files map[string]string) string {
 	// requirements it implies instead of failing on them.
 	t.Setenv("GOFLAGS", "-mod=mod")
 	return dir
-}
-
-// RegistryAcceptsMethods reports whether registry's own scan accepts a
-// //cron:schedule directive on a method, so that tests of method handlers
-// follow registry's decision instead of a copy of it.
-func RegistryAcceptsMethods(t testing.TB) bool {
-	t.Helper()
-	const src = `package p
-
-type Jobs struct{}
-
-//cron:schedule "17 3 * * *"
-func (j *Jobs) Prune() {}
-`
-	f, err := parser.ParseFile(token.NewFileSet(), "p.go", src, parser.ParseComments)
-	if err != nil {
-		t.Fatal(err)
-	}
-	found := registry.FindDirectives(f)
-	if len(found) != 1 {
-		t.Fatalf("registry.FindDirectives found %d directives in a one-directive file", len(found))
-	}
-	return registry.MisplacedError(found[0]) == nil
 }
