@@ -17,12 +17,14 @@
 // so a second enqueue of the same occurrence is rejected with
 // asynq.ErrTaskIDConflict, which the runtime treats as "already enqueued".
 // The holder's enqueues and cursor commits are fenced (see below): Redis
-// refuses an ex-leader's late enqueue outright, however late it arrives, so
-// the task ID only has to stay reserved across a holder that enqueued and
-// then crashed or stalled before committing its cursor — the next holder
-// enqueues the same slot within a lease TTL, plus its clock's skew. A
-// finished task keeps its ID for 2×LeaseTTL + SkewMargin (asynq Retention);
-// longer would only fill Redis.
+// refuses an ex-leader's late enqueue outright, however late it arrives. The
+// task ID then guards a holder that enqueued and crashed or stalled before
+// committing its cursor: the next holder (another replica, or the service
+// restarted) enqueues the same slot again while it is within grace, so a
+// finished task keeps its ID for grace plus SkewMargin (asynq Retention).
+// Longer would only fill Redis. A misfire=all catch-up slot enqueued just
+// before such a crash, when no holder follows within that time, can run
+// again.
 //
 // Exactly once here means enqueued once. asynq delivers at least once (a
 // worker that dies mid-task is retried), so a handler keys its effects on

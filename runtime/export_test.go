@@ -37,7 +37,7 @@ func (r *Runtime) Scheduling() bool { return r.scheduling.Load() }
 // any lease check: what a zombie that slipped past its check would do.
 func (r *Runtime) Enqueue(ctx context.Context, occ registry.Occurrence) error {
 	s, _ := r.reg.Lookup(occ.Schedule)
-	_, err := r.enqueue(ctx, s, occ, r.retention())
+	_, err := r.enqueue(ctx, s, occ, r.retention(s))
 	return err
 }
 
@@ -47,7 +47,7 @@ func (r *Runtime) Enqueue(ctx context.Context, occ registry.Occurrence) error {
 func (r *Runtime) EnqueueAsHolder(ctx context.Context, leaseValue string, occ registry.Occurrence) error {
 	s, _ := r.reg.Lookup(occ.Schedule)
 	fence := &pipeline.Fence{Key: r.store.Keys.Lease, Value: leaseValue}
-	_, err := r.enqueue(pipeline.WithFence(ctx, fence), s, occ, r.retention())
+	_, err := r.enqueue(pipeline.WithFence(ctx, fence), s, occ, r.retention(s))
 	if fence.Rejected() {
 		return store.ErrNotLeader
 	}
@@ -73,3 +73,10 @@ var JudgeRedis = judgeRedis
 
 // KnowsEpoch reports whether the replica has learned the store's epoch.
 func (r *Runtime) KnowsEpoch() bool { return r.dataWatch.known() }
+
+// SeenToken is the highest fencing token the replica has seen.
+func (r *Runtime) SeenToken() int64 {
+	r.dataWatch.mu.Lock()
+	defer r.dataWatch.mu.Unlock()
+	return r.dataWatch.highToken
+}

@@ -94,3 +94,30 @@ func TestLateEnqueueFromAnExLeaderIsRefusedAfterRetention(t *testing.T) {
 		t.Errorf("the slot was enqueued again by an ex-leader: %v", err)
 	}
 }
+
+// A holder that enqueued a slot and died before committing its cursor may
+// be followed, within grace, by a restart of itself that enqueues the slot
+// again: the task's ID must still be reserved then, so retention covers
+// grace plus the skew margin, not just a lease TTL.
+func TestATasksIDIsReservedForGracePlusSkew(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := idleSchedule()
+	s.Queue = uniq("q")
+	s.Grace = 4 * time.Minute
+	rt := newReplicas(t, 1, time.Second, s)[0]
+	rdb := sharedRedis(t)
+	rdb.Set(ctx, store.NewKeys(rt.Namespace()).Lease, "r0|1", time.Minute)
+	sched, _ := rt.Registry().Lookup("nightly")
+	occ := sched.Occurrence(time.Date(2026, 11, 29, 3, 17, 0, 0, time.UTC))
+	if err := rt.EnqueueAsHolder(ctx, "r0|1", occ); err != nil {
+		t.Fatal(err)
+	}
+	info, err := asynq.NewInspectorFromRedisClient(rdb).GetTaskInfo(s.Queue, occ.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := s.Grace + runtime.SkewMarginDefault; info.Retention != want {
+		t.Errorf("retention %s, want grace + skew margin %s", info.Retention, want)
+	}
+}

@@ -49,26 +49,46 @@ type dataWatch struct {
 	value     string // the lease value highToken came with
 }
 
-// observe compares the store's epoch and the lease's token with what this
-// replica saw before and returns why writes were lost, or "".
+// check compares the store's epoch and a lease's token with what this
+// replica saw before and returns why writes were lost, or "". It changes
+// nothing: accept does, once the recovery is committed, so that a failure
+// on the way makes the next attempt find the loss again.
+//
 // Tokens only grow (INCR); a holder that resumes its own lease keeps its
 // value, so the same token is a loss only under another value.
-func (w *dataWatch) observe(epoch, value string, token int64) string {
+func (w *dataWatch) check(epoch, value string, token int64) string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var lost string
 	switch {
 	case w.epoch != "" && epoch != w.epoch:
-		lost = "Redis lost its data (the store's epoch is gone: FLUSHALL, a restart without persistence, or eviction)"
+		return "Redis lost its data (the store's epoch is gone: FLUSHALL, a restart without persistence, or eviction)"
 	case token < w.highToken || (token == w.highToken && value != w.value):
-		lost = fmt.Sprintf("Redis lost acknowledged writes (the fencing token went back from %d to %d: a failover to a replica that was behind?)",
+		return fmt.Sprintf("Redis lost acknowledged writes (the fencing token went back from %d to %d: a failover to a replica that was behind?)",
 			w.highToken, token)
 	}
-	w.epoch = epoch
-	if token >= w.highToken {
-		w.highToken, w.value = token, value
+	return ""
+}
+
+// accept takes the epoch and the lease as the new normal: after a handled
+// loss the token may be lower than one seen before, and is the mark from
+// now on.
+func (w *dataWatch) accept(epoch, value string, token int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if epoch != "" {
+		w.epoch = epoch
 	}
-	return lost
+	w.highToken, w.value = token, value
+}
+
+// seeHolder takes the token of another replica's lease, which a follower's
+// acquire found: a follower that takes over later then notices a token gone
+// back. A regression seen here is left for the holder-to-be to find.
+func (r *Runtime) seeHolder(value string) {
+	_, token := lease.ParseValue(value)
+	if r.dataWatch.check("", value, token) == "" {
+		r.dataWatch.accept("", value, token)
+	}
 }
 
 // known reports whether this replica knows the store's epoch.
@@ -105,38 +125,44 @@ func newEpoch() string {
 	return hex.EncodeToString(b[:])
 }
 
-// checkLostWrites runs when this replica gains the lease. It returns the
-// cursor every schedule must start from after a loss, or the zero time.
-func (r *Runtime) checkLostWrites(ctx context.Context, value string) (time.Time, error) {
+// checkLostWrites runs when this replica gains the lease. After a loss it
+// returns the cursor every schedule must start from; commit must then be
+// called once the cursors are moved, to record the loss and accept the new
+// state. Without a loss commit only accepts it.
+func (r *Runtime) checkLostWrites(ctx context.Context, value string) (resume time.Time, commit func(context.Context), err error) {
 	epoch, _, err := r.store.Epoch(ctx, value, newEpoch())
 	if err != nil {
-		return time.Time{}, err
+		return time.Time{}, nil, err
 	}
 	_, token := lease.ParseValue(value)
-	reason := r.dataWatch.observe(epoch, value, token)
+	accept := func(context.Context) { r.dataWatch.accept(epoch, value, token) }
+	reason := r.dataWatch.check(epoch, value, token)
 	if reason == "" {
-		return time.Time{}, nil
+		return time.Time{}, accept, nil
 	}
 	// Another replica may have found this loss first (this one knew the
 	// old epoch or a higher token as a follower): then the cursors are
 	// already past it.
 	if seen, err := r.store.Lost(ctx); err == nil && len(seen) > 0 && seen[0].Epoch == epoch && seen[0].Token > 0 && seen[0].Token <= token {
-		return time.Time{}, nil
+		return time.Time{}, accept, nil
 	}
 	now, err := r.store.Time(ctx)
 	if err != nil {
-		return time.Time{}, err
+		return time.Time{}, nil, err
 	}
-	resume := now.Add(r.opts.SkewMargin).Truncate(time.Second).Add(time.Second) // rounded up
+	resume = now.Add(r.opts.SkewMargin).Truncate(time.Second).Add(time.Second) // rounded up
 	l := store.LostWrites{At: now.UnixMilli(), Replica: r.opts.Replica, Reason: reason,
 		From: now.Add(-2 * r.opts.LeaseTTL).Unix(), To: resume.Unix(), Epoch: epoch, Token: token}
-	r.log.Error("lost writes detected: "+reason+"; slots in the window may not have run, and none runs twice",
-		"from", time.Unix(l.From, 0).UTC(), "to", resume.UTC())
-	if err := r.store.RecordLost(ctx, l); err != nil {
-		r.log.Warn("could not record the lost writes", "err", err)
+	commit = func(ctx context.Context) {
+		r.log.Error("lost writes detected: "+reason+"; slots in the window may not have run, and none runs twice",
+			"from", time.Unix(l.From, 0).UTC(), "to", resume.UTC())
+		if err := r.store.RecordLost(ctx, l); err != nil {
+			r.log.Warn("could not record the lost writes", "err", err)
+		}
+		r.emit(Event{Outcome: OutcomeLost})
+		accept(ctx)
 	}
-	r.emit(Event{Outcome: OutcomeLost})
-	return resume, nil
+	return resume, commit, nil
 }
 
 // LostWrites returns the losses of Redis data detected, newest first.

@@ -12,6 +12,7 @@ import (
 	"github.com/belfry/belfry/runtime/internal/clock"
 	"github.com/belfry/belfry/runtime/internal/store"
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 )
 
 // Redis loses its data under a running leader (FLUSHALL; a restart without
@@ -186,4 +187,33 @@ func TestAFollowerThatTakesOverAfterALossRunsNoSlotTwice(t *testing.T) {
 	if lost, _ := rts[last].LostWrites(ctx); len(lost) != 1 || lost[0].Replica != rts[next].Replica() {
 		t.Errorf("losses recorded: %+v, want one, by %s", lost, rts[next].Replica())
 	}
+}
+
+// A follower learns the fencing tokens of the leases it finds held, so the
+// follower that takes over after a failover to a replica that was behind
+// notices the token gone back, not only the replica that led.
+func TestAFollowerNoticesATokenGoneBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := sharedRedis(t)
+	c := newCluster(t, rdb, 2, runtime.Options{LeaseTTL: time.Second}, idleSchedule())
+	keys := store.NewKeys(c.ns)
+	leader := c.leaderIndex(t)
+	follower := c.rts[1-leader]
+	waitFor(t, 5*time.Second, "the follower to know the store", follower.KnowsEpoch)
+	waitFor(t, 5*time.Second, "the follower to have seen the leader's lease", func() bool { return follower.SeenToken() == 1 })
+	// The promoted replica was behind: an older counter, no lease, and the
+	// epoch it already had. The old leader goes away at the same moment.
+	if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, keys.Token, 0, 0)
+		p.Del(ctx, keys.Lease)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c.cancels[leader]()
+	waitFor(t, 10*time.Second, "the follower to notice the loss", func() bool {
+		lost, _ := follower.LostWrites(ctx)
+		return len(lost) == 1 && lost[0].Replica == follower.Replica() && strings.Contains(lost[0].Reason, "fencing token went back from 1 to 1")
+	})
 }

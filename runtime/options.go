@@ -46,7 +46,7 @@ type Options struct {
 	// a slot may still be enqueued.
 	Grace time.Duration
 	// SkewMargin is the largest clock difference expected between replicas.
-	// A finished task's ID stays reserved in asynq for 2×LeaseTTL+SkewMargin, the
+	// A finished task's ID stays reserved in asynq for grace+SkewMargin, the
 	// longest window in which another replica could try the same slot.
 	SkewMargin time.Duration
 	// HistoryLimit is the number of occurrences kept per schedule in the

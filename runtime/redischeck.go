@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/belfry/belfry/runtime/internal/lease"
 )
 
 // MinRedisVersion is the oldest Redis the runtime leads on: asynq's scripts
@@ -39,25 +41,33 @@ type redisCheck struct {
 func (r *Runtime) mayLead(ctx context.Context) error {
 	c := &r.redisCheck
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.checked && !c.stale && time.Since(c.at) < c.every {
+		defer c.mu.Unlock()
 		return c.unsafe
 	}
-	info, err := r.rdb.Info(ctx).Result()
+	c.mu.Unlock()
+	// Bounded, and without the lock: on a black-holed connection go-redis
+	// would otherwise wait for its read timeout (or for ever), holding up the
+	// lease loop and every snapshot that asks RedisUnsafe.
+	ictx, cancel := context.WithTimeout(ctx, r.lease.CallTimeout())
+	defer cancel()
+	info, err := lease.Obey(ictx, func(ctx context.Context) (string, error) { return r.rdb.Info(ctx).Result() })
 	if err != nil {
 		return nil // the lease's own call reports Redis being down
 	}
-	c.at, c.checked, c.stale = time.Now(), true, false
-	c.unsafe = judgeRedis(info)
-	switch verdict := fmt.Sprint(c.unsafe); {
-	case c.unsafe != nil && verdict != c.logged:
-		r.log.Error("belfry will not schedule on this Redis: " + c.unsafe.Error())
-		c.logged = verdict
-	case c.unsafe == nil && c.logged != "":
+	verdict := judgeRedis(info)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at, c.checked, c.stale, c.unsafe = time.Now(), true, false, verdict
+	switch logged := fmt.Sprint(verdict); {
+	case verdict != nil && logged != c.logged:
+		r.log.Error("belfry will not schedule on this Redis: " + verdict.Error())
+		c.logged = logged
+	case verdict == nil && c.logged != "":
 		r.log.Info("Redis settings are safe again; scheduling resumes")
 		c.logged = ""
 	}
-	return c.unsafe
+	return verdict
 }
 
 // RedisUnsafe says why this replica will not lead on its Redis, or "".
@@ -84,7 +94,9 @@ func judgeRedis(info string) error {
 	if v, ok := fields["redis_version"]; ok && versionLess(v, MinRedisVersion) {
 		problems = append(problems, fmt.Sprintf("Redis %s is older than %s, which asynq and belfry need", v, MinRedisVersion))
 	}
-	if p, ok := fields["maxmemory_policy"]; ok && p != "noeviction" {
+	// A policy other than noeviction evicts only under a memory limit:
+	// maxmemory 0 is none.
+	if p, ok := fields["maxmemory_policy"]; ok && p != "noeviction" && fields["maxmemory"] != "0" {
 		problems = append(problems, fmt.Sprintf("maxmemory-policy is %s: Redis may evict the lease, the fencing token and the cursors, "+
 			"which runs slots twice or never; set maxmemory-policy noeviction", p))
 	}

@@ -19,7 +19,8 @@ func TestJudgeRedis(t *testing.T) {
 		unsafe     string // "" for safe
 	}{
 		{"current and noeviction", "# Server\r\nredis_version:7.0.15\r\n# Memory\r\nmaxmemory_policy:noeviction\r\n", ""},
-		{"evicts", "redis_version:7.2.4\r\nmaxmemory_policy:allkeys-lru\r\n", "maxmemory-policy is allkeys-lru"},
+		{"evicts", "redis_version:7.2.4\r\nmaxmemory:1073741824\r\nmaxmemory_policy:allkeys-lru\r\n", "maxmemory-policy is allkeys-lru"},
+		{"an eviction policy without a memory limit", "redis_version:7.2.4\r\nmaxmemory:0\r\nmaxmemory_policy:allkeys-lru\r\n", ""},
 		{"evicts by TTL", "redis_version:7.2.4\r\nmaxmemory_policy:volatile-ttl\r\n", "maxmemory-policy is volatile-ttl"},
 		{"too old", "redis_version:6.0.16\r\nmaxmemory_policy:noeviction\r\n", "Redis 6.0.16 is older than 6.2.0"},
 		{"old enough", "redis_version:6.2.0\r\nmaxmemory_policy:noeviction\r\n", ""},
@@ -46,6 +47,9 @@ func TestNoLeadingOnARedisThatEvicts(t *testing.T) {
 	ctx := context.Background()
 	srv := startPrivateRedis(t)
 	rdb := srv.Client(t)
+	if err := rdb.ConfigSet(ctx, "maxmemory", "1gb").Err(); err != nil {
+		t.Fatal(err)
+	}
 	if err := rdb.ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err(); err != nil {
 		t.Fatal(err)
 	}

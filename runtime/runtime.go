@@ -94,7 +94,7 @@ func newRuntime(reg *registry.Registry, opts Options, clk clock.Clock) (*Runtime
 	r.client = asynq.NewClientFromRedisClient(pipeline.NewClient(r.rdb))
 	r.inspector = asynq.NewInspectorFromRedisClient(r.rdb)
 	r.lease = lease.New(lease.Config{Redis: r.rdb, Keys: r.store.Keys, Replica: opts.Replica,
-		TTL: opts.LeaseTTL, Log: r.log, OnRedis: r.noteRedis, Clock: clk, MayLead: r.mayLead})
+		TTL: opts.LeaseTTL, Log: r.log, OnRedis: r.noteRedis, Clock: clk, MayLead: r.mayLead, OnHolder: r.seeHolder})
 	return r, nil
 }
 
@@ -258,15 +258,15 @@ func (r *Runtime) RedisState() (RedisState, error) {
 }
 
 // retention keeps a finished task's ID reserved as long as a replica could
-// still attempt the same slot. The enqueue and the cursor commit are both
-// fenced, so an ex-leader's late enqueue is refused and a committed slot is
-// never enqueued again; what remains is a holder that enqueued and then
-// crashed or stalled before its commit: the next holder enqueues the same
-// slot again within a lease TTL (plus its own clock's skew), and must hit
-// the retained ID. Longer would only fill Redis: a per-second schedule
-// keeps one task per second of retention.
-func (r *Runtime) retention() time.Duration {
-	return 2*r.opts.LeaseTTL + r.opts.SkewMargin
+// still enqueue the same slot. The enqueue and the cursor commit are both
+// fenced, so an ex-leader's late enqueue is refused by Redis whatever the
+// retention. What the ID still guards is a holder that enqueued and then
+// crashed or stalled before committing its cursor: the next holder — another
+// replica within a lease TTL, or the same service restarted minutes later —
+// enqueues the slot again as long as it is within grace, plus its clock's
+// skew. Longer would only fill Redis.
+func (r *Runtime) retention(s *registry.Schedule) time.Duration {
+	return r.Grace(s) + r.opts.SkewMargin
 }
 
 // manualRetention keeps a manual occurrence's ID reserved long enough to

@@ -112,7 +112,7 @@ func (r *Runtime) scheduleLoop(ctx context.Context) {
 // first time from now.
 func (r *Runtime) loadLeaderState(ctx context.Context, value string) (*leaderState, error) {
 	scheds := r.reg.Schedules()
-	resume, err := r.checkLostWrites(ctx, value)
+	resume, commitLoss, err := r.checkLostWrites(ctx, value)
 	if err != nil {
 		return nil, err
 	}
@@ -159,6 +159,9 @@ func (r *Runtime) loadLeaderState(ctx context.Context, value string) (*leaderSta
 	if err := r.store.InitCursors(ctx, value, now.Unix(), fresh); err != nil {
 		return nil, err
 	}
+	// Only now is a loss handled: had a write above failed, the next
+	// attempt would find the loss again and move the cursors.
+	commitLoss(ctx)
 	r.log.Info("scheduling", "schedules", len(scheds), "new", len(fresh))
 	return st, nil
 }
@@ -261,7 +264,7 @@ func (r *Runtime) enqueuePlan(ctx context.Context, fence *pipeline.Fence, p *slo
 		}
 		occ := s.Occurrence(slot)
 		if outcome == OutcomeEnqueued {
-			if _, err := r.enqueue(ctx, s, occ, r.retention()); err != nil {
+			if _, err := r.enqueue(ctx, s, occ, r.retention(s)); err != nil {
 				if fence.Rejected() {
 					err = store.ErrNotLeader
 				}

@@ -430,3 +430,30 @@ func TestAPINextRunCarriesTheZonesOffset(t *testing.T) {
 		t.Errorf("next_run %q, want %q", got.NextRun, want)
 	}
 }
+
+// A category:action name must not read as a URL scheme in the page's links
+// (html/template would neutralise them to #ZgotmplZ).
+func TestPageLinksWorkForCategoryActionNames(t *testing.T) {
+	t.Parallel()
+	c := newFixture(t, sharedRedis(t), registry.Schedule{Name: "email:send", Expr: "17 3 * * *"})
+	waitFor(t, 5*time.Second, "the replica to lead", c.rt.IsLeader)
+	s, _ := c.rt.Registry().Lookup("email:send")
+	if _, err := c.rt.Rerun(context.Background(), "email:send", s.Prev(time.Now()), ""); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(admin.New(c.rt, admin.Options{}))
+	t.Cleanup(srv.Close)
+	for _, path := range []string{"/", "/schedules/email:send"} {
+		_, body := do(t, "GET", srv.URL+path, nil, nil)
+		if strings.Contains(body, "ZgotmplZ") {
+			t.Errorf("%s has a neutralised link:\n%s", path, body)
+		}
+		if !strings.Contains(body, "email:send/confirm?action=run") {
+			t.Errorf("%s has no Run now link for email:send", path)
+		}
+	}
+	_, body := do(t, "GET", srv.URL+"/schedules/email:send", nil, nil)
+	if !strings.Contains(body, `href="./email:send/confirm?action=rerun`) {
+		t.Errorf("the history rows have no Re-run link:\n%s", body)
+	}
+}

@@ -437,7 +437,9 @@ func (a *admin) detail(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	data := a.page(snap, "../")
-	row := a.rowOf(snap, st, url.PathEscape(name))
+	// "./" first: a category:action name would otherwise read as a URL
+	// scheme, which html/template neutralises, killing every link.
+	row := a.rowOf(snap, st, "./"+url.PathEscape(name))
 	data.Detail = &row
 	if err == nil {
 		ctx, cancel := context.WithTimeout(req.Context(), readTimeout)

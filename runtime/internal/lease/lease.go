@@ -33,18 +33,23 @@ type Config struct {
 	// an error keeps this replica from leading (a holder releases), e.g.
 	// while Redis would evict the lease. Optional.
 	MayLead func(context.Context) error
+	// OnHolder, when set, is told the value of another replica's lease each
+	// time an acquire finds one, so that a follower knows the fencing tokens
+	// handed out before it leads. Optional; must be quick.
+	OnHolder func(value string)
 }
 
 // Lease is this replica's view of the scheduler lease; see the package doc.
 type Lease struct {
-	rdb     redis.UniversalClient
-	keys    store.Keys
-	replica string
-	ttl     time.Duration
-	log     *slog.Logger
-	onRedis func(err error)
-	clock   clock.Clock
-	mayLead func(context.Context) error
+	rdb      redis.UniversalClient
+	keys     store.Keys
+	replica  string
+	ttl      time.Duration
+	log      *slog.Logger
+	onRedis  func(err error)
+	clock    clock.Clock
+	mayLead  func(context.Context) error
+	onHolder func(value string)
 
 	// instance is random per Lease: it tells this process's leases from
 	// those of a restarted process, or of another one wrongly configured
@@ -77,7 +82,7 @@ type Lease struct {
 func New(cfg Config) *Lease {
 	l := &Lease{
 		rdb: cfg.Redis, keys: cfg.Keys, replica: cfg.Replica, ttl: cfg.TTL, log: cfg.Log,
-		onRedis: cfg.OnRedis, clock: cfg.Clock, mayLead: cfg.MayLead, instance: newInstanceID(),
+		onRedis: cfg.OnRedis, clock: cfg.Clock, mayLead: cfg.MayLead, onHolder: cfg.OnHolder, instance: newInstanceID(),
 		changed: make(chan struct{}, 1), wake: make(chan struct{}, 1),
 	}
 	if l.clock == nil {
@@ -223,7 +228,7 @@ func (l *Lease) call(ctx context.Context, s *redis.Script, extra ...any) ([]any,
 	defer cancel()
 	beat := l.heartbeatDue()
 	args := append([]any{l.replica, l.ttl.Milliseconds(), l.instance, beat, l.HeartbeatStale().Milliseconds()}, extra...)
-	res, err := obey(ctx, func(ctx context.Context) ([]any, error) {
+	res, err := Obey(ctx, func(ctx context.Context) ([]any, error) {
 		return s.Run(ctx, l.rdb, l.scriptKeys(l.keys.Token), args...).Slice()
 	})
 	if err != nil {
@@ -374,6 +379,9 @@ func (l *Lease) Acquire(ctx context.Context) (time.Duration, error) {
 		l.setLeader(value, sent)
 		return l.nextRenewal(sent), nil
 	}
+	if l.onHolder != nil && value != "" {
+		l.onHolder(value)
+	}
 	// Try again the moment the holder's key expires (plus a hair, so the
 	// key is surely gone), but heartbeat at least once per TTL.
 	wait := time.Duration(pttl)*time.Millisecond + 2*time.Millisecond
@@ -410,7 +418,7 @@ func (l *Lease) Release(ctx context.Context) {
 	l.StepDown("shutting down")
 	ctx, cancel := context.WithTimeout(ctx, l.CallTimeout())
 	defer cancel()
-	_, err := obey(ctx, func(ctx context.Context) (any, error) {
+	_, err := Obey(ctx, func(ctx context.Context) (any, error) {
 		return releaseScript.Run(ctx, l.rdb, l.scriptKeys(l.keys.Released), l.replica, l.instance).Result()
 	})
 	if err != nil {
@@ -456,12 +464,12 @@ type Holder struct {
 
 // Observe reads who holds the lease and which replicas have a fresh
 // heartbeat, in one round trip. It returns when ctx ends, whatever the
-// client's own timeouts (see obey).
+// client's own timeouts (see Obey).
 func Observe(ctx context.Context, rdb redis.UniversalClient, k store.Keys, stale time.Duration) (Holder, error) {
 	var h Holder
 	var leaseCmd *redis.StringCmd
 	var replicasCmd *redis.Cmd
-	_, err := obey(ctx, func(ctx context.Context) ([]redis.Cmder, error) {
+	_, err := Obey(ctx, func(ctx context.Context) ([]redis.Cmder, error) {
 		return rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			leaseCmd = p.Get(ctx, k.Lease)
 			// Eval, not Run: inside a pipeline a NOSCRIPT error cannot fall back.
@@ -501,7 +509,7 @@ func instanceOf(v string) string {
 	return v[first+1 : last]
 }
 
-// obey runs call and returns its result, or ctx's error as soon as ctx
+// Obey runs call and returns its result, or ctx's error as soon as ctx
 // ends, whichever comes first. go-redis honours a context deadline only on
 // a client built with ContextTimeoutEnabled; on any other client a command
 // on a black-holed connection blocks for the client's ReadTimeout (5 s by
@@ -517,7 +525,7 @@ func instanceOf(v string) string {
 // abandoned calls never outnumber the pool. Its result is discarded: the
 // lease scripts are compare-and-set, and an acquire that lands late leaves
 // a lease of this instance, which the next Acquire resumes.
-func obey[T any](ctx context.Context, call func(context.Context) (T, error)) (T, error) {
+func Obey[T any](ctx context.Context, call func(context.Context) (T, error)) (T, error) {
 	if ctx.Done() == nil {
 		return call(ctx)
 	}
