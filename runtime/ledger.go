@@ -23,6 +23,9 @@ const (
 	counterLastFailure = "last_failure"
 	counterFirstSeen   = "first_seen"
 	counterLastResume  = "last_resume"
+	// counterLastSlotSuccess is the last success of a slot's own work: a
+	// scheduled occurrence or a re-run of one, not a "run now".
+	counterLastSlotSuccess = "last_slot_success"
 )
 
 // maxErrorLen bounds a recorded error message.
@@ -185,6 +188,9 @@ func (r *Runtime) recordExecution(ctx context.Context, occ registry.Occurrence, 
 	switch outcome {
 	case OutcomeSucceeded:
 		e.Count, e.Last = string(OutcomeSucceeded), counterLastSuccess
+		if !occ.Manual || occ.RerunOf != "" {
+			e.AlsoLast = counterLastSlotSuccess
+		}
 	case OutcomeFailed, OutcomeRetrying:
 		e.Count, e.Last = string(OutcomeFailed), counterLastFailure
 	}
@@ -231,6 +237,10 @@ type Counters struct {
 	// LastResume is when the schedule was last resumed; slots before it
 	// may have been paused, and are never late.
 	LastResume time.Time
+	// LastSlotSuccess is the last success of a slot's own work (a
+	// scheduled occurrence, or a re-run of one): what makes a slot not
+	// late. A "run now" does not.
+	LastSlotSuccess time.Time
 }
 
 func countersOf(m map[string]int64) Counters {
@@ -240,7 +250,7 @@ func countersOf(m map[string]int64) Counters {
 		Succeeded: m[string(OutcomeSucceeded)], Failed: m[string(OutcomeFailed)],
 		LastEnqueue: unixMilli(m[counterLastEnqueue]), LastSuccess: unixMilli(m[counterLastSuccess]),
 		LastFailure: unixMilli(m[counterLastFailure]), FirstSeen: unixMilli(m[counterFirstSeen]),
-		LastResume: unixMilli(m[counterLastResume]),
+		LastResume: unixMilli(m[counterLastResume]), LastSlotSuccess: unixMilli(m[counterLastSlotSuccess]),
 	}
 }
 

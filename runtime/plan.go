@@ -137,9 +137,16 @@ func prevCursor(p *slotPlan) time.Time {
 }
 
 // pause turns the plan's slots due within grace into paused ones: recorded,
-// never run. Older slots stay missed, as they would be unpaused.
-func (p *slotPlan) pause(now time.Time) {
+// never run. Slots older than grace that misfire=latest or misfire=all
+// would have run stay missed, as they are without a pause.
+func (p *slotPlan) pause(now time.Time, grace time.Duration) {
+	oldest := now.Add(-grace)
 	for _, slot := range p.enqueue {
+		if slot.Before(oldest) {
+			p.nMissed++
+			p.missed = appendStale(p.missed, slot, maxMissedRecords)
+			continue
+		}
 		p.done = append(p.done, store.Rec{ID: registry.OccurrenceID(p.sched.Name, slot), Slot: slot.Unix(),
 			At: now.UnixMilli(), Outcome: string(OutcomePaused), Score: slot.UnixMilli()})
 	}

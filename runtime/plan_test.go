@@ -220,7 +220,7 @@ func TestPausedPlanRecordsEveryDueSlotAndRunsNone(t *testing.T) {
 	s := sched(t, "*/10 * * * * *", "", registry.MisfireSkip)
 	cursor, now := utc("2026-11-29T03:00:00Z"), utc("2026-11-29T03:00:45Z")
 	p := planSlots(s, s.Next(cursor), cursor, now, 20*time.Second) // missed 10, 20; due 30, 40
-	p.pause(now)
+	p.pause(now, 20*time.Second)
 	if len(p.enqueue) != 0 {
 		t.Fatalf("a paused plan enqueues %v", rfc(p.enqueue))
 	}
@@ -249,23 +249,25 @@ func TestScheduleStatus(t *testing.T) {
 		c      Counters
 		want   Status
 	}{
-		{"succeeded last night", "2026-11-29T09:00:00Z", rec(OutcomeSucceeded), Counters{FirstSeen: firstSeen, LastSuccess: utc("2026-11-29T03:18:00Z")}, StatusOK},
-		{"no success since last night's slot", "2026-11-29T09:00:00Z", rec(OutcomeEnqueued), Counters{FirstSeen: firstSeen, LastSuccess: utc("2026-11-28T03:18:00Z")}, StatusLate},
-		{"not late before grace + timeout", "2026-11-29T03:40:00Z", rec(OutcomeEnqueued), Counters{FirstSeen: firstSeen, LastSuccess: utc("2026-11-28T03:18:00Z")}, StatusOK},
-		{"late just after grace + timeout", "2026-11-29T03:43:00Z", rec(OutcomeEnqueued), Counters{FirstSeen: firstSeen, LastSuccess: utc("2026-11-28T03:18:00Z")}, StatusLate},
+		{"succeeded last night", "2026-11-29T09:00:00Z", rec(OutcomeSucceeded), Counters{FirstSeen: firstSeen, LastSlotSuccess: utc("2026-11-29T03:18:00Z")}, StatusOK},
+		{"no success since last night's slot", "2026-11-29T09:00:00Z", rec(OutcomeEnqueued), Counters{FirstSeen: firstSeen, LastSlotSuccess: utc("2026-11-28T03:18:00Z")}, StatusLate},
+		{"not late before grace + timeout", "2026-11-29T03:40:00Z", rec(OutcomeEnqueued), Counters{FirstSeen: firstSeen, LastSlotSuccess: utc("2026-11-28T03:18:00Z")}, StatusOK},
+		{"late just after grace + timeout", "2026-11-29T03:43:00Z", rec(OutcomeEnqueued), Counters{FirstSeen: firstSeen, LastSlotSuccess: utc("2026-11-28T03:18:00Z")}, StatusLate},
 		{"failing beats late", "2026-11-29T09:00:00Z", rec(OutcomeFailed), Counters{FirstSeen: firstSeen}, StatusFailing},
 		{"still failing while the next run is enqueued", "2026-11-29T09:00:00Z",
 			[]Record{{Outcome: OutcomeEnqueued}, {Outcome: OutcomeMissed}, {Outcome: OutcomeFailed}, {Outcome: OutcomeSucceeded}},
-			Counters{FirstSeen: firstSeen, LastSuccess: utc("2026-11-29T08:00:00Z")}, StatusFailing},
+			Counters{FirstSeen: firstSeen, LastSlotSuccess: utc("2026-11-29T08:00:00Z")}, StatusFailing},
 		{"a success after the failure ends it", "2026-11-29T09:00:00Z",
 			[]Record{{Outcome: OutcomeRunning}, {Outcome: OutcomeSucceeded}, {Outcome: OutcomeFailed}},
-			Counters{FirstSeen: firstSeen, LastSuccess: utc("2026-11-29T08:58:00Z")}, StatusRunning},
-		{"running", "2026-11-29T03:20:00Z", rec(OutcomeRunning), Counters{FirstSeen: firstSeen, LastSuccess: utc("2026-11-28T03:18:00Z")}, StatusRunning},
-		{"retrying is not over yet", "2026-11-29T03:20:00Z", rec(OutcomeRetrying), Counters{FirstSeen: firstSeen, LastSuccess: utc("2026-11-28T03:18:00Z")}, StatusRunning},
+			Counters{FirstSeen: firstSeen, LastSlotSuccess: utc("2026-11-29T08:58:00Z")}, StatusRunning},
+		{"running", "2026-11-29T03:20:00Z", rec(OutcomeRunning), Counters{FirstSeen: firstSeen, LastSlotSuccess: utc("2026-11-28T03:18:00Z")}, StatusRunning},
+		{"retrying is not over yet", "2026-11-29T03:20:00Z", rec(OutcomeRetrying), Counters{FirstSeen: firstSeen, LastSlotSuccess: utc("2026-11-28T03:18:00Z")}, StatusRunning},
 		{"slots before first seen are not late", "2026-11-29T09:00:00Z", nil, Counters{FirstSeen: utc("2026-11-29T08:00:00Z")}, StatusOK},
 		{"never seen by a scheduler", "2026-11-29T09:00:00Z", nil, Counters{}, StatusOK},
+		{"a run now does not do the late slot's work", "2026-11-29T09:00:00Z", rec(OutcomeSucceeded),
+			Counters{FirstSeen: firstSeen, LastSuccess: utc("2026-11-29T08:00:00Z"), LastSlotSuccess: utc("2026-11-28T03:18:00Z")}, StatusLate},
 		{"slots before the last resume are not late", "2026-11-29T09:00:00Z", rec(OutcomePaused),
-			Counters{FirstSeen: firstSeen, LastSuccess: utc("2026-11-20T03:18:00Z"), LastResume: utc("2026-11-29T08:00:00Z")}, StatusOK},
+			Counters{FirstSeen: firstSeen, LastSlotSuccess: utc("2026-11-20T03:18:00Z"), LastResume: utc("2026-11-29T08:00:00Z")}, StatusOK},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got := scheduleStatus(ScheduleState{Schedule: s, Recent: tt.recent, Counters: tt.c}, utc(tt.now), grace)
@@ -346,5 +348,18 @@ func TestDataWatchForgetsNoLossBeforeItIsAccepted(t *testing.T) {
 	w.accept("e1", "r1|7", 7) // recovered: 7 is the mark from now on
 	if w.check("e1", "r1|7", 7) != "" || w.check("e1", "r1|8", 8) != "" {
 		t.Error("after the loss was handled, the tokens that follow it are reported as losses")
+	}
+}
+
+// A pause stops what would run; catch-up slots of misfire=all (older than
+// grace) stay missed, as they would be without the catch-up.
+func TestPausedPlanLeavesCatchUpSlotsMissed(t *testing.T) {
+	s := sched(t, "*/10 * * * * *", "", registry.MisfireAll)
+	cursor, now := utc("2026-11-29T03:00:00Z"), utc("2026-11-29T03:00:45Z")
+	p := planSlots(s, s.Next(cursor), cursor, now, 20*time.Second) // catch-up 10, 20; due 30, 40
+	p.pause(now, 20*time.Second)
+	c := p.commit(now)
+	if c.Counts[string(OutcomePaused)] != 2 || c.Counts[string(OutcomeMissed)] != 2 {
+		t.Errorf("counts %v, want the two due slots paused and the two catch-up slots missed", c.Counts)
 	}
 }

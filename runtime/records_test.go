@@ -107,6 +107,9 @@ func TestEveryExecutionEndsInATrueRecord(t *testing.T) {
 			t.Errorf("%s: succeeded %d, failed %d; want %d, %d", name, c.Succeeded, c.Failed, want[0], want[1])
 		}
 	}
+	if c := counters["ok"]; c.LastSuccess.IsZero() || !c.LastSlotSuccess.IsZero() {
+		t.Errorf("a run now's success: last success %v, last slot success %v; want only the first set", c.LastSuccess, c.LastSlotSuccess)
+	}
 	snap, _ := rt.Snapshot(ctx)
 	for _, st := range snap.Schedules {
 		want := runtime.StatusFailing
@@ -264,6 +267,9 @@ func TestRerunAPastSlotAndBackfill(t *testing.T) {
 		return false
 	})
 
+	if c, _ := rt.Counters(ctx); c["prune"].LastSlotSuccess.IsZero() {
+		t.Error("a re-run's success did not count as the slot's own")
+	}
 	var notASlot *runtime.NotASlotError
 	if _, err := rt.Rerun(ctx, "prune", lastNight.Add(time.Minute), ""); !errors.As(err, &notASlot) ||
 		!notASlot.Before.Equal(lastNight) || !notASlot.After.Equal(s.Next(lastNight)) || !errors.Is(err, runtime.ErrNotASlot) {

@@ -185,7 +185,7 @@ func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) 
 	}
 	for i, p := range pauses {
 		if p != nil {
-			plans[i].pause(now)
+			plans[i].pause(now, r.Grace(plans[i].sched))
 		}
 	}
 	r.enqueueAll(ctx, st.value, plans)

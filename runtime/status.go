@@ -131,7 +131,7 @@ func scheduleStatus(st ScheduleState, now time.Time, grace time.Duration) Status
 	}
 	s, c := st.Schedule, st.Counters
 	due := s.Prev(now.Add(-grace - s.Timeout))
-	if !due.IsZero() && !c.FirstSeen.IsZero() && due.After(c.FirstSeen) && due.After(c.LastResume) && c.LastSuccess.Before(due) {
+	if !due.IsZero() && !c.FirstSeen.IsZero() && due.After(c.FirstSeen) && due.After(c.LastResume) && c.LastSlotSuccess.Before(due) {
 		return StatusLate
 	}
 	if last != nil && (last.Outcome == OutcomeRunning || last.Outcome == OutcomeRetrying) {

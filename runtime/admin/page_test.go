@@ -224,7 +224,7 @@ func TestPageRerunFromHistoryRow(t *testing.T) {
 		`data-task-id="cron:nightly:rerun:` + slot + `:rerun-twice" data-slot="` + slot + `" data-outcome="succeeded"`,
 		`<span class="badge kind">re-run</span><span class="sub">by alice</span>`,
 		inHTML(lastNight.In(s.Location()).Format("2006-01-02T15:04:05-07:00")),
-		`data-action="rerun" href="nightly/confirm?action=rerun&amp;slot=` + slot + `"`,
+		`data-action="rerun" href="./nightly/confirm?action=rerun&amp;slot=` + slot + `"`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("detail lacks %q:\n%s", want, body)

@@ -14,9 +14,10 @@
 //     failing, paused, last success and failure, next run) and are the same
 //     on every replica: aggregate them with max(), never sum().
 //
-// Every series exists from start-up, at zero where nothing happened yet, so
-// an alert on a missing series is never needed. Timestamps of things that
-// never happened are 0.
+// Every series exists from start-up, at zero where nothing happened yet.
+// Timestamps of things that never happened are 0. While the ledger cannot be
+// read (Redis down: belfry_redis_up 0), the ledger's gauges are left out of
+// the scrape rather than reported as zeros.
 package metrics
 
 import (
@@ -147,7 +148,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	c.lag.Collect(ch)
 	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
 	defer cancel()
-	snap, _ := c.rt.Snapshot(ctx)
+	snap, err := c.rt.Snapshot(ctx)
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
@@ -167,6 +168,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		name, n := st.Schedule.Name, st.Counters
 		if !st.Next.IsZero() {
 			gauge(c.next, seconds(st.Next), name)
+		}
+		if err != nil {
+			// The ledger could not be read: no series rather than zeros that
+			// would read as "never succeeded" and "not late".
+			continue
 		}
 		gauge(c.lastEnqueue, seconds(n.LastEnqueue), name)
 		gauge(c.lastSuccess, seconds(n.LastSuccess), name)

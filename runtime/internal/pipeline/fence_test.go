@@ -99,7 +99,8 @@ func TestFencedBatchesSurviveRenewals(t *testing.T) {
 }
 
 // After SCRIPT FLUSH (a Redis restart does the same) go-redis falls back
-// from EVALSHA to EVAL; the fallback is fenced too.
+// from EVALSHA to EVAL, which goes to Client.Eval: a fenced EVAL is fenced
+// too, and runs for its holder.
 func TestTheEvalFallbackIsFenced(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -107,20 +108,22 @@ func TestTheEvalFallbackIsFenced(t *testing.T) {
 	rdb := srv.Client(t)
 	pc := pipeline.NewClient(rdb)
 	rdb.Set(ctx, "lease", "r1|2", time.Minute)
-	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
+	const body = `redis.call('SET', KEYS[1], ARGV[1]) return 1`
 	stale := &pipeline.Fence{Key: "lease", Value: "r0|1"}
-	_, err := insertScript.Run(pipeline.WithFence(ctx, stale), pc, []string{"task"}, "x").Int()
-	if !errors.Is(err, pipeline.ErrFenced) {
-		t.Errorf("a stale holder's write after SCRIPT FLUSH: %v, want ErrFenced", err)
+	if err := pc.Eval(pipeline.WithFence(ctx, stale), body, []string{"task"}, "x").Err(); !errors.Is(err, pipeline.ErrFenced) {
+		t.Errorf("a stale holder's EVAL: %v, want ErrFenced", err)
 	}
 	if n, _ := rdb.Exists(ctx, "task").Result(); n != 0 {
-		t.Error("the EVAL fallback ran unfenced")
+		t.Error("the EVAL ran unfenced")
 	}
 	holder := &pipeline.Fence{Key: "lease", Value: "r1|2"}
+	if n, err := pc.Eval(pipeline.WithFence(ctx, holder), body, []string{"task"}, "x").Int(); err != nil || n != 1 {
+		t.Errorf("the holder's EVAL: %d %v", n, err)
+	}
+	// And the path a script takes after a flush: EVALSHA answers NOSCRIPT,
+	// Run falls back to EVAL, fenced.
 	rdb.ScriptFlush(ctx)
-	if n, err := insertScript.Run(pipeline.WithFence(ctx, holder), pc, []string{"task"}, "x").Int(); err != nil || n != 1 {
-		t.Errorf("the holder's write after SCRIPT FLUSH: %d %v", n, err)
+	if n, err := insertScript.Run(pipeline.WithFence(ctx, holder), pc, []string{"task2"}, "x").Int(); err != nil || n != 1 {
+		t.Errorf("the holder's script after SCRIPT FLUSH: %d %v", n, err)
 	}
 }

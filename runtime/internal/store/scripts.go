@@ -107,17 +107,18 @@ return 1
 //	KEYS[1] occurrence hash, KEYS[2] stats, KEYS[3] history index
 //	ARGV[1] record TTL s, ARGV[2] history limit, ARGV[3] key prefix,
 //	ARGV[4] index score (slot, unix ms), ARGV[5] occurrence ID,
-//	ARGV[6] stats field to increment or "", ARGV[7] stats field to set to
-//	ARGV[8] or "", ARGV[8] unix ms, ARGV[9] attempt (0 for the first),
-//	ARGV[10..] field, value pairs
+//	ARGV[6] stats field to increment or "", ARGV[7] and ARGV[8] stats
+//	fields to set to ARGV[9] or "", ARGV[9] unix ms, ARGV[10] attempt (0
+//	for the first), ARGV[11..] field, value pairs
 //	returns 1 if the record was written, 0 if a newer attempt's stands or
 //	it was trimmed at once.
 var executionScript = redis.NewScript(trimLua + `
 if ARGV[6] ~= '' then redis.call('HINCRBY', KEYS[2], ARGV[6], 1) end
-if ARGV[7] ~= '' then redis.call('HSET', KEYS[2], ARGV[7], ARGV[8]) end
+if ARGV[7] ~= '' then redis.call('HSET', KEYS[2], ARGV[7], ARGV[9]) end
+if ARGV[8] ~= '' then redis.call('HSET', KEYS[2], ARGV[8], ARGV[9]) end
 local recorded = tonumber(redis.call('HGET', KEYS[1], 'attempt') or '-1')
-if recorded > tonumber(ARGV[9]) then return 0 end
-redis.call('HSET', KEYS[1], 'attempt', ARGV[9], unpack(ARGV, 10))
+if recorded > tonumber(ARGV[10]) then return 0 end
+redis.call('HSET', KEYS[1], 'attempt', ARGV[10], unpack(ARGV, 11))
 redis.call('EXPIRE', KEYS[1], ARGV[1])
 redis.call('ZADD', KEYS[3], 'NX', ARGV[4], ARGV[5])
 trim(ARGV[3], KEYS[3], tonumber(ARGV[2]))

@@ -163,9 +163,10 @@ type Execution struct {
 	Fields []any
 	// Count is the stats counter to bump, "" for none.
 	Count string
-	// Last is the stats "last_*" field to set to At, "" for none.
-	Last string
-	At   time.Time
+	// Last and AlsoLast are stats "last_*" fields to set to At, "" for
+	// none.
+	Last, AlsoLast string
+	At             time.Time
 	// Attempt is asynq's retry count: 0 for the first attempt.
 	Attempt int
 }
@@ -179,7 +180,7 @@ func (s *Store) RecordExecution(ctx context.Context, e Execution) error {
 		return e.Schedule + ":" + f
 	}
 	args := append([]any{int(s.RecordTTL.Seconds()), s.HistoryLimit, s.Keys.Prefix, e.Slot.UnixMilli(), e.ID,
-		field(e.Count), field(e.Last), e.At.UnixMilli(), e.Attempt,
+		field(e.Count), field(e.Last), field(e.AlsoLast), e.At.UnixMilli(), e.Attempt,
 		"id", e.ID, "schedule", e.Schedule, "slot", e.Slot.Unix()}, e.Fields...)
 	return executionScript.Run(ctx, s.rdb, []string{s.Keys.Occurrence(e.ID), s.Keys.Stats, s.Keys.History(e.Schedule)}, args...).Err()
 }
