@@ -340,3 +340,16 @@ func (r *Registry) Lookup(name string) (*Schedule, bool) {
 
 // Len returns the number of schedules.
 func (r *Registry) Len() int { return len(r.schedules) }
+
+// FormatDuration writes d as a directive would: without zero units, 1h,
+// 1h30m, 90s, 30m rather than 1h0m0s or 30m0s.
+func FormatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}

@@ -236,3 +236,15 @@ func TestDirectiveScheduleDefaultName(t *testing.T) {
 		t.Errorf("Schedule(jobs.prune) = %+v, New: %v", s, err)
 	}
 }
+
+func TestFormatDuration(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		d    time.Duration
+		want string
+	}{{30 * time.Minute, "30m"}, {time.Hour, "1h"}, {90 * time.Minute, "1h30m"}, {2 * time.Second, "2s"}, {1500 * time.Millisecond, "1.5s"}, {time.Hour + time.Second, "1h0m1s"}} {
+		if got := FormatDuration(tt.d); got != tt.want {
+			t.Errorf("FormatDuration(%v) = %q, want %q", tt.d, got, tt.want)
+		}
+	}
+}

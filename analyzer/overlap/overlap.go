@@ -4,8 +4,6 @@ import (
 	_ "embed"
 	"fmt"
 	"go/token"
-	"strings"
-	"time"
 
 	"golang.org/x/tools/go/analysis"
 
@@ -43,13 +41,13 @@ func run(pass *analysis.Pass) (any, error) {
 		diag := analysis.Diagnostic{
 			Pos: d.ExprPos, End: d.ExprPos + token.Pos(len(d.Expr)+2),
 			Message: fmt.Sprintf("default timeout %s is longer than the shortest gap between runs of %q, %s%s; add overlap=skip or a shorter timeout=",
-				short(d.Timeout), e.Name, short(gap.Len), when),
+				registry.FormatDuration(d.Timeout), e.Name, registry.FormatDuration(gap.Len), when),
 			SuggestedFixes: []analysis.SuggestedFix{skipFix(e)},
 		}
 		if kv, ok := d.Key("timeout"); ok {
 			diag.Pos, diag.End = kv.KeyPos, kv.ValuePos+token.Pos(len(kv.Value))
 			diag.Message = fmt.Sprintf("timeout=%s is longer than the shortest gap between runs of %q, %s%s; add overlap=skip or shorten it",
-				kv.Value, e.Name, short(gap.Len), when)
+				kv.Value, e.Name, registry.FormatDuration(gap.Len), when)
 		}
 		cronpass.Report(pass, e, diag)
 	}
@@ -62,16 +60,4 @@ func skipFix(e *cronpass.Entry) analysis.SuggestedFix {
 		edit = analysis.TextEdit{Pos: kv.ValuePos, End: kv.ValuePos + token.Pos(len(kv.Value)), NewText: []byte("skip")}
 	}
 	return analysis.SuggestedFix{Message: "Skip a slot while the previous run is still going (overlap=skip)", TextEdits: []analysis.TextEdit{edit}}
-}
-
-// short formats d without zero units: 1h, 1h30m, 90s rather than 1h0m0s.
-func short(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }

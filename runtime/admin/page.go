@@ -33,7 +33,7 @@ var (
 
 var pageTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 	"pathEscape": url.PathEscape,
-	"duration":   shortDuration,
+	"duration":   registry.FormatDuration,
 	"glyph":      glyph,
 }).Parse(pageHTML))
 
@@ -55,18 +55,6 @@ func glyph(o runtime.Outcome) string {
 		return "‖"
 	}
 	return "…" // enqueued, running
-}
-
-// shortDuration writes 30m for 30m0s and 1h for 1h0m0s.
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
 
 type pageData struct {
