@@ -10,9 +10,11 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/belfry/belfry/runtime"
+	"golang.org/x/time/rate"
 )
 
 // Options configure the admin handler.
@@ -33,6 +35,17 @@ type Options struct {
 	// from package runtime/metrics). Without it /metrics is 404, and the
 	// admin does not link Prometheus.
 	Metrics http.Handler
+	// AllowedHosts are the host names (as in the Host header, without the
+	// port) that may change state (run, re-run, pause, resume, forget)
+	// besides localhost and loopback addresses. It is required when the
+	// admin is reachable under another name and has no Middleware, which
+	// would otherwise leave it open to DNS rebinding; when set, it is
+	// checked with Middleware too.
+	AllowedHosts []string
+	// ManualRunsPerMinute bounds the manual runs (Run now, Re-run,
+	// Backfill) of one schedule through this admin; beyond it requests get
+	// 429. Default ManualRunsPerMinuteDefault.
+	ManualRunsPerMinute int
 	// Refresh is how often the page reloads its data by itself when the
 	// browser runs JavaScript (without it the page is complete as served,
 	// and a reload refreshes it). Default RefreshDefault; negative: never.
@@ -88,19 +101,25 @@ func New(rt *runtime.Runtime, opts Options) http.Handler {
 	if opts.Refresh == 0 {
 		opts.Refresh = RefreshDefault
 	}
-	a := &admin{r: rt, opts: opts}
+	if opts.ManualRunsPerMinute <= 0 {
+		opts.ManualRunsPerMinute = ManualRunsPerMinuteDefault
+	}
+	for i, h := range opts.AllowedHosts {
+		opts.AllowedHosts[i] = strings.ToLower(h)
+	}
+	a := &admin{r: rt, opts: opts, runs: manualRuns{perMinute: opts.ManualRunsPerMinute, limiters: map[string]*rate.Limiter{}}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", a.index)
 	mux.HandleFunc("GET /schedules/{name}", a.detail)
 	mux.HandleFunc("GET /schedules/{name}/confirm", a.confirm)
-	mux.HandleFunc("POST /schedules/{name}/trigger", a.triggerForm)
-	mux.HandleFunc("POST /schedules/{name}/rerun", a.rerunForm)
+	mux.HandleFunc("POST /schedules/{name}/trigger", a.limited(false, a.triggerForm))
+	mux.HandleFunc("POST /schedules/{name}/rerun", a.limited(false, a.rerunForm))
 	mux.HandleFunc("POST /schedules/{name}/pause", a.pauseForm)
 	mux.HandleFunc("POST /schedules/{name}/resume", a.resumeForm)
 	mux.HandleFunc("GET /admin.js", serveScript)
 	mux.HandleFunc("GET /api/schedules", a.apiList)
 	mux.HandleFunc("GET /api/schedules/{name}", a.apiDetail)
-	mux.HandleFunc("POST /api/schedules/{name}/trigger", a.apiTrigger)
+	mux.HandleFunc("POST /api/schedules/{name}/trigger", a.limited(true, a.apiTrigger))
 	mux.HandleFunc("GET /api/status", a.apiStatus)
 	mux.HandleFunc("GET /api/orphans", a.apiOrphans)
 	mux.HandleFunc("DELETE /api/orphans/{name}", a.apiForget)
@@ -111,10 +130,10 @@ func New(rt *runtime.Runtime, opts Options) http.Handler {
 	}
 	mux.Handle("GET /healthz", rt.HealthHandler())
 	mux.Handle("GET /livez", rt.LivezHandler())
-	mux.HandleFunc("POST /api/schedules/{name}/runs", a.apiRuns)
+	mux.HandleFunc("POST /api/schedules/{name}/runs", a.limited(true, a.apiRuns))
 	mux.HandleFunc("POST /api/schedules/{name}/pause", a.apiPause)
 	mux.HandleFunc("POST /api/schedules/{name}/resume", a.apiResume)
-	var h http.Handler = http.NewCrossOriginProtection().Handler(mux)
+	var h http.Handler = http.NewCrossOriginProtection().Handler(a.guardHosts(mux))
 	if opts.Middleware != nil {
 		h = opts.Middleware(h)
 	}
@@ -122,6 +141,7 @@ func New(rt *runtime.Runtime, opts Options) http.Handler {
 }
 
 type admin struct {
+	runs manualRuns
 	r    *runtime.Runtime
 	opts Options
 }

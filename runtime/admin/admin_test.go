@@ -270,7 +270,9 @@ func TestAdminWithoutRedisShowsSchedulesDisabled(t *testing.T) {
 		t.Errorf("page without Redis: status %d\n%s", rec.Code, rec.Body)
 	}
 	rec = httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("POST", "/api/schedules/nightly/trigger", nil))
+	post := httptest.NewRequest("POST", "/api/schedules/nightly/trigger", nil)
+	post.Host = "localhost" // httptest's example.com may not change state
+	h.ServeHTTP(rec, post)
 	if rec.Code != http.StatusServiceUnavailable {
 		t.Errorf("trigger without Redis: status %d, want 503", rec.Code)
 	}
@@ -455,5 +457,74 @@ func TestPageLinksWorkForCategoryActionNames(t *testing.T) {
 	_, body := do(t, "GET", srv.URL+"/schedules/email:send", nil, nil)
 	if !strings.Contains(body, `href="./email:send/confirm?action=rerun`) {
 		t.Errorf("the history rows have no Re-run link:\n%s", body)
+	}
+}
+
+// Without the host's authentication in front, a state-changing request must
+// come for an allowed host: a DNS-rebinding page's requests are same-origin
+// to the browser but carry the attacker's host name.
+func TestAdminRefusesStateChangesForUnknownHosts(t *testing.T) {
+	t.Parallel()
+	c, _ := adminSetup(t, admin.Options{})
+	open := admin.New(c.rt, admin.Options{})
+	allowed := admin.New(c.rt, admin.Options{AllowedHosts: []string{"Cron.Internal.Example"}})
+	authed := admin.New(c.rt, admin.Options{Middleware: func(h http.Handler) http.Handler { return h }})
+	for _, tt := range []struct {
+		name   string
+		h      http.Handler
+		host   string
+		method string
+		status int
+	}{
+		{"a rebinding page", open, "evil.example", "POST", 403},
+		{"a rebinding page, with its port", open, "evil.example:8080", "POST", 403},
+		{"the same machine", open, "127.0.0.1:8080", "POST", 202},
+		{"localhost", open, "localhost", "POST", 202},
+		{"IPv6 loopback", open, "[::1]:8080", "POST", 202},
+		{"an allowed name", allowed, "cron.internal.example", "POST", 202},
+		{"an unknown name with AllowedHosts", allowed, "evil.example", "POST", 403},
+		{"behind the host's auth", authed, "cron.internal.example", "POST", 202},
+		{"reading is not a change", open, "evil.example", "GET", 200},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := "/api/schedules/nightly/trigger"
+			if tt.method == "GET" {
+				path = "/api/schedules/nightly"
+			}
+			req := httptest.NewRequest(tt.method, path, nil)
+			req.Host = tt.host
+			rec := httptest.NewRecorder()
+			tt.h.ServeHTTP(rec, req)
+			if rec.Code != tt.status {
+				t.Errorf("status %d, want %d: %s", rec.Code, tt.status, rec.Body)
+			}
+		})
+	}
+}
+
+// Manual runs of one schedule are bounded per minute: a script looping on
+// the trigger gets 429 with Retry-After, other schedules are not affected.
+func TestAdminLimitsManualRunsPerSchedule(t *testing.T) {
+	t.Parallel()
+	c, _ := adminSetup(t, admin.Options{})
+	h := admin.New(c.rt, admin.Options{ManualRunsPerMinute: 3})
+	post := func(name string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("POST", "/api/schedules/"+name+"/trigger", nil)
+		req.Host = "127.0.0.1"
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	for i := range 3 {
+		if rec := post("nightly"); rec.Code != http.StatusAccepted {
+			t.Fatalf("trigger %d: %d %s", i+1, rec.Code, rec.Body)
+		}
+	}
+	rec := post("nightly")
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "20" || !strings.Contains(rec.Body.String(), "at most 3 a minute") {
+		t.Errorf("the fourth trigger: %d Retry-After %q %s; want 429 after 20s", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
+	}
+	if rec := post("fails"); rec.Code != http.StatusAccepted {
+		t.Errorf("another schedule's trigger: %d, want 202", rec.Code)
 	}
 }
