@@ -408,7 +408,10 @@ func TestMisfireAfterAnOutage(t *testing.T) {
 			if err := rdb.HSet(ctx, store.NewKeys(ns).Cursors, "daily", newest.AddDate(0, 0, -3).Unix()).Err(); err != nil {
 				t.Fatal(err)
 			}
-			rt, err := runtime.NewWithClock(reg, runtime.Options{Redis: rdb, Namespace: ns, LeaseTTL: 2 * time.Second, Logger: testLogger(t)}, offset)
+			// The replica's clock is hours off Redis's on purpose: a SkewMargin
+			// that allows it, or the replica would rightly refuse to lead.
+			rt, err := runtime.NewWithClock(reg, runtime.Options{Redis: rdb, Namespace: ns, LeaseTTL: 2 * time.Second,
+				SkewMargin: 13 * time.Hour, Logger: testLogger(t)}, offset)
 			if err != nil {
 				t.Fatal(err)
 			}

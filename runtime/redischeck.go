@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/runtime/internal/lease"
+	"github.com/redis/go-redis/v9"
 )
 
 // MinRedisVersion is the oldest Redis the runtime leads on: asynq's scripts
@@ -33,11 +34,15 @@ type redisCheck struct {
 	logged  string // the verdict last logged, so each is logged once
 	stale   bool   // Redis reconnected since: ask again
 	checked bool
+	// skew is this replica's clock minus Redis's at the last check.
+	skew      time.Duration
+	skewKnown bool
 }
 
 // mayLead is the lease's MayLead: it refuses while Redis evicts keys (the
 // lease, the fencing token and the cursors would vanish, and with them the
-// guarantee) or is older than MinRedisVersion.
+// guarantee), is older than MinRedisVersion, or while this replica's clock
+// is further from Redis's than SkewMargin (it would run slots early or late).
 func (r *Runtime) mayLead(ctx context.Context) error {
 	c := &r.redisCheck
 	c.mu.Lock()
@@ -51,13 +56,35 @@ func (r *Runtime) mayLead(ctx context.Context) error {
 	// lease loop and every snapshot that asks RedisUnsafe.
 	ictx, cancel := context.WithTimeout(ctx, r.lease.CallTimeout())
 	defer cancel()
-	info, err := lease.Obey(ictx, func(ctx context.Context) (string, error) { return r.rdb.Info(ctx).Result() })
+	type reading struct {
+		info       string
+		redisNow   time.Time
+		sent, back time.Time
+	}
+	read, err := lease.Obey(ictx, func(ctx context.Context) (reading, error) {
+		var info *redis.StringCmd
+		var now *redis.TimeCmd
+		sent := r.clock.Now()
+		_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			info, now = p.Info(ctx), p.Time(ctx)
+			return nil
+		})
+		return reading{info: info.Val(), redisNow: now.Val(), sent: sent, back: r.clock.Now()}, err
+	})
 	if err != nil {
 		return nil // the lease's own call reports Redis being down
 	}
-	verdict := judgeRedis(info)
+	// This replica's clock against Redis's, taking Redis's reading to be
+	// from the middle of the round trip.
+	skew := read.sent.Add(read.back.Sub(read.sent) / 2).Sub(read.redisNow)
+	verdict := judgeRedis(read.info)
+	if verdict == nil && (skew > r.opts.SkewMargin || skew < -r.opts.SkewMargin) {
+		verdict = fmt.Errorf("%w: this replica's clock is %s off Redis's, more than SkewMargin (%s): it would run slots early or late; fix the host's time (NTP)",
+			ErrClockSkew, skew.Round(time.Millisecond), r.opts.SkewMargin)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.skew, c.skewKnown = skew, true
 	c.at, c.checked, c.stale, c.unsafe = time.Now(), true, false, verdict
 	switch logged := fmt.Sprint(verdict); {
 	case verdict != nil && logged != c.logged:
@@ -68,6 +95,19 @@ func (r *Runtime) mayLead(ctx context.Context) error {
 		c.logged = ""
 	}
 	return verdict
+}
+
+// ErrClockSkew: this replica's clock is further from Redis's than
+// SkewMargin; it does not lead.
+var ErrClockSkew = errors.New("clock skew")
+
+// ClockSkew is this replica's clock minus Redis's, as last measured (before
+// leading, then about once a minute); ok is false until measured.
+func (r *Runtime) ClockSkew() (skew time.Duration, ok bool) {
+	c := &r.redisCheck
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.skew, c.skewKnown
 }
 
 // RedisUnsafe says why this replica will not lead on its Redis, or "".

@@ -10,6 +10,7 @@ import (
 
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/internal/clock"
 	"github.com/belfry/belfry/runtime/internal/store"
 )
 
@@ -89,5 +90,48 @@ func TestNoLeadingOnARedisThatEvicts(t *testing.T) {
 	})
 	if n := strings.Count(logs.String(), "will not schedule on this Redis"); n != 2 {
 		t.Errorf("logged the refusal %d times, want once per verdict (2):\n%s", n, logs.String())
+	}
+}
+
+// A replica whose clock is further from Redis's than SkewMargin does not
+// lead (it would run slots early or late) and says so; one within the
+// margin leads and reports its measured skew.
+func TestAReplicaWithASkewedClockDoesNotLead(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		offset time.Duration
+		leads  bool
+	}{{5 * time.Minute, false}, {-5 * time.Minute, false}, {10 * time.Second, true}} {
+		t.Run(tt.offset.String(), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			rdb := sharedRedis(t)
+			var logs syncBuffer
+			rt, err := runtime.NewWithClock(registry.MustNew(idleSchedule()), runtime.Options{Redis: rdb, Namespace: uniq("ns"),
+				LeaseTTL: time.Second, SkewMargin: time.Minute, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, clock.Offset(tt.offset))
+			if err != nil {
+				t.Fatal(err)
+			}
+			runCtx, cancel := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() { rt.Run(runCtx); close(done) }()
+			t.Cleanup(func() { cancel(); <-done; rt.Close() })
+			waitFor(t, 5*time.Second, "the skew to be measured", func() bool { _, ok := rt.ClockSkew(); return ok })
+			skew, _ := rt.ClockSkew()
+			if d := skew - tt.offset; d > time.Second || d < -time.Second {
+				t.Errorf("measured skew %s, want about %s", skew, tt.offset)
+			}
+			if tt.leads {
+				waitFor(t, 5*time.Second, "the replica to lead", rt.IsLeader)
+				return
+			}
+			waitFor(t, 5*time.Second, "the refusal", func() bool { return strings.Contains(logs.String(), "clock is") })
+			if rt.IsLeader() || !strings.Contains(rt.RedisUnsafe(), "more than SkewMargin") {
+				t.Errorf("leader %v, unsafe %q; want no lead and the skew named", rt.IsLeader(), rt.RedisUnsafe())
+			}
+			if h := rt.Health(ctx); h.Status != "unhealthy" {
+				t.Errorf("health %+v, want unhealthy", h)
+			}
+		})
 	}
 }

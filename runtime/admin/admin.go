@@ -315,6 +315,7 @@ func (a *admin) apiStatus(w http.ResponseWriter, req *http.Request) {
 		"leader": leader, "replicas": replicas, "replica": snap.Replica,
 		"redis": snap.Redis, "redis_error": snap.RedisError, "redis_unsafe": snap.RedisUnsafe, "disabled": snap.Disabled,
 		"lost_writes": orEmpty(snap.LostWrites), "duplicate_replica": snap.DuplicateReplica,
+		"clock_skew_ms": clockSkewMS(a.r),
 	})
 }
 
@@ -501,4 +502,14 @@ func orEmpty[T any](s []T) []T {
 		return []T{}
 	}
 	return s
+}
+
+// clockSkewMS is this replica's measured clock skew against Redis, or nil.
+func clockSkewMS(rt *runtime.Runtime) *int64 {
+	skew, ok := rt.ClockSkew()
+	if !ok {
+		return nil
+	}
+	ms := skew.Milliseconds()
+	return &ms
 }

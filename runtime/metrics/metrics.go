@@ -55,7 +55,7 @@ type collector struct {
 	next, lastEnqueue, lastSuccess, lastFailure *prometheus.Desc
 	late, failing, paused                       *prometheus.Desc
 	leader, redisUp, redisUnsafe, disabled      *prometheus.Desc
-	duplicateReplica                            *prometheus.Desc
+	duplicateReplica, clockSkew                 *prometheus.Desc
 }
 
 // NewCollector returns a Prometheus collector of rt's metrics, to register
@@ -92,6 +92,7 @@ func NewCollector(rt *runtime.Runtime) prometheus.Collector {
 		redisUp:          desc("belfry_redis_up", "1 when this replica's last Redis call succeeded."),
 		redisUnsafe:      desc("belfry_redis_unsafe", "1 when this replica will not lead on its Redis: it evicts keys (maxmemory-policy is not noeviction) or is older than 6.2."),
 		disabled:         desc("belfry_scheduler_disabled", "1 when no Redis is configured, so nothing is ever scheduled."),
+		clockSkew:        desc("belfry_clock_skew_seconds", "This replica's clock minus Redis's, as last measured; a replica off by more than SkewMargin does not lead.", "replica"),
 		duplicateReplica: desc("belfry_replica_name_duplicate", "1 when another process heartbeats under this replica's name on the same namespace.", "replica"),
 	}
 	for _, s := range rt.Registry().Schedules() {
@@ -135,7 +136,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	c.duration.Describe(ch)
 	c.lag.Describe(ch)
 	for _, d := range []*prometheus.Desc{c.next, c.lastEnqueue, c.lastSuccess, c.lastFailure, c.late, c.failing,
-		c.paused, c.leader, c.redisUp, c.redisUnsafe, c.disabled, c.duplicateReplica} {
+		c.paused, c.leader, c.redisUp, c.redisUnsafe, c.disabled, c.duplicateReplica, c.clockSkew} {
 		ch <- d
 	}
 }
@@ -186,6 +187,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.redisUnsafe, flag(snap.RedisUnsafe != ""))
 	gauge(c.disabled, flag(snap.Disabled != ""))
 	gauge(c.duplicateReplica, flag(snap.DuplicateReplica != ""), c.rt.Replica())
+	if skew, ok := c.rt.ClockSkew(); ok {
+		gauge(c.clockSkew, skew.Seconds(), c.rt.Replica())
+	}
 }
 
 // Handler serves rt's metrics alone, for mounting at /metrics outside the
