@@ -82,10 +82,7 @@ func TestSlotsOlderThanGraceAreMissedNotRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	startWorker(t, rdb, queue, func(mux *asynq.ServeMux) { rt.RegisterHandlers(mux) })
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { rt.Run(runCtx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	runUntilTheEnd(t, rt)
 	waitFor(t, 10*time.Second, "the backlog to be recorded as missed", func() bool {
 		c, _ := rt.Counters(ctx)
 		return c["tick"].Missed > 0
@@ -267,10 +264,7 @@ func TestRedisDownThenBackResumesAlone(t *testing.T) {
 	}
 	t.Cleanup(func() { rt.Close() })
 	startWorker(t, rdb, queue, func(mux *asynq.ServeMux) { rt.RegisterHandlers(mux) })
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { rt.Run(runCtx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	runUntilTheEnd(t, rt)
 
 	waitFor(t, 10*time.Second, "runs before the outage", func() bool { return len(exec.slots("tick")) >= 2 })
 	srv.Stop()
@@ -416,10 +410,7 @@ func TestMisfireAfterAnOutage(t *testing.T) {
 				t.Fatal(err)
 			}
 			startWorker(t, rdb, queue, func(mux *asynq.ServeMux) { rt.RegisterHandlers(mux) })
-			runCtx, cancel := context.WithCancel(ctx)
-			done := make(chan struct{})
-			go func() { rt.Run(runCtx); close(done) }()
-			t.Cleanup(func() { cancel(); <-done; rt.Close() })
+			runUntilTheEnd(t, rt)
 			waitFor(t, 10*time.Second, "the missed slots to run", func() bool { return len(exec.slots("daily")) == len(tt.ran) })
 			runs := exec.slots("daily")
 			for _, days := range tt.ran {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/registry"
+	"github.com/belfry/belfry/runtime"
 	"github.com/belfry/belfry/runtime/internal/redistest"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
@@ -97,4 +98,13 @@ type testWriter struct{ t testing.TB }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p[:len(p)-1]))
 	return len(p), nil
+}
+
+// runUntilTheEnd runs rt until the test ends, then stops and closes it.
+func runUntilTheEnd(t testing.TB, rt *runtime.Runtime) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { rt.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; rt.Close() })
 }

@@ -33,10 +33,7 @@ func TestLostDataIsDetectedAndNoSlotRunsTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	startWorker(t, rdb, queue, func(mux *asynq.ServeMux) { rt.RegisterHandlers(mux) })
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { rt.Run(runCtx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done; rt.Close() })
+	runUntilTheEnd(t, rt)
 	waitFor(t, 10*time.Second, "runs before the loss", func() bool { return len(exec.slots("tick")) >= 3 })
 
 	if err := rdb.FlushAll(ctx).Err(); err != nil {
@@ -85,10 +82,7 @@ func TestATokenGoingBackwardsIsALoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { rt.Run(runCtx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done; rt.Close() })
+	runUntilTheEnd(t, rt)
 	waitFor(t, 5*time.Second, "the replica to lead", func() bool { return rt.IsLeader() && rt.Scheduling() })
 	// The promoted replica had not seen the last writes: the counter and the
 	// lease are older, the epoch survived.

@@ -316,10 +316,7 @@ func TestAQueueNoWorkerServesIsReported(t *testing.T) {
 		queues, _ := rt.UnservedQueues()
 		return len(queues) == 1
 	})
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { rt.Run(runCtx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done; rt.Close() })
+	runUntilTheEnd(t, rt)
 	waitFor(t, 10*time.Second, "the warning", func() bool { return strings.Contains(logs.String(), "no asynq server serves this queue") })
 	if n := strings.Count(logs.String(), "no asynq server serves this queue"); n != 1 || !strings.Contains(logs.String(), lonely) ||
 		strings.Contains(logs.String(), "queue="+served) {

@@ -62,10 +62,7 @@ func TestNoLeadingOnARedisThatEvicts(t *testing.T) {
 		t.Fatal(err)
 	}
 	rt.JudgeRedisSettingsEvery(0)
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { rt.Run(runCtx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done; rt.Close() })
+	runUntilTheEnd(t, rt)
 	lease := store.NewKeys(rt.Namespace()).Lease
 	waitFor(t, 5*time.Second, "the refusal", func() bool { return strings.Contains(logs.String(), "will not schedule on this Redis") })
 	if n, _ := rdb.Exists(ctx, lease).Result(); n != 0 || rt.IsLeader() {
@@ -112,10 +109,7 @@ func TestAReplicaWithASkewedClockDoesNotLead(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			runCtx, cancel := context.WithCancel(ctx)
-			done := make(chan struct{})
-			go func() { rt.Run(runCtx); close(done) }()
-			t.Cleanup(func() { cancel(); <-done; rt.Close() })
+			runUntilTheEnd(t, rt)
 			waitFor(t, 5*time.Second, "the skew to be measured", func() bool { _, ok := rt.ClockSkew(); return ok })
 			skew, _ := rt.ClockSkew()
 			if d := skew - tt.offset; d > time.Second || d < -time.Second {
