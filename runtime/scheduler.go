@@ -74,7 +74,7 @@ func (r *Runtime) scheduleLoop(ctx context.Context) {
 			continue
 		default:
 			now := r.clock.Now()
-			r.checkUnserved(time.Now())
+			r.checkUnserved(now)
 			if len(st.queue) > 0 && !st.queue[0].slot.After(now) {
 				if err := r.dispatch(ctx, st, now); err != nil {
 					// The cursors in Redis are the truth; what this replica

@@ -51,9 +51,6 @@ type Snapshot struct {
 	// evicts keys, or is too old), "" when it may.
 	RedisUnsafe string
 	Disabled    string
-	// Orphans are schedules with state in Redis that the registry no
-	// longer declares (see Runtime.Orphans).
-	Orphans []string
 	// Unserved are the schedules' queues no asynq server listens to (see
 	// Runtime.UnservedQueues).
 	Unserved []string
@@ -79,10 +76,8 @@ func (r *Runtime) Snapshot(ctx context.Context) (Snapshot, error) {
 			if counters, err = r.Counters(ctx); err == nil {
 				if paused, err = r.Paused(ctx); err == nil {
 					if snap.Cluster, err = r.Cluster(ctx); err == nil {
-						if snap.Orphans, err = r.Orphans(ctx); err == nil {
-							if snap.Unserved, err = r.UnservedQueues(); err == nil {
-								snap.LostWrites, err = r.LostWrites(ctx)
-							}
+						if snap.Unserved, err = r.UnservedQueues(); err == nil {
+							snap.LostWrites, err = r.LostWrites(ctx)
 						}
 					}
 				}

@@ -285,10 +285,8 @@ func (a *admin) apiDetail(w http.ResponseWriter, req *http.Request) {
 	out := a.toAPI(st)
 	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
 	defer cancel()
-	out.History, _ = a.r.History(ctx, st.Schedule.Name, a.r.HistoryLimit())
-	if out.History == nil {
-		out.History = []runtime.Record{}
-	}
+	history, _ := a.r.History(ctx, st.Schedule.Name, a.r.HistoryLimit())
+	out.History = orEmpty(history)
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -307,12 +305,8 @@ func (a *admin) apiStatus(w http.ResponseWriter, req *http.Request) {
 	if snap.Cluster.Leader != "" {
 		leader = &snap.Cluster.Leader
 	}
-	replicas := snap.Cluster.Replicas
-	if replicas == nil {
-		replicas = []string{}
-	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"leader": leader, "replicas": replicas, "replica": snap.Replica,
+		"leader": leader, "replicas": orEmpty(snap.Cluster.Replicas), "replica": snap.Replica,
 		"redis": snap.Redis, "redis_error": snap.RedisError, "redis_unsafe": snap.RedisUnsafe, "disabled": snap.Disabled,
 		"lost_writes": orEmpty(snap.LostWrites), "duplicate_replica": snap.DuplicateReplica,
 		"clock_skew_ms": clockSkewMS(a.r),
@@ -327,10 +321,7 @@ func (a *admin) apiOrphans(w http.ResponseWriter, req *http.Request) {
 		writeJSONError(w, http.StatusServiceUnavailable, "could not read Redis")
 		return
 	}
-	if orphans == nil {
-		orphans = []string{}
-	}
-	writeJSON(w, http.StatusOK, map[string][]string{"orphans": orphans})
+	writeJSON(w, http.StatusOK, map[string][]string{"orphans": orEmpty(orphans)})
 }
 
 // forget runs a forget request and maps its errors to HTTP statuses.
@@ -497,6 +488,7 @@ func (a *admin) apiResume(w http.ResponseWriter, req *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "resumed"})
 }
 
+// orEmpty makes a nil list [] in JSON, not null.
 func orEmpty[T any](s []T) []T {
 	if s == nil {
 		return []T{}

@@ -60,6 +60,10 @@ func glyph(o runtime.Outcome) string {
 type pageData struct {
 	Title string
 	runtime.Snapshot
+	// Orphans are the removed schedules the index offers to forget. They
+	// are read for that page alone: finding them reads every schedule's
+	// counters, which the other pages, metrics and health do not need.
+	Orphans []string
 	Notice  string
 	Error   string
 	Request string // a fresh token per rendered form: a double submit acts once
@@ -359,6 +363,11 @@ func (a *admin) index(w http.ResponseWriter, req *http.Request) {
 	snap, err := a.snapshot(req)
 	data := a.page(snap, "./")
 	data.Rows, data.Summary = a.overview(snap)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
+		defer cancel()
+		data.Orphans, err = a.r.Orphans(ctx)
+	}
 	if err != nil {
 		data.Error = "Redis unreachable: history and replicas are not shown."
 	}
@@ -529,7 +538,9 @@ func (a *admin) confirmForget(w http.ResponseWriter, req *http.Request) {
 	}
 	name := req.PathValue("name")
 	snap, _ := a.snapshot(req)
-	if !slices.Contains(snap.Orphans, name) {
+	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
+	defer cancel()
+	if orphans, _ := a.r.Orphans(ctx); !slices.Contains(orphans, name) {
 		a.refuse(w, http.StatusNotFound, "No removed schedule is called "+name+".")
 		return
 	}
