@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -24,8 +25,12 @@ type Occurrence struct {
 	// Slot is the instant the occurrence is for, in the schedule's zone. For
 	// a manual trigger it is the moment of the trigger.
 	Slot time.Time `json:"slot"`
-	// Zone is the IANA name of the schedule's zone.
+	// Zone is the IANA name of the slot's zone: the schedule's, or for a
+	// family the member's.
 	Zone string `json:"zone"`
+	// Member is, for a family (a schedule declared with per=), the member
+	// the occurrence is for; empty for an ordinary schedule.
+	Member string `json:"member,omitempty"`
 	// Manual is true for an occurrence an operator asked for (run now, a
 	// re-run of a past slot, a backfill) rather than the clock.
 	Manual bool `json:"manual,omitempty"`
@@ -49,34 +54,95 @@ func (o Occurrence) Key() string {
 	case o.ID != "":
 		return o.ID
 	}
-	return OccurrenceID(o.Schedule, o.Slot)
+	return Scope{Schedule: o.Schedule, Member: o.Member}.ID(o.Slot)
 }
 
-// OccurrenceID is the identity of the scheduled occurrence of name at slot:
-// "cron:<name>:<slot unix seconds>". It is the asynq TaskID, so a second
-// enqueue of the same occurrence by any replica is rejected by asynq.
+// Scope is whose occurrences an ID names: a runtime's namespace, a
+// schedule and, for a family, one member. Occurrences of different scopes
+// never share an ID, so two services on one Redis and one queue, even with
+// schedules of the same name, never take each other's occurrences.
 //
-// Names may contain ':' (asynq's category:action), and every ID still
-// belongs to one occurrence: a name never has a segment that marks another
-// kind of ID ("manual", see CheckName), so in a manual ID the first such
-// segment ends the name, and a scheduled ID's name is all but its last
-// segment.
-func OccurrenceID(name string, slot time.Time) string {
-	return "cron:" + name + ":" + strconv.FormatInt(slot.Unix(), 10)
+// The scheduled occurrence of a slot is
+//
+//	cron:<namespace>/<schedule>:<slot unix seconds>
+//	cron:<namespace>/<schedule>:member:<member>:<slot unix seconds>
+//
+// and manual runs and re-runs put "manual:<request>" or
+// "rerun:<slot>:<request>" where the slot is. It is the asynq TaskID, so a
+// second enqueue of the same occurrence by any replica is rejected by asynq.
+//
+// Every ID belongs to one occurrence: a namespace has no '/', a member no
+// ':' (CheckMember), and a name may contain ':' (asynq's category:action)
+// but never a segment that marks another kind of ID ("manual", "rerun",
+// "member", see CheckName), so the first such segment ends the name, and a
+// scheduled ID's name is all but its last segment. An empty namespace
+// leaves out "<namespace>/", for occurrences built outside a runtime.
+type Scope struct {
+	Namespace string
+	Schedule  string
+	Member    string
 }
 
-// ManualOccurrenceID is the identity of a manual trigger of name, where
-// request is unique per trigger request (a double-submitted request reuses it).
-func ManualOccurrenceID(name, request string) string {
-	return "cron:" + name + ":manual:" + request
+func (sc Scope) prefix() string {
+	p := "cron:" + sc.Schedule
+	if sc.Namespace != "" {
+		p = "cron:" + sc.Namespace + "/" + sc.Schedule
+	}
+	if sc.Member != "" {
+		p += ":member:" + sc.Member
+	}
+	return p
 }
 
-// RerunOccurrenceID is the identity of a re-run of name's slot, where
-// request is unique per re-run request: distinct from the scheduled
-// occurrence's ID, so asynq accepts it while the original is retained or
-// archived, and the same for a double-submitted request.
-func RerunOccurrenceID(name string, slot time.Time, request string) string {
-	return "cron:" + name + ":rerun:" + strconv.FormatInt(slot.Unix(), 10) + ":" + request
+// ID is the identity of the scope's scheduled occurrence of slot.
+func (sc Scope) ID(slot time.Time) string {
+	return sc.prefix() + ":" + strconv.FormatInt(slot.Unix(), 10)
+}
+
+// ManualID is the identity of a manual trigger, where request is unique per
+// trigger request (a double-submitted request reuses it).
+func (sc Scope) ManualID(request string) string {
+	return sc.prefix() + ":manual:" + request
+}
+
+// RerunID is the identity of a re-run of slot, where request is unique per
+// re-run request: distinct from the scheduled occurrence's ID, so asynq
+// accepts it while the original is retained or archived, and the same for
+// a double-submitted request.
+func (sc Scope) RerunID(slot time.Time, request string) string {
+	return sc.prefix() + ":rerun:" + strconv.FormatInt(slot.Unix(), 10) + ":" + request
+}
+
+// IDKind is the kind of occurrence an ID names.
+type IDKind int
+
+const (
+	// Scheduled is the clock's occurrence of a slot (Scope.ID).
+	Scheduled IDKind = iota
+	// Manual is a run now (Scope.ManualID).
+	Manual
+	// Rerun is a re-run of a past slot (Scope.RerunID).
+	Rerun
+)
+
+// KindOfID tells which of Scope's three IDs id is.
+func KindOfID(id string) IDKind {
+	rest := strings.TrimPrefix(id, "cron:")
+	if _, afterNS, ok := strings.Cut(rest, "/"); ok {
+		rest = afterNS
+	}
+	segs := strings.Split(rest, ":")
+	for i := 0; i < len(segs); i++ {
+		switch segs[i] {
+		case "member":
+			i++ // the member's own key may be any word
+		case "manual":
+			return Manual
+		case "rerun":
+			return Rerun
+		}
+	}
+	return Scheduled
 }
 
 // EncodeOccurrence is the asynq task payload for occ.

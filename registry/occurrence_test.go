@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -44,14 +45,29 @@ func TestOccurrenceIDsAreUnambiguous(t *testing.T) {
 		}
 		owner[id] = what
 	}
-	for _, name := range names {
+	var scopes []Scope
+	for _, ns := range []string{"", "a", "a:5", "billing.jobs-1f"} {
+		for _, name := range names {
+			for _, member := range []string{"", "a", "5", "manual", "a.5"} {
+				scopes = append(scopes, Scope{Namespace: ns, Schedule: name, Member: member})
+			}
+		}
+	}
+	for _, sc := range scopes {
+		what := fmt.Sprintf("%+v", sc)
+		claimKind := func(id, what string, want IDKind) {
+			claim(id, what)
+			if got := KindOfID(id); got != want {
+				t.Errorf("KindOfID(%q) = %d, want %d", id, got, want)
+			}
+		}
 		for _, slot := range slots {
-			claim(OccurrenceID(name, slot), "name "+name+" at "+slot.String())
+			claimKind(sc.ID(slot), what+" at "+slot.String(), Scheduled)
 		}
 		for _, req := range requests {
-			claim(ManualOccurrenceID(name, req), "name "+name+" manual "+req)
+			claimKind(sc.ManualID(req), what+" manual "+req, Manual)
 			for _, slot := range slots {
-				claim(RerunOccurrenceID(name, slot, req), "name "+name+" rerun of "+slot.String()+" request "+req)
+				claimKind(sc.RerunID(slot, req), what+" rerun of "+slot.String()+" request "+req, Rerun)
 			}
 		}
 	}

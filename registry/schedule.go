@@ -89,13 +89,14 @@ func (s *Schedule) Location() *time.Location { return s.cron.Location() }
 // Next returns the schedule's first fire time strictly after t.
 func (s *Schedule) Next(t time.Time) time.Time { return s.cron.Next(t) }
 
-// Occurrence returns the scheduled occurrence for slot.
-func (s *Schedule) Occurrence(slot time.Time) Occurrence {
+// Occurrence returns the scheduled occurrence for slot of the runtime whose
+// namespace is given ("" outside a runtime).
+func (s *Schedule) Occurrence(namespace string, slot time.Time) Occurrence {
 	return Occurrence{
 		Schedule: s.Name,
 		Slot:     slot.In(s.cron.Location()),
 		Zone:     s.Zone,
-		ID:       OccurrenceID(s.Name, slot),
+		ID:       Scope{Namespace: namespace, Schedule: s.Name}.ID(slot),
 	}
 }
 
@@ -128,6 +129,20 @@ func CheckName(name string) error {
 		case slices.Contains(reservedNameSegments, seg):
 			return fmt.Errorf("the segment %q is reserved for occurrence IDs (%s); %s", seg, strings.Join(reservedNameSegments, ", "), example)
 		}
+	}
+	return nil
+}
+
+// memberRE is the alphabet of a family member's key: no ':' and no '/',
+// which end the name and the namespace in an occurrence ID.
+var memberRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$`)
+
+// CheckMember reports whether member can be a family member's key: 1 to
+// 128 letters, digits, '.', '_', '@' or '-', starting with a letter or
+// digit (a tenant's slug or ID, an email-like "team@acme").
+func CheckMember(member string) error {
+	if !memberRE.MatchString(member) {
+		return fmt.Errorf("want 1-128 letters, digits, '.', '_', '@' or '-', starting with a letter or digit; e.g. acme or tenant-42")
 	}
 	return nil
 }

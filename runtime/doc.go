@@ -12,8 +12,9 @@
 //
 // # Exactly once
 //
-// An occurrence's identity is "cron:<name>:<slot unix seconds>", and it is
-// the asynq TaskID. asynq's enqueue is an atomic check-and-insert on that ID,
+// An occurrence's identity is "cron:<namespace>/<name>:<slot unix seconds>"
+// (registry.Scope), unique per namespace, so two services sharing a Redis
+// and a queue never take each other's occurrences; it is the asynq TaskID. asynq's enqueue is an atomic check-and-insert on that ID,
 // so a second enqueue of the same occurrence is rejected with
 // asynq.ErrTaskIDConflict, which the runtime treats as "already enqueued".
 // The holder's enqueues and cursor commits are fenced (see below): Redis

@@ -47,7 +47,7 @@ func TestPausedLeaderLateEnqueueIsNoop(t *testing.T) {
 	rts := newReplicas(t, 2, time.Second, s)
 	a, b := rts[0], rts[1]
 	sched, _ := a.Registry().Lookup("nightly")
-	occ := sched.Occurrence(time.Date(2026, 11, 29, 3, 17, 0, 0, time.UTC))
+	occ := sched.Occurrence(a.Namespace(), time.Date(2026, 11, 29, 3, 17, 0, 0, time.UTC))
 	if err := b.Enqueue(ctx, occ); err != nil { // the new holder's enqueue
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestLateEnqueueFromAnExLeaderIsRefusedAfterRetention(t *testing.T) {
 	rdb := sharedRedis(t)
 	leaseKey := store.NewKeys(rt.Namespace()).Lease
 	sched, _ := rt.Registry().Lookup("nightly")
-	occ := sched.Occurrence(time.Date(2026, 11, 29, 3, 17, 0, 0, time.UTC))
+	occ := sched.Occurrence(rt.Namespace(), time.Date(2026, 11, 29, 3, 17, 0, 0, time.UTC))
 	rdb.Set(ctx, leaseKey, "old|1", time.Minute)
 	if err := rt.EnqueueAsHolder(ctx, "old|1", occ); err != nil {
 		t.Fatalf("the holder's own enqueue: %v", err)
@@ -109,7 +109,7 @@ func TestATasksIDIsReservedForGracePlusSkew(t *testing.T) {
 	rdb := sharedRedis(t)
 	rdb.Set(ctx, store.NewKeys(rt.Namespace()).Lease, "r0|1", time.Minute)
 	sched, _ := rt.Registry().Lookup("nightly")
-	occ := sched.Occurrence(time.Date(2026, 11, 29, 3, 17, 0, 0, time.UTC))
+	occ := sched.Occurrence(rt.Namespace(), time.Date(2026, 11, 29, 3, 17, 0, 0, time.UTC))
 	if err := rt.EnqueueAsHolder(ctx, "r0|1", occ); err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ const maxMissedRecords = 10
 
 // slotPlan is what the leader decided for one due schedule.
 type slotPlan struct {
+	scope   registry.Scope // whose occurrence IDs the slots get
 	sched   *registry.Schedule
 	cursor  time.Time // the newest slot handled, committed after the enqueues
 	enqueue []time.Time
@@ -37,8 +38,8 @@ type slotPlan struct {
 // window: a slot older than now-grace is missed. misfire=latest enqueues
 // the newest missed slot when nothing else is due; misfire=all enqueues the
 // missed slots, oldest first, up to registry.MisfireAllCap of the newest.
-func planSlots(s *registry.Schedule, first, cursor, now time.Time, grace time.Duration) *slotPlan {
-	p := &slotPlan{sched: s, cursor: cursor}
+func planSlots(sc registry.Scope, s *registry.Schedule, first, cursor, now time.Time, grace time.Duration) *slotPlan {
+	p := &slotPlan{scope: sc, sched: s, cursor: cursor}
 	oldest := now.Add(-grace)
 	keep := maxMissedRecords // the newest missed slots kept by value
 	if s.Misfire == registry.MisfireAll {
@@ -147,7 +148,7 @@ func (p *slotPlan) pause(now time.Time, grace time.Duration) {
 			p.missed = appendStale(p.missed, slot, maxMissedRecords)
 			continue
 		}
-		p.done = append(p.done, store.Rec{ID: registry.OccurrenceID(p.sched.Name, slot), Slot: slot.Unix(),
+		p.done = append(p.done, store.Rec{ID: p.scope.ID(slot), Slot: slot.Unix(),
 			At: now.UnixMilli(), Outcome: string(OutcomePaused), Score: slot.UnixMilli()})
 	}
 	p.enqueue = nil
@@ -185,7 +186,7 @@ func (p *slotPlan) commit(now time.Time) store.Commit {
 		if slot.After(p.cursor) {
 			continue
 		}
-		c.Recs = append(c.Recs, store.Rec{ID: registry.OccurrenceID(p.sched.Name, slot), Slot: slot.Unix(),
+		c.Recs = append(c.Recs, store.Rec{ID: p.scope.ID(slot), Slot: slot.Unix(),
 			At: now.UnixMilli(), Outcome: string(OutcomeMissed), Score: slot.UnixMilli()})
 	}
 	if p.nMissed > 0 {

@@ -97,7 +97,7 @@ func TestPlanSlots(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := sched(t, tt.expr, tt.zone, tt.misfire)
 			cursor, now := utc(tt.cursor), utc(tt.now)
-			p := planSlots(s, s.Next(cursor), cursor, now, tt.grace)
+			p := planSlots(registry.Scope{Schedule: s.Name}, s, s.Next(cursor), cursor, now, tt.grace)
 			if got := rfc(p.enqueue); !equal(got, tt.enqueue) {
 				t.Errorf("enqueue %v, want %v", got, tt.enqueue)
 			}
@@ -136,7 +136,7 @@ func TestPlanSlotsBacklogBeyondTheCap(t *testing.T) {
 			now := utc("2026-11-29T12:00:00Z")
 			cursor := now.Add(-2 * maxSlotsPerDispatch * time.Second) // 20,000 slots behind
 			const grace = 5 * time.Second
-			p := planSlots(s, s.Next(cursor), cursor, now, grace)
+			p := planSlots(registry.Scope{Schedule: s.Name}, s, s.Next(cursor), cursor, now, grace)
 			wantMissed := 2*maxSlotsPerDispatch - 6 // every slot before now-5s; six are within grace
 			enqueue := []string{"2026-11-29T11:59:55Z", "2026-11-29T11:59:56Z", "2026-11-29T11:59:57Z", "2026-11-29T11:59:58Z", "2026-11-29T11:59:59Z", "2026-11-29T12:00:00Z"}
 			// Something is due within grace, so latest changes nothing.
@@ -158,7 +158,7 @@ func TestPlanSlotsBacklogBeyondTheCap(t *testing.T) {
 		s := sched(t, "0 * * * *", "", registry.MisfireLatest) // hourly
 		now := utc("2026-11-29T12:30:00Z")
 		cursor := now.Add(-2 * maxSlotsPerDispatch * time.Hour)
-		p := planSlots(s, s.Next(cursor), cursor, now, 5*time.Minute)
+		p := planSlots(registry.Scope{Schedule: s.Name}, s, s.Next(cursor), cursor, now, 5*time.Minute)
 		if got := rfc(p.enqueue); !equal(got, []string{"2026-11-29T12:00:00Z"}) {
 			t.Errorf("misfire=latest enqueued %v, want the newest missed slot 12:00", got)
 		}
@@ -173,7 +173,7 @@ func TestPlanSlotsBacklogBeyondTheCap(t *testing.T) {
 		s := sched(t, "* * * * * *", "", registry.MisfireSkip)
 		now := utc("2026-11-29T12:00:00Z")
 		cursor := now.Add(-3 * maxSlotsPerDispatch * time.Second)
-		p := planSlots(s, s.Next(cursor), cursor, now, 24*time.Hour)
+		p := planSlots(registry.Scope{Schedule: s.Name}, s, s.Next(cursor), cursor, now, 24*time.Hour)
 		if len(p.enqueue) != maxSlotsPerDispatch || p.nMissed != 0 {
 			t.Errorf("enqueue %d, missed %d; want the first %d, none missed", len(p.enqueue), p.nMissed, maxSlotsPerDispatch)
 		}
@@ -188,7 +188,7 @@ func TestPlanSlotsBacklogBeyondTheCap(t *testing.T) {
 func TestPlanFailedEnqueueKeepsTheCursorBeforeIt(t *testing.T) {
 	s := sched(t, "*/10 * * * * *", "", registry.MisfireSkip)
 	cursor, now := utc("2026-11-29T03:00:00Z"), utc("2026-11-29T03:00:45Z")
-	p := planSlots(s, s.Next(cursor), cursor, now, 20*time.Second) // missed 10, 20; enqueue 30, 40
+	p := planSlots(registry.Scope{Schedule: s.Name}, s, s.Next(cursor), cursor, now, 20*time.Second) // missed 10, 20; enqueue 30, 40
 	p.failedAt(0, errTest)
 	if want := utc("2026-11-29T03:00:20Z"); !p.cursor.Equal(want) {
 		t.Errorf("after the first enqueue failed the cursor is %s, want the newest missed slot %s", p.cursor.UTC(), want)
@@ -201,13 +201,13 @@ func TestPlanFailedEnqueueKeepsTheCursorBeforeIt(t *testing.T) {
 		t.Errorf("commit %+v, want the two missed slots recorded and counted", c)
 	}
 
-	p = planSlots(s, s.Next(cursor), cursor, now, time.Minute) // enqueue 10..40
+	p = planSlots(registry.Scope{Schedule: s.Name}, s, s.Next(cursor), cursor, now, time.Minute) // enqueue 10..40
 	p.failedAt(2, errTest)
 	if want := utc("2026-11-29T03:00:20Z"); !p.cursor.Equal(want) || len(p.enqueue) != 2 {
 		t.Errorf("after the third enqueue failed: cursor %s, %d kept; want %s, 2", p.cursor.UTC(), len(p.enqueue), want)
 	}
 
-	p = planSlots(s, s.Next(cursor), cursor, now, time.Minute)
+	p = planSlots(registry.Scope{Schedule: s.Name}, s, s.Next(cursor), cursor, now, time.Minute)
 	p.failedAt(0, errTest)
 	if !s.Next(p.cursor).Equal(utc("2026-11-29T03:00:10Z")) {
 		t.Errorf("with nothing missed the cursor %s must lead back to the first slot", p.cursor.UTC())
@@ -219,7 +219,7 @@ var errTest = errors.New("injected")
 func TestPausedPlanRecordsEveryDueSlotAndRunsNone(t *testing.T) {
 	s := sched(t, "*/10 * * * * *", "", registry.MisfireSkip)
 	cursor, now := utc("2026-11-29T03:00:00Z"), utc("2026-11-29T03:00:45Z")
-	p := planSlots(s, s.Next(cursor), cursor, now, 20*time.Second) // missed 10, 20; due 30, 40
+	p := planSlots(registry.Scope{Schedule: s.Name}, s, s.Next(cursor), cursor, now, 20*time.Second) // missed 10, 20; due 30, 40
 	p.pause(now, 20*time.Second)
 	if len(p.enqueue) != 0 {
 		t.Fatalf("a paused plan enqueues %v", rfc(p.enqueue))
@@ -305,7 +305,7 @@ func TestDataWatchTellsALossFromAResumedLease(t *testing.T) {
 func TestPlanMisfireAllCatchesUpToTheCap(t *testing.T) {
 	daily := sched(t, "0 3 * * *", "", registry.MisfireAll)
 	now := utc("2026-11-29T09:00:00Z")
-	p := planSlots(daily, daily.Next(utc("2026-11-25T03:00:00Z")), utc("2026-11-25T03:00:00Z"), now, 5*time.Minute)
+	p := planSlots(registry.Scope{Schedule: daily.Name}, daily, daily.Next(utc("2026-11-25T03:00:00Z")), utc("2026-11-25T03:00:00Z"), now, 5*time.Minute)
 	if got := rfc(p.enqueue); !equal(got, []string{"2026-11-26T03:00:00Z", "2026-11-27T03:00:00Z", "2026-11-28T03:00:00Z", "2026-11-29T03:00:00Z"}) || p.nMissed != 0 {
 		t.Errorf("four missed nights: enqueue %v, missed %d; want all four, none missed", got, p.nMissed)
 	}
@@ -313,7 +313,7 @@ func TestPlanMisfireAllCatchesUpToTheCap(t *testing.T) {
 	secondly := sched(t, "* * * * * *", "", registry.MisfireAll)
 	for _, behind := range []int{1000, 2 * maxSlotsPerDispatch} {
 		cursor := now.Add(-time.Duration(behind) * time.Second)
-		p := planSlots(secondly, secondly.Next(cursor), cursor, now, 5*time.Second)
+		p := planSlots(registry.Scope{Schedule: secondly.Name}, secondly, secondly.Next(cursor), cursor, now, 5*time.Second)
 		inGrace := 6
 		if len(p.enqueue) != registry.MisfireAllCap+inGrace {
 			t.Fatalf("%d behind: %d enqueued, want the cap %d plus %d within grace", behind, len(p.enqueue), registry.MisfireAllCap, inGrace)
@@ -356,7 +356,7 @@ func TestDataWatchForgetsNoLossBeforeItIsAccepted(t *testing.T) {
 func TestPausedPlanLeavesCatchUpSlotsMissed(t *testing.T) {
 	s := sched(t, "*/10 * * * * *", "", registry.MisfireAll)
 	cursor, now := utc("2026-11-29T03:00:00Z"), utc("2026-11-29T03:00:45Z")
-	p := planSlots(s, s.Next(cursor), cursor, now, 20*time.Second) // catch-up 10, 20; due 30, 40
+	p := planSlots(registry.Scope{Schedule: s.Name}, s, s.Next(cursor), cursor, now, 20*time.Second) // catch-up 10, 20; due 30, 40
 	p.pause(now, 20*time.Second)
 	c := p.commit(now)
 	if c.Counts[string(OutcomePaused)] != 2 || c.Counts[string(OutcomeMissed)] != 2 {

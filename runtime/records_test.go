@@ -224,7 +224,8 @@ func TestRerunAPastSlotAndBackfill(t *testing.T) {
 
 	// Last night's scheduled occurrence failed and was archived.
 	lastNight := s.Prev(time.Now())
-	if err := rt.Enqueue(ctx, s.Occurrence(lastNight)); err != nil {
+	scheduledID := registry.Scope{Namespace: rt.Namespace(), Schedule: "prune"}.ID(lastNight)
+	if err := rt.Enqueue(ctx, s.Occurrence(rt.Namespace(), lastNight)); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "the scheduled run to fail", func() bool { return runCount() == 1 })
@@ -240,10 +241,10 @@ func TestRerunAPastSlotAndBackfill(t *testing.T) {
 	mu.Lock()
 	got := runs[1]
 	mu.Unlock()
-	if !got.slot.Equal(lastNight) || got.slot.Location().String() != "Europe/London" || got.key != registry.OccurrenceID("prune", lastNight) || !got.manual {
+	if !got.slot.Equal(lastNight) || got.slot.Location().String() != "Europe/London" || got.key != scheduledID || !got.manual {
 		t.Errorf("the re-run saw slot %s key %s manual %v; want last night's slot %s in London and its scheduled key", got.slot, got.key, got.manual, lastNight)
 	}
-	if occ.ID == registry.OccurrenceID("prune", lastNight) {
+	if occ.ID == scheduledID {
 		t.Error("the re-run has the scheduled occurrence's task ID, which asynq would refuse")
 	}
 	// Re-running the slot that now succeeded does nothing more to an
@@ -253,7 +254,7 @@ func TestRerunAPastSlotAndBackfill(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, "the second re-run", func() bool { return runCount() == 3 })
 	mu.Lock()
-	if n := effects[registry.OccurrenceID("prune", lastNight)]; n != 1 {
+	if n := effects[scheduledID]; n != 1 {
 		t.Errorf("the night's work was done %d times, want 1", n)
 	}
 	mu.Unlock()

@@ -320,7 +320,7 @@ func (r *Runtime) Trigger(ctx context.Context, name, requestKey string) (registr
 	}
 	now := r.clock.Now().Truncate(time.Second)
 	occ := registry.Occurrence{Schedule: s.Name, Slot: now.In(s.Location()), Zone: s.Zone, Manual: true,
-		ID: registry.ManualOccurrenceID(s.Name, requestKey)}
+		ID: r.scope(s).ManualID(requestKey)}
 	return occ, r.enqueueManual(ctx, s, occ)
 }
 
@@ -382,13 +382,18 @@ func (r *Runtime) Rerun(ctx context.Context, name string, slot time.Time, reques
 	if slot, err = r.checkSlot(s, slot); err != nil {
 		return registry.Occurrence{}, err
 	}
-	occ := rerunOccurrence(s, slot, requestKey)
+	occ := rerunOccurrence(r.scope(s), s, slot, requestKey)
 	return occ, r.enqueueManual(ctx, s, occ)
 }
 
-func rerunOccurrence(s *registry.Schedule, slot time.Time, requestKey string) registry.Occurrence {
+func rerunOccurrence(sc registry.Scope, s *registry.Schedule, slot time.Time, requestKey string) registry.Occurrence {
 	return registry.Occurrence{Schedule: s.Name, Slot: slot, Zone: s.Zone, Manual: true,
-		ID: registry.RerunOccurrenceID(s.Name, slot, requestKey), RerunOf: registry.OccurrenceID(s.Name, slot)}
+		ID: sc.RerunID(slot, requestKey), RerunOf: sc.ID(slot)}
+}
+
+// scope is whose occurrences s's IDs name: this runtime's namespace and s.
+func (r *Runtime) scope(s *registry.Schedule) registry.Scope {
+	return registry.Scope{Namespace: r.opts.Namespace, Schedule: s.Name}
 }
 
 // Backfill re-runs every slot of the schedule in [from, to] (see Rerun), at
@@ -423,7 +428,7 @@ func (r *Runtime) Backfill(ctx context.Context, name string, from, to time.Time,
 	}
 	occs := make([]registry.Occurrence, 0, len(slots))
 	for _, slot := range slots {
-		occ := rerunOccurrence(s, slot.In(s.Location()), requestKey)
+		occ := rerunOccurrence(r.scope(s), s, slot.In(s.Location()), requestKey)
 		if err := r.enqueueManual(ctx, s, occ); err != nil {
 			return occs, err
 		}

@@ -174,7 +174,7 @@ func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) 
 	var names []string
 	for len(st.queue) > 0 && !st.queue[0].slot.After(now) {
 		d := heap.Pop(&st.queue).(due)
-		plans = append(plans, planSlots(d.sched, d.slot, st.cursors[d.sched.Name], now, r.Grace(d.sched)))
+		plans = append(plans, planSlots(r.scope(d.sched), d.sched, d.slot, st.cursors[d.sched.Name], now, r.Grace(d.sched)))
 		names = append(names, d.sched.Name)
 	}
 	// Pauses are read when slots come due, so a pause set on any replica
@@ -262,7 +262,7 @@ func (r *Runtime) enqueuePlan(ctx context.Context, fence *pipeline.Fence, p *slo
 				outcome = OutcomeSkipped
 			}
 		}
-		occ := s.Occurrence(slot)
+		occ := s.Occurrence(r.opts.Namespace, slot)
 		if outcome == OutcomeEnqueued {
 			if _, err := r.enqueue(ctx, s, occ, r.retention(s)); err != nil {
 				if fence.Rejected() {

@@ -169,7 +169,7 @@ func TestAdoptInFreshModule(t *testing.T) {
 	bin, ns := filepath.Join(mod, "svc"), "belfry-adopt-"+queue
 	defer cleanupRedis(t, redisAddr, ns, queue)
 	replicas := []*adoptReplica{startAdoptReplica(t, bin, redisAddr, ns), startAdoptReplica(t, bin, redisAddr, ns)}
-	runRE := regexp.MustCompile(`^ran (cron:adopt:tick:\d+) on main-db$`)
+	runRE := regexp.MustCompile(`^ran (cron:[^/ ]+/adopt:tick:\d+) on main-db$`)
 	runs := func() map[string]int {
 		n := map[string]int{}
 		for _, r := range replicas {

@@ -47,7 +47,7 @@ func main() {
 		})
 	}
 	for _, s := range jobs.Registry.Schedules() {
-		task := asynq.NewTask(s.Name, registry.EncodeOccurrence(s.Occurrence(s.Next(from))))
+		task := asynq.NewTask(s.Name, registry.EncodeOccurrence(s.Occurrence("", s.Next(from))))
 		if err := mux.ProcessTask(context.Background(), task); err != nil {
 			fmt.Println("error:", err)
 		}
@@ -60,7 +60,7 @@ func main() {
 	// Method handlers run on the receivers given to NewRegistry.
 	bound := methods.NewRegistry(&methods.Jobs{DB: &methods.Store{Name: "main-db"}}, methods.Mailer{From: "ops@example.com"})
 	for _, s := range bound.Schedules() {
-		occ := s.Occurrence(s.Next(from))
+		occ := s.Occurrence("", s.Next(from))
 		if err := s.HandlePayload(context.Background(), registry.EncodeOccurrence(occ)); err != nil {
 			fmt.Println("error:", err)
 		}

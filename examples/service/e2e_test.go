@@ -68,7 +68,7 @@ func checkTwoReplicas(t *testing.T, redisURL string) {
 
 	// A manual trigger, submitted twice with one key as a double-clicked
 	// form would, runs once.
-	const wantID = "cron:send-digest:manual:e2e-digest-1"
+	const wantID = "cron:belfry/send-digest:manual:e2e-digest-1"
 	for range 2 {
 		status, body := post(t, b.base+"api/schedules/send-digest/trigger", http.Header{"Idempotency-Key": {"e2e-digest-1"}})
 		if status != http.StatusAccepted || !strings.Contains(body, `"task_id": "`+wantID+`"`) {

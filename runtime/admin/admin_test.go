@@ -34,10 +34,14 @@ var (
 // fixture is one running replica with a worker, as a host runs it.
 type fixture struct {
 	rt     *runtime.Runtime
+	ns     string
 	queue  string
 	mu     sync.Mutex
 	manual int
 }
+
+// idPrefix is the start of every occurrence ID of schedule name.
+func (f *fixture) idPrefix(name string) string { return "cron:" + f.ns + "/" + name }
 
 func (f *fixture) manualRuns() int {
 	f.mu.Lock()
@@ -61,7 +65,8 @@ func newFixture(t *testing.T, rdb redis.UniversalClient, scheds ...registry.Sche
 			}
 		}
 	}
-	rt, err := runtime.New(registry.MustNew(scheds...), runtime.Options{Redis: rdb, Namespace: redistest.Uniq("ns"),
+	f.ns = redistest.Uniq("ns")
+	rt, err := runtime.New(registry.MustNew(scheds...), runtime.Options{Redis: rdb, Namespace: f.ns,
 		Replica: "r0", LeaseTTL: 2 * time.Second, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -147,14 +152,14 @@ func TestAdminRoutes(t *testing.T) {
 		absent             []string
 	}{
 		{"page", "GET", "", nil, "", 200, "text/html", []string{"nightly", "fails", "Europe/Berlin", "17 3 * * *", "Lease holder", "r0", "failing", "Run now", "&lt;script&gt;"}, []string{hostileError}},
-		{"detail", "GET", "schedules/fails", nil, "", 200, "text/html", []string{"History", "failed", "&lt;script&gt;alert", "cron:fails:manual:setup"}, []string{hostileError}},
+		{"detail", "GET", "schedules/fails", nil, "", 200, "text/html", []string{"History", "failed", "&lt;script&gt;alert", c.idPrefix("fails") + ":manual:setup"}, []string{hostileError}},
 		{"detail of unknown", "GET", "schedules/nope", nil, "", 404, "text/html", []string{"No schedule is called nope"}, nil},
 		{"form trigger", "POST", "schedules/nightly/trigger", formHeader, form, 303, "", nil, nil},
 		{"form trigger of unknown", "POST", "schedules/nope/trigger", formHeader, form, 404, "text/html", []string{"no schedule is called nope"}, nil},
 		{"list", "GET", "api/schedules", nil, "", 200, "application/json", []string{`"name": "nightly"`, `"expression": "17 3 * * *"`, `"zone": "Europe/Berlin"`, `"next_run": "`, `"status": "failing"`, `"last_run": {`, `"queue": "`}, nil},
 		{"one", "GET", "api/schedules/fails", nil, "", 200, "application/json", []string{`"history": [`, `"outcome": "failed"`, `\u003cscript\u003e`}, nil},
 		{"one unknown", "GET", "api/schedules/nope", nil, "", 404, "application/json", []string{`"error": "no schedule is called nope"`}, nil},
-		{"trigger", "POST", "api/schedules/nightly/trigger", http.Header{"Idempotency-Key": {"k1"}}, "", 202, "application/json", []string{`"task_id": "cron:nightly:manual:k1"`}, nil},
+		{"trigger", "POST", "api/schedules/nightly/trigger", http.Header{"Idempotency-Key": {"k1"}}, "", 202, "application/json", []string{`"task_id": "` + c.idPrefix("nightly") + `:manual:k1"`}, nil},
 		{"trigger unknown", "POST", "api/schedules/nope/trigger", nil, "", 404, "application/json", []string{"no schedule is called nope"}, nil},
 		{"trigger by GET", "GET", "api/schedules/nightly/trigger", nil, "", 405, "text/plain", nil, nil},
 		{"trigger bad key", "POST", "api/schedules/nightly/trigger", http.Header{"Idempotency-Key": {"a b"}}, "", 400, "application/json", []string{"request key"}, nil},
@@ -201,7 +206,7 @@ func TestAdminFormTriggerRedirectsUnderThePrefixAndRunsOnce(t *testing.T) {
 		t.Errorf("redirect to %s, want /cron/schedules/nightly?triggered=ok", next)
 	}
 	resp, body := do(t, "GET", next.String(), nil, nil)
-	if resp.StatusCode != 200 || !strings.Contains(body, "Triggered") || !strings.Contains(body, "cron:nightly:manual:form-twice") {
+	if resp.StatusCode != 200 || !strings.Contains(body, "Triggered") || !strings.Contains(body, c.idPrefix("nightly")+":manual:form-twice") {
 		t.Errorf("the page after the trigger does not show it (status %d):\n%s", resp.StatusCode, body)
 	}
 	insp := asynq.NewInspectorFromRedisClient(sharedRedis(t))
@@ -216,7 +221,7 @@ func TestAdminFormTriggerRedirectsUnderThePrefixAndRunsOnce(t *testing.T) {
 	if total := info.Pending + info.Active + info.Scheduled + info.Retry + info.Archived + info.Completed; total != 1 {
 		t.Errorf("double submit left %d tasks in the queue, want 1", total)
 	}
-	if _, err := insp.GetTaskInfo(c.queue, "cron:nightly:manual:form-twice"); err != nil {
+	if _, err := insp.GetTaskInfo(c.queue, c.idPrefix("nightly")+":manual:form-twice"); err != nil {
 		t.Errorf("the manual task: %v", err)
 	}
 }
@@ -368,7 +373,7 @@ func TestAdminPauseResumeAndRerun(t *testing.T) {
 	lastNight := s.Prev(time.Now())
 	slot := `{"slot": "` + lastNight.UTC().Format(time.RFC3339) + `"}`
 	resp, body = do(t, "POST", base+"runs", http.Header{"Idempotency-Key": {"night-1"}}, strings.NewReader(slot))
-	if resp.StatusCode != 202 || !strings.Contains(body, `"task_id": "cron:nightly:rerun:`) {
+	if resp.StatusCode != 202 || !strings.Contains(body, `"task_id": "`+c.idPrefix("nightly")+`:rerun:`) {
 		t.Fatalf("re-run: %d %s", resp.StatusCode, body)
 	}
 	if _, again := do(t, "POST", base+"runs", http.Header{"Idempotency-Key": {"night-1"}}, strings.NewReader(slot)); again != body {

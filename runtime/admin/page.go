@@ -196,11 +196,11 @@ func historyRowOf(rec runtime.Record, s *registry.Schedule, now time.Time) histo
 		Started: instantOf(rec.StartedAt, loc, now), Finished: instantOf(rec.FinishedAt, loc, now),
 		SlotUnix: rec.Slot.Unix(), Outcome: string(rec.Outcome), Excerpt: excerpt(rec.Error), Rerunnable: true}
 	switch {
-	case strings.HasPrefix(rec.ID, registry.ManualOccurrenceID(s.Name, "")):
+	case registry.KindOfID(rec.ID) == registry.Manual:
 		// Run now's slot is the moment of the click, not a slot of the
 		// schedule: there is nothing to re-run.
 		row.Kind, row.Rerunnable = "run now", false
-	case strings.HasPrefix(rec.ID, "cron:"+s.Name+":rerun:"):
+	case registry.KindOfID(rec.ID) == registry.Rerun:
 		row.Kind = "re-run"
 	}
 	switch rec.Outcome {

@@ -112,7 +112,7 @@ func TestPageButtonRoutes(t *testing.T) {
 	}
 	// The pause and resume above went through, with the actor.
 	h, err := c.rt.History(context.Background(), "nightly", 5)
-	if err != nil || len(h) == 0 || h[0].ID != "cron:nightly:rerun:"+slot+":page-r1" || h[0].Actor != "alice" {
+	if err != nil || len(h) == 0 || h[0].ID != c.idPrefix("nightly")+":rerun:"+slot+":page-r1" || h[0].Actor != "alice" {
 		t.Errorf("after the form re-run, history starts %+v (%v); want the re-run by alice", h, err)
 	}
 	if paused, _ := c.rt.Paused(context.Background()); len(paused) != 0 {
@@ -221,7 +221,7 @@ func TestPageRerunFromHistoryRow(t *testing.T) {
 	_, body := do(t, "GET", srv.URL+"/cron/schedules/nightly?rerun=ok", nil, nil)
 	for _, want := range []string{
 		"Re-run enqueued",
-		`data-task-id="cron:nightly:rerun:` + slot + `:rerun-twice" data-slot="` + slot + `" data-outcome="succeeded"`,
+		`data-task-id="` + c.idPrefix("nightly") + `:rerun:` + slot + `:rerun-twice" data-slot="` + slot + `" data-outcome="succeeded"`,
 		`<span class="badge kind">re-run</span><span class="sub">by alice</span>`,
 		inHTML(lastNight.In(s.Location()).Format("2006-01-02T15:04:05-07:00")),
 		`data-action="rerun" href="./nightly/confirm?action=rerun&amp;slot=` + slot + `"`,

@@ -22,7 +22,7 @@ func TestPruneRunsOnTheGivenDB(t *testing.T) {
 	if !ok {
 		t.Fatalf("no schedule %s in %d schedules", TaskPruneSoftDeleted, reg.Len())
 	}
-	payload := registry.EncodeOccurrence(s.Occurrence(slot))
+	payload := registry.EncodeOccurrence(s.Occurrence("", slot))
 	for range 2 { // the second is asynq's retry of the same occurrence
 		if err := s.HandlePayload(context.Background(), payload); err != nil {
 			t.Fatal(err)

@@ -238,7 +238,7 @@ func benchFireLatency(addr string, s settings, r *results) error {
 	return nil
 }
 
-// slotOf reads the slot from an occurrence ID "cron:<name>:<unix>".
+// slotOf reads the slot from a scheduled occurrence ID, "…:<unix>".
 func slotOf(taskID string) time.Time {
 	sec, _ := strconv.ParseInt(taskID[strings.LastIndexByte(taskID, ':')+1:], 10, 64)
 	return time.Unix(sec, 0)
@@ -458,7 +458,7 @@ func spikeTrial(addr string, trial int) (res spikeTrialResult, err error) {
 		seen[id] = true
 	}
 	for i := range n {
-		if id := registry.OccurrenceID(fmt.Sprintf("spike-%05d", i), due); !seen[id] {
+		if id := (registry.Scope{Namespace: ns, Schedule: fmt.Sprintf("spike-%05d", i)}).ID(due); !seen[id] {
 			return res, fmt.Errorf("task %s missing from the queue", id)
 		}
 	}
