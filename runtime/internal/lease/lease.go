@@ -71,6 +71,11 @@ type Lease struct {
 	beaten bool
 	// duplicate is the last other process seen using this replica's name.
 	duplicate Duplicate
+	// since is when this replica gained the lease it holds.
+	since time.Time
+	// coolUntil keeps this replica out of the election after it handed
+	// the lease over (see Handover).
+	coolUntil time.Time
 
 	// changed receives a signal whenever leadership is gained or lost.
 	changed chan struct{}
@@ -271,6 +276,9 @@ func (l *Lease) setLeader(value string, sent time.Time) {
 	lapsed := !gained && l.clock.Now().After(l.trustedUntil)
 	l.value = value
 	l.trustedUntil = sent.Add(l.ttl - l.TrustMargin())
+	if gained {
+		l.since = l.clock.Now()
+	}
 	l.mu.Unlock()
 	if gained {
 		l.log.Info("lease acquired: this replica schedules", "lease", value)
@@ -278,6 +286,16 @@ func (l *Lease) setLeader(value string, sent time.Time) {
 	if gained || lapsed {
 		signal(l.changed)
 	}
+}
+
+// Since is when this replica gained the lease it holds (zero if none).
+func (l *Lease) Since() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.value == "" {
+		return time.Time{}
+	}
+	return l.since
 }
 
 // StepDown gives up leadership locally at once.
@@ -321,6 +339,11 @@ func (l *Lease) Run(ctx context.Context) {
 			wait = l.RenewEvery()
 		case l.Holding() != "":
 			wait, err = l.Renew(ctx)
+		case l.coolDownLeft() > 0:
+			// Handed over: heartbeat, so the replica stays listed and
+			// counts as a follower, but do not take the lease.
+			wait, err = l.acquire(ctx, true)
+			wait = min(wait, l.coolDownLeft())
 		default:
 			wait, err = l.Acquire(ctx)
 		}
@@ -364,8 +387,18 @@ func (l *Lease) refused(ctx context.Context) bool {
 // Acquire tries once to take the lease (or resume one of this instance's,
 // see acquireScript) and returns when to try or renew next.
 func (l *Lease) Acquire(ctx context.Context) (time.Duration, error) {
+	return l.acquire(ctx, false)
+}
+
+// acquire is Acquire, or with holdOff only a heartbeat and a look at the
+// holder.
+func (l *Lease) acquire(ctx context.Context, holdOff bool) (time.Duration, error) {
 	sent := l.clock.Now()
-	res, err := l.call(ctx, acquireScript)
+	flag := "0"
+	if holdOff {
+		flag = "1"
+	}
+	res, err := l.call(ctx, acquireScript, flag)
 	if err != nil {
 		return 0, err
 	}
