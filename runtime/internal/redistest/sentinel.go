@@ -318,6 +318,19 @@ func (p *Private) Kill() {
 	p.cmd = nil
 }
 
+// Pause stops the server's process (SIGSTOP), as a long fork, a swapped-out
+// host or a VM pause does: connections stay open, nothing answers.
+func (p *Private) Pause() { p.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (p *Private) Resume() { p.signal(syscall.SIGCONT) }
+
+func (p *Private) signal(sig syscall.Signal) {
+	if p.cmd != nil && p.cmd.Process != nil {
+		p.cmd.Process.Signal(sig)
+	}
+}
+
 // Running says whether the server's process is started and not stopped.
 func (p *Private) Running() bool { return p.cmd != nil }
 
