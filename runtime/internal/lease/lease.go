@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/runtime/internal/clock"
+	"github.com/belfry/belfry/runtime/internal/pipeline"
 	"github.com/belfry/belfry/runtime/internal/store"
 	"github.com/redis/go-redis/v9"
 )
@@ -37,6 +38,11 @@ type Config struct {
 	// time an acquire finds one, so that a follower knows the fencing tokens
 	// handed out before it leads. Optional; must be quick.
 	OnHolder func(value string)
+	// Acks, when on, makes an acquire or renewal count only once replicas
+	// acknowledge it: one that Redis ran but no replica has yet fails
+	// like a lost reply (no lead, or a step-down), and leaves a lease of
+	// this instance that the next acquire resumes (and has acknowledged).
+	Acks pipeline.Acks
 }
 
 // Lease is this replica's view of the scheduler lease; see the package doc.
@@ -50,6 +56,7 @@ type Lease struct {
 	clock    clock.Clock
 	mayLead  func(context.Context) error
 	onHolder func(value string)
+	acks     pipeline.Acks
 
 	// instance is random per Lease: it tells this process's leases from
 	// those of a restarted process, or of another one wrongly configured
@@ -87,7 +94,7 @@ type Lease struct {
 func New(cfg Config) *Lease {
 	l := &Lease{
 		rdb: cfg.Redis, keys: cfg.Keys, replica: cfg.Replica, ttl: cfg.TTL, log: cfg.Log,
-		onRedis: cfg.OnRedis, clock: cfg.Clock, mayLead: cfg.MayLead, onHolder: cfg.OnHolder, instance: newInstanceID(),
+		onRedis: cfg.OnRedis, clock: cfg.Clock, mayLead: cfg.MayLead, onHolder: cfg.OnHolder, acks: cfg.Acks, instance: newInstanceID(),
 		changed: make(chan struct{}, 1), wake: make(chan struct{}, 1),
 	}
 	if l.clock == nil {
@@ -234,7 +241,7 @@ func (l *Lease) call(ctx context.Context, s *redis.Script, extra ...any) ([]any,
 	beat := l.heartbeatDue()
 	args := append([]any{l.replica, l.ttl.Milliseconds(), l.instance, beat, l.HeartbeatStale().Milliseconds()}, extra...)
 	res, err := Obey(ctx, func(ctx context.Context) ([]any, error) {
-		return s.Run(ctx, l.rdb, l.scriptKeys(l.keys.Token), args...).Slice()
+		return l.acks.Run(ctx, l.rdb, s, l.scriptKeys(l.keys.Token), args...).Slice()
 	})
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -94,11 +95,22 @@ func (c *Client) sendFenced(ctx context.Context, f *Fence, calls []*pipelinedCal
 						call.cmd = p.EvalSha(ctx, call.sha, call.keys, call.args...)
 					}
 				}
+				if c.Acks.On() {
+					// Redis 7 WAITs for the primary's offset at the time
+					// of the WAIT; Redis 6.2 for the connection's last
+					// write only, so a script that writes nothing (a task
+					// ID conflict: the task an earlier, unacknowledged
+					// attempt inserted through another connection) would
+					// be "acknowledged" at once. This write makes the
+					// acknowledgement cover what is already there on both.
+					p.Set(ctx, f.Key+ackedSuffix, f.Value, ackedLife)
+				}
 				return nil
 			})
 			if errors.Is(err, redis.TxFailedErr) {
 				return err
 			}
+			c.waitAcked(ctx, tx, calls)
 			return nil // a command's own error (NOSCRIPT) stays in its reply
 		})
 		if !errors.Is(err, redis.TxFailedErr) {
@@ -141,4 +153,29 @@ func (c *Client) Eval(ctx context.Context, script string, keys []string, args ..
 		return call.fail(errNoReply)
 	}
 	return call.cmd
+}
+
+// ackedSuffix names the key (beside the lease) that a fenced transaction
+// writes when it must be acknowledged; it lives ackedLife.
+const (
+	ackedSuffix = ":acked"
+	ackedLife   = time.Minute
+)
+
+// waitAcked fails every call that succeeded unless replicas acknowledge the
+// transaction: its task is then in Redis but may be lost to a failover, and
+// the scheduler tries it again (a conflict then, acknowledged in turn).
+func (c *Client) waitAcked(ctx context.Context, tx *redis.Tx, calls []*pipelinedCall) {
+	if !c.Acks.On() || !slices.ContainsFunc(calls, func(call *pipelinedCall) bool { return call.cmd != nil && call.cmd.Err() == nil }) {
+		return
+	}
+	err := c.Acks.Wait(ctx, tx)
+	if err == nil {
+		return
+	}
+	for _, call := range calls {
+		if call.cmd != nil && call.cmd.Err() == nil {
+			call.cmd.SetErr(err)
+		}
+	}
 }
