@@ -43,6 +43,9 @@ const (
 	// envAddr, when set, is the replica's own fault proxy in front of
 	// Redis (host:port); the replica then reaches Redis only through it.
 	envAddr = "BELFRY_CHAOS_ADDR"
+	// envAcks "true" has the replica's writes wait for one Redis replica's
+	// acknowledgement (the Sentinel topology).
+	envAcks = "BELFRY_CHAOS_ACKS"
 	envOffset  = "BELFRY_CHAOS_OFFSET"
 	envRecord  = "BELFRY_CHAOS_RECORD"
 	envTTL     = "BELFRY_CHAOS_TTL"
@@ -129,8 +132,12 @@ func runChaosReplica(name string) error {
 	}
 	rdb := redis.NewClient(ropts)
 	defer rdb.Close()
+	acks := 0
+	if os.Getenv(envAcks) == "true" {
+		acks = 1
+	}
 	rt, err := runtime.NewWithClock(reg, runtime.Options{Redis: rdb, Namespace: chaosNamespace, Replica: name,
-		LeaseTTL: ttl, Grace: grace, SkewMargin: skewMargin, Logger: log}, clock.Offset(offset))
+		LeaseTTL: ttl, Grace: grace, SkewMargin: skewMargin, Logger: log, ReplicaAcks: acks}, clock.Offset(offset))
 	if err != nil {
 		return err
 	}
@@ -171,7 +178,7 @@ type chaosConfig struct {
 }
 
 // chaosFaults are the fault kinds CHAOS_FAULTS selects from (a comma
-// list; by default every one but those in chaosFaultsOff):
+// list; by default every one):
 //
 //	kill       SIGKILL the leader, restart it shortly after
 //	pause      SIGSTOP the leader for longer than its lease (a zombie)
@@ -182,11 +189,9 @@ type chaosConfig struct {
 //	           (what was sent into the partition is delivered late)
 //	latency    delay every reply to the leader by TTL/8 to TTL/4 for 15-25 s
 //	stall      DEBUG SLEEP: Redis stops answering everyone for TTL/2 to 2 TTL
-//	failover   a Sentinel failover of the primary (needs the sentinel topology)
+//	failover   SENTINEL FAILOVER to the replica; with it the run uses a primary, a
+//	           replica and three sentinels, and the replicas use ReplicaAcks=1
 var chaosFaults = []string{"kill", "pause", "freeze", "restart", "flush", "partition", "latency", "stall", "failover"}
-
-// chaosFaultsOff are the kinds a plain `make chaos` leaves out.
-var chaosFaultsOff = map[string]bool{"failover": true}
 
 func chaosConfigFromEnv(t *testing.T) chaosConfig {
 	t.Helper()
@@ -194,7 +199,7 @@ func chaosConfigFromEnv(t *testing.T) chaosConfig {
 		ttl: 2 * time.Second, grace: 30 * time.Second, faults: map[string]bool{},
 		keep: os.Getenv("CHAOS_KEEP") == "1"}
 	for _, f := range chaosFaults {
-		c.faults[f] = !chaosFaultsOff[f]
+		c.faults[f] = true
 	}
 	if v := os.Getenv("CHAOS_FAULTS"); v != "" {
 		c.faults = map[string]bool{}
@@ -278,7 +283,10 @@ type chaosHarness struct {
 	cfg      chaosConfig
 	dir      string
 	exe      string
+	// redis is the Redis the replicas use; with a Sentinel topology the
+	// server that started as its primary (primary() says which is now).
 	redis    *redistest.Private
+	sentinel *redistest.Sentinel
 	rdb      *redis.Client
 	replicas []*chaosReplica
 	// chaosStart is the origin of the fault schedule's offsets.
@@ -331,10 +339,20 @@ func TestChaos(t *testing.T) {
 	t.Logf("chaos: seed=%d replicas=%d duration=%s lease_ttl=%s grace=%s skew=±%s faults=%s dir=%s",
 		cfg.seed, cfg.replicas, cfg.duration, cfg.ttl, cfg.grace, cfg.skew, strings.Join(faults, ","), dir)
 
-	h.redis = redistest.NewPrivate(t, dir)
-	t.Cleanup(h.redis.Stop)
-	h.rdb = redis.NewClient(&redis.Options{Network: "unix", Addr: h.redis.Socket,
-		DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second})
+	if cfg.faults["failover"] {
+		// A primary, a replica and three sentinels; the harness and every
+		// replica follow the primary, and the replicas' writes wait for
+		// the replica's acknowledgement (Options.ReplicaAcks).
+		h.sentinel = redistest.NewSentinel(t, filepath.Join(dir, "sentinel"), redistest.SentinelOptions{})
+		t.Cleanup(h.sentinel.Close)
+		h.redis, h.failover = h.sentinel.Servers[0], (*chaosHarness).sentinelFailover
+		h.rdb = redis.NewFailoverClient(h.sentinel.FailoverOptions())
+	} else {
+		h.redis = redistest.NewPrivate(t, dir)
+		t.Cleanup(h.redis.Stop)
+		h.rdb = redis.NewClient(&redis.Options{Network: "unix", Addr: h.redis.Socket,
+			DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second})
+	}
 	t.Cleanup(func() { h.rdb.Close() })
 	t.Cleanup(h.killAll) // only on a failure path; a normal run stops them first
 
@@ -781,9 +799,10 @@ func (h *chaosHarness) leader() *chaosReplica {
 func (h *chaosHarness) restartRedis(ev *chaosEvent, queue *[]*chaosEvent) {
 	h.redisRestarts++
 	h.logf("Redis shutdown (SIGTERM); down for %s", ev.hold)
-	h.redis.Stop()
+	p := h.primary()
+	p.Stop()
 	h.after(queue, ev.hold, "redis-start", func() {
-		h.redis.Start()
+		p.Start()
 		h.logf("Redis started again from its AOF")
 	})
 }
@@ -795,7 +814,7 @@ func (h *chaosHarness) stallRedis(ev *chaosEvent) {
 	h.stalls++
 	h.logf("stall: DEBUG SLEEP %s", ev.hold)
 	go func() {
-		rdb := redis.NewClient(&redis.Options{Network: "unix", Addr: h.redis.Socket, ReadTimeout: ev.hold + 10*time.Second, MaxRetries: -1})
+		rdb := redis.NewClient(&redis.Options{Network: "unix", Addr: h.primary().Socket, ReadTimeout: ev.hold + 10*time.Second, MaxRetries: -1})
 		defer rdb.Close()
 		if err := rdb.Do(context.Background(), "DEBUG", "SLEEP", ev.hold.Seconds()).Err(); err != nil {
 			h.logf("DEBUG SLEEP failed: %v", err)
@@ -803,6 +822,36 @@ func (h *chaosHarness) stallRedis(ev *chaosEvent) {
 		}
 		h.logf("stall over: Redis answers again")
 	}()
+}
+
+// primary is the Redis server that takes writes now.
+func (h *chaosHarness) primary() *redistest.Private {
+	if h.sentinel == nil {
+		return h.redis
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if p, err := h.sentinel.Primary(ctx); err == nil {
+		return p
+	}
+	return h.redis
+}
+
+// sentinelFailover has a sentinel promote the replica (SENTINEL FAILOVER,
+// with no wait for it to catch up) and waits until it answers as primary.
+// Writes the old primary took but its replica did not acknowledge are
+// lost; with ReplicaAcks the leader counted none of them as done.
+func (h *chaosHarness) sentinelFailover() {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	old, err := h.sentinel.Failover(ctx)
+	if err != nil {
+		h.logf("SENTINEL FAILOVER failed: %v", err)
+		return
+	}
+	h.failovers++
+	p := h.primary()
+	h.logf("SENTINEL FAILOVER: %s promoted, %s is to become its replica", p.Addr, old.Addr)
 }
 
 // flush loses every key, as FLUSHALL, a restart without persistence or a
@@ -842,7 +891,20 @@ func (h *chaosHarness) start(r *chaosReplica) {
 	r.incarnation++
 	r.name = fmt.Sprintf("r%d.%d", r.idx, r.incarnation)
 	if r.proxy == nil {
-		r.proxy = redistest.NewProxy(h.t, "unix", h.redis.Socket)
+		r.proxy = redistest.NewProxyTo(h.t, func() (string, string, error) {
+			if h.sentinel == nil {
+				return "unix", h.redis.Socket, nil
+			}
+			// The primary now: after a failover the old one drops its
+			// clients, and they reconnect to the new one.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			p, err := h.sentinel.Primary(ctx)
+			if err != nil {
+				return "", "", err
+			}
+			return "unix", p.Socket, nil
+		})
 	}
 	logf, err := os.Create(filepath.Join(h.dir, "replica-"+r.name+".log"))
 	if err != nil {
@@ -852,7 +914,8 @@ func (h *chaosHarness) start(r *chaosReplica) {
 	cmd := exec.Command(h.exe, "-test.run=^TestChaosReplica$", "-test.count=1", "-test.timeout=0", "-test.v")
 	cmd.Env = append(os.Environ(),
 		envReplica+"="+r.name,
-		envSocket+"="+h.redis.Socket,
+		envSocket+"="+h.primary().Socket,
+		envAcks+"="+strconv.FormatBool(h.sentinel != nil),
 		envAddr+"="+r.proxy.Addr(),
 		envOffset+"="+r.offset.String(),
 		envRecord+"="+filepath.Join(h.dir, "exec-"+r.name+".log"),
