@@ -45,12 +45,12 @@ const (
 	envAddr = "BELFRY_CHAOS_ADDR"
 	// envAcks "true" has the replica's writes wait for one Redis replica's
 	// acknowledgement (the Sentinel topology).
-	envAcks = "BELFRY_CHAOS_ACKS"
-	envOffset  = "BELFRY_CHAOS_OFFSET"
-	envRecord  = "BELFRY_CHAOS_RECORD"
-	envTTL     = "BELFRY_CHAOS_TTL"
-	envGrace   = "BELFRY_CHAOS_GRACE"
-	envSkew    = "BELFRY_CHAOS_SKEW_MARGIN"
+	envAcks   = "BELFRY_CHAOS_ACKS"
+	envOffset = "BELFRY_CHAOS_OFFSET"
+	envRecord = "BELFRY_CHAOS_RECORD"
+	envTTL    = "BELFRY_CHAOS_TTL"
+	envGrace  = "BELFRY_CHAOS_GRACE"
+	envSkew   = "BELFRY_CHAOS_SKEW_MARGIN"
 )
 
 const (
@@ -132,12 +132,14 @@ func runChaosReplica(name string) error {
 	}
 	rdb := redis.NewClient(ropts)
 	defer rdb.Close()
-	acks := 0
+	// One replica's acknowledgement, waited for at most a quarter of the
+	// lease (the option must stay below a lease call's TTL/3 bound).
+	acks, ackTimeout := 0, time.Duration(0)
 	if os.Getenv(envAcks) == "true" {
-		acks = 1
+		acks, ackTimeout = 1, ttl/4
 	}
 	rt, err := runtime.NewWithClock(reg, runtime.Options{Redis: rdb, Namespace: chaosNamespace, Replica: name,
-		LeaseTTL: ttl, Grace: grace, SkewMargin: skewMargin, Logger: log, ReplicaAcks: acks}, clock.Offset(offset))
+		LeaseTTL: ttl, Grace: grace, SkewMargin: skewMargin, Logger: log, ReplicaAcks: acks, ReplicaAckTimeout: ackTimeout}, clock.Offset(offset))
 	if err != nil {
 		return err
 	}
@@ -279,10 +281,10 @@ type chaosReplica struct {
 }
 
 type chaosHarness struct {
-	t        *testing.T
-	cfg      chaosConfig
-	dir      string
-	exe      string
+	t   *testing.T
+	cfg chaosConfig
+	dir string
+	exe string
 	// redis is the Redis the replicas use; with a Sentinel topology the
 	// server that started as its primary (primary() says which is now).
 	redis    *redistest.Private
@@ -293,7 +295,7 @@ type chaosHarness struct {
 	chaosStart time.Time
 
 	kills, pauses, freezes, redisRestarts, flushes int
-	partitions, latencies, stalls, failovers      int
+	partitions, latencies, stalls, failovers       int
 	// operator is a runtime of the harness's own, never run: it pauses and
 	// resumes as an operator would and reads the detected losses.
 	operator *runtime.Runtime

@@ -138,11 +138,14 @@ func openRedisURL(rawURL string) (*redis.Client, error) {
 		if err != nil {
 			return nil, err
 		}
+		fopts.ContextTimeoutEnabled = true
 		return redis.NewFailoverClient(fopts), nil
 	}
 	ropts, err := redis.ParseURL(rawURL)
 	if err != nil {
 		return nil, err
 	}
+	// The runtime bounds its calls with contexts (see bounded).
+	ropts.ContextTimeoutEnabled = true
 	return redis.NewClient(ropts), nil
 }

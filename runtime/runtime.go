@@ -256,6 +256,8 @@ func (r *Runtime) RedisState() (RedisState, error) {
 	switch {
 	case !r.redisSeen:
 		return RedisUnknown, nil
+	case r.redisErr != nil && isSlow(r.redisErr):
+		return RedisSlow, r.redisErr
 	case r.redisErr != nil:
 		return RedisDown, r.redisErr
 	}
