@@ -95,7 +95,9 @@ func (l *Lease) HandoverKey() string { return l.keys.Lease + ":handover" }
 // none is alive or a handover's window still holds (see above). Handed
 // over, this replica steps down at once and stays out of the election for
 // the window (base, doubled for each recent handover, at most limit); it
-// keeps heartbeating meanwhile. wait is that cool-down, or how long the
+// keeps heartbeating meanwhile.
+// If nobody takes the lease within a TTL of the handover (the follower it
+// was meant for is gone), the cool-down ends and this replica leads again. wait is that cool-down, or how long the
 // window that refused it still holds.
 func (l *Lease) Handover(ctx context.Context, reason string, base, limit time.Duration) (outcome HandoverOutcome, wait time.Duration, err error) {
 	value, ok := l.Current()
@@ -124,7 +126,7 @@ func (l *Lease) Handover(ctx context.Context, reason string, base, limit time.Du
 	if err != nil || outcome != HandedOver {
 		l.coolUntil = time.Time{}
 	} else {
-		l.coolUntil = l.clock.Now().Add(wait)
+		l.coolFrom, l.coolUntil = l.clock.Now(), l.clock.Now().Add(wait)
 	}
 	l.mu.Unlock()
 	if err != nil || outcome != HandedOver {
@@ -141,6 +143,20 @@ func (l *Lease) CoolingDown() (until time.Time, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.coolUntil, l.clock.Now().Before(l.coolUntil)
+}
+
+// endCoolDownUnheld ends the cool-down when the lease has been free for a
+// TTL since the handover: the follower meant to take it is gone (crashed,
+// cut off), and a slow leader beats none.
+func (l *Lease) endCoolDownUnheld() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.clock.Now().Sub(l.coolFrom) < l.ttl {
+		return false
+	}
+	l.coolUntil = time.Time{}
+	l.log.Warn("no other replica took the lease it was handed; this replica ends its cool-down and leads again")
+	return true
 }
 
 // coolDownLeft is how long the cool-down still lasts, 0 if none.

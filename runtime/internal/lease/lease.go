@@ -81,8 +81,8 @@ type Lease struct {
 	// since is when this replica gained the lease it holds.
 	since time.Time
 	// coolUntil keeps this replica out of the election after it handed
-	// the lease over (see Handover).
-	coolUntil time.Time
+	// the lease over at coolFrom (see Handover).
+	coolFrom, coolUntil time.Time
 
 	// changed receives a signal whenever leadership is gained or lost.
 	changed chan struct{}
@@ -421,6 +421,9 @@ func (l *Lease) acquire(ctx context.Context, holdOff bool) (time.Duration, error
 	}
 	if l.onHolder != nil && value != "" {
 		l.onHolder(value)
+	}
+	if holdOff && value == "" && l.endCoolDownUnheld() {
+		return 0, nil // nobody took the lease: take it now
 	}
 	// Try again the moment the holder's key expires (plus a hair, so the
 	// key is surely gone), but heartbeat at least once per TTL.
