@@ -95,9 +95,9 @@ func (l *Lease) HandoverKey() string { return l.keys.Lease + ":handover" }
 // none is alive or a handover's window still holds (see above). Handed
 // over, this replica steps down at once and stays out of the election for
 // the window (base, doubled for each recent handover, at most limit); it
-// keeps heartbeating meanwhile.
-// If nobody takes the lease within a TTL of the handover (the follower it
-// was meant for is gone), the cool-down ends and this replica leads again. wait is that cool-down, or how long the
+// keeps heartbeating meanwhile. If nobody takes the lease within a TTL of
+// the handover (the follower it was meant for is gone), the cool-down ends
+// and this replica leads again. wait is the cool-down, or how long the
 // window that refused it still holds.
 func (l *Lease) Handover(ctx context.Context, reason string, base, limit time.Duration) (outcome HandoverOutcome, wait time.Duration, err error) {
 	value, ok := l.Current()
