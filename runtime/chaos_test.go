@@ -458,7 +458,8 @@ func TestChaos(t *testing.T) {
 		fmt.Printf("chaos: freezes=%d (leader stopped for just under its lease)\n", h.freezes)
 	}
 	if h.latencies > 0 {
-		fmt.Printf("chaos: latency_spikes=%d (the leader's replies slowed for several seconds)\n", h.latencies)
+		fmt.Printf("chaos: latency_spikes=%d handovers=%d (the leader's replies slowed for several seconds; leaders that handed the lease over for lateness)\n",
+			h.latencies, h.countInLogs("handed the lease over"))
 	}
 	skew := strconv.FormatFloat(cfg.skew.Seconds(), 'f', -1, 64)
 	line := fmt.Sprintf("chaos: occurrences=%d duplicates=%d missed=%d kills=%d pauses=%d skew_s=%s redis_restarts=%d paused_slots=%d flushes=%d lost_window=%d partitions=%d stalls=%d failovers=%d",
@@ -1032,6 +1033,19 @@ func (h *chaosHarness) watch() (stop func()) {
 		}
 	}()
 	return func() { close(done); <-finished }
+}
+
+// countInLogs counts the replicas' log lines that contain text.
+func (h *chaosHarness) countInLogs(text string) int {
+	n := 0
+	files, _ := filepath.Glob(filepath.Join(h.dir, "replica-*.log"))
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err == nil {
+			n += strings.Count(string(b), text)
+		}
+	}
+	return n
 }
 
 // readRecords counts executions per schedule and slot: first attempts and
