@@ -53,6 +53,7 @@ type Runtime struct {
 	unserved   unservedLog
 	redisCheck redisCheck
 	dataWatch  dataWatch
+	lateness   lateness
 }
 
 // recordTTL bounds how long an occurrence record outlives its index entry.
@@ -80,21 +81,25 @@ func newRuntime(reg *registry.Registry, opts Options, clk clock.Clock) (*Runtime
 	case opts.Redis != nil:
 		r.rdb = opts.Redis
 	case opts.RedisURL != "":
-		ropts, err := redis.ParseURL(opts.RedisURL)
+		rdb, err := openRedisURL(opts.RedisURL)
 		if err != nil {
 			return nil, redisURLError(opts.RedisURL, err)
 		}
-		r.rdb, r.ownsClient = redis.NewClient(ropts), true
+		r.rdb, r.ownsClient = rdb, true
 	default:
 		r.disabled = "no Redis configured (set Options.Redis or Options.RedisURL)"
 		return r, nil
 	}
 	r.redisURL = opts.RedisURL
 	r.store = store.New(r.rdb, opts.Namespace, opts.HistoryLimit, recordTTL)
-	r.client = asynq.NewClientFromRedisClient(pipeline.NewClient(r.rdb))
+	r.store.Acks = opts.acks()
+	enqueuer := pipeline.NewClient(r.rdb)
+	enqueuer.Acks = opts.acks()
+	r.client = asynq.NewClientFromRedisClient(enqueuer)
 	r.inspector = asynq.NewInspectorFromRedisClient(r.rdb)
 	r.lease = lease.New(lease.Config{Redis: r.rdb, Keys: r.store.Keys, Replica: opts.Replica,
-		TTL: opts.LeaseTTL, Log: r.log, OnRedis: r.noteRedis, Clock: clk, MayLead: r.mayLead, OnHolder: r.seeHolder})
+		TTL: opts.LeaseTTL, Log: r.log, OnRedis: r.noteRedis, Clock: clk, MayLead: r.mayLead, OnHolder: r.seeHolder,
+		Acks: opts.acks()})
 	return r, nil
 }
 
@@ -251,6 +256,8 @@ func (r *Runtime) RedisState() (RedisState, error) {
 	switch {
 	case !r.redisSeen:
 		return RedisUnknown, nil
+	case r.redisErr != nil && isSlow(r.redisErr):
+		return RedisSlow, r.redisErr
 	case r.redisErr != nil:
 		return RedisDown, r.redisErr
 	}

@@ -33,6 +33,9 @@ import (
 // reply, which is the truth about whether its task went in.
 type Client struct {
 	redis.UniversalClient
+	// Acks, when on, makes each fenced transaction count only once
+	// replicas acknowledge it (see sendFenced). Set it before use.
+	Acks Acks
 
 	mu      sync.Mutex
 	waiting []*pipelinedCall

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/belfry/belfry/runtime/internal/pipeline"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -27,6 +28,9 @@ type Store struct {
 	HistoryLimit int
 	// RecordTTL bounds how long a record outlives its index entry.
 	RecordTTL time.Duration
+	// Acks, when on, makes the leader's fenced writes (cursors, ledger,
+	// epoch) count only once replicas acknowledge them.
+	Acks pipeline.Acks
 }
 
 // New returns the store of namespace ns on rdb.
@@ -80,7 +84,7 @@ func (s *Store) Commit(ctx context.Context, leaseValue string, items []Commit) e
 		if err != nil {
 			return err
 		}
-		ok, err := commitScript.Run(ctx, s.rdb, []string{s.Keys.Lease}, leaseValue, s.Keys.Prefix,
+		ok, err := s.Acks.Run(ctx, s.rdb, commitScript, []string{s.Keys.Lease}, leaseValue, s.Keys.Prefix,
 			s.HistoryLimit, int(s.RecordTTL.Seconds()), batch).Int()
 		if err != nil {
 			return err
@@ -135,7 +139,7 @@ func (s *Store) InitCursors(ctx context.Context, leaseValue string, now int64, n
 		for _, n := range names[start:min(start+Chunk, len(names))] {
 			args = append(args, n)
 		}
-		ok, err := initCursorsScript.Run(ctx, s.rdb, []string{s.Keys.Lease}, args...).Int()
+		ok, err := s.Acks.Run(ctx, s.rdb, initCursorsScript, []string{s.Keys.Lease}, args...).Int()
 		if err != nil {
 			return err
 		}
@@ -355,7 +359,7 @@ func (s *Store) Pauses(ctx context.Context, names []string) ([]*Pause, error) {
 // Epoch returns the store's epoch, creating it with candidate if there is
 // none; created says it did.
 func (s *Store) Epoch(ctx context.Context, leaseValue, candidate string) (epoch string, created bool, err error) {
-	res, err := epochScript.Run(ctx, s.rdb, []string{s.Keys.Lease, s.Keys.Epoch}, leaseValue, candidate).Result()
+	res, err := s.Acks.Run(ctx, s.rdb, epochScript, []string{s.Keys.Lease, s.Keys.Epoch}, leaseValue, candidate).Result()
 	if err != nil {
 		return "", false, err
 	}
