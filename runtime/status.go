@@ -58,6 +58,15 @@ type Snapshot struct {
 	LostWrites []LostWrites
 	// DuplicateReplica says another process uses this replica's name.
 	DuplicateReplica string
+	// NamespaceContention says a replica of another registry beats in this
+	// namespace (see Runtime.NamespaceContention).
+	NamespaceContention string
+	// Misrouted are recent reports of this service's occurrences bounced
+	// by workers of their queue (see Runtime.MisroutedOccurrences).
+	Misrouted []Misrouted
+	// LegacyNamespace says an earlier deployment still schedules this
+	// registry in the old default namespace (see Runtime.LegacyNamespace).
+	LegacyNamespace string
 }
 
 // recentPerSchedule is how many occurrences the index page shows per row.
@@ -77,7 +86,9 @@ func (r *Runtime) Snapshot(ctx context.Context) (Snapshot, error) {
 				if paused, err = r.Paused(ctx); err == nil {
 					if snap.Cluster, err = r.Cluster(ctx); err == nil {
 						if snap.Unserved, err = r.UnservedQueues(); err == nil {
-							snap.LostWrites, err = r.LostWrites(ctx)
+							if snap.LostWrites, err = r.LostWrites(ctx); err == nil {
+								snap.Misrouted, err = r.MisroutedOccurrences(ctx)
+							}
 						}
 					}
 				}
@@ -89,6 +100,7 @@ func (r *Runtime) Snapshot(ctx context.Context) (Snapshot, error) {
 	snap.Redis = state
 	snap.RedisUnsafe = r.RedisUnsafe()
 	snap.DuplicateReplica = r.DuplicateReplica()
+	snap.NamespaceContention, snap.LegacyNamespace = r.NamespaceContention(), r.LegacyNamespace()
 	if lastErr != nil {
 		snap.RedisError = redactSecrets(lastErr.Error(), r.redisURL)
 	}
