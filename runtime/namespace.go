@@ -120,6 +120,7 @@ type namespaceWatch struct {
 	// registry's schedules; "" when not, or when Namespace was set.
 	legacy        string
 	legacyChecked time.Time
+	legacyOff     bool // the ACL refuses the old namespace's keys
 }
 
 // namespaceKeys are the keys of the identity check.
@@ -300,7 +301,7 @@ func (r *Runtime) checkLegacy(ctx context.Context, now time.Time) {
 	}
 	w := &r.namespace
 	w.mu.Lock()
-	due := now.Sub(w.legacyChecked) >= legacyCheckEvery
+	due := !w.legacyOff && now.Sub(w.legacyChecked) >= legacyCheckEvery
 	if due {
 		w.legacyChecked = now
 	}
@@ -322,6 +323,15 @@ func (r *Runtime) checkLegacy(ctx context.Context, now time.Time) {
 		})
 	})
 	if err != nil {
+		if strings.HasPrefix(err.Error(), "NOPERM") {
+			// An ACL that keeps this service out of the old namespace says
+			// it was never there: stop asking, so as not to fill the ACL log.
+			w.mu.Lock()
+			w.legacyOff = true
+			w.mu.Unlock()
+			r.log.Info("the Redis user may not read the old default namespace; not looking for an earlier deployment there",
+				"old_namespace", NamespaceLegacy)
+		}
 		return
 	}
 	var shared []string
