@@ -17,7 +17,7 @@
 // and a queue never share an occurrence ID; it is the asynq TaskID. The
 // default namespace is named after the registry's package (DefaultNamespace),
 // and the handlers refuse another service's occurrence on a shared queue
-// (see namespace.go and RegisterHandlers). asynq's enqueue is an atomic check-and-insert on that ID,
+// (see DefaultNamespace, NamespaceContention and RegisterHandlers). asynq's enqueue is an atomic check-and-insert on that ID,
 // so a second enqueue of the same occurrence is rejected with
 // asynq.ErrTaskIDConflict, which the runtime treats as "already enqueued".
 // The holder's enqueues and cursor commits are fenced (see below): Redis
