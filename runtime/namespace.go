@@ -292,9 +292,11 @@ const legacyProbe = 64
 // an earlier version, on the old default namespace, that still holds a
 // lease there and has cursors for this registry's schedules. Both then
 // schedule the same slots under different IDs: every slot runs twice until
-// the old replicas are gone. It is a loud warning, not a refusal, since the
-// old replicas publish no identity to tell a predecessor from an unrelated
-// service that happens to use the old namespace and a schedule name.
+// the old replicas are gone. It is a loud warning, not a refusal, since
+// replicas of earlier versions publish no identity to tell a predecessor
+// from an unrelated service that happens to use the old namespace and a
+// schedule name; replicas of this version that set the old namespace do,
+// and a leader there of only other identities is not warned about.
 func (r *Runtime) checkLegacy(ctx context.Context, now time.Time) {
 	if !r.derivedNamespace || r.opts.Namespace == NamespaceLegacy {
 		return
@@ -315,10 +317,12 @@ func (r *Runtime) checkLegacy(ctx context.Context, now time.Time) {
 	}
 	var leaseCmd *redis.IntCmd
 	var cursorsCmd *redis.SliceCmd
+	var identitiesCmd *redis.StringSliceCmd
 	_, err := lease.Obey(ctx, func(ctx context.Context) ([]redis.Cmder, error) {
 		return r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			leaseCmd = p.Exists(ctx, NamespaceLegacy+":lease")
 			cursorsCmd = p.HMGet(ctx, NamespaceLegacy+":cursors", names...)
+			identitiesCmd = p.ZRange(ctx, NamespaceLegacy+":registries", 0, -1)
 			return nil
 		})
 	})
@@ -334,8 +338,15 @@ func (r *Runtime) checkLegacy(ctx context.Context, now time.Time) {
 		}
 		return
 	}
+	// Replicas of this version that chose the old namespace publish their
+	// identity: if some do and none is of this registry, the leader there
+	// is another service's, which merely shares a schedule name.
+	predecessor := true
+	if ids := identitiesCmd.Val(); len(ids) > 0 {
+		predecessor = slices.ContainsFunc(ids, func(m string) bool { return strings.HasPrefix(m, r.identity+"|") })
+	}
 	var shared []string
-	if leaseCmd.Val() > 0 {
+	if leaseCmd.Val() > 0 && predecessor {
 		for i, v := range cursorsCmd.Val() {
 			if v != nil {
 				shared = append(shared, names[i])

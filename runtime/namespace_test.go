@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"regexp"
 	"slices"
@@ -388,4 +389,38 @@ func TestLiveLeaderInTheLegacyNamespaceIsReported(t *testing.T) {
 		t.Errorf("health %s while both deployments schedule, want unhealthy", h.Status)
 	}
 
+	// A leader in the old namespace that publishes another registry's
+	// identity is another service that kept it, not a predecessor.
+	rdb.ZAdd(ctx, runtime.NamespaceLegacy+":registries", redis.Z{Score: float64(time.Now().UnixMilli()), Member: "example.com/kept/jobs|kept-1"})
+	s.Package = uniq("example.com/next") + "/jobs"
+	next := startService(t, rdb, runtime.Options{Replica: "next-1", LeaseTTL: time.Second}, "", s)
+	waitFor(t, 10*time.Second, "the other service to lead (after its first look)", next.rt.IsLeader)
+	if got := next.rt.LegacyNamespace(); got != "" {
+		t.Errorf("warned of another service's leader in the old namespace: %s", got)
+	}
+
+}
+
+// The handlers refuse only what another live registry owns: an occurrence
+// of a namespace nobody beats in (this service's own, before its Namespace
+// changed) and one whose ID names no namespace (enqueued by an earlier
+// version) run where they land.
+func TestOccurrencesOfNoLiveRegistryStillRun(t *testing.T) {
+	t.Parallel()
+	rdb := sharedRedis(t)
+	queue := uniq("q")
+	svc := startService(t, rdb, runtime.Options{Namespace: uniq("now"), Replica: "now-1", LeaseTTL: time.Second},
+		queue, registry.Schedule{Name: "nightly", Expr: "17 3 * * *", Queue: queue, Package: "example.com/svc/jobs"})
+	client := asynq.NewClientFromRedisClient(rdb)
+	slot := time.Date(2026, 11, 29, 3, 17, 0, 0, time.UTC)
+	for i, id := range []string{
+		(registry.Scope{Namespace: uniq("before"), Schedule: "nightly"}).ID(slot),
+		"cron:nightly:" + fmt.Sprint(slot.Add(24*time.Hour).Unix()),
+	} {
+		occ := registry.Occurrence{Schedule: "nightly", Slot: slot.Add(time.Duration(i) * 24 * time.Hour), Zone: "UTC", ID: id}
+		if _, err := client.Enqueue(asynq.NewTask("nightly", registry.EncodeOccurrence(occ)), asynq.Queue(queue), asynq.TaskID(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 10*time.Second, "both occurrences to run", func() bool { return len(svc.ran.slots("nightly")) == 2 })
 }
