@@ -14,7 +14,10 @@
 //
 // An occurrence's identity is "cron:<namespace>/<name>:<slot unix seconds>"
 // (registry.Scope), unique per namespace, so two services sharing a Redis
-// and a queue never take each other's occurrences; it is the asynq TaskID. asynq's enqueue is an atomic check-and-insert on that ID,
+// and a queue never share an occurrence ID; it is the asynq TaskID. The
+// default namespace is named after the registry's package (DefaultNamespace),
+// and the handlers refuse another service's occurrence on a shared queue
+// (see DefaultNamespace, NamespaceContention and RegisterHandlers). asynq's enqueue is an atomic check-and-insert on that ID,
 // so a second enqueue of the same occurrence is rejected with
 // asynq.ErrTaskIDConflict, which the runtime treats as "already enqueued".
 // The holder's enqueues and cursor commits are fenced (see below): Redis

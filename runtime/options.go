@@ -16,7 +16,6 @@ import (
 
 // Defaults for Options.
 const (
-	NamespaceDefault          = "belfry"
 	LeaseTTLDefault           = 15 * time.Second
 	SkewMarginDefault         = time.Minute
 	HistoryLimitDefault       = 50
@@ -39,8 +38,14 @@ type Options struct {
 	// ("redis://sentinel1:26379?master_name=mymaster&addr=sentinel2:26379").
 	RedisURL string
 	Logger   *slog.Logger
-	// Namespace prefixes every key the runtime writes, so several services
-	// can share one Redis.
+	// Namespace prefixes every key the runtime writes and every occurrence
+	// ID, so several services can share one Redis. The replicas of one
+	// service must share it, and two services must not. Default:
+	// DefaultNamespace(registry), named after the registry's first package
+	// (e.g. "service.jobs-1f0c33a2"), which tells services apart and stays
+	// the same when the schedules change. Set it to NamespaceLegacy
+	// ("belfry") to keep the namespace of a deployment that began before
+	// the default was derived.
 	Namespace string
 	// Replica names this process in the lease, the ledger and the admin
 	// page. Default: hostname-pid.
@@ -85,7 +90,6 @@ type Options struct {
 var replicaRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$`)
 
 func (o *Options) normalize() error {
-	o.Namespace = cmp.Or(o.Namespace, NamespaceDefault)
 	o.LeaseTTL = cmp.Or(o.LeaseTTL, LeaseTTLDefault)
 	o.SkewMargin = cmp.Or(o.SkewMargin, SkewMarginDefault)
 	o.HistoryLimit = cmp.Or(o.HistoryLimit, HistoryLimitDefault)

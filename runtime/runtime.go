@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -54,6 +55,13 @@ type Runtime struct {
 	redisCheck redisCheck
 	dataWatch  dataWatch
 	lateness   lateness
+
+	// identity tells this registry's service from others in the namespace;
+	// derivedNamespace is true when the namespace is the default.
+	identity         string
+	derivedNamespace bool
+	namespace        namespaceWatch
+	foreign          foreignOwners
 }
 
 // recordTTL bounds how long an occurrence record outlives its index entry.
@@ -71,10 +79,14 @@ func newRuntime(reg *registry.Registry, opts Options, clk clock.Clock) (*Runtime
 	if reg == nil {
 		return nil, errors.New("registry is nil; pass the Registry that crongen generated")
 	}
+	identity, derived := cmp.Or(registryIdentity(reg), "unknown"), opts.Namespace == ""
+	if derived {
+		opts.Namespace = DefaultNamespace(reg)
+	}
 	if err := opts.normalize(); err != nil {
 		return nil, err
 	}
-	r := &Runtime{reg: reg, opts: opts, clock: clk}
+	r := &Runtime{reg: reg, opts: opts, clock: clk, identity: identity, derivedNamespace: derived}
 	r.redisCheck.every = redisCheckEvery
 	r.log = opts.Logger.With("replica", opts.Replica)
 	switch {
@@ -98,7 +110,7 @@ func newRuntime(reg *registry.Registry, opts Options, clk clock.Clock) (*Runtime
 	r.client = asynq.NewClientFromRedisClient(enqueuer)
 	r.inspector = asynq.NewInspectorFromRedisClient(r.rdb)
 	r.lease = lease.New(lease.Config{Redis: r.rdb, Keys: r.store.Keys, Replica: opts.Replica,
-		TTL: opts.LeaseTTL, Log: r.log, OnRedis: r.noteRedis, Clock: clk, MayLead: r.mayLead, OnHolder: r.seeHolder,
+		TTL: opts.LeaseTTL, Log: r.log, OnRedis: r.noteRedis, Clock: clk, MayLead: r.mayLeadInNamespace, OnHolder: r.seeHolder,
 		Acks: opts.acks()})
 	return r, nil
 }
@@ -460,16 +472,4 @@ func (r *Runtime) enqueueManual(ctx context.Context, s *registry.Schedule, occ r
 		r.log.Warn("manual occurrence enqueued but not recorded in history", "id", occ.ID, "err", err)
 	}
 	return nil
-}
-
-// RegisterHandlers registers every schedule's handler on mux, wrapped so the
-// runtime records each execution (start, finish, duration, error) in its
-// ledger; extra middleware runs inside that recording.
-func (r *Runtime) RegisterHandlers(mux *asynq.ServeMux, middleware ...registry.Middleware) {
-	mw := append([]registry.Middleware{r.Middleware()}, middleware...)
-	for _, s := range r.reg.Schedules() {
-		mux.HandleFunc(s.Name, func(ctx context.Context, t *asynq.Task) error {
-			return s.HandlePayload(ctx, t.Payload(), mw...)
-		})
-	}
 }
