@@ -264,7 +264,13 @@ func (r *Runtime) enqueuePlan(ctx context.Context, fence *pipeline.Fence, p *slo
 		}
 		occ := s.Occurrence(r.opts.Namespace, slot)
 		if outcome == OutcomeEnqueued {
-			if _, err := r.enqueue(ctx, s, occ, r.retention(s)); err != nil {
+			// The cursor rises to the slot in the enqueue's own
+			// transaction, so a crash before the commit below leaves no
+			// enqueued slot after the cursor for the next holder to
+			// enqueue again once the task's ID is free.
+			mark := &pipeline.Mark{Exists: asynqTaskKey(s.Queue, occ.ID), Hash: r.store.Keys.Cursors,
+				Field: s.Name, Value: slot.Unix(), Also: r.store.Keys.LastID, AlsoValue: occ.ID}
+			if _, err := r.enqueue(pipeline.WithMark(ctx, mark), s, occ, r.retention(s)); err != nil {
 				if fence.Rejected() {
 					err = store.ErrNotLeader
 				}
@@ -276,6 +282,11 @@ func (r *Runtime) enqueuePlan(ctx context.Context, fence *pipeline.Fence, p *slo
 			Outcome: string(outcome), Score: slot.UnixMilli()})
 	}
 }
+
+// asynqTaskKey is the key of asynq's hash for a task (asynq v0.26's
+// layout, which its enqueue script checks for an ID conflict): it exists
+// once the task is in, whatever became of it since, until asynq deletes it.
+func asynqTaskKey(queue, id string) string { return "asynq:{" + queue + "}:t:" + id }
 
 // enqueue puts one occurrence into asynq and reports whether it inserted
 // it. A task ID conflict means another replica (or an earlier attempt of

@@ -71,6 +71,7 @@ func (c *Client) sendFenced(ctx context.Context, f *Fence, calls []*pipelinedCal
 						call.cmd = p.EvalSha(ctx, call.sha, call.keys, call.args...)
 					}
 				}
+				queueMarks(ctx, p, calls)
 				return nil
 			})
 			if errors.Is(err, redis.TxFailedErr) {
@@ -93,7 +94,7 @@ func (c *Client) Eval(ctx context.Context, script string, keys []string, args ..
 	if f == nil {
 		return c.UniversalClient.Eval(ctx, script, keys, args...)
 	}
-	call := &pipelinedCall{ctx: ctx, body: script, keys: keys, args: args, fence: f}
+	call := &pipelinedCall{ctx: ctx, body: script, keys: keys, args: args, fence: f, mark: markOf(ctx)}
 	if err := c.sendFenced(context.WithoutCancel(ctx), f, []*pipelinedCall{call}); err != nil && call.cmd == nil {
 		return call.fail(err)
 	}

@@ -50,6 +50,7 @@ type pipelinedCall struct {
 	keys  []string
 	args  []any
 	fence *Fence // nil: unconditional
+	mark  *Mark  // nil: none; only with a fence
 	cmd   *redis.Cmd
 	done  chan struct{}
 }
@@ -60,7 +61,7 @@ func NewClient(c redis.UniversalClient) *Client {
 }
 
 func (c *Client) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
-	call := &pipelinedCall{ctx: ctx, sha: sha, keys: keys, args: args, fence: fenceOf(ctx), done: make(chan struct{})}
+	call := &pipelinedCall{ctx: ctx, sha: sha, keys: keys, args: args, fence: fenceOf(ctx), mark: markOf(ctx), done: make(chan struct{})}
 	if err := ctx.Err(); err != nil {
 		return call.fail(err)
 	}

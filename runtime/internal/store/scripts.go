@@ -56,7 +56,11 @@ var commitScript = redis.NewScript(recordLua + `
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 local p, limit, ttl = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 for _, s in ipairs(cjson.decode(ARGV[5])) do
-  redis.call('HSET', p .. 'cursors', s.name, s.cursor)
+  -- Never lowered: the enqueue raised it already to the slot it put in
+  -- asynq, and a commit that follows a failed enqueue (whose reply was
+  -- lost, though it ran) must not send the next holder back before it.
+  local cur = tonumber(redis.call('HGET', p .. 'cursors', s.name))
+  if cur == nil or s.cursor > cur then redis.call('HSET', p .. 'cursors', s.name, s.cursor) end
   if s.last_id ~= '' then redis.call('HSET', p .. 'lastid', s.name, s.last_id) end
   for _, r in ipairs(s.recs) do record(p, limit, ttl, s.name, r) end
   count(p, s.name, s.counts)

@@ -165,3 +165,27 @@ func TestForgetRemovesEveryTraceOfOneSchedule(t *testing.T) {
 		t.Errorf("gone's last ID remains: %q", id)
 	}
 }
+
+// A commit never moves a cursor back: the enqueue raised it to the slot it
+// put in asynq, and a commit after a failed enqueue whose reply was lost
+// (it ran) carries the cursor from before that slot.
+func TestACommitNeverLowersACursor(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	hold(t, s, ctx, "r0|1")
+	if err := redistest.Shared(t).HSet(ctx, s.Keys.Cursors, "tick", 1010).Err(); err != nil { // the enqueue's mark
+		t.Fatal(err)
+	}
+	if err := s.Commit(ctx, "r0|1", []store.Commit{{Name: "tick", Cursor: 1009}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := s.Cursors(ctx, []string{"tick"}); got[0] != 1010 {
+		t.Errorf("cursor %d after a commit of an older one, want 1010 kept", got[0])
+	}
+	if err := s.Commit(ctx, "r0|1", []store.Commit{{Name: "tick", Cursor: 1011}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := s.Cursors(ctx, []string{"tick"}); got[0] != 1011 {
+		t.Errorf("cursor %d, want 1011", got[0])
+	}
+}
