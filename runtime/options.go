@@ -50,7 +50,8 @@ type Options struct {
 	// Redis data cursors restart this far past Redis's clock.
 	SkewMargin time.Duration
 	// HistoryLimit is the number of occurrences kept per schedule in the
-	// ledger.
+	// ledger; a schedule that fires more often than once a minute keeps at
+	// most 20 (each record costs Redis about half a kilobyte).
 	HistoryLimit int
 	// EnqueueConcurrency bounds the concurrent enqueues when many schedules
 	// come due together (the midnight spike). Enqueues made at the same

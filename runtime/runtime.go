@@ -15,6 +15,7 @@ import (
 
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime/internal/clock"
+	"github.com/belfry/belfry/runtime/internal/knob"
 	"github.com/belfry/belfry/runtime/internal/lease"
 	"github.com/belfry/belfry/runtime/internal/pipeline"
 	"github.com/belfry/belfry/runtime/internal/store"
@@ -64,6 +65,8 @@ func New(reg *registry.Registry, opts Options) (*Runtime, error) {
 	return newRuntime(reg, opts, clock.Real{})
 }
 
+func init() { knob.NewWithClock = newRuntime }
+
 // newRuntime is New with the clock that lease, scheduler and ledger share:
 // tests place a runtime at another instant, the chaos harness skews it.
 func newRuntime(reg *registry.Registry, opts Options, clk clock.Clock) (*Runtime, error) {
@@ -91,6 +94,7 @@ func newRuntime(reg *registry.Registry, opts Options, clk clock.Clock) (*Runtime
 	}
 	r.redisURL = opts.RedisURL
 	r.store = store.New(r.rdb, opts.Namespace, opts.HistoryLimit, recordTTL)
+	r.store.Limits = historyLimits(reg, opts.HistoryLimit)
 	r.client = asynq.NewClientFromRedisClient(pipeline.NewClient(r.rdb))
 	r.inspector = asynq.NewInspectorFromRedisClient(r.rdb)
 	r.lease = lease.New(lease.Config{Redis: r.rdb, Keys: r.store.Keys, Replica: opts.Replica,

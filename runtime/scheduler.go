@@ -41,6 +41,22 @@ type leaderState struct {
 	value   string
 	cursors map[string]time.Time
 	queue   dueHeap
+	// committing is the last batch's commit, still running while the next
+	// batch enqueues; nil when none is.
+	committing *batchCommit
+}
+
+// dispatchBatch bounds the schedules one dispatch takes from the heap, so
+// that when many come due at once (100,000 at midnight) the loop looks at
+// its lease and its context between batches, and each batch's commit runs
+// while the next batch enqueues.
+const dispatchBatch = 4096
+
+// batchCommit is one batch's fenced commit, running in the background.
+type batchCommit struct {
+	plans []*slotPlan
+	done  chan struct{}
+	err   error
 }
 
 // scheduleLoop runs on every replica; it only enqueues while this replica
@@ -57,6 +73,9 @@ func (r *Runtime) scheduleLoop(ctx context.Context) {
 		value, leader := r.lease.Current()
 		switch {
 		case !leader:
+			if st != nil {
+				r.finishCommit(st) // refused if it came too late; the next holder reads Redis
+			}
 			st = nil
 			r.learnEpoch(ctx)
 			// Woken when the lease changes; the cap is a backstop against
@@ -75,8 +94,15 @@ func (r *Runtime) scheduleLoop(ctx context.Context) {
 		default:
 			now := r.clock.Now()
 			r.checkUnserved(now)
-			if len(st.queue) > 0 && !st.queue[0].slot.After(now) {
-				if err := r.dispatch(ctx, st, now); err != nil {
+			due := len(st.queue) > 0 && !st.queue[0].slot.After(now)
+			if due || st.committing != nil {
+				var err error
+				if due {
+					err = r.dispatch(ctx, st, now)
+				} else {
+					err = r.finishCommit(st) // nothing more due: wait for the last batch
+				}
+				if err != nil {
 					// The cursors in Redis are the truth; what this replica
 					// holds in memory may be ahead of them after a failed
 					// commit, so it is rebuilt before the next attempt.
@@ -166,13 +192,15 @@ func (r *Runtime) loadLeaderState(ctx context.Context, value string) (*leaderSta
 	return st, nil
 }
 
-// dispatch handles every schedule due at now: enqueue (idempotent by task
-// ID), then advance the cursors in fenced writes. A crash between the two
-// makes the next holder enqueue the same IDs again, which asynq rejects.
+// dispatch handles the schedules due at now, at most dispatchBatch of
+// them: enqueue (idempotent by task ID, each raising its cursor in the
+// same transaction), then advance the cursors and record the slots in
+// fenced writes, in the background while the next batch enqueues. A crash
+// between the two leaves the next holder nothing to enqueue again.
 func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) error {
 	var plans []*slotPlan
 	var names []string
-	for len(st.queue) > 0 && !st.queue[0].slot.After(now) {
+	for len(st.queue) > 0 && !st.queue[0].slot.After(now) && len(plans) < dispatchBatch {
 		d := heap.Pop(&st.queue).(due)
 		plans = append(plans, planSlots(r.scope(d.sched), d.sched, d.slot, st.cursors[d.sched.Name], now, r.Grace(d.sched)))
 		names = append(names, d.sched.Name)
@@ -181,7 +209,7 @@ func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) 
 	// holds from the next slot on, whoever leads.
 	pauses, err := r.store.Pauses(ctx, names)
 	if err != nil {
-		return err
+		return errors.Join(err, r.finishCommit(st))
 	}
 	for i, p := range pauses {
 		if p != nil {
@@ -193,6 +221,7 @@ func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) 
 	var firstErr error
 	for _, p := range plans {
 		if errors.Is(p.err, store.ErrNotLeader) {
+			r.finishCommit(st)
 			return store.ErrNotLeader // the commit would be refused too
 		}
 		if p.err != nil && firstErr == nil {
@@ -200,19 +229,45 @@ func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) 
 		}
 		commits = append(commits, p.commit(now))
 	}
-	if err := r.store.Commit(ctx, st.value, commits); err != nil {
-		return err // cursors stay; the next pass re-enqueues harmlessly
+	// One commit at a time, in batch order.
+	if err := r.finishCommit(st); err != nil {
+		return err // the cursors in Redis are the truth; this batch's enqueues raised its own
 	}
-	for _, p := range plans {
-		p.report(r.emit)
-	}
+	c := &batchCommit{plans: plans, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		c.err = r.store.Commit(context.WithoutCancel(ctx), st.value, commits)
+	}()
+	st.committing = c
 	for _, p := range plans {
 		st.cursors[p.sched.Name] = p.cursor
 		if next := p.sched.Next(p.cursor); !next.IsZero() {
 			heap.Push(&st.queue, due{p.sched, next})
 		}
 	}
-	return firstErr
+	if firstErr != nil {
+		// The state is rebuilt from Redis next: after this commit lands.
+		return errors.Join(firstErr, r.finishCommit(st))
+	}
+	return nil
+}
+
+// finishCommit waits for the running batch commit, if any, and tells
+// observers what its batch did once it is committed.
+func (r *Runtime) finishCommit(st *leaderState) error {
+	c := st.committing
+	if c == nil {
+		return nil
+	}
+	<-c.done
+	st.committing = nil
+	if c.err != nil {
+		return c.err // cursors stay; the next holder state starts from Redis's
+	}
+	for _, p := range c.plans {
+		p.report(r.emit)
+	}
+	return nil
 }
 
 // enqueueAll enqueues every planned slot, several schedules at once. Each
