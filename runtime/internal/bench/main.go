@@ -114,9 +114,9 @@ func run(quick bool) error {
 		scaleSizes: []int{1000, 10000, 100000}, spikeLarge: 100000, lintSizes: []int{1000, 10000, 100000}}
 	if quick {
 		s = settings{benchtime: "100ms", fireSlots: 15, crashKills: 2, gracefulStops: 2, idleWindow: 10 * time.Second, dupWindow: 10 * time.Second, spikeTrials: 3,
-			memSchedules: 10, memFailing: 2, memWarmup: 3 * time.Second, memFailWarmup: 3 * time.Second, memWindow: 3 * time.Second,
+			memSchedules: 10, memFailing: 2, memWarmup: 2 * time.Second, memFailWarmup: 2 * time.Second, memWindow: 2 * time.Second,
 			dstSchedules: 200, dstLead: 4 * time.Second, dstAfter: 4 * time.Second,
-			scaleSizes: []int{1000, 10000}, spikeLarge: 5000, lintSizes: []int{1000}}
+			scaleSizes: []int{1000}, spikeLarge: 2000, lintSizes: []int{200}}
 	}
 	srv, err := startRedis()
 	if err != nil {
