@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -123,4 +124,51 @@ func TestACrashBetweenEnqueueAndCommitRunsNoSlotTwice(t *testing.T) {
 		return n >= 3
 	})
 	assertOncePerSlot(t, sched, exec.slots("tick"))
+}
+
+// A failing per-second schedule with retries: each retry lands after the
+// leader trimmed its record from the history (limit 2, retries 2.5 s
+// apart), and the worker's record of it must not stay in Redis with no
+// index pointing to it. The ledger of the schedule stays at its limit.
+func TestRetriesOfAFailingScheduleLeaveNoOrphanedRecords(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := sharedRedis(t)
+	ns, queue := uniq("ns"), uniq("q")
+	var attempts atomic.Int64
+	reg := registry.MustNew(registry.Schedule{Name: "failing", Expr: "* * * * * *", Queue: queue, MaxRetry: 3,
+		Handler: func(context.Context, registry.Occurrence) error { attempts.Add(1); return errors.New("always fails") }})
+	rt, err := runtime.New(reg, runtime.Options{Redis: rdb, Namespace: ns, HistoryLimit: 2, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
+		Queues: map[string]int{queue: 1}, Concurrency: 8, TaskCheckInterval: 20 * time.Millisecond,
+		ShutdownTimeout: 5 * time.Second, Logger: quietAsynq{}, LogLevel: asynq.FatalLevel,
+		RetryDelayFunc:           func(int, error, *asynq.Task) time.Duration { return 2500 * time.Millisecond },
+		DelayedTaskCheckInterval: 50 * time.Millisecond,
+	})
+	mux := asynq.NewServeMux()
+	rt.RegisterHandlers(mux)
+	if err := srv.Start(mux); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	runUntilTheEnd(t, rt)
+	keys := store.NewKeys(ns)
+	// Slots' third retries (7.5 s after their first attempt) have run.
+	waitFor(t, 30*time.Second, "retries long after the records were trimmed", func() bool {
+		return attempts.Load() >= 24
+	})
+	records := 0
+	iter := rdb.Scan(ctx, 0, keys.Prefix+"occ:*", 100).Iterator()
+	for iter.Next(ctx) {
+		records++
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if indexed := rdb.ZCard(ctx, keys.History("failing")).Val(); records > int(indexed) || indexed > 2 {
+		t.Errorf("%d records in Redis, %d in the history index; want at most the limit 2, every one indexed", records, indexed)
+	}
 }

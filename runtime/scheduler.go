@@ -68,6 +68,11 @@ type leaderState struct {
 // its lease, its context and its running commit between batches.
 const dispatchBatch = 4096
 
+// maxUncommitted bounds the plans waiting for their commit while more is
+// still due (a few hundred bytes each): past it, a commit starts alongside
+// the enqueues that go on.
+const maxUncommitted = 100000
+
 // batchCommit is a fenced commit running in the background.
 type batchCommit struct {
 	plans []*slotPlan
@@ -125,6 +130,8 @@ func (r *Runtime) scheduleLoop(ctx context.Context) {
 			switch {
 			case st.committing != nil && st.committing.ended():
 				err = r.finishCommit(st)
+			case len(st.uncommitted) >= maxUncommitted && st.committing == nil:
+				r.startCommit(ctx, st) // still due, but the backlog is bounded
 			case len(st.queue) > 0 && !st.queue[0].slotTime().After(now):
 				err = r.dispatch(ctx, st, now)
 			case len(st.uncommitted) > 0 && st.committing == nil:
