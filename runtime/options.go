@@ -57,12 +57,13 @@ type Options struct {
 	// Grace, when set, replaces every schedule's own grace window: how late
 	// a slot may still be enqueued.
 	Grace time.Duration
-	// SkewMargin is the largest clock difference expected between replicas.
-	// A finished task's ID stays reserved in asynq for grace+SkewMargin, the
-	// longest window in which another replica could try the same slot.
+	// SkewMargin is the largest clock difference expected between replicas
+	// and Redis: a replica further off does not lead, and after a loss of
+	// Redis data cursors restart this far past Redis's clock.
 	SkewMargin time.Duration
 	// HistoryLimit is the number of occurrences kept per schedule in the
-	// ledger.
+	// ledger; a schedule that fires more often than once a minute keeps at
+	// most 20 (each record costs Redis about half a kilobyte).
 	HistoryLimit int
 	// EnqueueConcurrency bounds the concurrent enqueues when many schedules
 	// come due together (the midnight spike). Enqueues made at the same

@@ -16,6 +16,7 @@ import (
 
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime/internal/clock"
+	"github.com/belfry/belfry/runtime/internal/knob"
 	"github.com/belfry/belfry/runtime/internal/lease"
 	"github.com/belfry/belfry/runtime/internal/pipeline"
 	"github.com/belfry/belfry/runtime/internal/store"
@@ -73,6 +74,8 @@ func New(reg *registry.Registry, opts Options) (*Runtime, error) {
 	return newRuntime(reg, opts, clock.Real{})
 }
 
+func init() { knob.NewWithClock = newRuntime }
+
 // newRuntime is New with the clock that lease, scheduler and ledger share:
 // tests place a runtime at another instant, the chaos harness skews it.
 func newRuntime(reg *registry.Registry, opts Options, clk clock.Clock) (*Runtime, error) {
@@ -105,6 +108,7 @@ func newRuntime(reg *registry.Registry, opts Options, clk clock.Clock) (*Runtime
 	r.redisURL = opts.RedisURL
 	r.store = store.New(r.rdb, opts.Namespace, opts.HistoryLimit, recordTTL)
 	r.store.Acks = opts.acks()
+	r.store.Limits = historyLimits(reg, opts.HistoryLimit)
 	enqueuer := pipeline.NewClient(r.rdb)
 	enqueuer.Acks = opts.acks()
 	r.client = asynq.NewClientFromRedisClient(enqueuer)
@@ -276,16 +280,17 @@ func (r *Runtime) RedisState() (RedisState, error) {
 	return RedisUp, nil
 }
 
-// retention keeps a finished task's ID reserved as long as a replica could
-// still enqueue the same slot. The enqueue and the cursor commit are both
-// fenced, so an ex-leader's late enqueue is refused by Redis whatever the
-// retention. What the ID still guards is a holder that enqueued and then
-// crashed or stalled before committing its cursor: the next holder — another
-// replica within a lease TTL, or the same service restarted minutes later —
-// enqueues the slot again as long as it is within grace, plus its clock's
-// skew. Longer would only fill Redis.
-func (r *Runtime) retention(s *registry.Schedule) time.Duration {
-	return r.Grace(s) + r.opts.SkewMargin
+// retention keeps a finished task's ID reserved for a lease TTL, not for
+// grace: no scheduler path enqueues a slot again once its task is in. An
+// ex-leader's late enqueue is refused by the fence, and a holder that
+// crashed between its enqueue and its commit left its cursor raised to the
+// slot by the enqueue itself (the same transaction), so the next holder
+// starts after it. What the retained ID still covers is a replay of one
+// enqueue while its call lasts (go-redis retrying a command whose reply
+// was lost), which a holder's lease bounds. A per-second schedule thus
+// keeps about twenty finished tasks in Redis, not grace's three hundred.
+func (r *Runtime) retention(*registry.Schedule) time.Duration {
+	return r.opts.LeaseTTL
 }
 
 // manualRetention keeps a manual occurrence's ID reserved long enough to
