@@ -125,6 +125,9 @@ func (r *Runtime) loadLeaderState(ctx context.Context, value string) (*leaderSta
 	var fresh, movedNames []string
 	var moved []store.Commit
 	for i, s := range scheds {
+		if s.Family() {
+			continue // scheduled per member, by familyLoop
+		}
 		cursor := now
 		switch {
 		case known[i] && !resume.After(time.Unix(cursors[i], 0)):
@@ -262,7 +265,7 @@ func (r *Runtime) enqueuePlan(ctx context.Context, fence *pipeline.Fence, p *slo
 				outcome = OutcomeSkipped
 			}
 		}
-		occ := s.Occurrence(r.opts.Namespace, slot)
+		occ := p.occurrence(r.opts.Namespace, slot)
 		if outcome == OutcomeEnqueued {
 			if _, err := r.enqueue(ctx, s, occ, r.retention(s)); err != nil {
 				if fence.Rejected() {
@@ -298,6 +301,9 @@ func (r *Runtime) enqueue(ctx context.Context, s *registry.Schedule, occ registr
 // occurrence is still pending, scheduled, active or waiting to retry.
 func (r *Runtime) previousStillRunning(ctx context.Context, s *registry.Schedule, lastInBatch string) (bool, error) {
 	id := lastInBatch
+	if id == "" && s.Family() {
+		return false, nil // a member's previous occurrence comes with its plan (prevID)
+	}
 	if id == "" {
 		var err error
 		if id, err = r.store.LastID(ctx, s.Name); err != nil || id == "" {

@@ -44,6 +44,8 @@ type Rec struct {
 	Score   int64  `json:"score"` // position in the history index, unix ms
 	// Actor is who asked for a manual occurrence, "" if unknown.
 	Actor string `json:"actor,omitempty"`
+	// Member is the family member the occurrence is for, "" if none.
+	Member string `json:"member,omitempty"`
 }
 
 // Commit is one schedule's part of a fenced commit: its new cursor, the last
@@ -194,6 +196,7 @@ type Record struct {
 	DurationMS                            int64
 	Attempt, MaxRetry                     int
 	Actor                                 string
+	Member                                string // of a family, "" if none
 }
 
 func parseRecord(h map[string]string) Record {
@@ -204,7 +207,7 @@ func parseRecord(h map[string]string) Record {
 	return Record{ID: h["id"], Schedule: h["schedule"], Outcome: h["outcome"], Error: h["error"], Replica: h["replica"],
 		Slot: num("slot"), Manual: h["manual"] == "1", EnqueuedAt: num("enqueued_at"), StartedAt: num("started_at"),
 		FinishedAt: num("finished_at"), DurationMS: num("duration_ms"), Attempt: int(num("attempt")),
-		MaxRetry: int(num("max_retry")), Actor: h["actor"]}
+		MaxRetry: int(num("max_retry")), Actor: h["actor"], Member: h["member"]}
 }
 
 // History returns the newest n record IDs of a schedule, newest first.
