@@ -425,3 +425,166 @@ func TestFamilyExactlyOncePerMemberAcrossReplicas(t *testing.T) {
 		}
 	}
 }
+
+// runsAt waits until member ran for slot, or fails the test.
+func (c *famCluster) waitRun(t *testing.T, member string, slot time.Time) {
+	t.Helper()
+	waitFor(t, 8*time.Second, member+" to run for "+slot.UTC().Format(time.RFC3339), func() bool { return c.runs.of(member)[slot.Unix()] > 0 })
+}
+
+// waitClock waits until the cluster's clock reads at.
+func (c *famCluster) waitClock(t *testing.T, at time.Time) {
+	t.Helper()
+	waitFor(t, time.Until(at.Add(-time.Duration(c.clock.offset.Load())))+5*time.Second, "the clock to reach "+at.Format(time.RFC3339),
+		func() bool { return !c.clock.Now().Before(at) })
+}
+
+// Each member follows cronie's DST rules in its own zone.
+func TestFamilyMembersAcrossDST(t *testing.T) {
+	t.Parallel()
+	ny, _ := time.LoadLocation("America/New_York")
+	for _, tt := range []struct {
+		name  string
+		start time.Time
+		// member -> expr, zone
+		members []runtime.Member
+		// member -> the one slot it runs for in the window ({} if none)
+		want  map[string]time.Time
+		until time.Time
+	}{
+		{"spring forward", time.Date(2026, 3, 8, 6, 59, 56, 0, time.UTC), []runtime.Member{
+			{Key: "fixed-in-gap", Zone: "America/New_York"},                         // 02:30 does not exist: 03:00 EDT
+			{Key: "hourly", Zone: "America/New_York", Expr: "0 * * * *"},            // 03:00 EDT
+			{Key: "wildcard-in-gap", Zone: "America/New_York", Expr: "*/15 2 * * *"}, // hour 2 does not exist: nothing
+			{Key: "utc", Zone: "UTC", Expr: "0 7 * * *"},
+		}, map[string]time.Time{
+			"fixed-in-gap": time.Date(2026, 3, 8, 3, 0, 0, 0, ny),
+			"hourly":       time.Date(2026, 3, 8, 3, 0, 0, 0, ny),
+			"utc":          time.Date(2026, 3, 8, 7, 0, 0, 0, time.UTC),
+		}, time.Date(2026, 3, 8, 7, 0, 3, 0, time.UTC)},
+		{"fall back", time.Date(2026, 11, 1, 5, 59, 56, 0, time.UTC), []runtime.Member{
+			{Key: "fixed-in-fold", Zone: "America/New_York", Expr: "0 1 * * *"}, // ran at the first 01:00 (EDT) only
+			{Key: "hourly", Zone: "America/New_York", Expr: "0 * * * *"},        // both 01:00s: the second, EST, here
+			{Key: "london", Zone: "Europe/London", Expr: "0 6 * * *"},
+		}, map[string]time.Time{
+			"hourly": time.Date(2026, 11, 1, 6, 0, 0, 0, time.UTC),
+			"london": time.Date(2026, 11, 1, 6, 0, 0, 0, time.UTC),
+		}, time.Date(2026, 11, 1, 6, 0, 3, 0, time.UTC)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			c := newFamCluster(t, 1, newJumpClock(tt.start), "30 2 * * *", "UTC")
+			rt := c.waitLeader(t)
+			if err := rt.SetMembers(ctx, family, tt.members); err != nil {
+				t.Fatal(err)
+			}
+			for member, slot := range tt.want {
+				c.waitRun(t, member, slot)
+			}
+			c.waitClock(t, tt.until)
+			// Every member of a zone is in one bucket's dispatch: past the
+			// controls' runs, the others have had theirs.
+			for _, m := range tt.members {
+				runs := c.runs.of(m.Key)
+				want, ok := tt.want[m.Key]
+				switch {
+				case !ok && len(runs) > 0:
+					t.Errorf("%s ran %v; want no run in the window", m.Key, runs)
+				case ok && (len(runs) != 1 || runs[want.Unix()] != 1):
+					t.Errorf("%s ran %v; want once, for %s", m.Key, runs, want.Format(time.RFC3339))
+				}
+			}
+		})
+	}
+}
+
+// A member whose zone changes mid-week after its Thursday 09:00 in Tokyo
+// does not run Thursday 09:00 again in New York; it runs Friday's.
+func TestFamilyZoneChangeMidWeek(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// Thursday 08:59:56 in Tokyo.
+	c := newFamCluster(t, 1, newJumpClock(time.Date(2026, 3, 4, 23, 59, 56, 0, time.UTC)), "0 9 * * *", "UTC")
+	rt := c.waitLeader(t)
+	if err := rt.SetMembers(ctx, family, []runtime.Member{{Key: "mover", Zone: "Asia/Tokyo"},
+		{Key: "ny", Zone: "America/New_York"}}); err != nil {
+		t.Fatal(err)
+	}
+	thuTokyo := time.Date(2026, 3, 5, 0, 0, 0, 0, time.UTC)
+	c.waitRun(t, "mover", thuTokyo)
+	if _, err := rt.SetMember(ctx, family, runtime.Member{Key: "mover", Zone: "America/New_York"}); err != nil {
+		t.Fatal(err)
+	}
+	thuNY, friNY := time.Date(2026, 3, 5, 14, 0, 0, 0, time.UTC), time.Date(2026, 3, 6, 14, 0, 0, 0, time.UTC)
+	c.clock.jumpTo(thuNY.Add(-4 * time.Second))
+	c.waitRun(t, "ny", thuNY) // the same bucket's dispatch had mover too
+	c.clock.jumpTo(friNY.Add(-4 * time.Second))
+	c.waitRun(t, "mover", friNY)
+	c.waitRun(t, "ny", friNY)
+	if runs := c.runs.of("mover"); len(runs) != 2 || runs[thuNY.Unix()] != 0 {
+		t.Errorf("mover ran %v; want Thursday 09:00 Tokyo and Friday 09:00 New York only", runs)
+	}
+}
+
+// The leader stops in the middle of a slot's 6,000 enqueues (members
+// committed page by page): the next one enqueues the rest, each member
+// once.
+func TestFamilyTakeoverMidSpike(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newFamCluster(t, 2, nil, "*/4 * * * * *", "UTC")
+	rt := c.waitLeader(t)
+	const n = 6000
+	ms := make([]runtime.Member, n)
+	for i := range ms {
+		ms[i] = runtime.Member{Key: fmt.Sprintf("t%05d", i)}
+	}
+	if err := rt.SetMembers(ctx, family, ms); err != nil {
+		t.Fatal(err)
+	}
+	// More workers, so that 12,000 runs take seconds, not minutes.
+	for range 3 {
+		startWorker(t, sharedRedis(t), c.queue, func(mux *asynq.ServeMux) { c.rts[0].RegisterHandlers(mux) })
+	}
+	rdb := sharedRedis(t)
+	cursors := c.ns + ":fam:{" + family + "}:c"
+	// The spike's first pages are committed, not all of them: stop the
+	// leader now.
+	waitFor(t, 10*time.Second, "the spike to be under way", func() bool {
+		k, _ := rdb.HLen(ctx, cursors).Result()
+		return k > 0
+	})
+	first := time.Now().Truncate(time.Second)
+	for i, r := range c.rts {
+		if r.IsLeader() {
+			c.cancels[i]()
+		}
+	}
+	if k, _ := rdb.HLen(ctx, cursors).Result(); k >= n {
+		t.Logf("the leader had committed all %d members before it stopped: the takeover only proved nothing ran twice", k)
+	}
+	waitFor(t, 30*time.Second, "every member's spike slot and the next to run", func() bool {
+		for _, m := range []string{"t00000", "t02999", "t05999"} {
+			if len(c.runs.of(m)) < 2 {
+				return false
+			}
+		}
+		return c.runs.total() >= 2*n
+	})
+	if d := c.runs.duplicates(); len(d) > 0 {
+		t.Errorf("%d duplicates, e.g. %v", len(d), d[:min(5, len(d))])
+	}
+	spike := time.Unix(0, 0)
+	for slot := range c.runs.of("t00000") {
+		if s := time.Unix(slot, 0); s.Before(first.Add(time.Second)) && s.After(spike) {
+			spike = s
+		}
+	}
+	for i := range n {
+		key := fmt.Sprintf("t%05d", i)
+		if c.runs.of(key)[spike.Unix()] != 1 {
+			t.Fatalf("%s ran %d times for the spike slot %s", key, c.runs.of(key)[spike.Unix()], spike.Format(time.TimeOnly))
+		}
+	}
+}
