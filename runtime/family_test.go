@@ -453,8 +453,8 @@ func TestFamilyMembersAcrossDST(t *testing.T) {
 		until time.Time
 	}{
 		{"spring forward", time.Date(2026, 3, 8, 6, 59, 56, 0, time.UTC), []runtime.Member{
-			{Key: "fixed-in-gap", Zone: "America/New_York"},                         // 02:30 does not exist: 03:00 EDT
-			{Key: "hourly", Zone: "America/New_York", Expr: "0 * * * *"},            // 03:00 EDT
+			{Key: "fixed-in-gap", Zone: "America/New_York"},                          // 02:30 does not exist: 03:00 EDT
+			{Key: "hourly", Zone: "America/New_York", Expr: "0 * * * *"},             // 03:00 EDT
 			{Key: "wildcard-in-gap", Zone: "America/New_York", Expr: "*/15 2 * * *"}, // hour 2 does not exist: nothing
 			{Key: "utc", Zone: "UTC", Expr: "0 7 * * *"},
 		}, map[string]time.Time{
