@@ -88,6 +88,8 @@ type Record struct {
 	Replica  string `json:"replica,omitempty"`
 	// Actor is who asked for a manual occurrence, if the admin knew.
 	Actor string `json:"actor,omitempty"`
+	// Member is, for a family, the member the occurrence was for.
+	Member string `json:"member,omitempty"`
 }
 
 func unixMilli(ms int64) time.Time {
@@ -102,7 +104,7 @@ func recordOf(s store.Record) Record {
 		Outcome: Outcome(s.Outcome), EnqueuedAt: unixMilli(s.EnqueuedAt), StartedAt: unixMilli(s.StartedAt),
 		FinishedAt: unixMilli(s.FinishedAt), Duration: time.Duration(s.DurationMS) * time.Millisecond,
 		DurationMS: s.DurationMS, Error: s.Error, Attempt: s.Attempt, MaxRetry: s.MaxRetry, Replica: s.Replica,
-		Actor: s.Actor}
+		Actor: s.Actor, Member: s.Member}
 }
 
 // Middleware returns the worker-side recorder. Every execution ends in a
@@ -222,6 +224,9 @@ func (r *Runtime) recordExecution(ctx context.Context, occ registry.Occurrence, 
 	if occ.Manual {
 		e.Fields = append(e.Fields, "manual", "1")
 	}
+	if occ.Member != "" {
+		e.Fields = append(e.Fields, "member", occ.Member)
+	}
 	switch outcome {
 	case OutcomeSucceeded:
 		e.Count, e.Last = string(OutcomeSucceeded), counterLastSuccess
@@ -236,6 +241,9 @@ func (r *Runtime) recordExecution(ctx context.Context, occ registry.Occurrence, 
 	defer cancel()
 	if err := r.store.RecordExecution(ctx, e); err != nil {
 		r.log.Warn("could not record execution in the ledger", "id", e.ID, "outcome", outcome, "err", err)
+	}
+	if occ.Member != "" {
+		r.noteMemberRun(ctx, occ, outcome, at)
 	}
 }
 

@@ -14,18 +14,23 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// failCommits fails every fenced commit before it reaches Redis: each
-// dispatch of its holder stops between the enqueue and the commit, as a
-// crash there does.
-type failCommits struct{}
+// failCommits fails every fenced commit (the script whose SHA it holds,
+// the schedules' commit when empty) before it reaches Redis: each dispatch
+// of its holder stops between the enqueue and the commit, as a crash there
+// does.
+type failCommits struct{ sha string }
 
 func (failCommits) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (failCommits) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
-func (failCommits) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (f failCommits) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	sha := f.sha
+	if sha == "" {
+		sha = store.CommitScriptHash()
+	}
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if args := cmd.Args(); len(args) > 1 && args[0] == "evalsha" && args[1] == store.CommitScriptHash() {
+		if args := cmd.Args(); len(args) > 1 && args[0] == "evalsha" && args[1] == sha {
 			cmd.SetErr(errors.New("injected: the holder died before its commit"))
 			return cmd.Err()
 		}
@@ -171,4 +176,44 @@ func TestRetriesOfAFailingScheduleLeaveNoOrphanedRecords(t *testing.T) {
 	if indexed := rdb.ZCard(ctx, keys.History("failing")).Val(); records > int(indexed) || indexed > 2 {
 		t.Errorf("%d records in Redis, %d in the history index; want at most the limit 2, every one indexed", records, indexed)
 	}
+}
+
+// The same crash for a family member, whose cursor no enqueue raises: its
+// finished task's ID must stay reserved while the slot is within grace, or
+// the holder that keeps failing its commits enqueues the member's freed
+// slots again.
+func TestACrashBetweenAMemberEnqueueAndItsCommitRunsNoSlotTwice(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	shared := sharedRedis(t)
+	ns, queue := uniq("ns"), uniq("q")
+	exec := newExecutions()
+	reg := registry.MustNew(registry.Schedule{Name: "tick", Expr: "* * * * * *", Per: "tenant", Queue: queue, Handler: exec.handler})
+	opts := runtime.Options{Namespace: ns, LeaseTTL: time.Second, Grace: time.Minute, Logger: testLogger(t)}
+
+	crashing := redis.NewClient(&redis.Options{Addr: sharedRedisAddr()})
+	t.Cleanup(func() { crashing.Close() })
+	crashing.AddHook(failCommits{sha: store.FamilyCommitScriptHash()})
+	optsA := opts
+	optsA.Redis, optsA.Replica = crashing, "a"
+	a, err := runtime.New(reg, optsA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.SetMember(ctx, "tick", runtime.Member{Key: "acme", Zone: "UTC"}); err != nil {
+		t.Fatal(err)
+	}
+	startJanitoredWorker(t, shared, queue, a)
+	runCtx, stopA := context.WithCancel(ctx)
+	doneA := make(chan struct{})
+	go func() { a.Run(runCtx); a.Close(); close(doneA) }()
+	t.Cleanup(func() { stopA(); <-doneA })
+
+	// The holder enqueues, fails its commit and rebuilds its state from
+	// Redis, again and again, for a few seconds: well past its tasks'
+	// lease-long retention had the member's kept no more.
+	waitFor(t, 20*time.Second, "the member's slots to run for 4s", func() bool { return len(exec.slots("tick")) >= 4 })
+	stopA()
+	<-doneA
+	assertOncePerSlot(t, reg.Schedules()[0], exec.slots("tick"))
 }

@@ -220,6 +220,9 @@ func (r *Runtime) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { r.lease.Run(ctx) })
 	wg.Go(func() { r.scheduleLoop(ctx) })
+	if len(r.families()) > 0 {
+		wg.Go(func() { r.familyLoop(ctx) })
+	}
 	wg.Wait()
 	releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
@@ -293,6 +296,14 @@ func (r *Runtime) retention(*registry.Schedule) time.Duration {
 	return r.opts.LeaseTTL
 }
 
+// memberRetention keeps a family member's finished task ID reserved as
+// long as a replica could still enqueue the same slot: the next holder
+// after a crash between the member's enqueue and its cursor commit
+// enqueues the slot again while it is within grace, plus its clock's skew.
+func (r *Runtime) memberRetention(s *registry.Schedule) time.Duration {
+	return r.Grace(s) + r.opts.SkewMargin
+}
+
 // manualRetention keeps a manual occurrence's ID reserved long enough to
 // make a double-submitted form a no-op.
 const manualRetention = time.Hour
@@ -325,6 +336,9 @@ func (r *Runtime) manualSchedule(name string) (*registry.Schedule, error) {
 	if r.disabled != "" {
 		return nil, ErrDisabled
 	}
+	if s.Family() {
+		return nil, fmt.Errorf("%w: %q is a family (per=%s); name the member (TriggerMember, RerunMember, BackfillMember)", ErrNoMember, name, s.Per)
+	}
 	return s, nil
 }
 
@@ -339,12 +353,17 @@ func (r *Runtime) Trigger(ctx context.Context, name, requestKey string) (registr
 	if err != nil {
 		return registry.Occurrence{}, err
 	}
-	if requestKey, err = requestKeyOf(requestKey); err != nil {
+	return r.trigger(ctx, s, r.scope(s), requestKey)
+}
+
+func (r *Runtime) trigger(ctx context.Context, s *registry.Schedule, sc registry.Scope, requestKey string) (registry.Occurrence, error) {
+	requestKey, err := requestKeyOf(requestKey)
+	if err != nil {
 		return registry.Occurrence{}, err
 	}
 	now := r.clock.Now().Truncate(time.Second)
-	occ := registry.Occurrence{Schedule: s.Name, Slot: now.In(s.Location()), Zone: s.Zone, Manual: true,
-		ID: r.scope(s).ManualID(requestKey)}
+	occ := registry.Occurrence{Schedule: s.Name, Slot: now.In(s.Location()), Zone: s.Zone, Member: sc.Member, Manual: true,
+		ID: sc.ManualID(requestKey)}
 	return occ, r.enqueueManual(ctx, s, occ)
 }
 
@@ -400,18 +419,23 @@ func (r *Runtime) Rerun(ctx context.Context, name string, slot time.Time, reques
 	if err != nil {
 		return registry.Occurrence{}, err
 	}
-	if requestKey, err = requestKeyOf(requestKey); err != nil {
+	return r.rerun(ctx, s, r.scope(s), slot, requestKey)
+}
+
+func (r *Runtime) rerun(ctx context.Context, s *registry.Schedule, sc registry.Scope, slot time.Time, requestKey string) (registry.Occurrence, error) {
+	requestKey, err := requestKeyOf(requestKey)
+	if err != nil {
 		return registry.Occurrence{}, err
 	}
 	if slot, err = r.checkSlot(s, slot); err != nil {
 		return registry.Occurrence{}, err
 	}
-	occ := rerunOccurrence(r.scope(s), s, slot, requestKey)
+	occ := rerunOccurrence(sc, s, slot, requestKey)
 	return occ, r.enqueueManual(ctx, s, occ)
 }
 
 func rerunOccurrence(sc registry.Scope, s *registry.Schedule, slot time.Time, requestKey string) registry.Occurrence {
-	return registry.Occurrence{Schedule: s.Name, Slot: slot, Zone: s.Zone, Manual: true,
+	return registry.Occurrence{Schedule: s.Name, Slot: slot, Zone: s.Zone, Member: sc.Member, Manual: true,
 		ID: sc.RerunID(slot, requestKey), RerunOf: sc.ID(slot)}
 }
 
@@ -429,7 +453,12 @@ func (r *Runtime) Backfill(ctx context.Context, name string, from, to time.Time,
 	if err != nil {
 		return nil, err
 	}
-	if requestKey, err = requestKeyOf(requestKey); err != nil {
+	return r.backfill(ctx, s, r.scope(s), from, to, requestKey)
+}
+
+func (r *Runtime) backfill(ctx context.Context, s *registry.Schedule, sc registry.Scope, from, to time.Time, requestKey string) ([]registry.Occurrence, error) {
+	requestKey, err := requestKeyOf(requestKey)
+	if err != nil {
 		return nil, err
 	}
 	now := r.clock.Now()
@@ -452,7 +481,7 @@ func (r *Runtime) Backfill(ctx context.Context, name string, from, to time.Time,
 	}
 	occs := make([]registry.Occurrence, 0, len(slots))
 	for _, slot := range slots {
-		occ := rerunOccurrence(r.scope(s), s, slot.In(s.Location()), requestKey)
+		occ := rerunOccurrence(sc, s, slot.In(s.Location()), requestKey)
 		if err := r.enqueueManual(ctx, s, occ); err != nil {
 			return occs, err
 		}
@@ -470,7 +499,10 @@ func (r *Runtime) enqueueManual(ctx context.Context, s *registry.Schedule, occ r
 	}
 	at := r.clock.Now().UnixMilli()
 	rec := store.Rec{ID: occ.ID, Slot: occ.Slot.Unix(), Manual: true, At: at, Outcome: string(OutcomeEnqueued),
-		Score: at, Actor: ActorFrom(ctx)}
+		Score: at, Actor: ActorFrom(ctx), Member: occ.Member}
+	if occ.Member != "" {
+		r.noteMemberRun(ctx, occ, OutcomeEnqueued, time.UnixMilli(at))
+	}
 	r.emit(Event{Schedule: s.Name, Outcome: OutcomeEnqueued, Manual: true})
 	if err := r.store.RecordManual(ctx, store.Commit{Name: s.Name, Recs: []store.Rec{rec},
 		Counts: map[string]int64{counterManual: 1, counterLastEnqueue: at}}); err != nil {

@@ -199,6 +199,9 @@ func (r *Runtime) loadLeaderState(ctx context.Context, value string) (*leaderSta
 	var fresh, movedNames []string
 	var moved []store.Commit
 	for i, s := range scheds {
+		if s.Family() {
+			continue // scheduled per member, by familyLoop
+		}
 		cursor := now
 		switch {
 		case known[i] && !resume.After(time.Unix(cursors[i], 0)):
@@ -372,19 +375,30 @@ func (r *Runtime) enqueuePlan(ctx context.Context, fence *pipeline.Fence, p *slo
 				outcome = OutcomeSkipped
 			}
 		}
-		occ := s.Occurrence(r.opts.Namespace, slot)
+		occ := p.occurrence(r.opts.Namespace, slot)
 		if outcome == OutcomeEnqueued {
 			// The cursor rises to the slot in the enqueue's own
 			// transaction, so a crash before the commit below leaves no
 			// enqueued slot after the cursor for the next holder to
 			// enqueue again once the task's ID is free.
-			mark := &pipeline.Mark{Exists: asynqTaskKey(s.Queue, occ.ID), Hash: r.store.Keys.Cursors,
-				Field: s.Name, Value: slot.Unix()}
-			if s.Overlap == registry.OverlapSkip {
-				// Its next slot asks whether this one still runs.
-				mark.Also, mark.AlsoValue = r.store.Keys.LastID, occ.ID
+			enqueueCtx, retention := ctx, r.retention(s)
+			if p.scope.Member == "" {
+				mark := &pipeline.Mark{Exists: asynqTaskKey(s.Queue, occ.ID), Hash: r.store.Keys.Cursors,
+					Field: s.Name, Value: slot.Unix()}
+				if s.Overlap == registry.OverlapSkip {
+					// Its next slot asks whether this one still runs.
+					mark.Also, mark.AlsoValue = r.store.Keys.LastID, occ.ID
+				}
+				enqueueCtx = pipeline.WithMark(ctx, mark)
+			} else {
+				// A family member's cursor is not a number in the
+				// schedules' cursor hash (store/members.go), so no mark
+				// raises it with the enqueue: its task ID stays reserved
+				// for as long as the next holder could enqueue the slot
+				// again, as every schedule's did before marks.
+				retention = r.memberRetention(s)
 			}
-			if _, err := r.enqueue(pipeline.WithMark(ctx, mark), s, occ, r.retention(s)); err != nil {
+			if _, err := r.enqueue(enqueueCtx, s, occ, retention); err != nil {
 				if fence.Rejected() {
 					err = store.ErrNotLeader
 				}
@@ -423,6 +437,9 @@ func (r *Runtime) enqueue(ctx context.Context, s *registry.Schedule, occ registr
 // occurrence is still pending, scheduled, active or waiting to retry.
 func (r *Runtime) previousStillRunning(ctx context.Context, s *registry.Schedule, lastInBatch string) (bool, error) {
 	id := lastInBatch
+	if id == "" && s.Family() {
+		return false, nil // a member's previous occurrence comes with its plan (prevID)
+	}
 	if id == "" {
 		var err error
 		if id, err = r.store.LastID(ctx, s.Name); err != nil || id == "" {

@@ -205,6 +205,9 @@ func renderSchedule(b *bytes.Buffer, t *target, s *schedule, handler string) {
 	if d.Phase != 0 {
 		fmt.Fprintf(b, "Phase: %s,\n", durationExpr(d.Phase, timePkg))
 	}
+	if d.Per != "" {
+		fmt.Fprintf(b, "Per: %s,\n", strconv.Quote(d.Per))
+	}
 	fmt.Fprintf(b, "Handler: %s,\n", call)
 	fmt.Fprintf(b, "Source: %s,\n", strconv.Quote(s.source))
 	fmt.Fprintf(b, "Package: %s,\n", strconv.Quote(t.path))

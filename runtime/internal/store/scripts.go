@@ -27,6 +27,7 @@ local function record(p, limit, ttl, name, r)
     'enqueued_at', r.at)
   redis.call('HSETNX', key, 'outcome', r.outcome)
   if r.actor then redis.call('HSET', key, 'actor', r.actor) end
+  if r.member then redis.call('HSET', key, 'member', r.member) end
   redis.call('EXPIRE', key, ttl)
   local index = p .. 'hist:' .. name
   redis.call('ZADD', index, r.score, r.id)

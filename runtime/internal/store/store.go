@@ -70,6 +70,8 @@ type Rec struct {
 	Score   int64  `json:"score"` // position in the history index, unix ms
 	// Actor is who asked for a manual occurrence, "" if unknown.
 	Actor string `json:"actor,omitempty"`
+	// Member is the family member the occurrence is for, "" if none.
+	Member string `json:"member,omitempty"`
 }
 
 // Commit is one schedule's part of a fenced commit: its new cursor, the last
@@ -126,6 +128,10 @@ func (s *Store) Commit(ctx context.Context, leaseValue string, items []Commit) e
 // CommitScriptHash identifies the fenced commit among a client's commands,
 // for tests that fail it on purpose.
 func CommitScriptHash() string { return commitScript.Hash() }
+
+// FamilyCommitScriptHash identifies a family's fenced commit, for tests
+// that make it fail.
+func FamilyCommitScriptHash() string { return familyCommitScript.Hash() }
 
 // InitCursorsScriptHash identifies the first takeover's script, for the
 // bench's slow log.
@@ -230,6 +236,7 @@ type Record struct {
 	DurationMS                            int64
 	Attempt, MaxRetry                     int
 	Actor                                 string
+	Member                                string // of a family, "" if none
 }
 
 func parseRecord(h map[string]string) Record {
@@ -240,7 +247,7 @@ func parseRecord(h map[string]string) Record {
 	return Record{ID: h["id"], Schedule: h["schedule"], Outcome: h["outcome"], Error: h["error"], Replica: h["replica"],
 		Slot: num("slot"), Manual: h["manual"] == "1", EnqueuedAt: num("enqueued_at"), StartedAt: num("started_at"),
 		FinishedAt: num("finished_at"), DurationMS: num("duration_ms"), Attempt: int(num("attempt")),
-		MaxRetry: int(num("max_retry")), Actor: h["actor"]}
+		MaxRetry: int(num("max_retry")), Actor: h["actor"], Member: h["member"]}
 }
 
 // History returns the newest n record IDs of a schedule, newest first.
