@@ -100,8 +100,11 @@ func namespaceFor(identity string) string {
 }
 
 // namespaceCheckEvery bounds how often a replica publishes its identity and
-// reads its namespace's: about once per lease TTL, like its heartbeat.
-func (r *Runtime) namespaceCheckEvery() time.Duration { return r.opts.LeaseTTL * 9 / 10 }
+// reads its namespace's: every 1.5 lease TTLs. A follower asks at least once
+// per TTL, so its entry is never older than 2.5 TTLs, inside the 3 TTLs
+// after which it counts as gone, and an idle follower pays about three
+// commands a minute for it (TTL 15 s).
+func (r *Runtime) namespaceCheckEvery() time.Duration { return r.opts.LeaseTTL * 3 / 2 }
 
 // ErrNamespaceContended: a replica of another registry leads or beats in
 // this namespace; this replica does not lead in it.
