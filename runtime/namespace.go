@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -119,11 +120,13 @@ type namespaceWatch struct {
 	// foreign are the live replicas of other identities, by identity.
 	foreign map[string][]string
 	logged  string // the problem last logged, so each is logged once
+	checks  int    // looks that reached Redis
 	// legacy says a live leader in NamespaceLegacy schedules this
 	// registry's schedules; "" when not, or when Namespace was set.
 	legacy        string
 	legacyChecked time.Time
-	legacyOff     bool // the ACL refuses the old namespace's keys
+	legacyOff     bool          // the ACL refuses the old namespace's keys
+	legacyEvery   time.Duration // legacyCheckEvery; tests shorten it
 }
 
 // namespaceKeys are the keys of the identity check.
@@ -217,6 +220,7 @@ func (r *Runtime) checkNamespace(ctx context.Context) error {
 	}
 	w.mu.Lock()
 	w.checked, w.owner, w.foreign = now, owner, foreign
+	w.checks++
 	problem := w.problemLocked(r.opts.Namespace, r.identity)
 	refusal := w.refusal(r.identity)
 	log := problem != w.logged
@@ -306,7 +310,7 @@ func (r *Runtime) checkLegacy(ctx context.Context, now time.Time) {
 	}
 	w := &r.namespace
 	w.mu.Lock()
-	due := !w.legacyOff && now.Sub(w.legacyChecked) >= legacyCheckEvery
+	due := !w.legacyOff && now.Sub(w.legacyChecked) >= cmp.Or(w.legacyEvery, legacyCheckEvery)
 	if due {
 		w.legacyChecked = now
 	}

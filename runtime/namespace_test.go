@@ -424,3 +424,54 @@ func TestOccurrencesOfNoLiveRegistryStillRun(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, "both occurrences to run", func() bool { return len(svc.ran.slots("nightly")) == 2 })
 }
+
+// A Redis user kept out of the old default namespace by its ACL was never
+// there: the look for an earlier deployment stops at the first refusal
+// instead of filling the ACL log.
+func TestLookForTheLegacyNamespaceStopsAtAnACLRefusal(t *testing.T) {
+	t.Parallel()
+	priv := startPrivateRedis(t)
+	admin := priv.Client(t)
+	ctx := context.Background()
+	s := idleSchedule()
+	s.Package = "example.com/acl/jobs"
+	reg := registry.MustNew(s)
+	ns := runtime.DefaultNamespace(reg)
+	if err := admin.Do(ctx, "ACL", "SETUSER", "svc", "on", ">pw", "resetkeys", "~"+ns+":*", "~asynq:*",
+		"resetchannels", "&"+ns+":lease:released", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Network: "unix", Addr: priv.Socket, Username: "svc", Password: "pw"})
+	t.Cleanup(func() { rdb.Close() })
+	var logs syncBuffer
+	rt, err := runtime.New(reg, runtime.Options{Redis: rdb, Replica: "acl-1", LeaseTTL: time.Second,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.LookForOldNamespaceEvery(0)
+	runUntilTheEnd(t, rt)
+	waitFor(t, 15*time.Second, "four looks at the namespace", func() bool { return rt.NamespaceChecks() >= 4 })
+
+	entries, err := admin.ACLLog(ctx, 100).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One look reads three keys: each is refused once.
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Object, runtime.NamespaceLegacy+":") {
+			t.Errorf("ACL refused %s %s", e.Context, e.Object)
+		} else if e.Count != 1 {
+			t.Errorf("ACL refused %s %d times, want once", e.Object, e.Count)
+		}
+	}
+	if len(entries) == 0 {
+		t.Errorf("the ACL refused nothing: the old namespace was not looked at")
+	}
+	if n := strings.Count(logs.String(), "may not read the old default namespace"); n != 1 {
+		t.Errorf("logged the refusal %d times, want once:\n%s", n, logs.String())
+	}
+	if got := rt.LegacyNamespace(); got != "" {
+		t.Errorf("warned %q without reading the old namespace", got)
+	}
+}
