@@ -100,11 +100,10 @@ func namespaceFor(identity string) string {
 	return readable + "-" + hex.EncodeToString(sum[:4])
 }
 
-// namespaceCheckEvery bounds how often a replica publishes its identity and
-// reads its namespace's: every 1.5 lease TTLs. A follower asks at least once
-// per TTL, so its entry is never older than 2.5 TTLs, inside the 3 TTLs
-// after which it counts as gone, and an idle follower pays about three
-// commands a minute for it (TTL 15 s).
+// namespaceCheckEvery is how often a replica publishes its identity and
+// reads its namespace's: every 1.5 lease TTLs, well inside the 3 TTLs after
+// which an entry counts as gone, for about three commands a minute (TTL
+// 15 s).
 func (r *Runtime) namespaceCheckEvery() time.Duration { return r.opts.LeaseTTL * 3 / 2 }
 
 // ErrNamespaceContended: a replica of another registry leads or beats in
@@ -113,6 +112,10 @@ var ErrNamespaceContended = errors.New("namespace shared with another registry")
 
 // namespaceWatch is this replica's last look at its namespace's identities.
 type namespaceWatch struct {
+	// looked is closed once the first look has been made (or failed).
+	looked     chan struct{}
+	lookedOnce sync.Once
+
 	mu      sync.Mutex
 	checked time.Time
 	// owner is the identity the namespace belongs to, as last read.
@@ -171,26 +174,52 @@ return out
 `)
 
 // mayLeadInNamespace is the lease's MayLead: Redis's settings and clock
-// (mayLead), then the namespace's identities.
+// (mayLead), then the namespace's identities, as watchNamespace last saw
+// them. It never waits on Redis for the namespace, so a slow link does not
+// delay a renewal, except before the first look: a replica does not try to
+// lead before it knows whose namespace it is in.
 func (r *Runtime) mayLeadInNamespace(ctx context.Context) error {
 	if err := r.mayLead(ctx); err != nil {
 		return err
 	}
-	return r.checkNamespace(ctx)
+	w := &r.namespace
+	select {
+	case <-w.looked:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.refusal(r.identity)
 }
 
-// checkNamespace publishes this replica's identity and refuses leadership
-// while the namespace belongs to a live replica of another identity. The
-// verdict stands for namespaceCheckEvery.
-func (r *Runtime) checkNamespace(ctx context.Context) error {
+// watchNamespace publishes this replica's identity and reads the
+// namespace's every namespaceCheckEvery (sooner after a failure), until ctx
+// ends.
+func (r *Runtime) watchNamespace(ctx context.Context) {
+	w := &r.namespace
+	defer w.lookedOnce.Do(func() { close(w.looked) })
+	for ctx.Err() == nil {
+		wait := r.namespaceCheckEvery()
+		if !r.checkNamespace(ctx) {
+			wait = r.lease.RenewEvery()
+		}
+		w.lookedOnce.Do(func() { close(w.looked) })
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+		case <-timer.C:
+		}
+	}
+}
+
+// checkNamespace publishes this replica's identity and takes in who else
+// beats in the namespace and whose it is; it reports whether Redis
+// answered.
+func (r *Runtime) checkNamespace(ctx context.Context) bool {
 	w := &r.namespace
 	now := r.clock.Now()
-	w.mu.Lock()
-	if !w.checked.IsZero() && now.Sub(w.checked) < r.namespaceCheckEvery() {
-		defer w.mu.Unlock()
-		return w.refusal(r.identity)
-	}
-	w.mu.Unlock()
 	registries, ownerKey := r.namespaceKeys()
 	stale := 3 * r.opts.LeaseTTL
 	cctx, cancel := context.WithTimeout(ctx, r.lease.CallTimeout())
@@ -199,7 +228,7 @@ func (r *Runtime) checkNamespace(ctx context.Context) error {
 		return identityScript.Run(ctx, r.rdb, []string{registries, ownerKey}, r.identity, r.opts.Replica, stale.Milliseconds()).Slice()
 	})
 	if err != nil || len(res) < 2 {
-		return nil // the lease's own call reports Redis being down
+		return false // the lease's own call reports Redis being down
 	}
 	owner, _ := res[0].(string)
 	took, _ := res[1].(string)
@@ -222,7 +251,6 @@ func (r *Runtime) checkNamespace(ctx context.Context) error {
 	w.checked, w.owner, w.foreign = now, owner, foreign
 	w.checks++
 	problem := w.problemLocked(r.opts.Namespace, r.identity)
-	refusal := w.refusal(r.identity)
 	log := problem != w.logged
 	w.logged = problem
 	w.mu.Unlock()
@@ -233,7 +261,7 @@ func (r *Runtime) checkNamespace(ctx context.Context) error {
 		r.log.Info("no other registry uses the namespace any more", "namespace", r.opts.Namespace)
 	}
 	r.checkLegacy(ctx, now)
-	return refusal
+	return true
 }
 
 // refusal is why this replica may not lead, nil when it may: the namespace
