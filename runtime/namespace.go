@@ -16,6 +16,7 @@ import (
 
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime/internal/lease"
+	"github.com/belfry/belfry/runtime/internal/store"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -35,17 +36,18 @@ import (
 // "service.jobs-1f0c33a2": readable in redis-cli, and unique even when
 // every service calls its jobs package "jobs".
 //
-// What the default cannot see is two services that declare their schedules
-// in the same first package, or two explicit Namespace options set to the
-// same value: each replica therefore publishes its registry identity (the
-// same path) beside its heartbeat, and a namespace belongs to the identity
-// that first led in it. A replica of another identity that finds a live
-// replica of the owner's does not lead — it would schedule from a foreign
-// registry's cursors, and the owner's schedules would stop — and both sides
-// say so once in the log, in Health, in the Snapshot and in metrics. Once
-// no replica of the owner's identity beats any more, the namespace passes
-// to the next identity that asks: a deploy that moves the first package of
-// a service with an explicit Namespace waits for its old replicas to stop.
+// What a name cannot prevent is two services configured with the same
+// explicit Namespace. Each replica therefore publishes its registry
+// identity (the same path) every 1.5 lease TTLs, and a namespace belongs to
+// the identity that published there first. A replica of another identity that
+// finds a live replica of the owner's does not lead — it would schedule
+// from a foreign registry's cursors, and the owner's schedules would stop —
+// and both sides say so once in the log, in Health, in the Snapshot and in
+// metrics. Once no replica of the owner's identity beats any more, the
+// namespace passes to the next identity that asks: a deploy that moves the
+// first package of a service with an explicit Namespace waits for its old
+// replicas to stop. Two services whose registries start with the same
+// package have one identity, and are not told apart.
 
 // NamespaceLegacy is the namespace every runtime used by default before the
 // default was derived from the registry. A deployment that ran on it keeps
@@ -53,7 +55,11 @@ import (
 const NamespaceLegacy = "belfry"
 
 // DefaultNamespace is the namespace a runtime for reg uses when
-// Options.Namespace is empty (see the package's namespace notes).
+// Options.Namespace is empty: named after the registry's first package
+// (Registry.Packages), or for a registry whose schedules carry no package
+// after the binary's main package, as "<last two path elements>-<8 hex
+// digits of the path's SHA-256>", e.g. "service.jobs-1f0c33a2". It differs
+// between services and stays the same when the schedules change.
 func DefaultNamespace(reg *registry.Registry) string {
 	return namespaceFor(registryIdentity(reg))
 }
@@ -106,8 +112,8 @@ func namespaceFor(identity string) string {
 // 15 s).
 func (r *Runtime) namespaceCheckEvery() time.Duration { return r.opts.LeaseTTL * 3 / 2 }
 
-// ErrNamespaceContended: a replica of another registry leads or beats in
-// this namespace; this replica does not lead in it.
+// ErrNamespaceContended: the namespace belongs to another registry, a
+// replica of which is alive; this replica does not lead in it.
 var ErrNamespaceContended = errors.New("namespace shared with another registry")
 
 // namespaceWatch is this replica's last look at its namespace's identities.
@@ -130,12 +136,6 @@ type namespaceWatch struct {
 	legacyChecked time.Time
 	legacyOff     bool          // the ACL refuses the old namespace's keys
 	legacyEvery   time.Duration // legacyCheckEvery; tests shorten it
-}
-
-// namespaceKeys are the keys of the identity check.
-func (r *Runtime) namespaceKeys() (registries, owner string) {
-	p := r.store.Keys.Prefix
-	return p + "registries", p + "owner"
 }
 
 // identityScript publishes this replica's identity, prunes stale entries,
@@ -220,7 +220,7 @@ func (r *Runtime) watchNamespace(ctx context.Context) {
 func (r *Runtime) checkNamespace(ctx context.Context) bool {
 	w := &r.namespace
 	now := r.clock.Now()
-	registries, ownerKey := r.namespaceKeys()
+	registries, ownerKey := r.store.Keys.Registries, r.store.Keys.Owner
 	stale := 3 * r.opts.LeaseTTL
 	cctx, cancel := context.WithTimeout(ctx, r.lease.CallTimeout())
 	defer cancel()
@@ -350,14 +350,15 @@ func (r *Runtime) checkLegacy(ctx context.Context, now time.Time) {
 	for _, s := range r.reg.Schedules()[:min(legacyProbe, r.reg.Len())] {
 		names = append(names, s.Name)
 	}
+	legacy := store.NewKeys(NamespaceLegacy)
 	var leaseCmd *redis.IntCmd
 	var cursorsCmd *redis.SliceCmd
 	var identitiesCmd *redis.StringSliceCmd
 	_, err := lease.Obey(ctx, func(ctx context.Context) ([]redis.Cmder, error) {
 		return r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			leaseCmd = p.Exists(ctx, NamespaceLegacy+":lease")
-			cursorsCmd = p.HMGet(ctx, NamespaceLegacy+":cursors", names...)
-			identitiesCmd = p.ZRange(ctx, NamespaceLegacy+":registries", 0, -1)
+			leaseCmd = p.Exists(ctx, legacy.Lease)
+			cursorsCmd = p.HMGet(ctx, legacy.Cursors, names...)
+			identitiesCmd = p.ZRange(ctx, legacy.Registries, 0, -1)
 			return nil
 		})
 	})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime/internal/lease"
+	"github.com/belfry/belfry/runtime/internal/store"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 )
@@ -237,7 +238,7 @@ func (r *Runtime) othersOwn(ctx context.Context, ns string) bool {
 		if err != nil {
 			return nil, err
 		}
-		return r.rdb.ZRangeByScore(ctx, ns+":registries", &redis.ZRangeBy{
+		return r.rdb.ZRangeByScore(ctx, store.NewKeys(ns).Registries, &redis.ZRangeBy{
 			Min: strconv.FormatInt(t.UnixMilli()-stale, 10), Max: "+inf"}).Result()
 	})
 	if err != nil {
