@@ -357,7 +357,7 @@ func TestWorkersWithoutTheHandlerAreReported(t *testing.T) {
 	if h.Status != "unhealthy" || !slices.ContainsFunc(h.Problems, func(p string) bool { return strings.Contains(p, "other-1") }) {
 		t.Errorf("health %s %q, want unhealthy naming the workers that bounce", h.Status, h.Problems)
 	}
-	if !strings.Contains(other.logs.String(), "cannot run an occurrence of another service") {
+	if !strings.Contains(other.logs.String(), "an occurrence reached workers that cannot run it") {
 		t.Errorf("the bouncing workers did not log it")
 	}
 	// The schedule's own workers start: the bounced occurrences run there.

@@ -287,7 +287,7 @@ func (r *Runtime) reportMisrouted(ctx context.Context, ns, schedule, queue, reas
 	f.logged[ns+"|"+schedule] = true
 	f.mu.Unlock()
 	if first {
-		r.log.Error("these workers cannot run an occurrence of another service's schedule on a shared queue; asynq retries it",
+		r.log.Error("an occurrence reached workers that cannot run it; asynq retries it, on any worker of its queue",
 			"schedule", schedule, "queue", queue, "its_namespace", ns, "reason", reason)
 	}
 	m := Misrouted{Schedule: schedule, Queue: queue, Namespace: r.opts.Namespace, Replica: r.opts.Replica, Reason: reason, At: r.clock.Now()}
