@@ -93,3 +93,11 @@ func (r *Runtime) NamespaceChecks() int {
 	defer r.namespace.mu.Unlock()
 	return r.namespace.checks
 }
+
+// CheckQueuesEvery makes the leader look at its queues (unserved, misrouted
+// occurrences) every d instead of once a minute.
+func (r *Runtime) CheckQueuesEvery(d time.Duration) {
+	r.unserved.mu.Lock()
+	r.unserved.every = d
+	r.unserved.mu.Unlock()
+}

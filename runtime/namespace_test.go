@@ -343,6 +343,7 @@ func TestWorkersWithoutTheHandlerAreReported(t *testing.T) {
 		queue, everySecond("other-tick", uniq("elsewhere"), "example.com/other/jobs"))
 	owner := startService(t, rdb, runtime.Options{Namespace: uniq("owner"), Replica: "owner-1", LeaseTTL: time.Second},
 		"", everySecond("report", queue, "example.com/owner/jobs"))
+	owner.rt.CheckQueuesEvery(100 * time.Millisecond)
 
 	var got []runtime.Misrouted
 	waitFor(t, 15*time.Second, "the bounce to be reported to the schedule's service", func() bool {
@@ -360,12 +361,18 @@ func TestWorkersWithoutTheHandlerAreReported(t *testing.T) {
 	if !strings.Contains(other.logs.String(), "an occurrence reached workers that cannot run it") {
 		t.Errorf("the bouncing workers did not log it")
 	}
+	waitFor(t, 10*time.Second, "the schedule's leader to log it", func() bool {
+		return strings.Contains(owner.logs.String(), "MISROUTED OCCURRENCES")
+	})
 	// The schedule's own workers start: the bounced occurrences run there.
 	startWorker(t, rdb, queue, func(mux *asynq.ServeMux) { owner.rt.RegisterHandlers(mux) })
 	waitFor(t, 15*time.Second, "the schedule to run on its own workers", func() bool { return len(owner.ran.slots("report")) >= 2 })
 	snap, _ := owner.rt.Snapshot(context.Background())
 	if len(snap.Misrouted) == 0 {
 		t.Errorf("the snapshot does not show the misrouted occurrences")
+	}
+	if n := strings.Count(owner.logs.String(), "MISROUTED OCCURRENCES"); n != 1 {
+		t.Errorf("the leader logged the misrouted occurrences %d times, want once", n)
 	}
 }
 

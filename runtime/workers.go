@@ -55,6 +55,7 @@ func (r *Runtime) UnservedQueues() ([]string, error) {
 // unservedLog logs each unserved queue once, and again once it is served.
 type unservedLog struct {
 	mu      sync.Mutex
+	every   time.Duration // unservedCheckEvery; tests shorten it
 	checked time.Time
 	warned  map[string]bool
 	// misrouted are the reports of misrouted occurrences logged.
@@ -78,7 +79,7 @@ func (r *Runtime) checkQueues(now time.Time) bool {
 	u := &r.unserved
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if now.Sub(u.checked) < unservedCheckEvery {
+	if now.Sub(u.checked) < cmp.Or(u.every, unservedCheckEvery) {
 		return false
 	}
 	u.checked = now
