@@ -90,6 +90,7 @@ func newRuntime(reg *registry.Registry, opts Options, clk clock.Clock) (*Runtime
 		return nil, err
 	}
 	r := &Runtime{reg: reg, opts: opts, clock: clk, identity: identity, derivedNamespace: derived}
+	r.namespace.looked = make(chan struct{})
 	r.redisCheck.every = redisCheckEvery
 	r.log = opts.Logger.With("replica", opts.Replica)
 	switch {
@@ -218,6 +219,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 		return nil
 	}
 	var wg sync.WaitGroup
+	wg.Go(func() { r.watchNamespace(ctx) })
 	wg.Go(func() { r.lease.Run(ctx) })
 	wg.Go(func() { r.scheduleLoop(ctx) })
 	if len(r.families()) > 0 {
