@@ -76,9 +76,10 @@ type Options struct {
 	// step down. Each write then costs a round trip to a replica more, and
 	// scheduling stops while fewer replicas answer. See the README.
 	ReplicaAcks int
-	// ReplicaAckTimeout bounds each wait for ReplicaAcks; default 1s, and
-	// below LeaseTTL/3 (a lease call's bound). The client's ReadTimeout
-	// need not cover it: go-redis extends it for WAIT.
+	// ReplicaAckTimeout bounds each wait for ReplicaAcks; default 1s (or
+	// LeaseTTL/5 if that is shorter), and below LeaseTTL/3, a lease call's
+	// bound. The client's ReadTimeout need not cover it: go-redis extends
+	// its deadline for WAIT.
 	ReplicaAckTimeout time.Duration
 }
 
@@ -91,7 +92,7 @@ func (o *Options) normalize() error {
 	o.HistoryLimit = cmp.Or(o.HistoryLimit, HistoryLimitDefault)
 	o.EnqueueConcurrency = cmp.Or(o.EnqueueConcurrency, EnqueueConcurrencyDefault)
 	if o.ReplicaAcks > 0 {
-		o.ReplicaAckTimeout = cmp.Or(o.ReplicaAckTimeout, ReplicaAckTimeoutDefault)
+		o.ReplicaAckTimeout = cmp.Or(o.ReplicaAckTimeout, min(ReplicaAckTimeoutDefault, o.LeaseTTL/5))
 	}
 	if o.Replica == "" {
 		host, _ := os.Hostname()

@@ -4,7 +4,9 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -286,5 +288,124 @@ func TestSentinelLostWritesWithoutReplicaAcksAreDetected(t *testing.T) {
 	duplicates, missed, _ := rig.verdict(ctx, from, to)
 	if duplicates != 0 || missed != 0 {
 		t.Errorf("after a detected loss: duplicates=%d missed=%d outside the detected window; want 0 and 0", duplicates, missed)
+	}
+}
+
+// The cost of ReplicaAcks per dispatch: one runtime on a failover client
+// with a per-second schedule, each op one scheduled slot, reporting how
+// long after its slot the occurrence was enqueued and committed (the
+// event's Lag) with and without acknowledgements. Run it with
+// -benchtime=30x: every op waits for a slot.
+func BenchmarkDispatchReplicaAcks(b *testing.B) {
+	for _, acks := range []int{0, 1} {
+		b.Run("acks="+strconv.Itoa(acks), func(b *testing.B) {
+			s := redistest.StartSentinel(b, redistest.SentinelOptions{})
+			reg := registry.MustNew(registry.Schedule{Name: "tick", Expr: "* * * * * *", Queue: uniq("q"),
+				Handler: func(context.Context, registry.Occurrence) error { return nil }})
+			rt, err := runtime.New(reg, runtime.Options{Redis: s.Client(b), Namespace: uniq("ns"), ReplicaAcks: acks,
+				Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			lags := make(chan time.Duration, 100)
+			rt.Observe(func(e runtime.Event) {
+				if e.Outcome == runtime.OutcomeEnqueued && !e.Manual {
+					select {
+					case lags <- e.Lag:
+					default:
+					}
+				}
+			})
+			runUntilTheEnd(b, rt)
+			<-lags // the first slot after taking the lease
+			var got []time.Duration
+			for b.Loop() {
+				got = append(got, <-lags)
+			}
+			slices.Sort(got)
+			b.ReportMetric(float64(got[len(got)/2].Microseconds())/1000, "lag_p50_ms")
+			b.ReportMetric(float64(got[len(got)*9/10].Microseconds())/1000, "lag_p90_ms")
+		})
+	}
+}
+
+// A RedisURL with master_name is a Sentinel URL: the runtime's own client
+// asks the sentinels for the primary and follows it through a failover.
+func TestRedisURLWithMasterNameFollowsTheSentinels(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := redistest.StartSentinel(t, redistest.SentinelOptions{})
+	url := "redis://" + s.SentinelAddrs[0] + "?master_name=" + redistest.SentinelMasterName +
+		"&addr=" + s.SentinelAddrs[1] + "&addr=" + s.SentinelAddrs[2] + "&dial_timeout=200ms"
+	rt, err := runtime.New(registry.MustNew(idleSchedule()), runtime.Options{RedisURL: url, Namespace: uniq("ns"),
+		LeaseTTL: 2 * time.Second, ReplicaAcks: 1, Logger: failoverLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntilTheEnd(t, rt)
+	waitFor(t, 10*time.Second, "the runtime to lead through the sentinels", rt.IsLeader)
+	if _, err := s.Failover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	primary, err := s.Primary(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the runtime to lead on the new primary", func() bool {
+		info, err := rt.RedisClient().Info(ctx, "server").Result()
+		return err == nil && strings.Contains(info, "tcp_port:"+primary.Addr[strings.LastIndexByte(primary.Addr, ':')+1:]+"\r") && rt.IsLeader()
+	})
+}
+
+// ReplicaAcks and its timeout are checked with the other options, with
+// messages that say what to set.
+func TestReplicaAcksOptionsAreValidated(t *testing.T) {
+	t.Parallel()
+	reg := registry.MustNew(idleSchedule())
+	for _, tt := range []struct {
+		opts runtime.Options
+		want string // "" for valid
+	}{
+		{runtime.Options{ReplicaAcks: 1}, ""},
+		{runtime.Options{ReplicaAcks: 2, ReplicaAckTimeout: 200 * time.Millisecond}, ""},
+		{runtime.Options{ReplicaAcks: -1}, "ReplicaAcks must be 0"},
+		{runtime.Options{ReplicaAcks: 1, ReplicaAckTimeout: 5 * time.Second}, "ReplicaAckTimeout must be at least 1ms and below LeaseTTL/3 (5s); got 5s"},
+		{runtime.Options{ReplicaAcks: 1, ReplicaAckTimeout: time.Microsecond}, "ReplicaAckTimeout must be at least 1ms"},
+	} {
+		tt.opts.RedisURL = "redis://" + sharedRedisAddr()
+		rt, err := runtime.New(reg, tt.opts)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%+v: %v, want valid", tt.opts, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("ReplicaAcks=%d ReplicaAckTimeout=%s: error %v, want %q", tt.opts.ReplicaAcks, tt.opts.ReplicaAckTimeout, err, tt.want)
+		}
+		if rt != nil {
+			rt.Close()
+		}
+	}
+}
+
+// A rediss:// RedisURL speaks TLS: the runtime leads on a Redis that
+// accepts nothing else. (skip_verify, since the test's certificate is its
+// own; a service's URL verifies the server against the system's roots.)
+func TestRedissURLSpeaksTLS(t *testing.T) {
+	t.Parallel()
+	addr := redistest.StartTLS(t)
+	rt, err := runtime.New(registry.MustNew(idleSchedule()), runtime.Options{RedisURL: "rediss://" + addr + "/0?skip_verify=true",
+		Namespace: uniq("ns"), LeaseTTL: time.Second, Logger: failoverLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntilTheEnd(t, rt)
+	waitFor(t, 10*time.Second, "the runtime to lead over TLS", rt.IsLeader)
+	plain, err := runtime.New(registry.MustNew(idleSchedule()), runtime.Options{RedisURL: "redis://" + addr + "/0", Namespace: uniq("ns")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if err := plain.RedisClient().Ping(context.Background()).Err(); err == nil {
+		t.Error("a plain redis:// client reached the TLS-only server; the test proves nothing")
 	}
 }

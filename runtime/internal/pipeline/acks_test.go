@@ -72,3 +72,25 @@ func TestAckedScriptsFailWithoutAReplica(t *testing.T) {
 		t.Errorf("a script with acknowledgements off: %d %v", n, err)
 	}
 }
+
+// The cost of acknowledgements per fenced enqueue, on a primary with one
+// replica on the same host: each sub-benchmark is one fenced insert per
+// op, with and without WAIT for the replica.
+func BenchmarkFencedInsertReplicaAcks(b *testing.B) {
+	ctx := context.Background()
+	s := redistest.StartSentinel(b, redistest.SentinelOptions{Sentinels: 1})
+	rdb := s.Servers[0].Client(b)
+	rdb.Set(ctx, "lease", "r0|1", 0)
+	fence := pipeline.WithFence(ctx, &pipeline.Fence{Key: "lease", Value: "r0|1"})
+	for _, replicas := range []int{0, 1} {
+		b.Run("acks="+string(rune('0'+replicas)), func(b *testing.B) {
+			pc := pipeline.NewClient(rdb)
+			pc.Acks = pipeline.Acks{Replicas: replicas, Timeout: time.Second}
+			for b.Loop() {
+				if err := insertScript.Run(fence, pc, []string{"bench:" + string(rune('a'+replicas)) + ":" + time.Now().Format(time.RFC3339Nano)}, "x").Err(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
