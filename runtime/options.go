@@ -134,16 +134,22 @@ func (o *Options) acks() pipeline.Acks {
 // openRedisURL makes the client of a RedisURL: a Sentinel failover client
 // when it names a master (master_name), else a plain one.
 func openRedisURL(rawURL string) (*redis.Client, error) {
+	failover, plain, err := parseRedisURL(rawURL)
+	switch {
+	case err != nil:
+		return nil, err
+	case failover != nil:
+		return redis.NewFailoverClient(failover), nil
+	}
+	return redis.NewClient(plain), nil
+}
+
+// parseRedisURL parses a RedisURL as openRedisURL does, without a client.
+func parseRedisURL(rawURL string) (*redis.FailoverOptions, *redis.Options, error) {
 	if u, err := url.Parse(rawURL); err == nil && u.Query().Has("master_name") {
 		fopts, err := redis.ParseFailoverURL(rawURL)
-		if err != nil {
-			return nil, err
-		}
-		return redis.NewFailoverClient(fopts), nil
+		return fopts, nil, err
 	}
 	ropts, err := redis.ParseURL(rawURL)
-	if err != nil {
-		return nil, err
-	}
-	return redis.NewClient(ropts), nil
+	return nil, ropts, err
 }

@@ -116,7 +116,7 @@ func redisURLError(rawURL string, err error) error {
 	if !ok || at < 0 {
 		return fmt.Errorf("RedisURL: %v; %s", redactSecrets(err.Error(), rawURL), want)
 	}
-	if _, err := redis.ParseURL(scheme + "://" + rest[at+1:]); err != nil {
+	if _, _, err := parseRedisURL(scheme + "://" + rest[at+1:]); err != nil {
 		return fmt.Errorf("RedisURL: %v; %s", redactSecrets(err.Error(), rawURL), want)
 	}
 	return fmt.Errorf("RedisURL: the user or password is not valid in a URL (not shown); percent-encode '/', '@', ':' and '%%' in them (a '/' is %%2F); %s", want)

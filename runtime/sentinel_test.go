@@ -409,3 +409,24 @@ func TestRedissURLSpeaksTLS(t *testing.T) {
 		t.Error("a plain redis:// client reached the TLS-only server; the test proves nothing")
 	}
 }
+
+// A Sentinel URL that does not parse is explained by the Sentinel
+// parser, not the plain one (which knows no master_name), and without its
+// password.
+func TestABadSentinelURLSaysWhy(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ url, want string }{
+		{"redis://user:hunter2@127.0.0.1:26379?master_name=m&bogus=1", "bogus"},
+		{"redis://user:hunt/er2@127.0.0.1:26379?master_name=m", "not valid in a URL"},
+	} {
+		_, err := runtime.New(registry.MustNew(idleSchedule()), runtime.Options{RedisURL: tt.url})
+		switch {
+		case err == nil:
+			t.Errorf("RedisURL %q parsed", tt.url)
+		case strings.Contains(err.Error(), "hunt") || strings.Contains(err.Error(), "er2"):
+			t.Errorf("RedisURL %q: error %q shows the password", tt.url, err)
+		case !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "unexpected option: master_name"):
+			t.Errorf("RedisURL %q: error %q, want it to name %q", tt.url, err, tt.want)
+		}
+	}
+}
