@@ -53,6 +53,7 @@ type Runtime struct {
 	unserved   unservedLog
 	redisCheck redisCheck
 	dataWatch  dataWatch
+	inDoubt    inDoubt // enqueues no replica acknowledged (ReplicaAcks)
 }
 
 // recordTTL bounds how long an occurrence record outlives its index entry.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/belfry/belfry/registry"
@@ -264,7 +265,18 @@ func (r *Runtime) enqueuePlan(ctx context.Context, fence *pipeline.Fence, p *slo
 		}
 		occ := s.Occurrence(r.opts.Namespace, slot)
 		if outcome == OutcomeEnqueued {
-			if _, err := r.enqueue(ctx, s, occ, r.retention(s)); err != nil {
+			if gone, err := r.unackedGone(ctx, s, occ); err != nil {
+				p.failedAt(k, err)
+				return
+			} else if gone {
+				outcome = OutcomeLost
+			}
+		}
+		if outcome == OutcomeEnqueued {
+			var unacked atomic.Bool
+			_, err := r.enqueue(pipeline.WithUnacked(ctx, &unacked), s, occ, r.retention(s))
+			r.inDoubt.noteEnqueue(occ.ID, err, unacked.Load(), r.clock.Now())
+			if err != nil {
 				if fence.Rejected() {
 					err = store.ErrNotLeader
 				}

@@ -185,7 +185,7 @@ func TestSentinelFailoversWithReplicaAcksRunEverySlotOnce(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	rig := newFailoverRig(t, 3, redistest.SentinelOptions{MinReplicasToWrite: 1}, runtime.Options{LeaseTTL: 3 * time.Second, ReplicaAcks: 1, ReplicaAckTimeout: 500 * time.Millisecond})
+	rig := newFailoverRig(t, 3, redistest.SentinelOptions{MinReplicasToWrite: 1}, runtime.Options{ReplicaAcks: 1})
 	rig.waitRun(20*time.Second, time.Time{})
 	from := time.Now().Truncate(time.Second).Add(time.Second)
 	for i := range failoversFromEnv(t) {
@@ -206,6 +206,44 @@ func TestSentinelFailoversWithReplicaAcksRunEverySlotOnce(t *testing.T) {
 	}
 }
 
+// The same failovers with ReplicaAcks alone, the servers without
+// min-replicas-to-write: the old primary takes the enqueue of the slot due
+// at the failover, no replica acknowledges it, and a worker still on the
+// old primary may run it. The leader does not enqueue that slot again on
+// the new primary, where its task is gone: it records the slot as lost
+// (a window of one slot that may not have run). No slot runs twice. This
+// holds when the leader that made the write is the one that retries it:
+// with the default LeaseTTL its lease outlives the failover (Sentinel
+// converts the old primary, the new one's only replica, after about 8 s;
+// until then nothing is acknowledged and nobody leads).
+func TestSentinelFailoversWithReplicaAcksAloneRunNoSlotTwice(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rig := newFailoverRig(t, 3, redistest.SentinelOptions{}, runtime.Options{ReplicaAcks: 1})
+	rig.waitRun(20*time.Second, time.Time{})
+	from := time.Now().Truncate(time.Second).Add(time.Second)
+	for i := range failoversFromEnv(t) {
+		if _, err := rig.s.Failover(ctx); err != nil {
+			t.Fatalf("failover %d: %v", i+1, err)
+		}
+		rig.waitRun(20*time.Second, time.Now())
+		if err := rig.s.WaitSynced(ctx); err != nil {
+			t.Fatalf("after failover %d: %v", i+1, err)
+		}
+	}
+	to := time.Now().Truncate(time.Second)
+	duplicates, missed, lost := rig.verdict(ctx, from, to)
+	if duplicates != 0 || missed != 0 {
+		t.Errorf("over %d failovers: duplicates=%d missed=%d outside %d detected losses; want 0 and 0", failoversFromEnv(t), duplicates, missed, len(lost))
+	}
+	for _, l := range lost {
+		if !l.From.Equal(l.To) {
+			t.Errorf("a loss of more than one slot: %+v", l)
+		}
+	}
+}
+
 // A failover, then a SIGKILL of the new primary before the old one (now
 // its replica) has resynced: Sentinel promotes a replica that lacks what
 // the new primary took. With ReplicaAcks=1 nothing the leader counted was
@@ -214,7 +252,7 @@ func TestSentinelFailoverThenKillWithReplicaAcks(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	rig := newFailoverRig(t, 3, redistest.SentinelOptions{MinReplicasToWrite: 1}, runtime.Options{LeaseTTL: 3 * time.Second, ReplicaAcks: 1, ReplicaAckTimeout: 500 * time.Millisecond})
+	rig := newFailoverRig(t, 3, redistest.SentinelOptions{MinReplicasToWrite: 1}, runtime.Options{ReplicaAcks: 1})
 	rig.waitRun(20*time.Second, time.Time{})
 	from := time.Now().Truncate(time.Second).Add(time.Second)
 	if _, err := rig.s.Failover(ctx); err != nil {
