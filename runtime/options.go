@@ -72,8 +72,9 @@ type Options struct {
 	// the connection that wrote), so a failover to an acknowledging replica
 	// cannot lose an occurrence the leader counted as enqueued. A write not
 	// acknowledged within ReplicaAckTimeout counts as failed: an enqueue is
-	// tried again (its task ID makes that safe), a renewal makes the holder
-	// step down. Each write then costs a round trip to a replica more, and
+	// tried again (its task ID makes that safe; one whose task a failover
+	// lost meanwhile is recorded lost, not run again), a renewal makes the
+	// holder step down. Each write then costs a round trip to a replica more, and
 	// scheduling stops while fewer replicas answer. See the README.
 	ReplicaAcks int
 	// ReplicaAckTimeout bounds each wait for ReplicaAcks; default 1s (or
