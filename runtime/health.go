@@ -67,6 +67,8 @@ func (r *Runtime) Health(ctx context.Context) Health {
 		h.Problems = append(h.Problems, unsafe)
 	case snap.Redis == RedisDown:
 		h.Problems = append(h.Problems, "redis unreachable: "+snap.RedisError)
+	case snap.Redis == RedisSlow:
+		h.Problems = append(h.Problems, "redis not answering in time: "+snap.RedisError)
 	case snap.Cluster.Leader == "":
 		h.Problems = append(h.Problems, "no replica holds the scheduler lease")
 	}

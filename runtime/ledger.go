@@ -210,11 +210,13 @@ func (r *Runtime) History(ctx context.Context, name string, limit int) ([]Record
 	if r.disabled != "" {
 		return nil, nil
 	}
-	ids, err := r.store.History(ctx, name, limit)
-	if err != nil {
-		return nil, err
-	}
-	return r.records(ctx, ids)
+	return bounded(ctx, func(ctx context.Context) ([]Record, error) {
+		ids, err := r.store.History(ctx, name, limit)
+		if err != nil {
+			return nil, err
+		}
+		return r.records(ctx, ids)
+	})
 }
 
 func (r *Runtime) records(ctx context.Context, ids []string) ([]Record, error) {
@@ -278,7 +280,7 @@ func (r *Runtime) Orphans(ctx context.Context) ([]string, error) {
 	if r.disabled != "" {
 		return nil, nil
 	}
-	known, err := r.store.Known(ctx)
+	known, err := bounded(ctx, r.store.Known)
 	if err != nil {
 		return nil, err
 	}

@@ -149,8 +149,15 @@ func openRedisURL(rawURL string) (*redis.Client, error) {
 func parseRedisURL(rawURL string) (*redis.FailoverOptions, *redis.Options, error) {
 	if u, err := url.Parse(rawURL); err == nil && u.Query().Has("master_name") {
 		fopts, err := redis.ParseFailoverURL(rawURL)
+		if err == nil {
+			// The runtime bounds its calls with contexts (see bounded).
+			fopts.ContextTimeoutEnabled = true
+		}
 		return fopts, nil, err
 	}
 	ropts, err := redis.ParseURL(rawURL)
+	if err == nil {
+		ropts.ContextTimeoutEnabled = true
+	}
 	return nil, ropts, err
 }

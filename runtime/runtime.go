@@ -53,6 +53,7 @@ type Runtime struct {
 	unserved   unservedLog
 	redisCheck redisCheck
 	dataWatch  dataWatch
+	lateness   lateness
 	inDoubt    inDoubt // enqueues no replica acknowledged (ReplicaAcks)
 }
 
@@ -256,6 +257,8 @@ func (r *Runtime) RedisState() (RedisState, error) {
 	switch {
 	case !r.redisSeen:
 		return RedisUnknown, nil
+	case r.redisErr != nil && isSlow(r.redisErr):
+		return RedisSlow, r.redisErr
 	case r.redisErr != nil:
 		return RedisDown, r.redisErr
 	}

@@ -173,6 +173,10 @@ func (r *Runtime) loadLeaderState(ctx context.Context, value string) (*leaderSta
 func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) error {
 	var plans []*slotPlan
 	var names []string
+	// A dispatch that falls behind its slots, or fails, counts toward
+	// handing the lease over (handover.go).
+	earliest, enqueued := st.queue[0].slot, time.Time{}
+	defer func() { r.noteDispatch(ctx, earliest, enqueued) }()
 	for len(st.queue) > 0 && !st.queue[0].slot.After(now) {
 		d := heap.Pop(&st.queue).(due)
 		plans = append(plans, planSlots(r.scope(d.sched), d.sched, d.slot, st.cursors[d.sched.Name], now, r.Grace(d.sched)))
@@ -190,6 +194,7 @@ func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) 
 		}
 	}
 	r.enqueueAll(ctx, st.value, plans)
+	enqueued = r.clock.Now()
 	commits := make([]store.Commit, 0, len(plans))
 	var firstErr error
 	for _, p := range plans {

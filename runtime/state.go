@@ -45,6 +45,7 @@ const (
 	RedisUnknown  RedisState = "unknown"  // no call has completed yet
 	RedisUp       RedisState = "up"       // the last call succeeded
 	RedisDown     RedisState = "down"     // the last call failed
+	RedisSlow     RedisState = "slow"     // the last call got no answer within its deadline (a stall, a slow or cut link)
 )
 
 // Errors callers branch on with errors.Is.

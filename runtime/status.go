@@ -63,28 +63,21 @@ type Snapshot struct {
 // recentPerSchedule is how many occurrences the index page shows per row.
 const recentPerSchedule = 5
 
-// Snapshot reads the ledger and the lease in a few round trips. When Redis
-// is unreachable it still returns every schedule with its next run; the
-// error says what is missing.
+// Snapshot reads the ledger and the lease in a few round trips, and
+// returns by ctx's deadline whatever the client (see bounded). When Redis
+// is unreachable or slow it still returns every schedule with its next
+// run; the error says what is missing.
 func (r *Runtime) Snapshot(ctx context.Context) (Snapshot, error) {
 	now := r.clock.Now()
 	snap := Snapshot{At: now, Replica: r.opts.Replica, Disabled: r.disabled}
 	var err error
-	recent, counters, paused := map[string][]Record{}, map[string]Counters{}, map[string]Pause{}
+	var rd snapshotReads
 	if r.disabled == "" {
-		if recent, err = r.recentRecords(ctx, recentPerSchedule); err == nil {
-			if counters, err = r.Counters(ctx); err == nil {
-				if paused, err = r.Paused(ctx); err == nil {
-					if snap.Cluster, err = r.Cluster(ctx); err == nil {
-						if snap.Unserved, err = r.UnservedQueues(); err == nil {
-							snap.LostWrites, err = r.LostWrites(ctx)
-						}
-					}
-				}
-			}
-		}
+		rd, err = bounded(ctx, r.readSnapshot)
 		r.noteRedis(err)
 	}
+	recent, counters, paused := rd.recent, rd.counters, rd.paused
+	snap.Cluster, snap.Unserved, snap.LostWrites = rd.cluster, rd.unserved, rd.lost
 	state, lastErr := r.RedisState()
 	snap.Redis = state
 	snap.RedisUnsafe = r.RedisUnsafe()

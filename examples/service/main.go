@@ -96,6 +96,9 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "service: -redis %s: %v; want e.g. redis://127.0.0.1:6379/0\n", redact(cfg.redisURL), redactErr(err, cfg.redisURL))
 			return exitUsage
 		}
+		// Without it go-redis ignores the admin's and health's deadlines
+		// and waits out its read timeout (and retries) on a stalled Redis.
+		opts.ContextTimeoutEnabled = true
 		rdb = redis.NewClient(opts)
 		defer rdb.Close()
 	}

@@ -78,6 +78,11 @@ type Lease struct {
 	beaten bool
 	// duplicate is the last other process seen using this replica's name.
 	duplicate Duplicate
+	// since is when this replica gained the lease it holds.
+	since time.Time
+	// coolUntil keeps this replica out of the election after it handed
+	// the lease over at coolFrom (see Handover).
+	coolFrom, coolUntil time.Time
 	// created counts the leases this instance created with a new token,
 	// as opposed to resumed ones.
 	created uint64
@@ -291,6 +296,9 @@ func (l *Lease) setLeader(value string, sent time.Time) {
 	lapsed := !gained && l.clock.Now().After(l.trustedUntil)
 	l.value = value
 	l.trustedUntil = sent.Add(l.ttl - l.TrustMargin())
+	if gained {
+		l.since = l.clock.Now()
+	}
 	l.mu.Unlock()
 	if gained {
 		l.log.Info("lease acquired: this replica schedules", "lease", value)
@@ -298,6 +306,16 @@ func (l *Lease) setLeader(value string, sent time.Time) {
 	if gained || lapsed {
 		signal(l.changed)
 	}
+}
+
+// Since is when this replica gained the lease it holds (zero if none).
+func (l *Lease) Since() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.value == "" {
+		return time.Time{}
+	}
+	return l.since
 }
 
 // StepDown gives up leadership locally at once.
@@ -341,6 +359,11 @@ func (l *Lease) Run(ctx context.Context) {
 			wait = l.RenewEvery()
 		case l.Holding() != "":
 			wait, err = l.Renew(ctx)
+		case l.coolDownLeft() > 0:
+			// Handed over: heartbeat, so the replica stays listed and
+			// counts as a follower, but do not take the lease.
+			wait, err = l.acquire(ctx, true)
+			wait = min(wait, l.coolDownLeft())
 		default:
 			wait, err = l.Acquire(ctx)
 		}
@@ -384,8 +407,18 @@ func (l *Lease) refused(ctx context.Context) bool {
 // Acquire tries once to take the lease (or resume one of this instance's,
 // see acquireScript) and returns when to try or renew next.
 func (l *Lease) Acquire(ctx context.Context) (time.Duration, error) {
+	return l.acquire(ctx, false)
+}
+
+// acquire is Acquire, or with holdOff only a heartbeat and a look at the
+// holder.
+func (l *Lease) acquire(ctx context.Context, holdOff bool) (time.Duration, error) {
 	sent := l.clock.Now()
-	res, err := l.call(ctx, acquireScript)
+	flag := "0"
+	if holdOff {
+		flag = "1"
+	}
+	res, err := l.call(ctx, acquireScript, flag)
 	if err != nil {
 		return 0, err
 	}
@@ -406,6 +439,9 @@ func (l *Lease) Acquire(ctx context.Context) (time.Duration, error) {
 	}
 	if l.onHolder != nil && value != "" {
 		l.onHolder(value)
+	}
+	if holdOff && value == "" && l.endCoolDownUnheld() {
+		return 0, nil // nobody took the lease: take it now
 	}
 	// Try again the moment the holder's key expires (plus a hair, so the
 	// key is surely gone), but heartbeat at least once per TTL.
