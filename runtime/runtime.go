@@ -56,6 +56,7 @@ type Runtime struct {
 	redisCheck redisCheck
 	dataWatch  dataWatch
 	lateness   lateness
+	inDoubt    inDoubt // enqueues no replica acknowledged (ReplicaAcks)
 
 	// identity tells this registry's service from others in the namespace;
 	// derivedNamespace is true when the namespace is the default.
@@ -134,7 +135,7 @@ func redisURLError(rawURL string, err error) error {
 	if !ok || at < 0 {
 		return fmt.Errorf("RedisURL: %v; %s", redactSecrets(err.Error(), rawURL), want)
 	}
-	if _, err := redis.ParseURL(scheme + "://" + rest[at+1:]); err != nil {
+	if _, _, err := parseRedisURL(scheme + "://" + rest[at+1:]); err != nil {
 		return fmt.Errorf("RedisURL: %v; %s", redactSecrets(err.Error(), rawURL), want)
 	}
 	return fmt.Errorf("RedisURL: the user or password is not valid in a URL (not shown); percent-encode '/', '@', ':' and '%%' in them (a '/' is %%2F); %s", want)

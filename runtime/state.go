@@ -15,8 +15,10 @@ const (
 	OutcomeMissed    Outcome = "missed"    // older than grace when the leader got to it; never run
 	OutcomeSkipped   Outcome = "skipped"   // overlap=skip and the previous occurrence still ran
 	OutcomePaused    Outcome = "paused"    // came due while the schedule was paused; never run
-	// OutcomeLost is not an occurrence's: an Event of a detected loss of
-	// Redis data (see LostWrites).
+	// OutcomeLost is an Event of a detected loss of Redis data (see
+	// LostWrites), and the outcome of an occurrence whose enqueue no
+	// replica acknowledged and a failover then lost: it may have run on the
+	// old primary, and is not enqueued again (Options.ReplicaAcks).
 	OutcomeLost Outcome = "lost"
 )
 

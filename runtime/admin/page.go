@@ -53,6 +53,8 @@ func glyph(o runtime.Outcome) string {
 		return "»"
 	case runtime.OutcomePaused:
 		return "‖"
+	case runtime.OutcomeLost:
+		return "?" // a failover lost its task: it may or may not have run
 	}
 	return "…" // enqueued, running
 }
@@ -212,7 +214,7 @@ func historyRowOf(rec runtime.Record, s *registry.Schedule, now time.Time) histo
 		}
 	}
 	switch rec.Outcome {
-	case runtime.OutcomeFailed, runtime.OutcomeMissed, runtime.OutcomeSkipped, runtime.OutcomePaused:
+	case runtime.OutcomeFailed, runtime.OutcomeMissed, runtime.OutcomeSkipped, runtime.OutcomePaused, runtime.OutcomeLost:
 		row.Prominent = row.Rerunnable
 	}
 	return row

@@ -103,6 +103,7 @@ func TestHistoryRowOf(t *testing.T) {
 		{"missed", runtime.Record{ID: "cron:prune:1764472620", Outcome: runtime.OutcomeMissed}, "missed", "", "", true, true},
 		{"skipped", runtime.Record{ID: "cron:prune:1764472620", Outcome: runtime.OutcomeSkipped}, "skipped", "", "", true, true},
 		{"paused", runtime.Record{ID: "cron:prune:1764472620", Outcome: runtime.OutcomePaused}, "paused", "", "", true, true},
+		{"lost to a failover", runtime.Record{ID: "cron:prune:1764472620", Outcome: runtime.OutcomeLost}, "lost", "", "", true, true},
 		{"run now", runtime.Record{ID: "cron:prune:manual:abc", Manual: true, Outcome: runtime.OutcomeFailed}, "failed", "", "run now", false, false},
 		{"re-run", runtime.Record{ID: "cron:prune:rerun:1764472620:abc", Manual: true, Outcome: runtime.OutcomeSucceeded}, "succeeded", "", "re-run", true, false},
 	} {
