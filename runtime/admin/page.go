@@ -84,6 +84,8 @@ type pageData struct {
 	Detail   *scheduleRow
 	History  []historyRow
 	Confirm  *confirmation
+	Members  *membersView // a family's page: its members
+	Member   *memberPage  // a member's page
 }
 
 // scheduleRow is one schedule as the page shows it.
@@ -101,7 +103,8 @@ type scheduleRow struct {
 	PausedNote                   string // "paused by alice 3 min ago: reason"
 	// Unserved says no asynq server listens to the schedule's queue.
 	Unserved bool
-	Retries  string // "1 retry", "2 retries"
+	Retries  string     // "1 retry", "2 retries"
+	Family   *familyRow // a family's member count; nil for a schedule
 }
 
 // instant is a time as the page prints it: RFC 3339 with the offset of the
@@ -367,6 +370,7 @@ func (a *admin) index(w http.ResponseWriter, req *http.Request) {
 		ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
 		defer cancel()
 		data.Orphans, err = a.r.Orphans(ctx)
+		a.addFamilies(ctx, data.Rows, snap.At)
 	}
 	if err != nil {
 		data.Error = "Redis unreachable: history and replicas are not shown."
@@ -444,6 +448,7 @@ func (a *admin) detail(w http.ResponseWriter, req *http.Request) {
 		var history []runtime.Record
 		history, err = a.r.History(ctx, name, a.r.HistoryLimit())
 		data.History = historyRows(history, st.Schedule, snap.At)
+		data.Members = a.members(req, data.Detail, snap.At)
 	}
 	if err != nil {
 		data.Error = "Redis unreachable: history is not shown."
