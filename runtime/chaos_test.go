@@ -67,6 +67,7 @@ func chaosSchedules(h registry.HandlerFunc) *registry.Registry {
 		scheds = append(scheds, registry.Schedule{Name: e.name, Expr: e.expr, Queue: chaosQueue,
 			Timeout: 10 * time.Second, MaxRetry: 5, Handler: h})
 	}
+	scheds = append(scheds, chaosFamilySchedule(h))
 	return registry.MustNew(scheds...)
 }
 
@@ -112,7 +113,7 @@ func runChaosReplica(name string) error {
 	pid := os.Getpid()
 	reg := chaosSchedules(func(ctx context.Context, occ registry.Occurrence) error {
 		retry, _ := asynq.GetRetryCount(ctx)
-		line := fmt.Sprintf("%s %d %d %s %d\n", occ.Schedule, occ.Slot.Unix(), retry, name, pid)
+		line := fmt.Sprintf("%s %d %d %s %d\n", chaosRecordName(occ), occ.Slot.Unix(), retry, name, pid)
 		if _, err := rec.WriteString(line); err != nil {
 			log.Error("chaos: recording an execution failed; the count will be short", "occ", occ.ID, "err", err)
 		}
@@ -295,7 +296,7 @@ func TestChaos(t *testing.T) {
 	// future, so counting starts after it.
 	if !h.waitUntil(30*time.Second, "a leader to initialise every schedule's cursor", func() bool {
 		n, err := h.rdb.HLen(context.Background(), chaosNamespace+":cursors").Result()
-		return err == nil && int(n) == reg.Len()
+		return err == nil && int(n) == chaosOrdinary(reg)
 	}) {
 		t.FailNow()
 	}
@@ -311,12 +312,17 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	operator := h.operatorPauses(start)
+	fam := h.familyChurn(reg, start)
 	h.runChaos(start)
 	<-operator
 	end := time.Now()
 	h.logf("faults over after %s; draining", end.Sub(start).Round(time.Millisecond))
 
 	slots := windowSlots(reg, windowStart, end)
+	famDue := fam.slots(windowStart, end)
+	for name, list := range famDue {
+		slots[name] = list
+	}
 	h.drain(slots, end)
 	lost := h.lostWindows()
 	h.logf("losses detected: %+v", lost)
@@ -373,6 +379,8 @@ func TestChaos(t *testing.T) {
 			}
 		}
 	}
+	famOccurrences, famDuplicates, famMissed, famAfterDelete := fam.check(t, famDue, runs, retries, lost)
+	occurrences, duplicates, missed = occurrences+famOccurrences, duplicates+famDuplicates, missed+famMissed
 	if missed > 20 {
 		t.Errorf("chaos: ... and %d more slots never ran", missed-20)
 	}
@@ -385,6 +393,7 @@ func TestChaos(t *testing.T) {
 	skew := strconv.FormatFloat(cfg.skew.Seconds(), 'f', -1, 64)
 	line := fmt.Sprintf("chaos: occurrences=%d duplicates=%d missed=%d kills=%d pauses=%d skew_s=%s redis_restarts=%d paused_slots=%d flushes=%d lost_window=%d",
 		occurrences, duplicates, missed, h.kills, h.pauses, skew, h.redisRestarts, pausedSlots, h.flushes, lostWindow)
+	line += fmt.Sprintf(" family_occurrences=%d family_after_delete=%d", famOccurrences, famAfterDelete)
 	if *chaosSummary != "" {
 		if err := os.WriteFile(*chaosSummary, []byte(line+"\n"), 0o644); err != nil {
 			t.Errorf("writing %s: %v", *chaosSummary, err)
@@ -463,6 +472,9 @@ func (h *chaosHarness) pausedState(slot time.Time) pausedState {
 func windowSlots(reg *registry.Registry, from, to time.Time) map[string][]int64 {
 	out := map[string][]int64{}
 	for _, s := range reg.Schedules() {
+		if s.Family() {
+			continue // per member: see chaosFamilyRun.slots
+		}
 		for slot := s.Next(from.Add(-time.Nanosecond)); !slot.IsZero() && !slot.After(to); slot = s.Next(slot) {
 			out[s.Name] = append(out[s.Name], slot.Unix())
 		}

@@ -62,6 +62,18 @@
 // Overlap "skip" does not enqueue while its previous occurrence is pending,
 // active or retrying; the slot is recorded as skipped.
 //
+// # Families
+//
+// A schedule declared with per= is a family: its members are data in Redis
+// (SetMember, SetMembers, DeleteMember, Members), each with its own zone
+// and optionally its own expression, and every guarantee above holds per
+// (member, slot). The leader keeps one heap entry per (zone, expression)
+// bucket, not per member, reads a bucket's members in pages only when it
+// is due, and sees member changes within about a second (one GET of a
+// change counter per half second). A member's cursor keeps the UTC offset
+// of its last slot, so that a zone change never repeats a local time the
+// member already ran. See family.go and familyloop.go.
+//
 // # Removed schedules
 //
 // A schedule removed from the code (or renamed) leaves its cursor, counters

@@ -92,6 +92,11 @@ type familyState struct {
 	buckets  map[string]map[string]*famBucket // family -> bucket key
 	queue    bucketHeap
 	nextPoll time.Time
+	// lostFloor is the newest recorded loss's resume point: as for an
+	// ordinary schedule's cursor, no member runs a slot at or before it,
+	// which a replica may have enqueued before Redis lost the members'
+	// cursors (members written again after the loss start from now).
+	lostFloor time.Time
 }
 
 // familyLoop schedules the families' members while this replica leads and
@@ -169,6 +174,13 @@ func (r *Runtime) loadFamilies(ctx context.Context, value string) (*familyState,
 	now := r.clock.Now()
 	st := &familyState{value: value, version: ver, seen: map[string]int64{},
 		buckets: map[string]map[string]*famBucket{}, nextPoll: now.Add(familyPoll)}
+	lost, err := r.store.Lost(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range lost {
+		st.lostFloor = later(st.lostFloor, time.Unix(l.To, 0))
+	}
 	members := 0
 	for _, fam := range r.families() {
 		st.buckets[fam.Name] = map[string]*famBucket{}
@@ -244,7 +256,7 @@ func (r *Runtime) pollFamilies(ctx context.Context, st *familyState, now time.Ti
 func (r *Runtime) dispatchBuckets(ctx context.Context, st *familyState, now time.Time) error {
 	for len(st.queue) > 0 && !st.queue[0].next.After(now) {
 		b := heap.Pop(&st.queue).(*famBucket)
-		empty, err := r.dispatchBucket(ctx, st.value, b, now)
+		empty, err := r.dispatchBucket(ctx, st, b, now)
 		if err != nil {
 			return err
 		}
@@ -262,8 +274,8 @@ func (r *Runtime) dispatchBuckets(ctx context.Context, st *familyState, now time
 // dispatchBucket plans, enqueues and commits every member of the bucket
 // with a slot due at now, page by page, and reports whether the bucket
 // had no member left.
-func (r *Runtime) dispatchBucket(ctx context.Context, leaseValue string, b *famBucket, now time.Time) (empty bool, err error) {
-	fam := b.fam
+func (r *Runtime) dispatchBucket(ctx context.Context, st *familyState, b *famBucket, now time.Time) (empty bool, err error) {
+	fam, leaseValue := b.fam, st.value
 	pauses, err := r.store.Pauses(ctx, []string{fam.Name})
 	if err != nil {
 		return false, err
@@ -278,7 +290,7 @@ func (r *Runtime) dispatchBucket(ctx context.Context, leaseValue string, b *famB
 		}
 		members += len(keys)
 		last := len(keys) < familyPage
-		plans, prior, err := r.planMembers(ctx, b, keys, famPaused, now)
+		plans, prior, err := r.planMembers(ctx, b, keys, famPaused, st.lostFloor, now)
 		if err != nil {
 			return false, err
 		}
@@ -319,7 +331,7 @@ func cmp2(a, b error) error {
 
 // planMembers plans the slots due at now of the members keys of bucket b.
 // prior holds each plan's member's last enqueued slot before it.
-func (r *Runtime) planMembers(ctx context.Context, b *famBucket, keys []string, famPaused bool, now time.Time) ([]*slotPlan, []int64, error) {
+func (r *Runtime) planMembers(ctx context.Context, b *famBucket, keys []string, famPaused bool, floor, now time.Time) ([]*slotPlan, []int64, error) {
 	if len(keys) == 0 {
 		return nil, nil, nil
 	}
@@ -334,7 +346,7 @@ func (r *Runtime) planMembers(ctx context.Context, b *famBucket, keys []string, 
 		if !known[i] || store.BucketOf(ms[i].Zone, ms[i].Expr) != b.key {
 			continue // deleted or moved since the page was read: its new bucket has it
 		}
-		start := time.Unix(ms[i].Since, 0)
+		start := later(time.Unix(ms[i].Since, 0), floor)
 		if hasCursor[i] {
 			if floor := cursorFloor(cursors[i], s.Location()); floor.After(start) {
 				start = floor
@@ -421,4 +433,11 @@ func (r *Runtime) familyCommit(b *famBucket, plans []*slotPlan, prior []int64, n
 		fam.Recs = fam.Recs[len(fam.Recs)-limit:]
 	}
 	return fam, mcs, firstErr
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

@@ -42,6 +42,13 @@ func main() {
 		replicaMain(mode)
 		return
 	}
+	if os.Getenv("BENCH_FAMILY") == "1" { // the family measurements alone
+		if err := familyMain(); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(os.Getenv("BENCH_QUICK") == "1"); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
