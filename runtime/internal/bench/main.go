@@ -4,8 +4,10 @@
 //
 //	bench: next_vs_robfig=R fire_p99_ms=F asynq_fire_p99_ms=A takeover_crash_ttl=T takeover_graceful_s=G spike10k_s=S spike_vs_raw=V leader_cmds_min=L follower_cmds_min=W dup_asynq=DA dup_belfry=DB
 //
+// followed by the family's keys (family_takeover_s=... family_dup=D).
+//
 // BENCH_QUICK=1 shortens every measurement for a smoke run; BENCH_ONLY=fire,spike
-// runs a subset (steps: next, fire, takeover, spike, idle, duplicates). See
+// runs a subset (steps: next, fire, takeover, spike, idle, duplicates, family). See
 // BENCHMARKS.md.
 package main
 
@@ -65,6 +67,8 @@ type settings struct {
 	idleWindow    time.Duration
 	dupWindow     time.Duration
 	spikeTrials   int
+	// family: members, zones and members due at once of the family step.
+	familyMembers, familyZones, familySpike int
 }
 
 type results struct {
@@ -83,12 +87,15 @@ type results struct {
 	leaderExecPerMin, followerExecPerMin float64       // executed by Redis, script internals included
 	dupAsynq, dupBelfry                  float64
 	dupSlots                             int
+	family                               familyResult
 }
 
 func run(quick bool) error {
-	s := settings{benchtime: "1s", fireSlots: 120, crashKills: 5, gracefulStops: 3, idleWindow: time.Minute, dupWindow: time.Minute, spikeTrials: 5}
+	s := settings{benchtime: "1s", fireSlots: 120, crashKills: 5, gracefulStops: 3, idleWindow: time.Minute, dupWindow: time.Minute, spikeTrials: 5,
+		familyMembers: 100000, familyZones: 300, familySpike: 20000}
 	if quick {
-		s = settings{benchtime: "100ms", fireSlots: 15, crashKills: 2, gracefulStops: 2, idleWindow: 10 * time.Second, dupWindow: 10 * time.Second, spikeTrials: 3}
+		s = settings{benchtime: "100ms", fireSlots: 15, crashKills: 2, gracefulStops: 2, idleWindow: 10 * time.Second, dupWindow: 10 * time.Second, spikeTrials: 3,
+			familyMembers: 3000, familyZones: 30, familySpike: 1000}
 	}
 	srv, err := startRedis()
 	if err != nil {
@@ -107,13 +114,17 @@ func run(quick bool) error {
 		{"spike", "midnight spike", func() error { return benchSpike(srv.addr, s, &r) }},
 		{"idle", "idle cost", func() error { return benchIdle(srv.addr, s, &r) }},
 		{"duplicates", "duplicates", func() error { return benchDuplicates(srv.addr, s, &r) }},
+		{"family", "a family's members", func() (err error) {
+			r.family, err = benchFamily(srv.addr, s.familyMembers, s.familyZones, s.familySpike)
+			return err
+		}},
 	}
 	var only []string // BENCH_ONLY=takeover,spike runs a subset
 	if v := os.Getenv("BENCH_ONLY"); v != "" {
 		only = strings.Split(v, ",")
 		for _, key := range only {
 			if !slices.ContainsFunc(steps, func(st step) bool { return st.key == key }) {
-				return fmt.Errorf("BENCH_ONLY: unknown step %q; want some of next,fire,takeover,spike,idle,duplicates", key)
+				return fmt.Errorf("BENCH_ONLY: unknown step %q; want some of next,fire,takeover,spike,idle,duplicates,family", key)
 			}
 		}
 	}
@@ -646,11 +657,16 @@ func (r *results) print(w io.Writer) {
 	fmt.Fprintf(tw, "idle commands/min issued\tleader %.0f, follower %.0f\t\t<= 60, <= 12\n", r.leaderPerMin, r.followerPerMin)
 	fmt.Fprintf(tw, "idle commands/min executed\tleader %.0f, follower %.0f\t\t(INFO commandstats: script internals too)\n", r.leaderExecPerMin, r.followerExecPerMin)
 	fmt.Fprintf(tw, "enqueues per occurrence, 3 replicas\t%.2f (%d slots)\t%.2f\t1.00\n", r.dupBelfry, r.dupSlots, r.dupAsynq)
+	f := r.family
+	fmt.Fprintf(tw, "family of %d members in %d zones: takeover to first enqueue\t%.3f s\t\t<= 1 s\n", f.Members, f.Zones, f.Takeover.Seconds())
+	fmt.Fprintf(tw, "family: %d members due in one zone, last enqueue after the slot\t%.3f s (%d beyond once per member and slot)\t\t<= 1 s, 0\n", f.SpikeMembers, f.Spike.Seconds(), f.Duplicates)
+	fmt.Fprintf(tw, "family: bulk upsert\t%.0f members/s\t\t>= 5,000/s\n", f.Upserts)
+	fmt.Fprintf(tw, "family: memory per member\tprocess %.0f B, Redis %.0f B\t\t<= 512 B each\n", f.ProcessBytesPerMember, f.RedisBytesPerMember)
 	tw.Flush()
 	spikeVsRaw := r.raw.Seconds() / cmp.Or(r.spike.Seconds(), 1e-9)
-	fmt.Fprintf(w, "bench: next_vs_robfig=%.2f fire_p99_ms=%.1f asynq_fire_p99_ms=%.1f takeover_crash_ttl=%.2f takeover_graceful_s=%.2f spike10k_s=%.2f spike_vs_raw=%.1f leader_cmds_min=%.0f follower_cmds_min=%.0f dup_asynq=%.2f dup_belfry=%.2f\n",
+	fmt.Fprintf(w, "bench: next_vs_robfig=%.2f fire_p99_ms=%.1f asynq_fire_p99_ms=%.1f takeover_crash_ttl=%.2f takeover_graceful_s=%.2f spike10k_s=%.2f spike_vs_raw=%.1f leader_cmds_min=%.0f follower_cmds_min=%.0f dup_asynq=%.2f dup_belfry=%.2f %s\n",
 		r.nextRatio, msf(r.fireP99), msf(r.asynqP99), r.crashTTL, r.graceful.Seconds(), r.spike.Seconds(), spikeVsRaw,
-		r.leaderPerMin, r.followerPerMin, r.dupAsynq, r.dupBelfry)
+		r.leaderPerMin, r.followerPerMin, r.dupAsynq, r.dupBelfry, r.family.summary())
 }
 
 func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
