@@ -91,6 +91,8 @@ const RefreshDefault = 5 * time.Second
 //	POST /api/schedules/{name}/resume   200; the next slot runs, paused ones do not
 //	GET  /healthz                       schedule health for alerts: 200 ok, 503 unhealthy or disabled
 //	GET  /livez                         200 while the process serves: for liveness probes
+//	     /api/schedules/{name}/members/… a family's members (PUT, DELETE, GET), their manual
+//	     /schedules/{name}/members/…     runs and pages: see members.go
 //
 // State-changing routes are refused with 403 in read-only mode.
 //
