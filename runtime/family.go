@@ -16,6 +16,7 @@ package runtime
 //	rt.MemberCount(ctx, "weekly-report")
 //	rt.DeleteMember(ctx, "weekly-report", "acme")    // ErrNoMember if unknown
 //	rt.MemberInfos(ctx, "weekly-report", page)       // each one's next run and last run
+//	rt.FamilyNext(ctx, "weekly-report")              // the next run of any member
 //	rt.MemberHistory(ctx, "weekly-report", "acme", 10)
 //	rt.TriggerMember / RerunMember / BackfillMember  // manual runs for one member
 //
@@ -304,6 +305,33 @@ func (r *Runtime) MemberSchedule(family string, m Member) (*registry.Schedule, e
 		return nil, &badMemberError{err}
 	}
 	return s, nil
+}
+
+// FamilyNext returns the family's next run over all its members: the
+// earliest slot after now of any (zone, expression) its members have,
+// in UTC; zero when it has no members.
+func (r *Runtime) FamilyNext(ctx context.Context, family string) (time.Time, error) {
+	fam, err := r.family(family)
+	if err != nil {
+		return time.Time{}, err
+	}
+	buckets, err := r.store.BucketsChangedAfter(ctx, family, -1)
+	if err != nil {
+		return time.Time{}, err
+	}
+	now := r.clock.Now()
+	var next time.Time
+	for _, b := range buckets {
+		zone, expr := store.SplitBucket(b.Bucket)
+		s, err := fam.ForMember(zone, expr)
+		if err != nil {
+			continue
+		}
+		if t := s.Next(now); !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	return next.UTC(), nil
 }
 
 // LastRun is a member's newest occurrence.

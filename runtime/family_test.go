@@ -248,6 +248,13 @@ func TestFamilyMembersAPI(t *testing.T) {
 		t.Errorf("MemberInfos = %+v, %v; want a Monday next run and no last run", infos, err)
 	}
 
+	// Tokyo's 08:30 daily (acme) comes before any Monday 09:00.
+	next, err := rt.FamilyNext(ctx, family)
+	if want := infos[0].Next; err != nil || next.IsZero() {
+		t.Errorf("FamilyNext = %s, %v", next, err)
+	} else if acme, _ := rt.MemberSchedule(family, got); !next.Equal(acme.Next(time.Now())) || !next.Before(want) {
+		t.Errorf("FamilyNext = %s; want acme's next %s, before globex's %s", next, acme.Next(time.Now()), want)
+	}
 	if err := rt.DeleteMember(ctx, family, "acme"); err != nil {
 		t.Fatal(err)
 	}
@@ -586,5 +593,56 @@ func TestFamilyTakeoverMidSpike(t *testing.T) {
 		if c.runs.of(key)[spike.Unix()] != 1 {
 			t.Fatalf("%s ran %d times for the spike slot %s", key, c.runs.of(key)[spike.Unix()], spike.Format(time.TimeOnly))
 		}
+	}
+}
+
+// overlap=skip holds per member: a slow member's slots are skipped while
+// its previous run lasts, and the others' run on time; a re-run of one
+// member's past slot carries that slot's key.
+func TestFamilyOverlapSkipPerMember(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	release := make(chan struct{})
+	c := newFamCluster(t, 1, nil, "* * * * * *", "UTC", func(s *registry.Schedule) {
+		s.Overlap = registry.OverlapSkip
+		record := s.Handler
+		s.Handler = func(ctx context.Context, occ registry.Occurrence) error {
+			err := record(ctx, occ)
+			if occ.Member == "slow" && !occ.Manual {
+				select { // busy until the test ends
+				case <-release:
+				case <-ctx.Done():
+				}
+			}
+			return err
+		}
+	})
+	t.Cleanup(func() { close(release) }) // before the worker's shutdown, which waits for it
+	rt := c.waitLeader(t)
+	if err := rt.SetMembers(ctx, family, []runtime.Member{{Key: "slow"}, {Key: "fast"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 8*time.Second, "fast to run five slots", func() bool { return len(c.runs.of("fast")) >= 5 })
+	if slow := c.runs.of("slow"); len(slow) != 1 {
+		t.Errorf("slow ran %d slots while its first run lasted; want 1 (the rest skipped)", len(slow))
+	}
+	fast := c.runs.of("fast")
+	newest := c.runs.newest("fast")
+	for slot := newest - 4; slot <= newest; slot++ {
+		if fast[slot] != 1 {
+			t.Errorf("fast ran %d times for %d; the slow member must not hold it up", fast[slot], slot)
+		}
+	}
+	counters, _ := rt.Counters(ctx)
+	if counters[family].Skipped < 3 {
+		t.Errorf("family counters %+v; want slow's slots counted skipped", counters[family])
+	}
+	slot := time.Unix(newest, 0)
+	occ, err := rt.RerunMember(ctx, family, "fast", slot, "")
+	if err != nil || !occ.Manual || occ.Member != "fast" || occ.Key() != (registry.Scope{Namespace: c.ns, Schedule: family, Member: "fast"}).ID(slot) {
+		t.Errorf("RerunMember = %+v (key %s), %v; want the slot's scheduled key", occ, occ.Key(), err)
+	}
+	if _, err := rt.RerunMember(ctx, family, "fast", slot.Add(time.Hour), ""); !errors.Is(err, runtime.ErrNotASlot) {
+		t.Errorf("RerunMember of a future slot: %v; want ErrNotASlot", err)
 	}
 }
