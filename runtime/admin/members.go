@@ -22,10 +22,10 @@ package admin
 //	POST   /schedules/{name}/members/{member}/rerun    Re-run one of the member's slots (redirects back)
 //
 // A family's GET /api/schedules/{name} (and its entry in /api/schedules)
-// adds "per", "members" (the count) and "buckets", and its "next_run" is
-// the earliest next slot of any member, in that member's zone: computed
-// from the family's (zone, expression) buckets, never by reading every
-// member (runtime.FamilySummary).
+// adds "per" and "members" (the count), and its "next_run" is the earliest
+// next slot of any member (in UTC, since members have zones of their own):
+// computed from the family's (zone, expression) buckets, never by reading
+// every member (runtime.FamilyNext).
 //
 // Errors: an unknown schedule is 404; so is an ordinary schedule (declared
 // without per=), whose members collection does not exist, with a message
@@ -256,7 +256,6 @@ type apiFamily struct {
 	apiSchedule
 	Per        string  `json:"per"`
 	Members    int64   `json:"members"`
-	Buckets    int     `json:"buckets"`
 	NextRun    *string `json:"next_run"`
 	NextRunUTC *string `json:"next_run_utc"`
 }
@@ -270,23 +269,32 @@ func (a *admin) withFamily(ctx context.Context, out apiSchedule) any {
 		return out
 	}
 	fam := apiFamily{apiSchedule: out, Per: s.Per}
-	sum, err := a.r.FamilySummary(ctx, s.Name)
+	members, next, err := a.familySummary(ctx, s.Name)
 	if err != nil {
 		return out
 	}
-	fam.Members, fam.Buckets = sum.Members, sum.Buckets
-	if !sum.Next.IsZero() {
-		local, utc := sum.Next.Format(offsetLayout), sum.Next.UTC().Format(time.RFC3339)
+	fam.Members = members
+	if !next.IsZero() {
+		local, utc := next.Format(offsetLayout), next.Format(time.RFC3339)
 		fam.NextRun, fam.NextRunUTC = &local, &utc
 	}
 	return fam
+}
+
+// familySummary is a family's member count and its next run across
+// members (UTC): two reads whatever the member count.
+func (a *admin) familySummary(ctx context.Context, name string) (members int64, next time.Time, err error) {
+	if members, err = a.r.MemberCount(ctx, name); err != nil {
+		return 0, time.Time{}, err
+	}
+	next, err = a.r.FamilyNext(ctx, name)
+	return members, next, err
 }
 
 // familyRow is what a family's row on the page adds.
 type familyRow struct {
 	Per     string
 	Members int64
-	Buckets int
 }
 
 // addFamilies gives each family's row on the page its member count and
@@ -298,12 +306,12 @@ func (a *admin) addFamilies(ctx context.Context, rows []scheduleRow, now time.Ti
 			continue
 		}
 		rows[i].Family = &familyRow{Per: s.Per}
-		sum, err := a.r.FamilySummary(ctx, s.Name)
+		members, next, err := a.familySummary(ctx, s.Name)
 		if err != nil {
 			continue
 		}
-		rows[i].Family.Members, rows[i].Family.Buckets = sum.Members, sum.Buckets
-		rows[i].Next = instantOf(sum.Next, sum.Next.Location(), now)
+		rows[i].Family.Members = members
+		rows[i].Next = instantOf(next, time.UTC, now)
 	}
 }
 
