@@ -58,7 +58,7 @@ func main() {
 }
 
 // settings scale the measurements; quick mode keeps the whole run under
-// two minutes for CI smoke tests.
+// three minutes for CI smoke tests (the family step waits up to a minute for its slots).
 type settings struct {
 	benchtime     string
 	fireSlots     int
