@@ -254,15 +254,16 @@ func (a *admin) apiMember(w http.ResponseWriter, req *http.Request) {
 // and its next run across members in place of the default's.
 type apiFamily struct {
 	apiSchedule
-	Per        string  `json:"per"`
-	Members    int64   `json:"members"`
+	Per string `json:"per"`
+	// Members and NextRun are null when Redis cannot be read: the
+	// family's own expression says nothing of its members' next runs.
+	Members    *int64  `json:"members"`
 	NextRun    *string `json:"next_run"`
 	NextRunUTC *string `json:"next_run_utc"`
 }
 
 // withFamily returns out as it is for an ordinary schedule, and with the
-// family's figures for a family. When Redis cannot be read the count is
-// left out rather than shown as 0.
+// family's figures for a family.
 func (a *admin) withFamily(ctx context.Context, out apiSchedule) any {
 	s, ok := a.r.Registry().Lookup(out.Name)
 	if !ok || !s.Family() {
@@ -271,9 +272,9 @@ func (a *admin) withFamily(ctx context.Context, out apiSchedule) any {
 	fam := apiFamily{apiSchedule: out, Per: s.Per}
 	members, next, err := a.familySummary(ctx, s.Name)
 	if err != nil {
-		return out
+		return fam
 	}
-	fam.Members = members
+	fam.Members = &members
 	if !next.IsZero() {
 		local, utc := next.Format(offsetLayout), next.Format(time.RFC3339)
 		fam.NextRun, fam.NextRunUTC = &local, &utc
@@ -308,6 +309,7 @@ func (a *admin) addFamilies(ctx context.Context, rows []scheduleRow, now time.Ti
 		rows[i].Family = &familyRow{Per: s.Per}
 		members, next, err := a.familySummary(ctx, s.Name)
 		if err != nil {
+			rows[i].Next = instant{Zero: true} // unknown: the family's default is not its members'
 			continue
 		}
 		rows[i].Family.Members = members
@@ -602,3 +604,13 @@ var membersHTML string
 // The family templates join the page's, so they use its "head", "when"
 // and the rest.
 var _ = template.Must(pageTemplates.Parse(membersHTML))
+
+// hideFamilyNext blanks the families' next runs on a page drawn without
+// Redis: the family's own expression is only its members' default.
+func hideFamilyNext(rows []scheduleRow) {
+	for i := range rows {
+		if rows[i].Schedule.Family() {
+			rows[i].Next = instant{Zero: true}
+		}
+	}
+}

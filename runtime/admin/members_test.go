@@ -317,3 +317,28 @@ func TestMembersPage(t *testing.T) {
 		t.Errorf("POST rerun of a non-slot: %d to %q, want ../acme?rerun=400", resp.StatusCode, loc)
 	}
 }
+
+// Without Redis a family's row and JSON do not pass its default
+// expression off as its members' next run, and member routes say the
+// scheduler is disabled.
+func TestMembersWithoutRedis(t *testing.T) {
+	t.Parallel()
+	reg := registry.MustNew(registry.Schedule{Name: family, Expr: "0 9 * * MON", Zone: "UTC", Per: "tenant",
+		Handler: func(context.Context, registry.Occurrence) error { return nil }})
+	rt, err := runtime.New(reg, runtime.Options{RedisURL: ""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	srv := httptest.NewServer(http.StripPrefix("/cron", admin.New(rt, admin.Options{})))
+	defer srv.Close()
+	base := srv.URL + "/cron/"
+	checkResponse(t, "GET", base+"api/schedules/"+family, nil, "", 200, "application/json",
+		[]string{`"per": "tenant"`, `"members": null`, `"next_run": null`})
+	checkResponse(t, "GET", base+"api/schedules/"+family+"/members", nil, "", 503, "application/json", []string{"the scheduler is disabled"})
+	checkResponse(t, "PUT", base+"api/schedules/"+family+"/members/acme", nil, `{}`, 503, "application/json", []string{"the scheduler is disabled"})
+	page := checkResponse(t, "GET", base, nil, "", 200, "text/html", []string{family})
+	if strings.Contains(page, memberNext(t, &fixture{rt: rt}, "UTC", "")[:19]) {
+		t.Error("the page shows the family's default next run as its members'")
+	}
+}

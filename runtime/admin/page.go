@@ -374,6 +374,7 @@ func (a *admin) index(w http.ResponseWriter, req *http.Request) {
 	}
 	if err != nil {
 		data.Error = "Redis unreachable: history and replicas are not shown."
+		hideFamilyNext(data.Rows)
 	}
 	switch req.URL.Query().Get("forgot") {
 	case "ok":
