@@ -15,11 +15,11 @@ func TestMembersMoveBetweenBuckets(t *testing.T) {
 	s, ctx := setup(t)
 	const fam = "weekly"
 	v0, _ := s.FamilyVersion(ctx)
-	created, err := s.SetMembers(ctx, fam, 100, []store.SetMember{{Key: "acme", Zone: "Asia/Tokyo"}, {Key: "globex"}})
+	created, err := s.SetMembers(ctx, fam, 100, false, []store.SetMember{{Key: "acme", Zone: "Asia/Tokyo"}, {Key: "globex"}})
 	if err != nil || !slices.Equal(created, []bool{true, true}) {
 		t.Fatalf("SetMembers = %v, %v", created, err)
 	}
-	created, _ = s.SetMembers(ctx, fam, 200, []store.SetMember{{Key: "acme", Zone: "America/New_York", Paused: true}})
+	created, _ = s.SetMembers(ctx, fam, 200, false, []store.SetMember{{Key: "acme", Zone: "America/New_York", Paused: true}})
 	if created[0] {
 		t.Error("an update reported a creation")
 	}
@@ -51,7 +51,7 @@ func TestCommitFamilyIsFencedAndSkipsDeletedMembers(t *testing.T) {
 	s, ctx := setup(t)
 	const fam = "weekly"
 	hold(t, s, ctx, "r0|1")
-	s.SetMembers(ctx, fam, 100, []store.SetMember{{Key: "acme"}, {Key: "globex"}})
+	s.SetMembers(ctx, fam, 100, false, []store.SetMember{{Key: "acme"}, {Key: "globex"}})
 	if ok, err := s.DeleteMember(ctx, fam, "globex"); !ok || err != nil {
 		t.Fatalf("DeleteMember = %v, %v", ok, err)
 	}
