@@ -575,3 +575,19 @@ func (s *Store) MemberPauses(ctx context.Context, family string, keys []string) 
 	}
 	return out, nil
 }
+
+// forgetFamily removes the keys of a family that is no longer declared:
+// UNLINK, so that a hash of 100,000 members is freed off Redis's main
+// thread.
+func (s *Store) forgetFamily(ctx context.Context, family string) (int64, error) {
+	fk := s.Keys.Family(family)
+	buckets, err := s.rdb.ZRange(ctx, fk.Buckets, 0, -1).Result()
+	if err != nil {
+		return 0, err
+	}
+	keys := []string{fk.Members, fk.Buckets, fk.Cursors, fk.Last, fk.Prefix + "paused", fk.Prefix + "bc"}
+	for _, b := range buckets {
+		keys = append(keys, fk.Bucket(b))
+	}
+	return s.rdb.Unlink(ctx, keys...).Result()
+}

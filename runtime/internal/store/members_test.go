@@ -75,3 +75,20 @@ func TestCommitFamilyIsFencedAndSkipsDeletedMembers(t *testing.T) {
 		t.Error("the family's members are gone")
 	}
 }
+
+func TestForgetRemovesAFamilysMembers(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	s.SetMembers(ctx, "gone", 100, false, []store.SetMember{{Key: "acme", Zone: "Asia/Tokyo"}, {Key: "globex", Paused: true}})
+	s.SetMembers(ctx, "kept", 100, false, []store.SetMember{{Key: "acme"}})
+	if _, err := s.Forget(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redistest.Shared(t)
+	if keys, _ := rdb.Keys(ctx, s.Keys.Family("gone").Prefix+"*").Result(); len(keys) != 0 {
+		t.Errorf("keys of the forgotten family remain: %v", keys)
+	}
+	if n, _ := s.MemberCount(ctx, "kept"); n != 1 {
+		t.Errorf("the other family has %d members, want 1", n)
+	}
+}
