@@ -68,6 +68,13 @@ func (m *memberRuns) total() int {
 	return n
 }
 
+// zone is the zone of the member's newest run.
+func (m *memberRuns) zone(member string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.zones[member]
+}
+
 // newest is the member's newest slot that ran (unix s).
 func (m *memberRuns) newest(member string) int64 {
 	m.mu.Lock()
@@ -329,7 +336,7 @@ func TestFamilyAddRemoveUpdateWhileLeading(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 3*time.Second, "globex (a new bucket) to run", func() bool { return len(c.runs.of("globex")) >= 2 })
-	if z := c.runs.zones["globex"]; z != "Asia/Kathmandu" {
+	if z := c.runs.zone("globex"); z != "Asia/Kathmandu" {
 		t.Errorf("globex ran in zone %q", z)
 	}
 
@@ -338,7 +345,7 @@ func TestFamilyAddRemoveUpdateWhileLeading(t *testing.T) {
 	}
 	deleted := time.Now()
 	// Pausing globex: its slots are recorded paused, none runs.
-	if _, err := rt.SetMember(ctx, family, runtime.Member{Key: "globex", Zone: "Asia/Kathmandu", Paused: true}); err != nil {
+	if err := rt.PauseMember(runtime.WithActor(ctx, "ops"), family, "globex", "billing dispute"); err != nil {
 		t.Fatal(err)
 	}
 	paused := time.Now()
@@ -372,6 +379,20 @@ func TestFamilyAddRemoveUpdateWhileLeading(t *testing.T) {
 	if err != nil || infos[0].Last == nil || infos[0].Last.Outcome != runtime.OutcomePaused {
 		t.Errorf("globex's last run: %+v, %v; want paused", infos[0].Last, err)
 	}
+	if p := infos[0].Pause; p == nil || p.Reason != "billing dispute" || p.Actor != "ops" || p.At.IsZero() {
+		t.Errorf("globex's pause: %+v; want the reason, actor and time", p)
+	}
+	if err := rt.ResumeMember(ctx, family, "globex"); err != nil {
+		t.Fatal(err)
+	}
+	resumed := time.Now().Add(time.Second).Unix()
+	waitFor(t, 5*time.Second, "globex to run again", func() bool { return c.runs.newest("globex") > resumed })
+	if infos, _ := rt.MemberInfos(ctx, family, []runtime.Member{{Key: "globex", Zone: "Asia/Kathmandu"}}); infos[0].Pause != nil {
+		t.Errorf("a resumed member keeps its pause: %+v", infos[0].Pause)
+	}
+	if err := rt.PauseMember(ctx, family, "nobody", ""); !errors.Is(err, runtime.ErrNoMember) {
+		t.Errorf("PauseMember of an unknown member: %v", err)
+	}
 	hist, err := rt.MemberHistory(ctx, family, "initech", 3)
 	if err != nil || len(hist) == 0 || hist[0].Member != "initech" {
 		t.Errorf("MemberHistory(initech) = %+v, %v", hist, err)
@@ -404,7 +425,7 @@ func TestFamilyExactlyOncePerMemberAcrossReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now().Truncate(time.Second).Add(2 * time.Second)
-	waitFor(t, 5*time.Second, "every member to run", func() bool { return len(c.runs.runs) == 50 })
+	waitFor(t, 5*time.Second, "every member to run", func() bool { c.runs.mu.Lock(); defer c.runs.mu.Unlock(); return len(c.runs.runs) == 50 })
 	// Hand over twice: graceful shutdown of the leader, then the next.
 	for range 2 {
 		waitFor(t, 5*time.Second, "a leader", func() bool { return c.leader() != nil })
@@ -644,5 +665,30 @@ func TestFamilyOverlapSkipPerMember(t *testing.T) {
 	}
 	if _, err := rt.RerunMember(ctx, family, "fast", slot.Add(time.Hour), ""); !errors.Is(err, runtime.ErrNotASlot) {
 		t.Errorf("RerunMember of a future slot: %v; want ErrNotASlot", err)
+	}
+}
+
+// A member added two seconds before its slot, in a zone no other member
+// has (a bucket the leader has never seen), runs at that slot.
+func TestFamilyMemberAddedJustBeforeItsSlotRuns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	paris, _ := time.LoadLocation("Europe/Paris")
+	nine := time.Date(2026, 3, 9, 9, 0, 0, 0, paris) // a Monday
+	c := newFamCluster(t, 2, newJumpClock(nine.Add(-5*time.Second)), "0 9 * * MON", "UTC")
+	rt := c.waitLeader(t)
+	if _, err := rt.SetMember(ctx, family, runtime.Member{Key: "early", Zone: "UTC"}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitClock(t, nine.Add(-2*time.Second)) // 08:59:58 in Paris
+	if _, err := rt.SetMember(ctx, family, runtime.Member{Key: "acme", Zone: "Europe/Paris"}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitRun(t, "acme", nine)
+	if runs := c.runs.of("acme"); len(runs) != 1 {
+		t.Errorf("acme ran %v; want once, at 09:00 Paris", runs)
+	}
+	if z := c.runs.zone("acme"); z != "Europe/Paris" {
+		t.Errorf("acme ran in %q", z)
 	}
 }

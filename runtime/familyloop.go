@@ -181,16 +181,16 @@ func (r *Runtime) loadFamilies(ctx context.Context, value string) (*familyState,
 	for _, l := range lost {
 		st.lostFloor = later(st.lostFloor, time.Unix(l.To, 0))
 	}
-	members := 0
+	buckets := 0
 	for _, fam := range r.families() {
 		st.buckets[fam.Name] = map[string]*famBucket{}
 		if err := r.addBuckets(ctx, st, fam, -1, now); err != nil {
 			return nil, err
 		}
-		members += len(st.buckets[fam.Name])
+		buckets += len(st.buckets[fam.Name])
 	}
 	heap.Init(&st.queue)
-	r.log.Info("scheduling families", "families", len(st.buckets), "buckets", members)
+	r.log.Info("scheduling families", "families", len(st.buckets), "buckets", buckets)
 	return st, nil
 }
 
