@@ -16,10 +16,14 @@ package admin
 //	POST   /api/schedules/{name}/members/{member}/trigger  Run now for one member: 202 {"task_id": ...}
 //	POST   /api/schedules/{name}/members/{member}/runs     {"slot": RFC 3339} re-runs one of the member's
 //	                                               slots, {"from": ..., "to": ...} backfills them: 202
+//	POST   /api/schedules/{name}/members/{member}/pause   {"reason": "..."} -> 200; its slots are recorded paused
+//	POST   /api/schedules/{name}/members/{member}/resume  -> 200; the next slot runs, paused ones do not
 //	GET    /schedules/{name}/members/{member}      the member's page: its settings and history
-//	GET    /schedules/{name}/members/{member}/confirm  ?action=run, or ?action=rerun&slot=<unix seconds>
+//	GET    /schedules/{name}/members/{member}/confirm  ?action=run|pause|resume, or ?action=rerun&slot=<unix seconds>
 //	POST   /schedules/{name}/members/{member}/trigger  Run now for the member (redirects back)
 //	POST   /schedules/{name}/members/{member}/rerun    Re-run one of the member's slots (redirects back)
+//	POST   /schedules/{name}/members/{member}/pause    Pause the member, with a reason (redirects back)
+//	POST   /schedules/{name}/members/{member}/resume   Resume the member (redirects back)
 //
 // A family's GET /api/schedules/{name} (and its entry in /api/schedules)
 // adds "per" and "members" (the count), and its "next_run" is the earliest
@@ -70,6 +74,10 @@ func (a *admin) registerMembers(mux *http.ServeMux) {
 	mux.HandleFunc("GET /schedules/{name}/members/{member}/confirm", a.confirmMember)
 	mux.HandleFunc("POST /schedules/{name}/members/{member}/trigger", a.limited(false, a.triggerMemberForm))
 	mux.HandleFunc("POST /schedules/{name}/members/{member}/rerun", a.limited(false, a.rerunMemberForm))
+	mux.HandleFunc("POST /schedules/{name}/members/{member}/pause", a.pauseMemberForm)
+	mux.HandleFunc("POST /schedules/{name}/members/{member}/resume", a.resumeMemberForm)
+	mux.HandleFunc("POST /api/schedules/{name}/members/{member}/pause", a.apiPauseMember)
+	mux.HandleFunc("POST /api/schedules/{name}/members/{member}/resume", a.apiResumeMember)
 }
 
 // memberError maps an error of a member operation to a status and a
@@ -179,6 +187,8 @@ type apiMember struct {
 	NextRun    *string          `json:"next_run"`
 	NextRunUTC *string          `json:"next_run_utc"`
 	LastRun    *runtime.LastRun `json:"last_run"`
+	// Pause says who paused the member, when and why; null when it runs.
+	Pause *runtime.Pause `json:"pause"`
 }
 
 // apiMemberDetail is one member with its history.
@@ -188,7 +198,7 @@ type apiMemberDetail struct {
 }
 
 func (a *admin) memberJSON(family string, mi runtime.MemberInfo) apiMember {
-	out := apiMember{Member: mi.Key, Zone: mi.Zone, Expr: mi.Expr, Expression: mi.Expr, Paused: mi.Paused, LastRun: mi.Last}
+	out := apiMember{Member: mi.Key, Zone: mi.Zone, Expr: mi.Expr, Expression: mi.Expr, Paused: mi.Paused, LastRun: mi.Last, Pause: mi.Pause}
 	if out.Expression == "" {
 		if s, ok := a.r.Registry().Lookup(family); ok {
 			out.Expression = s.Expr
@@ -337,11 +347,12 @@ type memberRow struct {
 	LastSlot   instant
 	LastAt     instant
 	Outcome    string
+	PausedNote string // "paused by alice 3 min ago: reason"
 }
 
 func (a *admin) memberRowOf(fam string, defaultExpr string, mi runtime.MemberInfo, now time.Time) memberRow {
 	row := memberRow{MemberInfo: mi, Path: "./" + url.PathEscape(fam) + "/members/" + url.PathEscape(mi.Key),
-		Expression: cmp.Or(mi.Expr, defaultExpr), Own: mi.Expr != ""}
+		Expression: cmp.Or(mi.Expr, defaultExpr), Own: mi.Expr != "", PausedNote: pausedNote(mi.Pause, now)}
 	loc := zoneOf(mi.Zone)
 	row.Next = instantOf(mi.Next, loc, now)
 	if mi.Last != nil {
@@ -463,8 +474,20 @@ func (a *admin) confirmMember(w http.ResponseWriter, req *http.Request) {
 		c.Question = "Re-run the slot " + c.Slot.Local + " of " + who + "?"
 		c.Explain = "The occurrence carries that slot and the scheduled occurrence's key: a handler keyed on occ.Key() " +
 			"does that slot's work for this member if it was not done, and nothing if it was."
+	case "pause":
+		c.Action, c.Button, c.Reason, c.Danger = "pause", "Pause", true, true
+		c.Question = "Pause " + who + "?"
+		c.Explain = "Until it is resumed, this member's slots are recorded as paused and not run; the other members run as before. " +
+			"Resuming does not run them; each can be re-run from its history row."
+	case "resume":
+		c.Action, c.Button = "resume", "Resume"
+		c.Question = "Resume " + who + "?"
+		c.Explain = "The member's next slot runs. Slots recorded as paused stay unrun; re-run one from its history row if its work is needed."
+		if !mp.Row.Paused {
+			c.Explain = mp.Row.Key + " is not paused; resuming changes nothing."
+		}
 	default:
-		a.refuse(w, http.StatusBadRequest, "Unknown action: want run or rerun.")
+		a.refuse(w, http.StatusBadRequest, "Unknown action: want run, rerun, pause or resume.")
 		return
 	}
 	data.Confirm = c
@@ -613,4 +636,57 @@ func hideFamilyNext(rows []scheduleRow) {
 			rows[i].Next = instant{Zero: true}
 		}
 	}
+}
+
+func (a *admin) pauseMemberForm(w http.ResponseWriter, req *http.Request) {
+	a.memberFormAction(w, req, "paused", func(ctx context.Context, name, key string) error {
+		reason := strings.TrimSpace(req.PostFormValue("reason"))
+		// A double-submitted form finds its own pause and leaves it, so
+		// the pause keeps the time of the first click.
+		if mi, err := a.memberInfo(ctx, name, key); err == nil && mi.Pause != nil &&
+			mi.Pause.Reason == reason && mi.Pause.Actor == runtime.ActorFrom(ctx) {
+			return nil
+		}
+		return a.r.PauseMember(ctx, name, key, reason)
+	})
+}
+
+func (a *admin) resumeMemberForm(w http.ResponseWriter, req *http.Request) {
+	a.memberFormAction(w, req, "resumed", func(ctx context.Context, name, key string) error {
+		return a.r.ResumeMember(ctx, name, key)
+	})
+}
+
+func (a *admin) apiPauseMember(w http.ResponseWriter, req *http.Request) {
+	if a.opts.ReadOnly {
+		writeJSONError(w, http.StatusForbidden, "pausing is disabled: this admin is read-only")
+		return
+	}
+	var body struct {
+		Reason string `json:"reason"`
+	}
+	if req.ContentLength != 0 && !decodeBody(w, req, &body) {
+		return
+	}
+	ctx, cancel := a.actionContext(req)
+	defer cancel()
+	if err := a.r.PauseMember(ctx, req.PathValue("name"), req.PathValue("member"), body.Reason); err != nil {
+		a.writeMemberError(w, req, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": string(runtime.StatusPaused)})
+}
+
+func (a *admin) apiResumeMember(w http.ResponseWriter, req *http.Request) {
+	if a.opts.ReadOnly {
+		writeJSONError(w, http.StatusForbidden, "resuming is disabled: this admin is read-only")
+		return
+	}
+	ctx, cancel := a.actionContext(req)
+	defer cancel()
+	if err := a.r.ResumeMember(ctx, req.PathValue("name"), req.PathValue("member")); err != nil {
+		a.writeMemberError(w, req, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "resumed"})
 }

@@ -118,6 +118,12 @@ func TestMembersAPI(t *testing.T) {
 			[]string{`"task_id": "` + c.idPrefix(family) + `:member:globex:manual:k1"`}},
 		{"trigger an unknown member", "POST", family + "/members/nobody/trigger", nil, "", 404, []string{"no member"}},
 		{"rerun a member's non-slot", "POST", family + "/members/globex/runs", nil, `{"slot": "2026-11-30T09:00:01Z"}`, 400, []string{"not a slot"}},
+		{"pause a member", "POST", family + "/members/globex/pause", nil, `{"reason": "moving to a new plan"}`, 200, []string{`"status": "paused"`}},
+		{"a paused member says why", "GET", family + "/members/globex", nil, "", 200, []string{`"paused": true`, `"reason": "moving to a new plan"`}},
+		{"resume a member", "POST", family + "/members/globex/resume", nil, "", 200, []string{`"status": "resumed"`}},
+		{"a resumed member runs", "GET", family + "/members/globex", nil, "", 200, []string{`"paused": false`, `"pause": null`}},
+		{"pause an unknown member", "POST", family + "/members/nobody/pause", nil, `{}`, 404, []string{"no member"}},
+		{"pause with bad JSON", "POST", family + "/members/globex/pause", nil, `{"why": 1}`, 400, []string{"unknown field"}},
 		{"delete", "DELETE", family + "/members/acme", nil, "", 204, nil},
 		{"delete again", "DELETE", family + "/members/acme", nil, "", 404, []string{`weekly-report has no member \"acme\"`}},
 		{"delete of ordinary", "DELETE", "nightly/members/acme", nil, "", 404, []string{"not a family"}},
@@ -300,13 +306,35 @@ func TestMembersPage(t *testing.T) {
 	checkResponse(t, "GET", base+"schedules/"+family+"/members/acme?triggered=ok", nil, "", 200, "text/html", []string{"Triggered", id, "by alice"})
 	waitFor(t, 5*time.Second, "a single manual run", func() bool { return c.manualRuns() == 1 })
 
+	// Pause one member with a reason, from its page; the page says who,
+	// when and why; resume it.
+	checkResponse(t, "GET", base+"schedules/"+family+"/members/acme/confirm?action=pause", nil, "", 200, "text/html",
+		[]string{"Pause weekly-report for acme?", `method="post" action="pause"`, `name="reason"`})
+	for range 2 { // a double submit keeps the first pause
+		resp, _ := do(t, "POST", base+"schedules/"+family+"/members/acme/pause", header,
+			strings.NewReader(url.Values{"request": {"p1"}, "reason": {"tenant on hold"}}.Encode()))
+		if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != "../acme?paused=ok" {
+			t.Fatalf("POST pause: %d to %q", resp.StatusCode, loc)
+		}
+	}
+	checkResponse(t, "GET", base+"schedules/"+family+"/members/acme?paused=ok", nil, "", 200, "text/html",
+		[]string{"Paused:", "paused by alice", ": tenant on hold", `data-action="resume"`})
+	checkResponse(t, "GET", base+"schedules/"+family, nil, "", 200, "text/html", []string{"paused by alice", "tenant on hold"})
+	resp, _ := do(t, "POST", base+"schedules/"+family+"/members/acme/resume", header, strings.NewReader(url.Values{"request": {"r0"}}.Encode()))
+	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != "../acme?resumed=ok" {
+		t.Fatalf("POST resume: %d to %q", resp.StatusCode, loc)
+	}
+	if mi, err := c.rt.Member(ctx, family, "acme"); err != nil || mi.Paused {
+		t.Errorf("after resume acme is %+v, %v; want it running", mi, err)
+	}
+
 	// Re-run a past slot of the member's, from the confirmation's form.
 	fam, _ := c.rt.Registry().Lookup(family)
 	s, _ := fam.ForMember("Europe/Paris", "")
 	slot := strconv.FormatInt(s.Prev(time.Now()).Unix(), 10)
 	checkResponse(t, "GET", base+"schedules/"+family+"/members/acme/confirm?action=rerun&slot="+slot, nil, "", 200, "text/html",
 		[]string{"Re-run the slot", `name="slot" value="` + slot + `"`})
-	resp, _ := do(t, "POST", base+"schedules/"+family+"/members/acme/rerun", header,
+	resp, _ = do(t, "POST", base+"schedules/"+family+"/members/acme/rerun", header,
 		strings.NewReader(url.Values{"request": {"r1"}, "slot": {slot}}.Encode()))
 	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != "../acme?rerun=ok" {
 		t.Fatalf("POST rerun: %d to %q", resp.StatusCode, loc)

@@ -269,20 +269,27 @@ func (a *admin) rowOf(snap runtime.Snapshot, st runtime.ScheduleState, path stri
 			row.FailureError, row.FailureExcerpt = rec.Error, excerpt(rec.Error)
 		}
 	}
-	if p := st.Paused; p != nil {
-		note := "paused"
-		if p.Actor != "" {
-			note += " by " + p.Actor
-		}
-		if !p.At.IsZero() {
-			note += " " + relative(p.At, now)
-		}
-		if p.Reason != "" {
-			note += ": " + p.Reason
-		}
-		row.PausedNote = note
-	}
+	row.PausedNote = pausedNote(st.Paused, now)
 	return row
+}
+
+// pausedNote says who paused, when and why: "paused by alice 3 min ago:
+// reason"; "" for nil.
+func pausedNote(p *runtime.Pause, now time.Time) string {
+	if p == nil {
+		return ""
+	}
+	note := "paused"
+	if p.Actor != "" {
+		note += " by " + p.Actor
+	}
+	if !p.At.IsZero() {
+		note += " " + relative(p.At, now)
+	}
+	if p.Reason != "" {
+		note += ": " + p.Reason
+	}
+	return note
 }
 
 // problemRank orders the overview: what needs a person first.
