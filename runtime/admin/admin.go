@@ -436,39 +436,15 @@ func (a *admin) apiRuns(w http.ResponseWriter, req *http.Request) {
 }
 
 func (a *admin) apiPause(w http.ResponseWriter, req *http.Request) {
-	if a.opts.ReadOnly {
-		writeJSONError(w, http.StatusForbidden, "pausing is disabled: this admin is read-only")
-		return
-	}
-	var body struct {
-		Reason string `json:"reason"`
-	}
-	if req.ContentLength != 0 && !decodeBody(w, req, &body) {
-		return
-	}
-	ctx, cancel := a.actionContext(req)
-	defer cancel()
-	if err := a.r.Pause(ctx, req.PathValue("name"), body.Reason); err != nil {
-		status, msg := a.actionError(req, err)
-		writeJSONError(w, status, msg)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": string(runtime.StatusPaused)})
+	a.servePause(w, req, a.actionError, func(ctx context.Context, reason string) error {
+		return a.r.Pause(ctx, req.PathValue("name"), reason)
+	})
 }
 
 func (a *admin) apiResume(w http.ResponseWriter, req *http.Request) {
-	if a.opts.ReadOnly {
-		writeJSONError(w, http.StatusForbidden, "resuming is disabled: this admin is read-only")
-		return
-	}
-	ctx, cancel := a.actionContext(req)
-	defer cancel()
-	if err := a.r.Resume(ctx, req.PathValue("name")); err != nil {
-		status, msg := a.actionError(req, err)
-		writeJSONError(w, status, msg)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "resumed"})
+	a.serveResume(w, req, a.actionError, func(ctx context.Context) error {
+		return a.r.Resume(ctx, req.PathValue("name"))
+	})
 }
 
 // orEmpty makes a nil list [] in JSON, not null.

@@ -658,6 +658,21 @@ func (a *admin) resumeMemberForm(w http.ResponseWriter, req *http.Request) {
 }
 
 func (a *admin) apiPauseMember(w http.ResponseWriter, req *http.Request) {
+	a.servePause(w, req, a.memberError, func(ctx context.Context, reason string) error {
+		return a.r.PauseMember(ctx, req.PathValue("name"), req.PathValue("member"), reason)
+	})
+}
+
+func (a *admin) apiResumeMember(w http.ResponseWriter, req *http.Request) {
+	a.serveResume(w, req, a.memberError, func(ctx context.Context) error {
+		return a.r.ResumeMember(ctx, req.PathValue("name"), req.PathValue("member"))
+	})
+}
+
+// servePause answers a pause request ({"reason": ...}, optional) of a
+// schedule or a member, mapping errors with errOf.
+func (a *admin) servePause(w http.ResponseWriter, req *http.Request, errOf func(*http.Request, error) (int, string),
+	pause func(ctx context.Context, reason string) error) {
 	if a.opts.ReadOnly {
 		writeJSONError(w, http.StatusForbidden, "pausing is disabled: this admin is read-only")
 		return
@@ -670,22 +685,26 @@ func (a *admin) apiPauseMember(w http.ResponseWriter, req *http.Request) {
 	}
 	ctx, cancel := a.actionContext(req)
 	defer cancel()
-	if err := a.r.PauseMember(ctx, req.PathValue("name"), req.PathValue("member"), body.Reason); err != nil {
-		a.writeMemberError(w, req, err)
+	if err := pause(ctx, body.Reason); err != nil {
+		status, msg := errOf(req, err)
+		writeJSONError(w, status, msg)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": string(runtime.StatusPaused)})
 }
 
-func (a *admin) apiResumeMember(w http.ResponseWriter, req *http.Request) {
+// serveResume answers a resume request of a schedule or a member.
+func (a *admin) serveResume(w http.ResponseWriter, req *http.Request, errOf func(*http.Request, error) (int, string),
+	resume func(ctx context.Context) error) {
 	if a.opts.ReadOnly {
 		writeJSONError(w, http.StatusForbidden, "resuming is disabled: this admin is read-only")
 		return
 	}
 	ctx, cancel := a.actionContext(req)
 	defer cancel()
-	if err := a.r.ResumeMember(ctx, req.PathValue("name"), req.PathValue("member")); err != nil {
-		a.writeMemberError(w, req, err)
+	if err := resume(ctx); err != nil {
+		status, msg := errOf(req, err)
+		writeJSONError(w, status, msg)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "resumed"})
