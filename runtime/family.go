@@ -28,10 +28,18 @@ package runtime
 // (Member returns the zone in effect; Expr stays empty when it is the
 // family's). Member.Paused (or PauseMember, with a reason) pauses one
 // member: its slots are recorded paused and never run, and resuming does
-// not backfill; Pause on the family's name pauses every member. The family's counters (Counters) and
-// history (History) cover all its members; Record.Member says whose an
-// occurrence was. Trigger, Rerun and Backfill refuse a family's name
-// (ErrNoMember: say which member) — use the Member variants.
+// not backfill; Pause on the family's name pauses every member. The
+// family's counters (Counters) and history (History, HistoryLimit records
+// for all members together) cover all its members; Record.Member says
+// whose an occurrence was, and MemberInfos has each member's newest one.
+// Trigger, Rerun and Backfill refuse a family's name (ErrNoMember: say
+// which member): use the Member variants. Members pages come from HSCAN:
+// about limit members each, in no particular order.
+//
+// A member's first slot is the first after it was written (by the
+// writing replica's clock). Redis holds about 400 bytes per member (its
+// entry, its bucket's index, its cursor and its newest occurrence); the
+// leader holds one entry per (zone, expression), not per member.
 //
 // Every guarantee of an ordinary schedule holds per (member, slot): one
 // enqueue across replicas, fenced; grace; no backfill; missed recorded;

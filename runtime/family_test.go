@@ -692,3 +692,38 @@ func TestFamilyMemberAddedJustBeforeItsSlotRuns(t *testing.T) {
 		t.Errorf("acme ran in %q", z)
 	}
 }
+
+// Pause on the family's name pauses every member; Resume lets them run.
+func TestFamilyPauseOfTheWholeFamily(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newFamCluster(t, 1, nil, "* * * * * *", "UTC")
+	rt := c.waitLeader(t)
+	if err := rt.SetMembers(ctx, family, []runtime.Member{{Key: "acme"}, {Key: "globex", Zone: "Asia/Tokyo"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "both to run", func() bool { return c.runs.newest("acme") > 0 && c.runs.newest("globex") > 0 })
+	if err := rt.Pause(ctx, family, "maintenance"); err != nil {
+		t.Fatal(err)
+	}
+	paused := time.Now().Add(time.Second).Unix()
+	waitFor(t, 5*time.Second, "slots to be recorded paused", func() bool {
+		counters, _ := rt.Counters(ctx)
+		return counters[family].Paused >= 4
+	})
+	for _, m := range []string{"acme", "globex"} {
+		if n := c.runs.newest(m); n > paused {
+			t.Errorf("%s ran for %d while its family was paused (from %d)", m, n, paused)
+		}
+	}
+	if err := rt.Resume(ctx, family); err != nil {
+		t.Fatal(err)
+	}
+	resumed := time.Now().Add(time.Second).Unix()
+	waitFor(t, 5*time.Second, "both to run again", func() bool {
+		return c.runs.newest("acme") > resumed && c.runs.newest("globex") > resumed
+	})
+	if d := c.runs.duplicates(); len(d) > 0 {
+		t.Errorf("duplicates: %v", d)
+	}
+}
