@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
 	"golang.org/x/time/rate"
 )
@@ -90,6 +91,8 @@ const RefreshDefault = 5 * time.Second
 //	POST /api/schedules/{name}/resume   200; the next slot runs, paused ones do not
 //	GET  /healthz                       schedule health for alerts: 200 ok, 503 unhealthy or disabled
 //	GET  /livez                         200 while the process serves: for liveness probes
+//	     /api/schedules/{name}/members/… a family's members (PUT, DELETE, GET), their manual
+//	     /schedules/{name}/members/…     runs and pages: see members.go
 //
 // State-changing routes are refused with 403 in read-only mode.
 //
@@ -133,6 +136,7 @@ func New(rt *runtime.Runtime, opts Options) http.Handler {
 	mux.HandleFunc("POST /api/schedules/{name}/runs", a.limited(true, a.apiRuns))
 	mux.HandleFunc("POST /api/schedules/{name}/pause", a.apiPause)
 	mux.HandleFunc("POST /api/schedules/{name}/resume", a.apiResume)
+	a.registerMembers(mux)
 	var h http.Handler = http.NewCrossOriginProtection().Handler(a.guardHosts(mux))
 	if opts.Middleware != nil {
 		h = opts.Middleware(h)
@@ -184,6 +188,8 @@ func (a *admin) trigger(req *http.Request) (id string, status int, msg string) {
 		return "", http.StatusServiceUnavailable, "the scheduler is disabled: " + a.r.Disabled()
 	case errors.Is(err, runtime.ErrBadRequestKey):
 		return "", http.StatusBadRequest, err.Error()
+	case errors.Is(err, runtime.ErrNoMember):
+		return "", http.StatusBadRequest, familyRefusal(req.PathValue("name"))
 	case err != nil:
 		a.r.Logger().Warn("manual trigger failed", "schedule", req.PathValue("name"), "err", err)
 		return "", http.StatusServiceUnavailable, "could not enqueue: Redis unreachable"
@@ -268,9 +274,11 @@ func writeJSONError(w http.ResponseWriter, status int, msg string) {
 
 func (a *admin) apiList(w http.ResponseWriter, req *http.Request) {
 	snap, _ := a.snapshot(req) // without Redis the schedules and next runs still answer
-	out := make([]apiSchedule, 0, len(snap.Schedules))
+	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
+	defer cancel()
+	out := make([]any, 0, len(snap.Schedules))
 	for _, st := range snap.Schedules {
-		out = append(out, a.toAPI(st))
+		out = append(out, a.withFamily(ctx, a.toAPI(st)))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -287,7 +295,7 @@ func (a *admin) apiDetail(w http.ResponseWriter, req *http.Request) {
 	defer cancel()
 	history, _ := a.r.History(ctx, st.Schedule.Name, a.r.HistoryLimit())
 	out.History = orEmpty(history)
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, a.withFamily(ctx, out))
 }
 
 func (a *admin) apiTrigger(w http.ResponseWriter, req *http.Request) {
@@ -399,6 +407,8 @@ func (a *admin) actionError(req *http.Request, err error) (int, string) {
 	case errors.Is(err, runtime.ErrBadRequestKey), errors.Is(err, runtime.ErrNotASlot),
 		errors.Is(err, runtime.ErrTooManySlots), errors.Is(err, runtime.ErrBadRange):
 		return http.StatusBadRequest, err.Error()
+	case errors.Is(err, runtime.ErrNoMember):
+		return http.StatusBadRequest, familyRefusal(name)
 	}
 	a.r.Logger().Warn("admin request failed", "path", req.URL.Path, "schedule", name, "err", err)
 	return http.StatusServiceUnavailable, "Redis unreachable"
@@ -416,77 +426,26 @@ func (a *admin) apiRuns(w http.ResponseWriter, req *http.Request) {
 		writeJSONError(w, http.StatusForbidden, "re-runs are disabled: this admin is read-only")
 		return
 	}
-	var body runsRequest
-	if !decodeBody(w, req, &body) {
-		return
-	}
-	ctx, cancel := a.actionContext(req)
-	defer cancel()
-	key := req.Header.Get("Idempotency-Key")
-	switch {
-	case body.Slot != nil && body.From == nil && body.To == nil:
-		occ, err := a.r.Rerun(ctx, req.PathValue("name"), *body.Slot, key)
-		if err != nil {
-			status, msg := a.actionError(req, err)
-			writeJSONError(w, status, msg)
-			return
-		}
-		writeJSON(w, http.StatusAccepted, map[string]string{"task_id": occ.ID, "slot": occ.Slot.Format(time.RFC3339)})
-	case body.Slot == nil && body.From != nil && body.To != nil:
-		occs, err := a.r.Backfill(ctx, req.PathValue("name"), *body.From, *body.To, key)
-		if err != nil && len(occs) == 0 {
-			status, msg := a.actionError(req, err)
-			writeJSONError(w, status, msg)
-			return
-		}
-		ids := make([]string, len(occs))
-		for i, occ := range occs {
-			ids[i] = occ.ID
-		}
-		out := map[string]any{"task_ids": ids}
-		if err != nil { // some enqueued, then Redis failed: say both
-			_, out["error"] = a.actionError(req, err)
-		}
-		writeJSON(w, http.StatusAccepted, out)
-	default:
-		writeJSONError(w, http.StatusBadRequest, `want {"slot": "<RFC 3339>"} to re-run one slot, or {"from": ..., "to": ...} to backfill`)
-	}
+	name := req.PathValue("name")
+	a.serveRuns(w, req, a.actionError,
+		func(ctx context.Context, slot time.Time, idem string) (registry.Occurrence, error) {
+			return a.r.Rerun(ctx, name, slot, idem)
+		},
+		func(ctx context.Context, from, to time.Time, idem string) ([]registry.Occurrence, error) {
+			return a.r.Backfill(ctx, name, from, to, idem)
+		})
 }
 
 func (a *admin) apiPause(w http.ResponseWriter, req *http.Request) {
-	if a.opts.ReadOnly {
-		writeJSONError(w, http.StatusForbidden, "pausing is disabled: this admin is read-only")
-		return
-	}
-	var body struct {
-		Reason string `json:"reason"`
-	}
-	if req.ContentLength != 0 && !decodeBody(w, req, &body) {
-		return
-	}
-	ctx, cancel := a.actionContext(req)
-	defer cancel()
-	if err := a.r.Pause(ctx, req.PathValue("name"), body.Reason); err != nil {
-		status, msg := a.actionError(req, err)
-		writeJSONError(w, status, msg)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": string(runtime.StatusPaused)})
+	a.servePause(w, req, a.actionError, func(ctx context.Context, reason string) error {
+		return a.r.Pause(ctx, req.PathValue("name"), reason)
+	})
 }
 
 func (a *admin) apiResume(w http.ResponseWriter, req *http.Request) {
-	if a.opts.ReadOnly {
-		writeJSONError(w, http.StatusForbidden, "resuming is disabled: this admin is read-only")
-		return
-	}
-	ctx, cancel := a.actionContext(req)
-	defer cancel()
-	if err := a.r.Resume(ctx, req.PathValue("name")); err != nil {
-		status, msg := a.actionError(req, err)
-		writeJSONError(w, status, msg)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "resumed"})
+	a.serveResume(w, req, a.actionError, func(ctx context.Context) error {
+		return a.r.Resume(ctx, req.PathValue("name"))
+	})
 }
 
 // orEmpty makes a nil list [] in JSON, not null.

@@ -86,6 +86,8 @@ type pageData struct {
 	Detail   *scheduleRow
 	History  []historyRow
 	Confirm  *confirmation
+	Members  *membersView // a family's page: its members
+	Member   *memberPage  // a member's page
 }
 
 // scheduleRow is one schedule as the page shows it.
@@ -103,7 +105,8 @@ type scheduleRow struct {
 	PausedNote                   string // "paused by alice 3 min ago: reason"
 	// Unserved says no asynq server listens to the schedule's queue.
 	Unserved bool
-	Retries  string // "1 retry", "2 retries"
+	Retries  string     // "1 retry", "2 retries"
+	Family   *familyRow // a family's member count; nil for a schedule
 }
 
 // instant is a time as the page prints it: RFC 3339 with the offset of the
@@ -268,20 +271,27 @@ func (a *admin) rowOf(snap runtime.Snapshot, st runtime.ScheduleState, path stri
 			row.FailureError, row.FailureExcerpt = rec.Error, excerpt(rec.Error)
 		}
 	}
-	if p := st.Paused; p != nil {
-		note := "paused"
-		if p.Actor != "" {
-			note += " by " + p.Actor
-		}
-		if !p.At.IsZero() {
-			note += " " + relative(p.At, now)
-		}
-		if p.Reason != "" {
-			note += ": " + p.Reason
-		}
-		row.PausedNote = note
-	}
+	row.PausedNote = pausedNote(st.Paused, now)
 	return row
+}
+
+// pausedNote says who paused, when and why: "paused by alice 3 min ago:
+// reason"; "" for nil.
+func pausedNote(p *runtime.Pause, now time.Time) string {
+	if p == nil {
+		return ""
+	}
+	note := "paused"
+	if p.Actor != "" {
+		note += " by " + p.Actor
+	}
+	if !p.At.IsZero() {
+		note += " " + relative(p.At, now)
+	}
+	if p.Reason != "" {
+		note += ": " + p.Reason
+	}
+	return note
 }
 
 // problemRank orders the overview: what needs a person first.
@@ -378,9 +388,11 @@ func (a *admin) index(w http.ResponseWriter, req *http.Request) {
 		ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
 		defer cancel()
 		data.Orphans, err = a.r.Orphans(ctx)
+		a.addFamilies(ctx, data.Rows, snap.At)
 	}
 	if err != nil {
 		data.Error = "Redis unreachable: history and replicas are not shown."
+		hideFamilyNext(data.Rows)
 	}
 	switch req.URL.Query().Get("forgot") {
 	case "ok":
@@ -455,6 +467,7 @@ func (a *admin) detail(w http.ResponseWriter, req *http.Request) {
 		var history []runtime.Record
 		history, err = a.r.History(ctx, name, a.r.HistoryLimit())
 		data.History = historyRows(history, st.Schedule, snap.At)
+		data.Members = a.members(req, data.Detail, snap.At)
 	}
 	if err != nil {
 		data.Error = "Redis unreachable: history is not shown."
