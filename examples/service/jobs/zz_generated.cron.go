@@ -102,6 +102,7 @@ func NewRegistry(jobs *Jobs) *registry.Registry {
 			Per:      "tenant",
 			Handler:  WeeklyReport,
 			Source:   "reports.go:19",
+			Package:  "github.com/belfry/belfry/examples/service/jobs",
 		},
 	)
 }

@@ -2,16 +2,15 @@
 // asynq's own Scheduler, in one run on one private redis-server, and prints
 // a table and, last, one summary line:
 //
-//	bench: next_vs_robfig=R fire_p99_ms=F asynq_fire_p99_ms=A takeover_crash_ttl=T takeover_graceful_s=G spike10k_s=S spike_vs_raw=V leader_cmds_min=L follower_cmds_min=W dup_asynq=DA dup_belfry=DB cronlint10k_s=C redis_kb_per_1s=M rss_kb_per_sched=P dst_fire_p99_ms=D
+//	bench: next_vs_robfig=R fire_p99_ms=F asynq_fire_p99_ms=A takeover_crash_ttl=T takeover_graceful_s=G spike10k_s=S spike_vs_raw=V leader_cmds_min=L follower_cmds_min=W dup_asynq=DA dup_belfry=DB cronlint10k_s=C redis_kb_per_1s=M rss_kb_per_sched=P dst_fire_p99_ms=D family_takeover_s=… family_dup=…
 //
 // cronlint10k_s is go vet -vettool=cronlint on a 10,000-schedule package;
 // redis_kb_per_1s Redis's memory per per-second schedule at steady state;
 // rss_kb_per_sched a replica's RSS per zoned schedule at 100,000;
 // dst_fire_p99_ms the fire lag of 3,000 per-second New York schedules
 // across a fall-back. The quick run measures smaller sizes, and says so
-// in its table.
-//
-// followed by the family's keys (family_takeover_s=... family_dup=D).
+// in its table. The family_ keys are a 100,000-member family's (see
+// family.go).
 //
 // BENCH_QUICK=1 shortens every measurement for a smoke run; BENCH_ONLY=fire,spike
 // runs a subset (steps: next, fire, takeover, spike, idle, duplicates,
