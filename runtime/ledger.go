@@ -200,6 +200,11 @@ func (r *Runtime) recordExecution(ctx context.Context, occ registry.Occurrence, 
 	if err := r.store.RecordExecution(ctx, e); err != nil {
 		r.log.Warn("could not record execution in the ledger", "id", e.ID, "outcome", outcome, "err", err)
 	}
+	// The execution state lets Statuses find failing and running schedules
+	// without reading every schedule's history.
+	if err := r.store.NoteExecution(ctx, occ.Schedule, string(outcome), at.UnixMilli()); err != nil {
+		r.log.Warn("could not record the schedule's execution state", "schedule", occ.Schedule, "outcome", outcome, "err", err)
+	}
 }
 
 // History returns the schedule's most recent occurrences, newest first.
@@ -210,11 +215,15 @@ func (r *Runtime) History(ctx context.Context, name string, limit int) ([]Record
 	if r.disabled != "" {
 		return nil, nil
 	}
-	ids, err := r.store.History(ctx, name, limit)
-	if err != nil {
-		return nil, err
-	}
-	return r.records(ctx, ids)
+	// Obey: the request's deadline bounds the read whatever the client's
+	// own timeouts, so a slow Redis makes a page say so in time.
+	return lease.Obey(ctx, func(ctx context.Context) ([]Record, error) {
+		ids, err := r.store.History(ctx, name, limit)
+		if err != nil {
+			return nil, err
+		}
+		return r.records(ctx, ids)
+	})
 }
 
 func (r *Runtime) records(ctx context.Context, ids []string) ([]Record, error) {
@@ -303,6 +312,11 @@ func (r *Runtime) Forget(ctx context.Context, name string) error {
 		return ErrDisabled
 	}
 	n, err := r.store.Forget(ctx, name)
+	if err == nil {
+		var m int64
+		m, err = r.store.ForgetExecution(ctx, name)
+		n += m
+	}
 	if err == nil && n > 0 {
 		r.log.Info("forgot a schedule removed from the registry", "schedule", name, "removed", n)
 	}
@@ -323,26 +337,4 @@ func (r *Runtime) Cluster(ctx context.Context) (Cluster, error) {
 	}
 	h, err := lease.Observe(ctx, r.rdb, r.store.Keys, r.lease.HeartbeatStale())
 	return Cluster{Leader: h.Replica, Token: h.Token, Replicas: h.Replicas}, err
-}
-
-// recentRecords returns each schedule's newest n records, newest first, in
-// two pipelined round trips whatever the number of schedules.
-func (r *Runtime) recentRecords(ctx context.Context, n int) (map[string][]Record, error) {
-	out := map[string][]Record{}
-	if r.disabled != "" {
-		return out, nil
-	}
-	perSchedule, err := r.store.RecentIDs(ctx, r.names(), n)
-	if err != nil {
-		return nil, err
-	}
-	var ids []string
-	for _, p := range perSchedule {
-		ids = append(ids, p...)
-	}
-	recs, err := r.records(ctx, ids)
-	for _, rec := range recs {
-		out[rec.Schedule] = append(out[rec.Schedule], rec)
-	}
-	return out, err
 }

@@ -50,9 +50,10 @@ type Runtime struct {
 	scheduling atomic.Bool
 
 	observers
-	unserved   unservedLog
-	redisCheck redisCheck
-	dataWatch  dataWatch
+	unserved    unservedLog
+	redisCheck  redisCheck
+	dataWatch   dataWatch
+	statusIndex statusIndex
 }
 
 // recordTTL bounds how long an occurrence record outlives its index entry.

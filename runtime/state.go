@@ -32,6 +32,7 @@ const (
 	StatusRunning  Status = "running"  // the newest occurrence is running or waiting to retry
 	StatusPaused   Status = "paused"   // paused by an operator: slots are recorded, not run
 	StatusDisabled Status = "disabled" // no Redis configured: nothing is scheduled
+	StatusUnknown  Status = "unknown"  // Redis did not answer in time: the status could not be read
 )
 
 // RedisState is the runtime's view of its Redis.
@@ -43,6 +44,7 @@ const (
 	RedisUnknown  RedisState = "unknown"  // no call has completed yet
 	RedisUp       RedisState = "up"       // the last call succeeded
 	RedisDown     RedisState = "down"     // the last call failed
+	RedisSlow     RedisState = "slow"     // a read did not answer in time: Redis is reachable, but slow
 )
 
 // Errors callers branch on with errors.Is.
