@@ -287,7 +287,7 @@ func (r *Runtime) Orphans(ctx context.Context) ([]string, error) {
 	if r.disabled != "" {
 		return nil, nil
 	}
-	known, err := r.store.Known(ctx)
+	known, err := r.store.KnownScan(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -200,6 +200,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { r.lease.Run(ctx) })
 	wg.Go(func() { r.scheduleLoop(ctx) })
+	wg.Go(func() { r.warmStatuses(ctx) })
 	wg.Wait()
 	releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()

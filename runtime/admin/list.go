@@ -264,8 +264,9 @@ const partHistory = "history"
 // Finding them reads every name that has state in Redis, which at many
 // schedules costs more than the rest of the page; they change only when a
 // deploy removes a schedule or someone forgets one, so the list is read at
-// most once per orphansFresh, off the request: a page waits for a read
-// under way only as long as its own budget allows.
+// most once per orphansFresh (a deploy that removes schedules restarts the
+// process, which reads them again), off the request: a page waits for a
+// read under way only briefly.
 type orphanCache struct {
 	mu      sync.Mutex
 	names   []string
@@ -274,15 +275,21 @@ type orphanCache struct {
 }
 
 const (
-	orphansFresh       = time.Minute
-	orphansReadTimeout = 5 * time.Second
+	orphansFresh       = 15 * time.Minute
+	orphansReadTimeout = 10 * time.Second
+	// orphansWait is how long a page waits for a read under way: enough
+	// for a registry of thousands, not for one of 100,000, whose first
+	// page shows the removed schedules once the read is done.
+	orphansWait = 150 * time.Millisecond
 )
 
-func (c *orphanCache) get(ctx context.Context, rt *runtime.Runtime) []string {
+// get returns the removed schedules, and pending true when they are being
+// read and the page could not wait for them.
+func (c *orphanCache) get(ctx context.Context, rt *runtime.Runtime) (names []string, pending bool) {
 	c.mu.Lock()
 	if !c.read.IsZero() && time.Since(c.read) < orphansFresh {
 		defer c.mu.Unlock()
-		return c.names
+		return c.names, false
 	}
 	if c.pending == nil {
 		done := make(chan struct{})
@@ -300,15 +307,20 @@ func (c *orphanCache) get(ctx context.Context, rt *runtime.Runtime) []string {
 			c.pending = nil
 		}()
 	}
-	pending := c.pending
+	done := c.pending
 	c.mu.Unlock()
+	wait := time.NewTimer(orphansWait)
+	defer wait.Stop()
 	select {
-	case <-pending:
+	case <-done:
+	case <-wait.C:
+		pending = true
 	case <-ctx.Done():
+		pending = true
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.names
+	return c.names, pending && c.read.IsZero()
 }
 
 // stale makes the next page read the removed schedules again: after a

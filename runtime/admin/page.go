@@ -64,10 +64,12 @@ type pageData struct {
 	// are read for that page alone: finding them reads every schedule's
 	// counters, which the other pages, metrics and health do not need.
 	Orphans []string
-	Notice  string
-	Error   string
-	Request string // a fresh token per rendered form: a double submit acts once
-	Base    string // relative path back to the index
+	// OrphansPending says the removed schedules are still being read.
+	OrphansPending bool
+	Notice         string
+	Error          string
+	Request        string // a fresh token per rendered form: a double submit acts once
+	Base           string // relative path back to the index
 	// HasMetrics says /metrics is served (Options.Metrics).
 	HasMetrics bool
 	// RefreshMS is how often admin.js reloads the live parts; 0: never.
@@ -398,7 +400,7 @@ func (a *admin) index(w http.ResponseWriter, req *http.Request) {
 	}
 	if q.Cursor == "" && !data.Paging.Filtered && a.r.Disabled() == "" {
 		// Removed schedules are offered on the first page only.
-		data.Orphans = a.orphans.get(ctx, a.r)
+		data.Orphans, data.OrphansPending = a.orphans.get(ctx, a.r)
 	}
 	switch req.URL.Query().Get("forgot") {
 	case "ok":

@@ -37,7 +37,7 @@ import (
 // readTimeout bounds the Redis reads of one scrape, so a Redis outage
 // makes a scrape report redis_up 0, and a slow Redis redis_slow 1, not
 // hang.
-const readTimeout = 800 * time.Millisecond
+const readTimeout = 2 * time.Second
 
 // manualOutcome labels occurrences an operator asked for in
 // belfry_schedule_occurrences_total.

@@ -2,10 +2,10 @@
 // asynq's own Scheduler, in one run on one private redis-server, and prints
 // a table and, last, one summary line:
 //
-//	bench: next_vs_robfig=R fire_p99_ms=F asynq_fire_p99_ms=A takeover_crash_ttl=T takeover_graceful_s=G spike10k_s=S spike_vs_raw=V leader_cmds_min=L follower_cmds_min=W dup_asynq=DA dup_belfry=DB
+//	bench: next_vs_robfig=R fire_p99_ms=F asynq_fire_p99_ms=A takeover_crash_ttl=T takeover_graceful_s=G spike10k_s=S spike_vs_raw=V leader_cmds_min=L follower_cmds_min=W dup_asynq=DA dup_belfry=DB admin100k_ms=AD
 //
 // BENCH_QUICK=1 shortens every measurement for a smoke run; BENCH_ONLY=fire,spike
-// runs a subset (steps: next, fire, takeover, spike, idle, duplicates). See
+// runs a subset (steps: next, fire, takeover, spike, idle, duplicates, admin). See
 // BENCHMARKS.md.
 package main
 
@@ -76,6 +76,7 @@ type results struct {
 	leaderExecPerMin, followerExecPerMin float64       // executed by Redis, script internals included
 	dupAsynq, dupBelfry                  float64
 	dupSlots                             int
+	admin                                adminResults
 }
 
 func run(quick bool) error {
@@ -100,13 +101,14 @@ func run(quick bool) error {
 		{"spike", "midnight spike", func() error { return benchSpike(srv.addr, s, &r) }},
 		{"idle", "idle cost", func() error { return benchIdle(srv.addr, s, &r) }},
 		{"duplicates", "duplicates", func() error { return benchDuplicates(srv.addr, s, &r) }},
+		{"admin", "admin at 1k-100k schedules", func() error { return benchAdmin(srv.addr, s, &r) }},
 	}
 	var only []string // BENCH_ONLY=takeover,spike runs a subset
 	if v := os.Getenv("BENCH_ONLY"); v != "" {
 		only = strings.Split(v, ",")
 		for _, key := range only {
 			if !slices.ContainsFunc(steps, func(st step) bool { return st.key == key }) {
-				return fmt.Errorf("BENCH_ONLY: unknown step %q; want some of next,fire,takeover,spike,idle,duplicates", key)
+				return fmt.Errorf("BENCH_ONLY: unknown step %q; want some of next,fire,takeover,spike,idle,duplicates,admin", key)
 			}
 		}
 	}
@@ -640,10 +642,11 @@ func (r *results) print(w io.Writer) {
 	fmt.Fprintf(tw, "idle commands/min executed\tleader %.0f, follower %.0f\t\t(INFO commandstats: script internals too)\n", r.leaderExecPerMin, r.followerExecPerMin)
 	fmt.Fprintf(tw, "enqueues per occurrence, 3 replicas\t%.2f (%d slots)\t%.2f\t1.00\n", r.dupBelfry, r.dupSlots, r.dupAsynq)
 	tw.Flush()
+	r.admin.print(w)
 	spikeVsRaw := r.raw.Seconds() / cmp.Or(r.spike.Seconds(), 1e-9)
-	fmt.Fprintf(w, "bench: next_vs_robfig=%.2f fire_p99_ms=%.1f asynq_fire_p99_ms=%.1f takeover_crash_ttl=%.2f takeover_graceful_s=%.2f spike10k_s=%.2f spike_vs_raw=%.1f leader_cmds_min=%.0f follower_cmds_min=%.0f dup_asynq=%.2f dup_belfry=%.2f\n",
+	fmt.Fprintf(w, "bench: next_vs_robfig=%.2f fire_p99_ms=%.1f asynq_fire_p99_ms=%.1f takeover_crash_ttl=%.2f takeover_graceful_s=%.2f spike10k_s=%.2f spike_vs_raw=%.1f leader_cmds_min=%.0f follower_cmds_min=%.0f dup_asynq=%.2f dup_belfry=%.2f admin100k_ms=%.0f\n",
 		r.nextRatio, msf(r.fireP99), msf(r.asynqP99), r.crashTTL, r.graceful.Seconds(), r.spike.Seconds(), spikeVsRaw,
-		r.leaderPerMin, r.followerPerMin, r.dupAsynq, r.dupBelfry)
+		r.leaderPerMin, r.followerPerMin, r.dupAsynq, r.dupBelfry, r.admin.ms100k())
 }
 
 func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

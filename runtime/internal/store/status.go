@@ -3,7 +3,11 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -84,20 +88,45 @@ func (s *Store) Problems(ctx context.Context) (Problems, error) {
 }
 
 // StatFields reads the given stats counters of each of names: out[i][j] is
-// counter fields[j] of names[i], 0 where unset. It reads in pipelined
-// HMGETs of at most Chunk names each: one round trip, no single call
-// holding Redis for long.
+// counter fields[j] of names[i], 0 where unset. It reads in HMGETs of at
+// most Chunk names each, so no single call holds Redis for long, pipelined
+// over up to statReaders connections at once, so that decoding the replies
+// of many schedules is spread over the cores.
 func (s *Store) StatFields(ctx context.Context, names, fields []string) ([][]int64, error) {
-	var cmds []*redis.SliceCmd
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		cmds = s.queueStatFields(ctx, p, names, fields)
-		return nil
-	})
-	if err != nil {
+	out := make([][]int64, len(names))
+	flat := make([]int64, len(names)*len(fields))
+	for i := range out {
+		out[i] = flat[i*len(fields) : (i+1)*len(fields)]
+	}
+	per := max(Chunk, (len(names)+statReaders-1)/statReaders)
+	per = (per + Chunk - 1) / Chunk * Chunk // whole chunks, so positions stay simple
+	errs := make(chan error, statReaders)
+	var wg sync.WaitGroup
+	for start := 0; start < len(names); start += per {
+		part := names[start:min(start+per, len(names))]
+		wg.Go(func() {
+			var cmds []*redis.SliceCmd
+			_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+				cmds = s.queueStatFields(ctx, p, part, fields)
+				return nil
+			})
+			if err != nil {
+				errs <- err
+				return
+			}
+			copy(out[start:], statFieldsOf(cmds, len(part), len(fields)))
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
 		return nil, err
 	}
-	return statFieldsOf(cmds, len(names), len(fields)), nil
+	return out, nil
 }
+
+// statReaders bounds the connections one StatFields read uses at once.
+const statReaders = 4
 
 // queueStatFields queues the HMGETs of StatFields on p.
 func (s *Store) queueStatFields(ctx context.Context, p redis.Pipeliner, names, fields []string) []*redis.SliceCmd {
@@ -217,4 +246,37 @@ func (s *Store) ScheduleData(ctx context.Context, names []string, n int, fields 
 		}
 	}
 	return out, err
+}
+
+// scanCount is how many fields one HSCAN step asks for.
+const scanCount = 1000
+
+// KnownScan is Known read with HSCAN steps instead of HKEYS: the stats
+// hash holds a dozen fields per schedule, and one HKEYS of it blocks Redis
+// for hundreds of milliseconds at 100,000 schedules; each step here holds
+// it for a moment.
+func (s *Store) KnownScan(ctx context.Context) ([]string, error) {
+	found := map[string]struct{}{}
+	for _, key := range []string{s.Keys.Cursors, s.Keys.Paused, s.Keys.Stats} {
+		var cursor uint64
+		for {
+			// HSCAN with values: NOVALUES needs Redis 7.4.
+			pairs, next, err := s.rdb.HScan(ctx, key, cursor, "", scanCount).Result()
+			if err != nil {
+				return nil, err
+			}
+			for i := 0; i < len(pairs); i += 2 {
+				f := pairs[i]
+				if key != s.Keys.Stats {
+					found[f] = struct{}{}
+				} else if i := strings.LastIndexByte(f, ':'); i > 0 {
+					found[f[:i]] = struct{}{}
+				}
+			}
+			if cursor = next; cursor == 0 {
+				break
+			}
+		}
+	}
+	return slices.Collect(maps.Keys(found)), nil
 }
