@@ -124,11 +124,13 @@ func (r *Runtime) SnapshotOf(ctx context.Context, names []string, recent int) (S
 	var reads readLog
 	if r.disabled == "" {
 		var wg sync.WaitGroup
-		wg.Go(func() {
-			data, _ = timedRead(ctx, &reads, PartSchedules, func(ctx context.Context) ([]store.ScheduleData, error) {
-				return r.store.ScheduleData(ctx, known, recent, counterFields)
+		if len(known) > 0 {
+			wg.Go(func() {
+				data, _ = timedRead(ctx, &reads, PartSchedules, func(ctx context.Context) ([]store.ScheduleData, error) {
+					return r.store.ScheduleData(ctx, known, recent, counterFields)
+				})
 			})
-		})
+		}
 		wg.Go(func() { snap.Cluster, _ = timedRead(ctx, &reads, PartCluster, r.Cluster) })
 		wg.Go(func() {
 			snap.Unserved, _ = timedRead(ctx, &reads, PartQueues, func(context.Context) ([]string, error) { return r.UnservedQueues() })
@@ -339,7 +341,47 @@ const warmReadTimeout = 10 * time.Second
 func (r *Runtime) warmStatuses(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, warmReadTimeout)
 	defer cancel()
+	if err := r.backfillFailing(ctx); err != nil {
+		r.log.Warn("could not mark the schedules that failed before this version", "err", err)
+	}
 	r.Statuses(ctx)
+}
+
+// backfillFailing marks failing, once per namespace, the schedules whose
+// newest finished occurrence failed before the workers kept the failing
+// hash (an earlier version), so that they do not read ok until their next
+// failure. Candidates are the schedules whose last failure is newer than
+// their last success; only their history is read.
+func (r *Runtime) backfillFailing(ctx context.Context) error {
+	if done, err := r.store.Backfilled(ctx); err != nil || done {
+		return err
+	}
+	names := r.names()
+	vals, err := r.store.StatFields(ctx, names, []string{counterLastFailure, counterLastSuccess})
+	if err != nil {
+		return err
+	}
+	for i, v := range vals {
+		if v[0] <= v[1] {
+			continue
+		}
+		history, err := r.History(ctx, names[i], recentPerSchedule)
+		if err != nil {
+			return err
+		}
+		for _, rec := range history {
+			if rec.Outcome == OutcomeSucceeded {
+				break
+			}
+			if rec.Outcome == OutcomeFailed {
+				if err := r.store.MarkFailing(ctx, names[i], rec.FinishedAt.UnixMilli()); err != nil {
+					return err
+				}
+				break
+			}
+		}
+	}
+	return r.store.MarkBackfilled(ctx)
 }
 
 // lateFields are the counters lateAt reads.

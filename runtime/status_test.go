@@ -11,6 +11,7 @@ import (
 	"github.com/belfry/belfry/runtime"
 	"github.com/belfry/belfry/runtime/internal/clock"
 	"github.com/belfry/belfry/runtime/internal/redistest"
+	"github.com/belfry/belfry/runtime/internal/store"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 )
@@ -169,4 +170,40 @@ func TestStatusesRereadLatenessOnlyOnceItIsDue(t *testing.T) {
 	if status, n := read(); status != runtime.StatusOK || n != 4 {
 		t.Errorf("after today's success: %s in %d commands; want ok, its counters read again", status, n)
 	}
+}
+
+// A schedule that failed before the workers kept the failing hash (an
+// earlier version wrote only its history) is failing once a replica of
+// this version runs, not ok until it fails again.
+func TestStatusesMarkWhatFailedBeforeTheUpgrade(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := sharedRedis(t)
+	ns := uniq("ns")
+	keys := store.NewKeys(ns)
+	noop := func(context.Context, registry.Occurrence) error { return nil }
+	reg := registry.MustNew(registry.Schedule{Name: "broke", Expr: "17 3 * * *", Handler: noop},
+		registry.Schedule{Name: "mended", Expr: "17 3 * * *", Handler: noop})
+	night := time.Date(2026, 11, 29, 3, 17, 0, 0, time.UTC)
+	for name, outcomes := range map[string][]string{"broke": {"succeeded", "failed"}, "mended": {"failed", "succeeded"}} {
+		for i, o := range outcomes {
+			slot := night.AddDate(0, 0, i)
+			id := ns + "/" + name + ":" + slot.Format("20060102")
+			if err := rdb.HSet(ctx, keys.Occurrence(id), "id", id, "schedule", name, "slot", slot.Unix(), "outcome", o,
+				"finished_at", slot.Add(time.Second).UnixMilli()).Err(); err != nil {
+				t.Fatal(err)
+			}
+			rdb.ZAdd(ctx, keys.History(name), redis.Z{Score: float64(slot.UnixMilli()), Member: id})
+			rdb.HSet(ctx, keys.Stats, name+":last_"+map[string]string{"succeeded": "success", "failed": "failure"}[o], slot.Add(time.Second).UnixMilli())
+		}
+	}
+	rt, err := runtime.New(reg, runtime.Options{Redis: rdb, Namespace: ns, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntilTheEnd(t, rt)
+	waitFor(t, 10*time.Second, "broke failing, mended ok", func() bool {
+		st, err := rt.Statuses(ctx)
+		return err == nil && statusOf(st, "broke") == runtime.StatusFailing && statusOf(st, "mended") == runtime.StatusOK
+	})
 }

@@ -280,3 +280,27 @@ func (s *Store) KnownScan(ctx context.Context) ([]string, error) {
 	}
 	return slices.Collect(maps.Keys(found)), nil
 }
+
+// backfilled is the key that says the namespace's failing hash was filled
+// in from the history once.
+func (k Keys) backfilled() string { return k.Failing() + ":backfilled" }
+
+// Backfilled reports whether the failing hash was filled in from the
+// history (see MarkBackfilled).
+func (s *Store) Backfilled(ctx context.Context) (bool, error) {
+	n, err := s.rdb.Exists(ctx, s.Keys.backfilled()).Result()
+	return n == 1, err
+}
+
+// MarkBackfilled records that the failing hash was filled in from the
+// history; replicas that start meanwhile may fill it in too, which
+// MarkFailing makes harmless.
+func (s *Store) MarkBackfilled(ctx context.Context) error {
+	return s.rdb.Set(ctx, s.Keys.backfilled(), 1, 0).Err()
+}
+
+// MarkFailing marks name failing since atMS unless a worker already wrote
+// its state.
+func (s *Store) MarkFailing(ctx context.Context, name string, atMS int64) error {
+	return s.rdb.HSetNX(ctx, s.Keys.Failing(), name, atMS).Err()
+}
