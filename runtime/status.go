@@ -230,11 +230,7 @@ func (r *Runtime) settle(snap *Snapshot, reads *readLog) {
 		snap.Redis, snap.RedisError = RedisSlow, "Redis slow: "+snap.RedisError
 	}
 	if reads.slow && reads.down == nil && state != RedisDown {
-		snap.Redis = RedisSlow
-		for _, m := range reads.missing {
-			snap.RedisError = m.Reason
-			break
-		}
+		snap.Redis, snap.RedisError = RedisSlow, reads.missing[0].Reason
 	}
 	for i := range reads.missing {
 		reads.missing[i].Reason = redactSecrets(reads.missing[i].Reason, r.redisURL)
