@@ -52,7 +52,7 @@ demo: ## run the example service: a private Redis, three replicas, the admin pag
 	$(GO) run ./examples/service/demo
 
 .PHONY: chaos
-chaos: ## kill, pause, skew and restart replicas and Redis; prove once-per-slot (CHAOS_REPLICAS, CHAOS_DURATION, CHAOS_SEED)
+chaos: ## kill, pause, skew and restart replicas and Redis; prove once-per-slot (CHAOS_REPLICAS, CHAOS_DURATION, CHAOS_SEED, CHAOS_FAULTS)
 	@# go test prints its PASS/ok trailer after the test's output, so the
 	@# harness writes its summary to a file and this prints it last.
 	@rm -f $(CURDIR)/.chaos-summary; \

@@ -75,6 +75,10 @@ type Schedule struct {
 	// Source is where the schedule is declared ("jobs/prune.go:12"), for
 	// diagnostics and the admin page. Optional.
 	Source string
+	// Package is the import path of the package that declares the schedule
+	// (crongen fills it). It tells one service's registry from another's:
+	// the runtime's default namespace is named after it. Optional.
+	Package string
 
 	cron *Cron
 }
@@ -266,6 +270,9 @@ func (s *Schedule) normalize() error {
 type Registry struct {
 	schedules []*Schedule // sorted by name
 	byName    map[string]*Schedule
+	// packages are the schedules' distinct Package paths in the order
+	// they were first given (New's arguments, Merge's registries).
+	packages []string
 }
 
 // New validates schedules, fills defaults and returns them as a Registry.
@@ -291,6 +298,12 @@ func New(schedules ...Schedule) (*Registry, error) {
 	r.sort()
 	return r, nil
 }
+
+// Packages returns the import paths of the packages that declare the
+// schedules, in the order they were given: a generated registry's own
+// package, or for Merge each registry's in turn. Schedules built without
+// a Package add none. The slice is shared: do not modify it.
+func (r *Registry) Packages() []string { return r.packages }
 
 // Merge returns one registry holding the schedules of regs, for a service
 // whose jobs live in several packages (each with its own generated
@@ -327,6 +340,9 @@ func Merge(regs ...*Registry) (*Registry, error) {
 func (r *Registry) add(s *Schedule) {
 	r.byName[s.Name] = s
 	r.schedules = append(r.schedules, s)
+	if s.Package != "" && !slices.Contains(r.packages, s.Package) {
+		r.packages = append(r.packages, s.Package)
+	}
 }
 
 func (r *Registry) sort() {

@@ -40,11 +40,17 @@ var (
 const (
 	envReplica = "BELFRY_CHAOS_REPLICA"
 	envSocket  = "BELFRY_CHAOS_SOCKET"
-	envOffset  = "BELFRY_CHAOS_OFFSET"
-	envRecord  = "BELFRY_CHAOS_RECORD"
-	envTTL     = "BELFRY_CHAOS_TTL"
-	envGrace   = "BELFRY_CHAOS_GRACE"
-	envSkew    = "BELFRY_CHAOS_SKEW_MARGIN"
+	// envAddr, when set, is the replica's own fault proxy in front of
+	// Redis (host:port); the replica then reaches Redis only through it.
+	envAddr = "BELFRY_CHAOS_ADDR"
+	// envAcks "true" has the replica's writes wait for one Redis replica's
+	// acknowledgement (the Sentinel topology).
+	envAcks   = "BELFRY_CHAOS_ACKS"
+	envOffset = "BELFRY_CHAOS_OFFSET"
+	envRecord = "BELFRY_CHAOS_RECORD"
+	envTTL    = "BELFRY_CHAOS_TTL"
+	envGrace  = "BELFRY_CHAOS_GRACE"
+	envSkew   = "BELFRY_CHAOS_SKEW_MARGIN"
 )
 
 const (
@@ -119,11 +125,21 @@ func runChaosReplica(name string) error {
 		return nil // every execution counts, so none is retried for failing
 	})
 
-	rdb := redis.NewClient(&redis.Options{Network: "unix", Addr: os.Getenv(envSocket),
-		DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second})
+	ropts := &redis.Options{Network: "unix", Addr: os.Getenv(envSocket),
+		DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second}
+	if addr := os.Getenv(envAddr); addr != "" {
+		ropts.Network, ropts.Addr = "tcp", addr
+	}
+	rdb := redis.NewClient(ropts)
 	defer rdb.Close()
+	// One replica's acknowledgement, waited for at most a quarter of the
+	// lease (the option must stay below a lease call's TTL/3 bound).
+	acks, ackTimeout := 0, time.Duration(0)
+	if os.Getenv(envAcks) == "true" {
+		acks, ackTimeout = 1, ttl/4
+	}
 	rt, err := runtime.NewWithClock(reg, runtime.Options{Redis: rdb, Namespace: chaosNamespace, Replica: name,
-		LeaseTTL: ttl, Grace: grace, SkewMargin: skewMargin, Logger: log}, clock.Offset(offset))
+		LeaseTTL: ttl, Grace: grace, SkewMargin: skewMargin, Logger: log, ReplicaAcks: acks, ReplicaAckTimeout: ackTimeout}, clock.Offset(offset))
 	if err != nil {
 		return err
 	}
@@ -158,15 +174,48 @@ type chaosConfig struct {
 	skew     time.Duration
 	ttl      time.Duration
 	grace    time.Duration
-	stall    bool
-	keep     bool
+	// faults are the fault kinds the run injects (CHAOS_FAULTS).
+	faults map[string]bool
+	keep   bool
 }
+
+// chaosFaults are the fault kinds CHAOS_FAULTS selects from (a comma
+// list; by default every one):
+//
+//	kill       SIGKILL the leader, restart it shortly after
+//	pause      SIGSTOP the leader for longer than its lease (a zombie)
+//	freeze     SIGSTOP the leader for just under its lease (CHAOS_STALL=0 drops it too)
+//	restart    stop Redis cleanly and start it again from its AOF
+//	flush      FLUSHALL: Redis loses every key (a data-loss event)
+//	partition  black-hole the leader's link to Redis for several TTLs, then heal it
+//	           (what was sent into the partition is delivered late)
+//	latency    delay every reply to the leader by TTL/8 to TTL/4 for 15-25 s
+//	stall      DEBUG SLEEP: Redis stops answering everyone for TTL/2 to 2 TTL
+//	failover   SENTINEL FAILOVER to the replica; with it the run uses a primary, a
+//	           replica and three sentinels, and the replicas use ReplicaAcks=1
+var chaosFaults = []string{"kill", "pause", "freeze", "restart", "flush", "partition", "latency", "stall", "failover"}
 
 func chaosConfigFromEnv(t *testing.T) chaosConfig {
 	t.Helper()
 	c := chaosConfig{replicas: 3, duration: 60 * time.Second, seed: 1, skew: 3 * time.Second,
-		ttl: 2 * time.Second, grace: 30 * time.Second, stall: os.Getenv("CHAOS_STALL") != "0",
+		ttl: 2 * time.Second, grace: 30 * time.Second, faults: map[string]bool{},
 		keep: os.Getenv("CHAOS_KEEP") == "1"}
+	for _, f := range chaosFaults {
+		c.faults[f] = true
+	}
+	if v := os.Getenv("CHAOS_FAULTS"); v != "" {
+		c.faults = map[string]bool{}
+		for _, f := range strings.Split(v, ",") {
+			f = strings.TrimSpace(f)
+			if !slices.Contains(chaosFaults, f) {
+				t.Fatalf("CHAOS_FAULTS=%q: unknown fault %q; want a comma list of %s", v, f, strings.Join(chaosFaults, ", "))
+			}
+			c.faults[f] = true
+		}
+	}
+	if os.Getenv("CHAOS_STALL") == "0" {
+		c.faults["freeze"] = false
+	}
 	var err error
 	if v := os.Getenv("CHAOS_REPLICAS"); v != "" {
 		if c.replicas, err = strconv.Atoi(v); err != nil || c.replicas < 2 {
@@ -226,25 +275,35 @@ type chaosReplica struct {
 	cmd         *exec.Cmd
 	exited      chan struct{}
 	state       replicaState
+	// proxy is this replica slot's own link to Redis, kept across
+	// incarnations, so a network fault hits exactly one replica.
+	proxy *redistest.Proxy
 }
 
 type chaosHarness struct {
-	t        *testing.T
-	cfg      chaosConfig
-	dir      string
-	exe      string
+	t   *testing.T
+	cfg chaosConfig
+	dir string
+	exe string
+	// redis is the Redis the replicas use; with a Sentinel topology the
+	// server that started as its primary (primary() says which is now).
 	redis    *redistest.Private
+	sentinel *redistest.Sentinel
 	rdb      *redis.Client
 	replicas []*chaosReplica
 	// chaosStart is the origin of the fault schedule's offsets.
 	chaosStart time.Time
 
-	kills, pauses, stalls, redisRestarts, flushes int
+	kills, pauses, freezes, redisRestarts, flushes int
+	partitions, latencies, stalls, failovers       int
 	// operator is a runtime of the harness's own, never run: it pauses and
 	// resumes as an operator would and reads the detected losses.
 	operator *runtime.Runtime
 	// operatorPause is when an operator paused and resumed chaosPaused.
 	operatorPause struct{ from, to time.Time }
+	// failover, when set, makes a Sentinel failover of the primary and
+	// counts it; nil without the sentinel topology.
+	failover func(*chaosHarness)
 }
 
 // chaosPaused is the schedule an operator pauses and resumes mid-run.
@@ -273,13 +332,29 @@ func TestChaos(t *testing.T) {
 		os.RemoveAll(dir)
 	})
 	h := &chaosHarness{t: t, cfg: cfg, dir: dir, exe: exe}
-	t.Logf("chaos: seed=%d replicas=%d duration=%s lease_ttl=%s grace=%s skew=±%s stall=%t dir=%s",
-		cfg.seed, cfg.replicas, cfg.duration, cfg.ttl, cfg.grace, cfg.skew, cfg.stall, dir)
+	var faults []string
+	for _, f := range chaosFaults {
+		if cfg.faults[f] {
+			faults = append(faults, f)
+		}
+	}
+	t.Logf("chaos: seed=%d replicas=%d duration=%s lease_ttl=%s grace=%s skew=±%s faults=%s dir=%s",
+		cfg.seed, cfg.replicas, cfg.duration, cfg.ttl, cfg.grace, cfg.skew, strings.Join(faults, ","), dir)
 
-	h.redis = redistest.NewPrivate(t, dir)
-	t.Cleanup(h.redis.Stop)
-	h.rdb = redis.NewClient(&redis.Options{Network: "unix", Addr: h.redis.Socket,
-		DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second})
+	if cfg.faults["failover"] {
+		// A primary, a replica and three sentinels; the harness and every
+		// replica follow the primary, and the replicas' writes wait for
+		// the replica's acknowledgement (Options.ReplicaAcks).
+		h.sentinel = redistest.NewSentinel(t, filepath.Join(dir, "sentinel"), redistest.SentinelOptions{})
+		t.Cleanup(h.sentinel.Close)
+		h.redis, h.failover = h.sentinel.Servers[0], (*chaosHarness).sentinelFailover
+		h.rdb = redis.NewFailoverClient(h.sentinel.FailoverOptions())
+	} else {
+		h.redis = redistest.NewPrivate(t, dir)
+		t.Cleanup(h.redis.Stop)
+		h.rdb = redis.NewClient(&redis.Options{Network: "unix", Addr: h.redis.Socket,
+			DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second})
+	}
 	t.Cleanup(func() { h.rdb.Close() })
 	t.Cleanup(h.killAll) // only on a failure path; a normal run stops them first
 
@@ -379,12 +454,17 @@ func TestChaos(t *testing.T) {
 	if redelivered > 0 {
 		fmt.Printf("chaos: retries=%d (asynq redelivered a task it never saw acknowledged: at-least-once delivery, not a duplicate enqueue)\n", redelivered)
 	}
-	if h.stalls > 0 {
-		fmt.Printf("chaos: stalls=%d (leader stopped for just under its lease)\n", h.stalls)
+	if h.freezes > 0 {
+		fmt.Printf("chaos: freezes=%d (leader stopped for just under its lease)\n", h.freezes)
+	}
+	if h.latencies > 0 {
+		fmt.Printf("chaos: latency_spikes=%d handovers=%d (the leader's replies slowed for several seconds; leaders that handed the lease over for lateness)\n",
+			h.latencies, h.countInLogs("handed the lease over"))
 	}
 	skew := strconv.FormatFloat(cfg.skew.Seconds(), 'f', -1, 64)
-	line := fmt.Sprintf("chaos: occurrences=%d duplicates=%d missed=%d kills=%d pauses=%d skew_s=%s redis_restarts=%d paused_slots=%d flushes=%d lost_window=%d",
-		occurrences, duplicates, missed, h.kills, h.pauses, skew, h.redisRestarts, pausedSlots, h.flushes, lostWindow)
+	line := fmt.Sprintf("chaos: occurrences=%d duplicates=%d missed=%d kills=%d pauses=%d skew_s=%s redis_restarts=%d paused_slots=%d flushes=%d lost_window=%d partitions=%d stalls=%d failovers=%d",
+		occurrences, duplicates, missed, h.kills, h.pauses, skew, h.redisRestarts, pausedSlots, h.flushes, lostWindow,
+		h.partitions, h.stalls, h.failovers)
 	if *chaosSummary != "" {
 		if err := os.WriteFile(*chaosSummary, []byte(line+"\n"), 0o644); err != nil {
 			t.Errorf("writing %s: %v", *chaosSummary, err)
@@ -473,8 +553,10 @@ func windowSlots(reg *registry.Registry, from, to time.Time) map[string][]int64 
 // chaosEvent is one step of the fault schedule, at an offset from the start.
 type chaosEvent struct {
 	at   time.Duration
-	kind string // "kill", "pause", "stall", "redis"
+	kind string // a fault of chaosFaults ("redis" is restart), or a follow-up
 	hold time.Duration
+	// delay is a latency spike's added reply latency.
+	delay time.Duration
 	// tries counts attempts to find a leader to hit.
 	tries int
 	do    func()
@@ -505,16 +587,47 @@ func (h *chaosHarness) plan() []*chaosEvent {
 	if !slices.ContainsFunc(evs, func(e *chaosEvent) bool { return e.kind == "kill" }) {
 		evs[0].kind = "kill"
 	}
-	if cfg.stall {
+	if cfg.faults["freeze"] {
 		// Last, so no later kill hides it: a replica that stops scheduling
 		// while it keeps its lease shows up as missed slots at the end.
-		evs[len(evs)-1].kind = "stall"
+		evs[len(evs)-1].kind = "freeze"
 	}
-	evs = append(evs, &chaosEvent{at: between(cfg.duration*35/100, cfg.duration*65/100), kind: "redis",
-		hold: between(200*time.Millisecond, 1500*time.Millisecond)})
-	// Data loss: FLUSHALL takes the lease, the token counter, the epoch,
-	// the cursors and every task ID at once.
-	evs = append(evs, &chaosEvent{at: between(cfg.duration*70/100, cfg.duration*80/100), kind: "flush"})
+	evs = slices.DeleteFunc(evs, func(e *chaosEvent) bool { return !cfg.faults[e.kind] })
+	if cfg.faults["restart"] {
+		evs = append(evs, &chaosEvent{at: between(cfg.duration*35/100, cfg.duration*65/100), kind: "redis",
+			hold: between(200*time.Millisecond, 1500*time.Millisecond)})
+	}
+	if cfg.faults["flush"] {
+		// Data loss: FLUSHALL takes the lease, the token counter, the epoch,
+		// the cursors and every task ID at once.
+		evs = append(evs, &chaosEvent{at: between(cfg.duration*70/100, cfg.duration*80/100), kind: "flush"})
+	}
+	// The link and Redis faults, once per minute of the run, each in its
+	// own part of the minute so that each is seen on its own at least once
+	// (kills and pauses go on throughout).
+	for minute := time.Duration(0); minute < max(cfg.duration/time.Minute, 1); minute++ {
+		span := min(cfg.duration, time.Minute)
+		at := func(lo, hi int) time.Duration {
+			return minute*time.Minute + between(span*time.Duration(lo)/100, span*time.Duration(hi)/100)
+		}
+		if cfg.faults["partition"] {
+			// Several TTLs: the leader steps down, another takes over, and
+			// what the old leader sent into the partition arrives after.
+			evs = append(evs, &chaosEvent{at: at(5, 15), kind: "partition", hold: between(3*cfg.ttl, 6*cfg.ttl)})
+		}
+		if cfg.faults["latency"] {
+			// Slower than a renewal needs, slow enough that enqueues fall
+			// behind: the leader must hand over, or its renewals fail.
+			evs = append(evs, &chaosEvent{at: at(20, 30), kind: "latency", hold: between(15*time.Second, 25*time.Second),
+				delay: between(cfg.ttl/8, cfg.ttl/4)})
+		}
+		if cfg.faults["stall"] {
+			evs = append(evs, &chaosEvent{at: at(82, 88), kind: "stall", hold: between(cfg.ttl/2, 2*cfg.ttl)})
+		}
+		if cfg.faults["failover"] && h.failover != nil {
+			evs = append(evs, &chaosEvent{at: at(55, 65), kind: "failover"})
+		}
+	}
 	slices.SortStableFunc(evs, func(a, b *chaosEvent) int { return cmp.Compare(a.at, b.at) })
 	return evs
 }
@@ -531,8 +644,12 @@ func (h *chaosHarness) runChaos(start time.Time) {
 	h.logf("fault plan (kind@offset/hold): %s", strings.Join(plan, " "))
 	for _, ev := range queue {
 		switch ev.kind {
-		case "kill", "pause", "stall":
+		case "kill", "pause", "freeze", "partition", "latency":
 			ev.do = func() { h.hitLeader(ev, &queue) }
+		case "stall":
+			ev.do = func() { h.stallRedis(ev) }
+		case "failover":
+			ev.do = func() { h.failover(h) }
 		case "redis":
 			ev.do = func() { h.restartRedis(ev, &queue) }
 		case "flush":
@@ -591,8 +708,24 @@ func (h *chaosHarness) hitLeader(ev *chaosEvent, queue *[]*chaosEvent) {
 		<-r.exited
 		r.state = replicaDead
 		h.after(queue, ev.hold, "restart", func() { h.start(r) })
-	case "stall":
-		h.stall(r)
+	case "freeze":
+		h.freeze(r)
+	case "partition":
+		h.partitions++
+		h.logf("partition: black-holing %s's link to Redis for %s", r.name, ev.hold)
+		r.proxy.BlackHole()
+		h.after(queue, ev.hold, "heal", func() {
+			h.logf("partition of %s heals: what it sent meanwhile reaches Redis now", r.name)
+			r.proxy.Pass()
+		})
+	case "latency":
+		h.latencies++
+		h.logf("latency: %s's replies from Redis %s late for %s", r.name, ev.delay, ev.hold)
+		r.proxy.Delay(ev.delay)
+		h.after(queue, ev.hold, "latency-end", func() {
+			h.logf("latency on %s's link ends", r.name)
+			r.proxy.Delay(0)
+		})
 	case "pause":
 		h.pauses++
 		h.logf("SIGSTOP leader %s (pid %d) for %s", r.name, r.cmd.Process.Pid, ev.hold)
@@ -606,12 +739,12 @@ func (h *chaosHarness) hitLeader(ev *chaosEvent, queue *[]*chaosEvent) {
 	}
 }
 
-// stall stops the leader just after a renewal for a little less than the
+// freeze stops the leader just after a renewal for a little less than the
 // lease TTL (a GC pause, CPU steal, a VM migration): it wakes after its own
 // trust window (TTL - TTL/10 from the renewal) has ended but while its key
 // still lives, so its next renewal succeeds with the same lease value. It
 // must go on scheduling, or hand over; it must not hold the lease idle.
-func (h *chaosHarness) stall(r *chaosReplica) {
+func (h *chaosHarness) freeze(r *chaosReplica) {
 	key := chaosNamespace + ":lease"
 	ttl := h.cfg.ttl
 	tick := time.NewTicker(2 * time.Millisecond)
@@ -627,7 +760,7 @@ func (h *chaosHarness) stall(r *chaosReplica) {
 		}
 		if pttl >= ttl-ttl/20 {
 			hold := pttl - ttl/20
-			h.stalls++
+			h.freezes++
 			h.logf("SIGSTOP leader %s (pid %d) for %s, just under its lease (key pttl %s)", r.name, r.cmd.Process.Pid,
 				hold.Round(time.Millisecond), pttl)
 			r.cmd.Process.Signal(syscall.SIGSTOP)
@@ -644,7 +777,7 @@ func (h *chaosHarness) stall(r *chaosReplica) {
 		}
 		<-tick.C
 	}
-	h.logf("stall skipped: %s stopped leading before a renewal was seen", r.name)
+	h.logf("freeze skipped: %s stopped leading before a renewal was seen", r.name)
 }
 
 // leader is the running replica named in the lease key ("<replica>|<token>").
@@ -669,11 +802,59 @@ func (h *chaosHarness) leader() *chaosReplica {
 func (h *chaosHarness) restartRedis(ev *chaosEvent, queue *[]*chaosEvent) {
 	h.redisRestarts++
 	h.logf("Redis shutdown (SIGTERM); down for %s", ev.hold)
-	h.redis.Stop()
+	p := h.primary()
+	p.Stop()
 	h.after(queue, ev.hold, "redis-start", func() {
-		h.redis.Start()
+		p.Start()
 		h.logf("Redis started again from its AOF")
 	})
+}
+
+// stallRedis makes Redis stop answering everyone for ev.hold, as a long
+// fork, a slow disk or a big KEYS does: DEBUG SLEEP, sent on a connection
+// of its own that waits for it, so the schedule goes on meanwhile.
+func (h *chaosHarness) stallRedis(ev *chaosEvent) {
+	h.stalls++
+	h.logf("stall: DEBUG SLEEP %s", ev.hold)
+	go func() {
+		rdb := redis.NewClient(&redis.Options{Network: "unix", Addr: h.primary().Socket, ReadTimeout: ev.hold + 10*time.Second, MaxRetries: -1})
+		defer rdb.Close()
+		if err := rdb.Do(context.Background(), "DEBUG", "SLEEP", ev.hold.Seconds()).Err(); err != nil {
+			h.logf("DEBUG SLEEP failed: %v", err)
+			return
+		}
+		h.logf("stall over: Redis answers again")
+	}()
+}
+
+// primary is the Redis server that takes writes now.
+func (h *chaosHarness) primary() *redistest.Private {
+	if h.sentinel == nil {
+		return h.redis
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if p, err := h.sentinel.Primary(ctx); err == nil {
+		return p
+	}
+	return h.redis
+}
+
+// sentinelFailover has a sentinel promote the replica (SENTINEL FAILOVER,
+// with no wait for it to catch up) and waits until it answers as primary.
+// Writes the old primary took but its replica did not acknowledge are
+// lost; with ReplicaAcks the leader counted none of them as done.
+func (h *chaosHarness) sentinelFailover() {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	old, err := h.sentinel.Failover(ctx)
+	if err != nil {
+		h.logf("SENTINEL FAILOVER failed: %v", err)
+		return
+	}
+	h.failovers++
+	p := h.primary()
+	h.logf("SENTINEL FAILOVER: %s promoted, %s is to become its replica", p.Addr, old.Addr)
 }
 
 // flush loses every key, as FLUSHALL, a restart without persistence or a
@@ -712,6 +893,22 @@ func (h *chaosHarness) start(r *chaosReplica) {
 	h.t.Helper()
 	r.incarnation++
 	r.name = fmt.Sprintf("r%d.%d", r.idx, r.incarnation)
+	if r.proxy == nil {
+		r.proxy = redistest.NewProxyTo(h.t, func() (string, string, error) {
+			if h.sentinel == nil {
+				return "unix", h.redis.Socket, nil
+			}
+			// The primary now: after a failover the old one drops its
+			// clients, and they reconnect to the new one.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			p, err := h.sentinel.Primary(ctx)
+			if err != nil {
+				return "", "", err
+			}
+			return "unix", p.Socket, nil
+		})
+	}
 	logf, err := os.Create(filepath.Join(h.dir, "replica-"+r.name+".log"))
 	if err != nil {
 		h.t.Fatal(err)
@@ -720,7 +917,9 @@ func (h *chaosHarness) start(r *chaosReplica) {
 	cmd := exec.Command(h.exe, "-test.run=^TestChaosReplica$", "-test.count=1", "-test.timeout=0", "-test.v")
 	cmd.Env = append(os.Environ(),
 		envReplica+"="+r.name,
-		envSocket+"="+h.redis.Socket,
+		envSocket+"="+h.primary().Socket,
+		envAcks+"="+strconv.FormatBool(h.sentinel != nil),
+		envAddr+"="+r.proxy.Addr(),
 		envOffset+"="+r.offset.String(),
 		envRecord+"="+filepath.Join(h.dir, "exec-"+r.name+".log"),
 		envTTL+"="+h.cfg.ttl.String(),
@@ -834,6 +1033,19 @@ func (h *chaosHarness) watch() (stop func()) {
 		}
 	}()
 	return func() { close(done); <-finished }
+}
+
+// countInLogs counts the replicas' log lines that contain text.
+func (h *chaosHarness) countInLogs(text string) int {
+	n := 0
+	files, _ := filepath.Glob(filepath.Join(h.dir, "replica-*.log"))
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err == nil {
+			n += strings.Count(string(b), text)
+		}
+	}
+	return n
 }
 
 // readRecords counts executions per schedule and slot: first attempts and

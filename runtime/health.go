@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -89,10 +90,15 @@ func (r *Runtime) Health(ctx context.Context) Health {
 		h.Problems = append(h.Problems, unsafe)
 	case snap.Redis == RedisDown:
 		h.Problems = append(h.Problems, "redis unreachable: "+snap.RedisError)
-	case slices.ContainsFunc(snap.Missing, func(m Missing) bool { return m.Part == PartCluster }):
-		// Who leads is unknown, which is not the same as nobody leading.
-	case snap.Cluster.Leader == "":
-		h.Problems = append(h.Problems, "no replica holds the scheduler lease")
+	default:
+		if h.Redis == RedisSlow {
+			h.Problems = append(h.Problems, "redis not answering in time: "+cmp.Or(snap.RedisError, statuses.RedisError))
+		}
+		// Who leads is unknown when the cluster was not read, which is
+		// not the same as nobody leading.
+		if snap.Cluster.Leader == "" && !slices.ContainsFunc(snap.Missing, func(m Missing) bool { return m.Part == PartCluster }) {
+			h.Problems = append(h.Problems, "no replica holds the scheduler lease")
+		}
 	}
 	for _, l := range snap.LostWrites {
 		if snap.At.Sub(l.At) < lostRecent {
@@ -102,6 +108,19 @@ func (r *Runtime) Health(ctx context.Context) Health {
 	}
 	if snap.DuplicateReplica != "" {
 		h.Problems = append(h.Problems, snap.DuplicateReplica)
+	}
+	for _, p := range []string{snap.NamespaceContention, snap.LegacyNamespace} {
+		if p != "" {
+			h.Problems = append(h.Problems, p)
+		}
+	}
+	// Another service's workers on a shared queue stay until someone acts;
+	// this service's own older workers lacking a new schedule's handler go
+	// away with the rolling deploy that brought it, so they only warn.
+	for _, m := range snap.Misrouted {
+		if m.Namespace != r.opts.Namespace {
+			h.Problems = append(h.Problems, m.String())
+		}
 	}
 	if len(snap.Unserved) > 0 {
 		h.Unserved = snap.Unserved

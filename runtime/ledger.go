@@ -28,6 +28,43 @@ const (
 	counterLastSlotSuccess = "last_slot_success"
 )
 
+// frequentHistory is the history a schedule keeps whose slots come less
+// than a minute apart, when HistoryLimit is larger. Its records cover a few
+// seconds either way, and each costs Redis about half a kilobyte: at 50, a
+// per-second schedule's records alone would cost 25 kB. Kubernetes keeps 3
+// successful jobs of a CronJob by default; the counters keep the totals.
+const frequentHistory = 20
+
+// historyLimits returns the schedules that keep fewer records than limit.
+func historyLimits(reg *registry.Registry, limit int) map[string]int {
+	out := map[string]int{}
+	if limit <= frequentHistory {
+		return out
+	}
+	// Frequent: from three arbitrary instants of the year, the next two
+	// slots are less than a minute away each time (a burst once a day and
+	// a seconds field once a minute are not).
+	from := []time.Time{time.Date(2026, 1, 7, 0, 0, 0, 0, time.UTC), time.Date(2026, 5, 13, 9, 17, 0, 0, time.UTC),
+		time.Date(2026, 9, 17, 15, 41, 0, 0, time.UTC)}
+	for _, s := range reg.Schedules() {
+		if f := strings.Fields(s.Expr); len(f) < 6 && !strings.HasPrefix(s.Expr, "@every") {
+			continue // five fields fire at most once a minute
+		}
+		frequent := true
+		for _, t := range from {
+			next := s.Next(t)
+			if after := s.Next(next); next.IsZero() || after.IsZero() || next.Sub(t) >= time.Minute || after.Sub(next) >= time.Minute {
+				frequent = false
+				break
+			}
+		}
+		if frequent {
+			out[s.Name] = frequentHistory
+		}
+	}
+	return out
+}
+
 // maxErrorLen bounds a recorded error message.
 const maxErrorLen = 2000
 
@@ -215,9 +252,9 @@ func (r *Runtime) History(ctx context.Context, name string, limit int) ([]Record
 	if r.disabled != "" {
 		return nil, nil
 	}
-	// Obey: the request's deadline bounds the read whatever the client's
+	// bounded: the request's deadline bounds the read whatever the client's
 	// own timeouts, so a slow Redis makes a page say so in time.
-	return lease.Obey(ctx, func(ctx context.Context) ([]Record, error) {
+	return bounded(ctx, func(ctx context.Context) ([]Record, error) {
 		ids, err := r.store.History(ctx, name, limit)
 		if err != nil {
 			return nil, err
@@ -287,7 +324,7 @@ func (r *Runtime) Orphans(ctx context.Context) ([]string, error) {
 	if r.disabled != "" {
 		return nil, nil
 	}
-	known, err := r.store.KnownScan(ctx)
+	known, err := bounded(ctx, r.store.KnownScan)
 	if err != nil {
 		return nil, err
 	}

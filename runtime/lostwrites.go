@@ -22,9 +22,10 @@ import (
 // than one seen before, knows writes were lost. It then moves every cursor
 // to Redis's clock plus SkewMargin — no slot that any replica may already
 // have enqueued runs again — and records the window of slots that may not
-// have run (from about two lease TTLs before it noticed, when the loss was
-// at the latest, to the new cursors), in the log, the admin, health and
-// metrics. A replica that starts after the loss has nothing to compare and
+// have run (from the longest grace, at least two lease TTLs, plus
+// SkewMargin before it noticed — a slot that old may still have been
+// waiting for a leader that could not write — to the new cursors), in the
+// log, the admin, health and metrics. A replica that starts after the loss has nothing to compare and
 // notices nothing; the slots then start from now, as for a new schedule.
 
 // LostWrites is a detected loss of Redis data.
@@ -151,8 +152,13 @@ func (r *Runtime) checkLostWrites(ctx context.Context, value string) (resume tim
 		return time.Time{}, nil, err
 	}
 	resume = now.Add(r.opts.SkewMargin).Truncate(time.Second).Add(time.Second) // rounded up
+	// The window starts as far back as a slot could still have been
+	// waiting to be enqueued when the data went: a leader that could not
+	// write (Redis slow, failing over, refusing unacknowledged writes) left
+	// its cursors up to grace behind, and the loss took those cursors; a
+	// slot older than that would have been missed anyway.
 	l := store.LostWrites{At: now.UnixMilli(), Replica: r.opts.Replica, Reason: reason,
-		From: now.Add(-2 * r.opts.LeaseTTL).Unix(), To: resume.Unix(), Epoch: epoch, Token: token}
+		From: now.Add(-max(2*r.opts.LeaseTTL, r.longestGrace()) - r.opts.SkewMargin).Unix(), To: resume.Unix(), Epoch: epoch, Token: token}
 	commit = func(ctx context.Context) {
 		r.log.Error("lost writes detected: "+reason+"; slots in the window may not have run, and none runs twice",
 			"from", time.Unix(l.From, 0).UTC(), "to", resume.UTC())
@@ -177,4 +183,14 @@ func (r *Runtime) LostWrites(ctx context.Context) ([]LostWrites, error) {
 			From: time.Unix(l.From, 0).UTC(), To: time.Unix(l.To, 0).UTC()}
 	}
 	return out, err
+}
+
+// longestGrace is the largest grace of any schedule: how long a slot may
+// wait to be enqueued.
+func (r *Runtime) longestGrace() time.Duration {
+	var g time.Duration
+	for _, s := range r.reg.Schedules() {
+		g = max(g, r.Grace(s))
+	}
+	return g
 }

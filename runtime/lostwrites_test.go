@@ -2,8 +2,10 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -210,4 +212,89 @@ func TestAFollowerNoticesATokenGoneBack(t *testing.T) {
 		lost, _ := follower.LostWrites(ctx)
 		return len(lost) == 1 && lost[0].Replica == follower.Replica() && strings.Contains(lost[0].Reason, "fencing token went back from 1 to 1")
 	})
+}
+
+// failPauses fails the leader's read of the pauses while on, so each
+// dispatch fails before it enqueues: the cursor stays behind the slots
+// that come due, as under a leader that cannot write.
+type failPauses struct {
+	key string
+	on  atomic.Bool
+}
+
+func (h *failPauses) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *failPauses) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *failPauses) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if args := cmd.Args(); h.on.Load() && len(args) > 1 && args[0] == "hmget" && args[1] == h.key {
+			cmd.SetErr(errors.New("injected: Redis refuses the leader's writes"))
+			return cmd.Err()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// Data lost while the leader was behind (it could not write for a while,
+// so slots waited within grace) takes the cursors that said so: the
+// recorded window must reach back over every slot that had not run, not
+// just the lease TTLs before the loss was noticed.
+func TestSlotsPendingWhenDataIsLostAreInTheWindow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := startPrivateRedis(t)
+	rdb := redis.NewClient(&redis.Options{Network: "unix", Addr: srv.Socket, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	queue, ns := uniq("q"), uniq("ns")
+	hook := &failPauses{key: store.NewKeys(ns).Paused}
+	rdb.AddHook(hook)
+	exec := newExecutions()
+	reg := registry.MustNew(registry.Schedule{Name: "tick", Expr: "* * * * * *", Queue: queue, Handler: exec.handler})
+	rt, err := runtime.New(reg, runtime.Options{Redis: rdb, Namespace: ns, LeaseTTL: time.Second, SkewMargin: time.Second,
+		Grace: 20 * time.Second, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, srv.Client(t), queue, func(mux *asynq.ServeMux) { rt.RegisterHandlers(mux) })
+	runUntilTheEnd(t, rt)
+	waitFor(t, 10*time.Second, "runs before the trouble", func() bool { return len(exec.slots("tick")) >= 2 })
+	hook.on.Store(true)
+	behind := time.Now()
+	waitFor(t, 10*time.Second, "the leader to fall 5s behind", func() bool { return time.Since(behind) > 5*time.Second })
+	if err := rdb.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	hook.on.Store(false)
+	waitFor(t, 10*time.Second, "the loss to be detected", func() bool {
+		lost, _ := rt.LostWrites(ctx)
+		return len(lost) == 1
+	})
+	lost, _ := rt.LostWrites(ctx)
+	l := lost[0]
+	waitFor(t, 15*time.Second, "runs after the window", func() bool {
+		for slot := range exec.slots("tick") {
+			if time.Unix(slot, 0).After(l.To) {
+				return true
+			}
+		}
+		return false
+	})
+	runs := exec.slots("tick")
+	var first int64 = 1 << 62
+	for slot := range runs {
+		first = min(first, slot)
+	}
+	s := reg.Schedules()[0]
+	for slot := time.Unix(first, 0); slot.Before(l.To.Add(2 * time.Second)); slot = s.Next(slot) {
+		n := runs[slot.Unix()]
+		inWindow := !slot.Before(l.From) && !slot.After(l.To)
+		switch {
+		case n > 1:
+			t.Errorf("slot %s ran %d times", slot.UTC().Format(time.TimeOnly), n)
+		case n == 0 && !inWindow:
+			t.Errorf("slot %s never ran and is outside the recorded window %s to %s", slot.UTC().Format(time.TimeOnly),
+				l.From.Format(time.TimeOnly), l.To.Format(time.TimeOnly))
+		}
+	}
 }

@@ -4,21 +4,23 @@ import (
 	"cmp"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"regexp"
 	"strconv"
 	"time"
 
+	"github.com/belfry/belfry/runtime/internal/pipeline"
 	"github.com/redis/go-redis/v9"
 )
 
 // Defaults for Options.
 const (
-	NamespaceDefault          = "belfry"
 	LeaseTTLDefault           = 15 * time.Second
 	SkewMarginDefault         = time.Minute
 	HistoryLimitDefault       = 50
 	EnqueueConcurrencyDefault = 256
+	ReplicaAckTimeoutDefault  = time.Second
 )
 
 // Options configure a Runtime. The zero value of every field means its
@@ -28,12 +30,22 @@ type Options struct {
 	// Redis is a client shared with the rest of the service. The runtime
 	// never closes it.
 	Redis redis.UniversalClient
-	// RedisURL ("redis://host:6379/0", "unix:///path/redis.sock") is used
-	// when Redis is nil; the runtime then owns and closes the client.
+	// RedisURL ("redis://host:6379/0", "rediss://host:6380/0" for TLS,
+	// "unix:///path/redis.sock") is used when Redis is nil; the runtime
+	// then owns and closes the client. A master_name parameter makes it a
+	// Sentinel URL: the host (and each addr parameter) is a sentinel, and
+	// the client follows the primary through failovers
+	// ("redis://sentinel1:26379?master_name=mymaster&addr=sentinel2:26379").
 	RedisURL string
 	Logger   *slog.Logger
-	// Namespace prefixes every key the runtime writes, so several services
-	// can share one Redis.
+	// Namespace prefixes every key the runtime writes and every occurrence
+	// ID, so several services can share one Redis. The replicas of one
+	// service must share it, and two services must not. Default:
+	// DefaultNamespace(registry), named after the registry's first package
+	// (e.g. "service.jobs-1f0c33a2"), which tells services apart and stays
+	// the same when the schedules change. Set it to NamespaceLegacy
+	// ("belfry") to keep the namespace of a deployment that began before
+	// the default was derived.
 	Namespace string
 	// Replica names this process in the lease, the ledger and the admin
 	// page. Default: hostname-pid.
@@ -45,12 +57,13 @@ type Options struct {
 	// Grace, when set, replaces every schedule's own grace window: how late
 	// a slot may still be enqueued.
 	Grace time.Duration
-	// SkewMargin is the largest clock difference expected between replicas.
-	// A finished task's ID stays reserved in asynq for grace+SkewMargin, the
-	// longest window in which another replica could try the same slot.
+	// SkewMargin is the largest clock difference expected between replicas
+	// and Redis: a replica further off does not lead, and after a loss of
+	// Redis data cursors restart this far past Redis's clock.
 	SkewMargin time.Duration
 	// HistoryLimit is the number of occurrences kept per schedule in the
-	// ledger.
+	// ledger; a schedule that fires more often than once a minute keeps at
+	// most 20 (each record costs Redis about half a kilobyte).
 	HistoryLimit int
 	// EnqueueConcurrency bounds the concurrent enqueues when many schedules
 	// come due together (the midnight spike). Enqueues made at the same
@@ -59,16 +72,32 @@ type Options struct {
 	// an overlap=skip schedule makes before its enqueue does use a
 	// connection of the client's pool.
 	EnqueueConcurrency int
+	// ReplicaAcks, when above zero, makes the leader's writes — lease
+	// acquire and renewal, each enqueue, the cursor and ledger commits —
+	// count only once that many replicas acknowledge them (Redis WAIT, on
+	// the connection that wrote), so a failover to an acknowledging replica
+	// cannot lose an occurrence the leader counted as enqueued. A write not
+	// acknowledged within ReplicaAckTimeout counts as failed: an enqueue is
+	// tried again (its task ID makes that safe), a renewal makes the holder
+	// step down. Each write then costs a round trip to a replica more, and
+	// scheduling stops while fewer replicas answer. See the README.
+	ReplicaAcks int
+	// ReplicaAckTimeout bounds each wait for ReplicaAcks; default 1s, and
+	// below LeaseTTL/3 (a lease call's bound). The client's ReadTimeout
+	// need not cover it: go-redis extends it for WAIT.
+	ReplicaAckTimeout time.Duration
 }
 
 var replicaRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$`)
 
 func (o *Options) normalize() error {
-	o.Namespace = cmp.Or(o.Namespace, NamespaceDefault)
 	o.LeaseTTL = cmp.Or(o.LeaseTTL, LeaseTTLDefault)
 	o.SkewMargin = cmp.Or(o.SkewMargin, SkewMarginDefault)
 	o.HistoryLimit = cmp.Or(o.HistoryLimit, HistoryLimitDefault)
 	o.EnqueueConcurrency = cmp.Or(o.EnqueueConcurrency, EnqueueConcurrencyDefault)
+	if o.ReplicaAcks > 0 {
+		o.ReplicaAckTimeout = cmp.Or(o.ReplicaAckTimeout, ReplicaAckTimeoutDefault)
+	}
 	if o.Replica == "" {
 		host, _ := os.Hostname()
 		o.Replica = cmp.Or(host, "replica") + "-" + strconv.Itoa(os.Getpid())
@@ -89,10 +118,39 @@ func (o *Options) normalize() error {
 		return fmt.Errorf("HistoryLimit must be between 1 and 10000; got %d", o.HistoryLimit)
 	case o.EnqueueConcurrency < 1 || o.EnqueueConcurrency > 4096:
 		return fmt.Errorf("EnqueueConcurrency must be between 1 and 4096; got %d", o.EnqueueConcurrency)
+	case o.ReplicaAcks < 0:
+		return fmt.Errorf("ReplicaAcks must be 0 (no wait) or the number of replicas to wait for; got %d", o.ReplicaAcks)
+	case o.ReplicaAcks > 0 && (o.ReplicaAckTimeout < time.Millisecond || o.ReplicaAckTimeout >= o.LeaseTTL/3):
+		return fmt.Errorf("ReplicaAckTimeout must be at least 1ms and below LeaseTTL/3 (%s); got %s", o.LeaseTTL/3, o.ReplicaAckTimeout)
 	case !replicaRE.MatchString(o.Replica):
 		return fmt.Errorf("Replica %q: want letters, digits and . _ : @ -, at most 128", o.Replica)
 	case !replicaRE.MatchString(o.Namespace):
 		return fmt.Errorf("Namespace %q: want letters, digits and . _ : @ -", o.Namespace)
 	}
 	return nil
+}
+
+// acks is what the leader's writes wait for.
+func (o *Options) acks() pipeline.Acks {
+	return pipeline.Acks{Replicas: o.ReplicaAcks, Timeout: o.ReplicaAckTimeout}
+}
+
+// openRedisURL makes the client of a RedisURL: a Sentinel failover client
+// when it names a master (master_name), else a plain one.
+func openRedisURL(rawURL string) (*redis.Client, error) {
+	if u, err := url.Parse(rawURL); err == nil && u.Query().Has("master_name") {
+		fopts, err := redis.ParseFailoverURL(rawURL)
+		if err != nil {
+			return nil, err
+		}
+		fopts.ContextTimeoutEnabled = true
+		return redis.NewFailoverClient(fopts), nil
+	}
+	ropts, err := redis.ParseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	// The runtime bounds its calls with contexts (see bounded).
+	ropts.ContextTimeoutEnabled = true
+	return redis.NewClient(ropts), nil
 }

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime/internal/clock"
+	"github.com/belfry/belfry/runtime/internal/knob"
 	"github.com/belfry/belfry/runtime/internal/lease"
 	"github.com/belfry/belfry/runtime/internal/pipeline"
 	"github.com/belfry/belfry/runtime/internal/store"
@@ -53,7 +55,15 @@ type Runtime struct {
 	unserved    unservedLog
 	redisCheck  redisCheck
 	dataWatch   dataWatch
+	lateness    lateness
 	statusIndex statusIndex
+
+	// identity tells this registry's service from others in the namespace;
+	// derivedNamespace is true when the namespace is the default.
+	identity         string
+	derivedNamespace bool
+	namespace        namespaceWatch
+	foreign          foreignOwners
 }
 
 // recordTTL bounds how long an occurrence record outlives its index entry.
@@ -65,37 +75,48 @@ func New(reg *registry.Registry, opts Options) (*Runtime, error) {
 	return newRuntime(reg, opts, clock.Real{})
 }
 
+func init() { knob.NewWithClock = newRuntime }
+
 // newRuntime is New with the clock that lease, scheduler and ledger share:
 // tests place a runtime at another instant, the chaos harness skews it.
 func newRuntime(reg *registry.Registry, opts Options, clk clock.Clock) (*Runtime, error) {
 	if reg == nil {
 		return nil, errors.New("registry is nil; pass the Registry that crongen generated")
 	}
+	identity, derived := cmp.Or(registryIdentity(reg), "unknown"), opts.Namespace == ""
+	if derived {
+		opts.Namespace = DefaultNamespace(reg)
+	}
 	if err := opts.normalize(); err != nil {
 		return nil, err
 	}
-	r := &Runtime{reg: reg, opts: opts, clock: clk}
+	r := &Runtime{reg: reg, opts: opts, clock: clk, identity: identity, derivedNamespace: derived}
 	r.redisCheck.every = redisCheckEvery
 	r.log = opts.Logger.With("replica", opts.Replica)
 	switch {
 	case opts.Redis != nil:
 		r.rdb = opts.Redis
 	case opts.RedisURL != "":
-		ropts, err := redis.ParseURL(opts.RedisURL)
+		rdb, err := openRedisURL(opts.RedisURL)
 		if err != nil {
 			return nil, redisURLError(opts.RedisURL, err)
 		}
-		r.rdb, r.ownsClient = redis.NewClient(ropts), true
+		r.rdb, r.ownsClient = rdb, true
 	default:
 		r.disabled = "no Redis configured (set Options.Redis or Options.RedisURL)"
 		return r, nil
 	}
 	r.redisURL = opts.RedisURL
 	r.store = store.New(r.rdb, opts.Namespace, opts.HistoryLimit, recordTTL)
-	r.client = asynq.NewClientFromRedisClient(pipeline.NewClient(r.rdb))
+	r.store.Acks = opts.acks()
+	r.store.Limits = historyLimits(reg, opts.HistoryLimit)
+	enqueuer := pipeline.NewClient(r.rdb)
+	enqueuer.Acks = opts.acks()
+	r.client = asynq.NewClientFromRedisClient(enqueuer)
 	r.inspector = asynq.NewInspectorFromRedisClient(r.rdb)
 	r.lease = lease.New(lease.Config{Redis: r.rdb, Keys: r.store.Keys, Replica: opts.Replica,
-		TTL: opts.LeaseTTL, Log: r.log, OnRedis: r.noteRedis, Clock: clk, MayLead: r.mayLead, OnHolder: r.seeHolder})
+		TTL: opts.LeaseTTL, Log: r.log, OnRedis: r.noteRedis, Clock: clk, MayLead: r.mayLeadInNamespace, OnHolder: r.seeHolder,
+		Acks: opts.acks()})
 	return r, nil
 }
 
@@ -253,22 +274,25 @@ func (r *Runtime) RedisState() (RedisState, error) {
 	switch {
 	case !r.redisSeen:
 		return RedisUnknown, nil
+	case r.redisErr != nil && isSlow(r.redisErr):
+		return RedisSlow, r.redisErr
 	case r.redisErr != nil:
 		return RedisDown, r.redisErr
 	}
 	return RedisUp, nil
 }
 
-// retention keeps a finished task's ID reserved as long as a replica could
-// still enqueue the same slot. The enqueue and the cursor commit are both
-// fenced, so an ex-leader's late enqueue is refused by Redis whatever the
-// retention. What the ID still guards is a holder that enqueued and then
-// crashed or stalled before committing its cursor: the next holder — another
-// replica within a lease TTL, or the same service restarted minutes later —
-// enqueues the slot again as long as it is within grace, plus its clock's
-// skew. Longer would only fill Redis.
-func (r *Runtime) retention(s *registry.Schedule) time.Duration {
-	return r.Grace(s) + r.opts.SkewMargin
+// retention keeps a finished task's ID reserved for a lease TTL, not for
+// grace: no scheduler path enqueues a slot again once its task is in. An
+// ex-leader's late enqueue is refused by the fence, and a holder that
+// crashed between its enqueue and its commit left its cursor raised to the
+// slot by the enqueue itself (the same transaction), so the next holder
+// starts after it. What the retained ID still covers is a replay of one
+// enqueue while its call lasts (go-redis retrying a command whose reply
+// was lost), which a holder's lease bounds. A per-second schedule thus
+// keeps about twenty finished tasks in Redis, not grace's three hundred.
+func (r *Runtime) retention(*registry.Schedule) time.Duration {
+	return r.opts.LeaseTTL
 }
 
 // manualRetention keeps a manual occurrence's ID reserved long enough to
@@ -455,16 +479,4 @@ func (r *Runtime) enqueueManual(ctx context.Context, s *registry.Schedule, occ r
 		r.log.Warn("manual occurrence enqueued but not recorded in history", "id", occ.ID, "err", err)
 	}
 	return nil
-}
-
-// RegisterHandlers registers every schedule's handler on mux, wrapped so the
-// runtime records each execution (start, finish, duration, error) in its
-// ledger; extra middleware runs inside that recording.
-func (r *Runtime) RegisterHandlers(mux *asynq.ServeMux, middleware ...registry.Middleware) {
-	mw := append([]registry.Middleware{r.Middleware()}, middleware...)
-	for _, s := range r.reg.Schedules() {
-		mux.HandleFunc(s.Name, func(ctx context.Context, t *asynq.Task) error {
-			return s.HandlePayload(ctx, t.Payload(), mw...)
-		})
-	}
 }

@@ -44,7 +44,7 @@ const (
 	RedisUnknown  RedisState = "unknown"  // no call has completed yet
 	RedisUp       RedisState = "up"       // the last call succeeded
 	RedisDown     RedisState = "down"     // the last call failed
-	RedisSlow     RedisState = "slow"     // a read did not answer in time: Redis is reachable, but slow
+	RedisSlow     RedisState = "slow"     // the last call got no answer within its deadline (a stall, a slow or cut link): Redis is reachable, but slow
 )
 
 // Errors callers branch on with errors.Is.

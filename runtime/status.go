@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"time"
 
 	"github.com/belfry/belfry/registry"
-	"github.com/belfry/belfry/runtime/internal/lease"
 	"github.com/belfry/belfry/runtime/internal/store"
 )
 
@@ -55,6 +53,15 @@ type Snapshot struct {
 	// Missing are the parts that could not be read, and why: what they
 	// would show is unknown, not empty. Empty when everything was read.
 	Missing []Missing
+	// NamespaceContention says a replica of another registry beats in this
+	// namespace (see Runtime.NamespaceContention).
+	NamespaceContention string
+	// Misrouted are recent reports of this service's occurrences bounced
+	// by workers of their queue (see Runtime.MisroutedOccurrences).
+	Misrouted []Misrouted
+	// LegacyNamespace says an earlier deployment still schedules this
+	// registry in the old default namespace (see Runtime.LegacyNamespace).
+	LegacyNamespace string
 }
 
 // Missing is a part of a read that did not complete, and why.
@@ -75,13 +82,16 @@ const (
 	PartQueues = "queues"
 	// PartLostWrites: the losses of Redis data detected.
 	PartLostWrites = "lost_writes"
+	// PartMisrouted: the occurrences workers of their queue bounced.
+	PartMisrouted = "misrouted"
 )
 
 // recentPerSchedule is how many occurrences the index page shows per row.
 const recentPerSchedule = 5
 
-// Snapshot reads every schedule's state and the cluster's. Its cost grows
-// with the number of schedules (their recent runs are read); to show a few
+// Snapshot reads every schedule's state and the cluster's, and returns by
+// ctx's deadline whatever the client (see bounded). Its cost grows with the
+// number of schedules (their recent runs are read); to show a few
 // schedules use SnapshotOf, for every schedule's status Statuses. When
 // Redis is unreachable or slow it still returns every schedule with its
 // next run; Missing and the error say what is missing.
@@ -136,6 +146,7 @@ func (r *Runtime) SnapshotOf(ctx context.Context, names []string, recent int) (S
 			snap.Unserved, _ = timedRead(ctx, &reads, PartQueues, func(context.Context) ([]string, error) { return r.UnservedQueues() })
 		})
 		wg.Go(func() { snap.LostWrites, _ = timedRead(ctx, &reads, PartLostWrites, r.LostWrites) })
+		wg.Go(func() { snap.Misrouted, _ = timedRead(ctx, &reads, PartMisrouted, r.MisroutedOccurrences) })
 		wg.Wait()
 	}
 	r.settle(&snap, &reads)
@@ -167,15 +178,17 @@ type readLog struct {
 	mu      sync.Mutex
 	missing []Missing
 	errs    []error
-	down    error // a failure that is not a timeout: Redis refused or broke
-	slow    bool
+	down    error  // a failure that is not a timeout: Redis refused or broke
+	slow    error  // a read that did not answer in time (an ErrRedisSlow)
+	slowWhy string // the Missing reason of that read
 }
 
-// timedRead runs one part's read, returning when ctx ends whatever the
-// client's own timeouts, and logs whether it failed and how.
+// timedRead runs one part's read under bounded (so it returns by ctx's
+// deadline whatever the client, a timeout being an ErrRedisSlow) and logs
+// whether it failed and how.
 func timedRead[T any](ctx context.Context, log *readLog, part string, read func(context.Context) (T, error)) (T, error) {
 	start := time.Now()
-	v, err := lease.Obey(ctx, read)
+	v, err := bounded(ctx, read)
 	if err != nil {
 		log.fail(part, err, time.Since(start))
 	}
@@ -187,13 +200,16 @@ func (l *readLog) fail(part string, err error, took time.Duration) {
 	defer l.mu.Unlock()
 	l.errs = append(l.errs, fmt.Errorf("%s: %w", part, err))
 	reason := "Redis unreachable: " + err.Error()
-	if isTimeout(err) {
-		l.slow = true
+	switch {
+	case isSlow(err):
 		reason = fmt.Sprintf("Redis slow: no answer within %.1f s", took.Seconds())
 		if took < 50*time.Millisecond {
 			reason = "Redis slow: the request's time ran out before this read"
 		}
-	} else if l.down == nil {
+		if l.slow == nil {
+			l.slow, l.slowWhy = err, reason
+		}
+	case l.down == nil:
 		l.down = err
 	}
 	l.missing = append(l.missing, Missing{Part: part, Reason: reason})
@@ -201,22 +217,18 @@ func (l *readLog) fail(part string, err error, took time.Duration) {
 
 func (l *readLog) err() error { return errors.Join(l.errs...) }
 
-// isTimeout says err is a read that ran out of time (the request's budget,
-// or the client's read timeout) rather than one Redis refused.
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
-}
-
 // settle records a request's reads in the runtime's view of Redis and sets
 // the snapshot's Redis state, error and missing parts. A timeout is not an
-// outage: it leaves the view of Redis as it was and shows as slow.
+// outage: it makes the view of Redis slow (see RedisState), never down, and
+// the snapshot says which reads it cost.
 func (r *Runtime) settle(snap *Snapshot, reads *readLog) {
 	if r.disabled == "" {
 		switch {
 		case reads.down != nil:
 			r.noteRedis(reads.down)
-		case !reads.slow:
+		case reads.slow != nil:
+			r.noteRedis(reads.slow)
+		default:
 			r.noteRedis(nil)
 		}
 	}
@@ -225,12 +237,12 @@ func (r *Runtime) settle(snap *Snapshot, reads *readLog) {
 	if lastErr != nil {
 		snap.RedisError = redactSecrets(lastErr.Error(), r.redisURL)
 	}
-	if state == RedisDown && isTimeout(lastErr) {
+	switch {
+	case state == RedisSlow && reads.slow != nil:
+		snap.RedisError = reads.slowWhy
+	case state == RedisSlow:
 		// The scheduler's own calls timed out: Redis is slow, not gone.
-		snap.Redis, snap.RedisError = RedisSlow, "Redis slow: "+snap.RedisError
-	}
-	if reads.slow && reads.down == nil && state != RedisDown {
-		snap.Redis, snap.RedisError = RedisSlow, reads.missing[0].Reason
+		snap.RedisError = "Redis slow: " + snap.RedisError
 	}
 	for i := range reads.missing {
 		reads.missing[i].Reason = redactSecrets(reads.missing[i].Reason, r.redisURL)
@@ -238,6 +250,7 @@ func (r *Runtime) settle(snap *Snapshot, reads *readLog) {
 	snap.Missing = reads.missing
 	snap.RedisUnsafe = r.RedisUnsafe()
 	snap.DuplicateReplica = r.DuplicateReplica()
+	snap.NamespaceContention, snap.LegacyNamespace = r.NamespaceContention(), r.LegacyNamespace()
 }
 
 // statusInputs are what a schedule's status is judged from: a few values
@@ -470,7 +483,7 @@ func (r *Runtime) LastTimes(ctx context.Context) ([]LastTimes, error) {
 	if r.disabled != "" {
 		return out, nil
 	}
-	vals, err := lease.Obey(ctx, func(ctx context.Context) ([][]int64, error) {
+	vals, err := bounded(ctx, func(ctx context.Context) ([][]int64, error) {
 		return r.store.StatFields(ctx, r.names(), lastFields)
 	})
 	if err != nil {

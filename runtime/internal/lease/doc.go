@@ -72,8 +72,19 @@
 // scheduled slots) runs in a script that first compares the lease key with
 // the value the writer acted under (see the store package), and a rejected
 // write makes the replica step down. The enqueue itself goes through asynq's
-// own script, and the occurrence's task ID makes it idempotent while the ID
-// is retained.
+// own script inside WATCH/MULTI/EXEC on the lease key (the pipeline
+// package), so Redis refuses it too once the key holds another value.
+//
+// # Handing over
+//
+// A holder behind a slow link keeps renewing while its enqueues fall
+// behind; its caller measures that and calls Handover, which releases the
+// lease to another replica (compare-and-DEL, published like a release) and
+// keeps this one out of the election for a cool-down, heartbeating
+// meanwhile. Handover refuses when no other replica heartbeats, and while
+// the window of the namespace's previous handover holds ("<lease>:handover",
+// on Redis's clock): the window doubles with each handover soon after the
+// last, so when every replica is slow the lease does not go round.
 //
 // # Heartbeats and duplicate names
 //

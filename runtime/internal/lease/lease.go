@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/runtime/internal/clock"
+	"github.com/belfry/belfry/runtime/internal/pipeline"
 	"github.com/belfry/belfry/runtime/internal/store"
 	"github.com/redis/go-redis/v9"
 )
@@ -37,6 +38,11 @@ type Config struct {
 	// time an acquire finds one, so that a follower knows the fencing tokens
 	// handed out before it leads. Optional; must be quick.
 	OnHolder func(value string)
+	// Acks, when on, makes an acquire or renewal count only once replicas
+	// acknowledge it: one that Redis ran but no replica has yet fails
+	// like a lost reply (no lead, or a step-down), and leaves a lease of
+	// this instance that the next acquire resumes (and has acknowledged).
+	Acks pipeline.Acks
 }
 
 // Lease is this replica's view of the scheduler lease; see the package doc.
@@ -50,6 +56,7 @@ type Lease struct {
 	clock    clock.Clock
 	mayLead  func(context.Context) error
 	onHolder func(value string)
+	acks     pipeline.Acks
 
 	// instance is random per Lease: it tells this process's leases from
 	// those of a restarted process, or of another one wrongly configured
@@ -71,6 +78,11 @@ type Lease struct {
 	beaten bool
 	// duplicate is the last other process seen using this replica's name.
 	duplicate Duplicate
+	// since is when this replica gained the lease it holds.
+	since time.Time
+	// coolUntil keeps this replica out of the election after it handed
+	// the lease over at coolFrom (see Handover).
+	coolFrom, coolUntil time.Time
 
 	// changed receives a signal whenever leadership is gained or lost.
 	changed chan struct{}
@@ -82,7 +94,7 @@ type Lease struct {
 func New(cfg Config) *Lease {
 	l := &Lease{
 		rdb: cfg.Redis, keys: cfg.Keys, replica: cfg.Replica, ttl: cfg.TTL, log: cfg.Log,
-		onRedis: cfg.OnRedis, clock: cfg.Clock, mayLead: cfg.MayLead, onHolder: cfg.OnHolder, instance: newInstanceID(),
+		onRedis: cfg.OnRedis, clock: cfg.Clock, mayLead: cfg.MayLead, onHolder: cfg.OnHolder, acks: cfg.Acks, instance: newInstanceID(),
 		changed: make(chan struct{}, 1), wake: make(chan struct{}, 1),
 	}
 	if l.clock == nil {
@@ -229,7 +241,7 @@ func (l *Lease) call(ctx context.Context, s *redis.Script, extra ...any) ([]any,
 	beat := l.heartbeatDue()
 	args := append([]any{l.replica, l.ttl.Milliseconds(), l.instance, beat, l.HeartbeatStale().Milliseconds()}, extra...)
 	res, err := Obey(ctx, func(ctx context.Context) ([]any, error) {
-		return s.Run(ctx, l.rdb, l.scriptKeys(l.keys.Token), args...).Slice()
+		return l.acks.Run(ctx, l.rdb, s, l.scriptKeys(l.keys.Token), args...).Slice()
 	})
 	if err != nil {
 		return nil, err
@@ -271,6 +283,9 @@ func (l *Lease) setLeader(value string, sent time.Time) {
 	lapsed := !gained && l.clock.Now().After(l.trustedUntil)
 	l.value = value
 	l.trustedUntil = sent.Add(l.ttl - l.TrustMargin())
+	if gained {
+		l.since = l.clock.Now()
+	}
 	l.mu.Unlock()
 	if gained {
 		l.log.Info("lease acquired: this replica schedules", "lease", value)
@@ -278,6 +293,16 @@ func (l *Lease) setLeader(value string, sent time.Time) {
 	if gained || lapsed {
 		signal(l.changed)
 	}
+}
+
+// Since is when this replica gained the lease it holds (zero if none).
+func (l *Lease) Since() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.value == "" {
+		return time.Time{}
+	}
+	return l.since
 }
 
 // StepDown gives up leadership locally at once.
@@ -321,6 +346,11 @@ func (l *Lease) Run(ctx context.Context) {
 			wait = l.RenewEvery()
 		case l.Holding() != "":
 			wait, err = l.Renew(ctx)
+		case l.coolDownLeft() > 0:
+			// Handed over: heartbeat, so the replica stays listed and
+			// counts as a follower, but do not take the lease.
+			wait, err = l.acquire(ctx, true)
+			wait = min(wait, l.coolDownLeft())
 		default:
 			wait, err = l.Acquire(ctx)
 		}
@@ -364,8 +394,18 @@ func (l *Lease) refused(ctx context.Context) bool {
 // Acquire tries once to take the lease (or resume one of this instance's,
 // see acquireScript) and returns when to try or renew next.
 func (l *Lease) Acquire(ctx context.Context) (time.Duration, error) {
+	return l.acquire(ctx, false)
+}
+
+// acquire is Acquire, or with holdOff only a heartbeat and a look at the
+// holder.
+func (l *Lease) acquire(ctx context.Context, holdOff bool) (time.Duration, error) {
 	sent := l.clock.Now()
-	res, err := l.call(ctx, acquireScript)
+	flag := "0"
+	if holdOff {
+		flag = "1"
+	}
+	res, err := l.call(ctx, acquireScript, flag)
 	if err != nil {
 		return 0, err
 	}
@@ -381,6 +421,9 @@ func (l *Lease) Acquire(ctx context.Context) (time.Duration, error) {
 	}
 	if l.onHolder != nil && value != "" {
 		l.onHolder(value)
+	}
+	if holdOff && value == "" && l.endCoolDownUnheld() {
+		return 0, nil // nobody took the lease: take it now
 	}
 	// Try again the moment the holder's key expires (plus a hair, so the
 	// key is surely gone), but heartbeat at least once per TTL.

@@ -37,16 +37,24 @@ end
 // transient error while nobody else took over, or one an earlier attempt
 // created whose reply was lost (go-redis resends a command whose reply
 // never came, and the resend must not mistake the new lease for someone
-// else's). It also records a heartbeat.
+// else's). It also records a heartbeat. With ARGV[6] "1" (a replica
+// cooling down after a handover) it only heartbeats and reports the holder.
 //
 //	KEYS[1] lease, KEYS[2] token counter, KEYS[3] replicas zset, KEYS[4] instance key
-//	ARGV[1] replica, ARGV[2] TTL ms, ARGV[3] instance ID, ARGV[4..5] heartbeat
+//	ARGV[1] replica, ARGV[2] TTL ms, ARGV[3] instance ID, ARGV[4..5] heartbeat,
+//	ARGV[6] "1" to hold off
 //	returns {token, value, pttl, duplicate}: token > 0 when this instance
 //	now holds the lease; otherwise value is the holder's and pttl its
 //	remaining life. duplicate is "" or another instance using this name.
 var acquireScript = redis.NewScript(heartbeatLua + `
 local mine = ARGV[1] .. '|' .. ARGV[3] .. '|'
 local cur = redis.call('GET', KEYS[1])
+if ARGV[6] == '1' then
+  if cur then
+    return {0, cur, redis.call('PTTL', KEYS[1]), duplicate}
+  end
+  return {0, '', -2, duplicate}
+end
 if cur then
   local token = string.sub(cur, 1, #mine) == mine and string.match(string.sub(cur, #mine + 1), '^%d+$')
   if token then

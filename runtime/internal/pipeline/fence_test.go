@@ -127,3 +127,44 @@ func TestTheEvalFallbackIsFenced(t *testing.T) {
 		t.Errorf("the holder's script after SCRIPT FLUSH: %d %v", n, err)
 	}
 }
+
+// Behind a slow link (replies 200 ms late) the holder renews more often
+// than every two round trips: a fence that spends two round trips between
+// its WATCH and its EXEC is aborted by every renewal, and the enqueue
+// never lands. With WATCH and GET sent together it does.
+func TestFencedWritesLandBehindASlowLinkWhileTheLeaseIsRenewed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Shared(t)
+	proxy := redistest.NewProxy(t, "tcp", redistest.SharedAddr())
+	pc := pipeline.NewClient(proxy.Client(t, redis.Options{}))
+	lease, task := redistest.Uniq("lease"), redistest.Uniq("task")
+	rdb.Set(ctx, lease, "r0|1", time.Minute)
+	if err := insertScript.Load(ctx, rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	const latency = 200 * time.Millisecond
+	proxy.Delay(latency)
+	stop := make(chan struct{})
+	var renewer sync.WaitGroup
+	renewer.Go(func() {
+		tick := time.NewTicker(latency * 19 / 10)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				rdb.PExpire(ctx, lease, time.Minute)
+			}
+		}
+	})
+	defer func() { close(stop); renewer.Wait() }()
+	fence := &pipeline.Fence{Key: lease, Value: "r0|1"}
+	for i := range 3 {
+		n, err := insertScript.Run(pipeline.WithFence(ctx, fence), pc, []string{task + ":" + string(rune('a'+i))}, "x").Int()
+		if err != nil || n != 1 {
+			t.Fatalf("fenced write %d behind a slow link: %d %v, want it inserted", i, n, err)
+		}
+	}
+}

@@ -20,8 +20,9 @@ import (
 // not parse RESP, so "a reply" is whatever one read from Redis returns.
 // For one command on an otherwise idle connection that is its whole reply.
 type Proxy struct {
-	network, upstream string
-	ln                net.Listener
+	// upstream names the server a new connection goes to.
+	upstream func() (network, address string, err error)
+	ln       net.Listener
 
 	mu         sync.Mutex
 	gateOpen   *sync.Cond // broadcast on every mode change
@@ -65,11 +66,21 @@ func (p *Proxy) closeConn(c *proxyConn) {
 // starts passing traffic.
 func NewProxy(t testing.TB, network, address string) *Proxy {
 	t.Helper()
+	return NewProxyTo(t, func() (string, string, error) { return network, address, nil })
+}
+
+// NewProxyTo is NewProxy with the upstream looked up for each new
+// connection, e.g. the primary a Sentinel names now: after a failover the
+// old primary drops its clients, they reconnect, and their new
+// connections go to the new primary. A lookup that fails refuses the
+// connection (the client sees it closed), as an unreachable server does.
+func NewProxyTo(t testing.TB, upstream func() (network, address string, err error)) *Proxy {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("proxy listen: %v", err)
 	}
-	p := &Proxy{network: network, upstream: address, ln: ln, conns: map[*proxyConn]struct{}{}}
+	p := &Proxy{upstream: upstream, ln: ln, conns: map[*proxyConn]struct{}{}}
 	p.gateOpen = sync.NewCond(&p.mu)
 	p.goroutines.Add(1)
 	go p.accept()
@@ -186,7 +197,12 @@ func (p *Proxy) accept() {
 		if err != nil {
 			return // closed
 		}
-		server, err := net.Dial(p.network, p.upstream)
+		network, address, err := p.upstream()
+		if err != nil {
+			client.Close()
+			continue
+		}
+		server, err := net.Dial(network, address)
 		if err != nil {
 			client.Close()
 			continue

@@ -54,7 +54,11 @@ type Private struct {
 	// Addr is "127.0.0.1:<port>" for a server started with
 	// StartPrivateTCP, the same across restarts; "" otherwise.
 	Addr string
-	cmd  *exec.Cmd
+	// config is the file a server of a Sentinel topology starts from, so
+	// the role Sentinel gives it (written back with CONFIG REWRITE)
+	// survives a restart; "" for a standalone server.
+	config string
+	cmd    *exec.Cmd
 }
 
 // StartPrivate starts one in a temporary directory, stopped when the
@@ -113,9 +117,14 @@ func (p *Private) Start() {
 	if p.Addr != "" {
 		_, port, _ = net.SplitHostPort(p.Addr)
 	}
-	p.cmd = exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--unixsocket", p.Socket, "--unixsocketperm", "700",
+	var args []string
+	if p.config != "" {
+		args = append(args, p.config) // a config file must come first
+	}
+	args = append(args, "--port", port, "--bind", "127.0.0.1", "--unixsocket", p.Socket, "--unixsocketperm", "700",
 		"--enable-debug-command", "local", "--dir", p.Dir, "--save", "", "--appendonly", "yes", "--appendfsync", "always",
 		"--logfile", filepath.Join(p.Dir, "redis.log"))
+	p.cmd = exec.Command("redis-server", args...)
 	if err := p.cmd.Start(); err != nil {
 		p.t.Fatalf("starting redis-server: %v", err)
 	}

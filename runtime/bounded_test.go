@@ -1,0 +1,139 @@
+package runtime_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/belfry/belfry/registry"
+	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// stallRedis makes srv stop answering for d (DEBUG SLEEP, as a long fork
+// or a slow disk does) and returns once it has stopped; the sleep's reply
+// is awaited when the test ends.
+func stallRedis(t *testing.T, srv *redistest.Private, d time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	sleeper := redis.NewClient(&redis.Options{Network: "unix", Addr: srv.Socket, ReadTimeout: 2 * d, MaxRetries: -1})
+	slept := make(chan error, 1)
+	go func() { slept <- sleeper.Do(ctx, "DEBUG", "SLEEP", d.Seconds()).Err() }()
+	t.Cleanup(func() {
+		if err := <-slept; err != nil {
+			t.Errorf("DEBUG SLEEP: %v", err)
+		}
+		sleeper.Close()
+	})
+	probe := redis.NewClient(&redis.Options{Network: "unix", Addr: srv.Socket, ReadTimeout: 50 * time.Millisecond, MaxRetries: -1})
+	defer probe.Close()
+	waitFor(t, d/2, "Redis to stall", func() bool { return probe.Ping(ctx).Err() != nil })
+}
+
+// The runtime's own reads return by their deadline on a client the service
+// built without ContextTimeoutEnabled (go-redis's default: it would wait out
+// a 3 s read timeout per attempt, and retry), and a stall is reported as
+// Redis being slow, not down.
+func TestTheRuntimesReadsObeyTheirDeadlinesOnAServiceClient(t *testing.T) {
+	t.Parallel()
+	srv := startPrivateRedis(t)
+	rdb := redis.NewClient(&redis.Options{Network: "unix", Addr: srv.Socket}) // the defaults a service would use
+	t.Cleanup(func() { rdb.Close() })
+	reg := registry.MustNew(idleSchedule())
+	rt, err := runtime.New(reg, runtime.Options{Redis: rdb, Namespace: uniq("bounded"), Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.Snapshot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	stallRedis(t, srv, 5*time.Second)
+
+	const bound = 300 * time.Millisecond
+	for _, read := range []struct {
+		name string
+		do   func(context.Context) error
+	}{
+		{"Snapshot", func(ctx context.Context) error { _, err := rt.Snapshot(ctx); return err }},
+		{"History", func(ctx context.Context) error { _, err := rt.History(ctx, "nightly", 10); return err }},
+		{"Orphans", func(ctx context.Context) error { _, err := rt.Orphans(ctx); return err }},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), bound)
+		start := time.Now()
+		err := read.do(ctx)
+		took := time.Since(start)
+		cancel()
+		if err == nil {
+			t.Errorf("%s during a stall succeeded", read.name)
+		}
+		if took > bound+500*time.Millisecond {
+			t.Errorf("%s with a %s deadline took %s during a stall", read.name, bound, took.Round(time.Millisecond))
+		}
+	}
+	state, err := rt.RedisState()
+	if state != runtime.RedisSlow {
+		t.Errorf("Redis during a stall is %q (%v), want %q", state, err, runtime.RedisSlow)
+	}
+	rec := httptest.NewRecorder()
+	start := time.Now()
+	rt.HealthHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("healthz took %s during a stall; its reads are bounded at 2s", took.Round(time.Millisecond))
+	}
+	if body := rec.Body.String(); rec.Code != 503 || !strings.Contains(body, `"redis":"slow"`) || !strings.Contains(body, "not answering in time") {
+		t.Errorf("healthz during a stall: %d %s, want 503 with redis slow", rec.Code, body)
+	}
+}
+
+// A client the runtime makes from RedisURL honours context deadlines.
+func TestARedisURLClientHonoursDeadlines(t *testing.T) {
+	t.Parallel()
+	srv := startPrivateRedis(t)
+	rt, err := runtime.New(registry.MustNew(idleSchedule()), runtime.Options{RedisURL: "unix://" + srv.Socket, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	if err := rt.RedisClient().Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	stallRedis(t, srv, 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err = rt.RedisClient().Get(ctx, "anything").Err()
+	if took := time.Since(start); err == nil || took > time.Second {
+		t.Errorf("a GET with a 200ms deadline on the runtime's own client during a stall: %v after %s", err, took.Round(time.Millisecond))
+	}
+}
+
+// A Redis the replica never authenticates to (a wrong password from the
+// start) is an outage health reports, not "ok" with nothing to do.
+func TestHealthReportsARedisItCannotAuthenticateTo(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := startPrivateRedis(t)
+	admin := srv.Client(t)
+	if err := admin.ConfigSet(ctx, "requirepass", "right").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Network: "unix", Addr: srv.Socket, Password: "wrong"})
+	t.Cleanup(func() { rdb.Close() })
+	rt, err := runtime.New(registry.MustNew(idleSchedule()), runtime.Options{Redis: rdb, LeaseTTL: time.Second, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntilTheEnd(t, rt)
+	waitFor(t, 5*time.Second, "the runtime to find Redis refusing it", func() bool {
+		state, _ := rt.RedisState()
+		return state == runtime.RedisDown
+	})
+	rec := httptest.NewRecorder()
+	rt.HealthHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
+	if body := rec.Body.String(); rec.Code != 503 || !strings.Contains(body, `"redis":"down"`) || !strings.Contains(body, "WRONGPASS") {
+		t.Errorf("healthz with a wrong password: %d %s, want 503 with redis down and the reason", rec.Code, body)
+	}
+}

@@ -1,0 +1,150 @@
+package runtime_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/belfry/belfry/registry"
+	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/internal/redistest"
+	"github.com/belfry/belfry/runtime/internal/store"
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+)
+
+// slowCluster is n replicas of one per-second schedule, each with its own
+// connection to the shared Redis through its own fault proxy, so latency
+// can be put on one replica's link only. The worker reads Redis directly.
+type slowCluster struct {
+	ns      string
+	rts     []*runtime.Runtime
+	proxies []*redistest.Proxy
+	exec    *executions
+	reg     *registry.Registry
+}
+
+// slowTTL makes CallTimeout 1s, so a renewal through slowLatency succeeds,
+// and the handover bound 2s.
+const slowTTL, slowLatency = 3 * time.Second, 500 * time.Millisecond
+
+func newSlowCluster(t *testing.T, n int) *slowCluster {
+	t.Helper()
+	queue := uniq("q")
+	c := &slowCluster{ns: uniq("slow"), exec: newExecutions()}
+	c.reg = registry.MustNew(registry.Schedule{Name: "tick", Expr: "* * * * * *", Queue: queue, Handler: c.exec.handler})
+	for i := range n {
+		p := redistest.NewProxy(t, "tcp", sharedRedisAddr())
+		rt, err := runtime.New(c.reg, runtime.Options{Redis: p.Client(t, redis.Options{}), Namespace: c.ns,
+			Replica: "r" + strconv.Itoa(i), LeaseTTL: slowTTL, Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.rts, c.proxies = append(c.rts, rt), append(c.proxies, p)
+	}
+	startWorker(t, sharedRedis(t), queue, func(mux *asynq.ServeMux) { c.rts[0].RegisterHandlers(mux) })
+	// r0 first, so the test knows who leads; then the others, heartbeating.
+	runUntilTheEnd(t, c.rts[0])
+	waitFor(t, 10*time.Second, "r0 to lead", c.rts[0].IsLeader)
+	for _, rt := range c.rts[1:] {
+		runUntilTheEnd(t, rt)
+	}
+	waitFor(t, 10*time.Second, "every replica to heartbeat", func() bool {
+		cl, err := c.rts[0].Cluster(context.Background())
+		return err == nil && len(cl.Replicas) == n
+	})
+	return c
+}
+
+// token is the namespace's fencing token counter: one per lease granted.
+func (c *slowCluster) token(t *testing.T) int64 {
+	t.Helper()
+	n, err := sharedRedis(t).Get(context.Background(), store.NewKeys(c.ns).Token).Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// A leader behind a slow link keeps renewing (each reply comes well within
+// CallTimeout) while its enqueues fall further behind. It must hand the
+// lease to a replica with a good link, after which lateness stays within
+// the bound, and no slot runs twice or never.
+func TestASlowLeaderHandsTheLeaseOver(t *testing.T) {
+	t.Parallel()
+	c := newSlowCluster(t, 2)
+	slow, fast := c.rts[0], c.rts[1]
+	c.proxies[0].Delay(slowLatency)
+	slowSince := time.Now()
+	waitFor(t, 30*time.Second, "the slow leader to hand the lease over", fast.IsLeader)
+	t.Logf("handed over %s after the link slowed", time.Since(slowSince).Round(time.Millisecond))
+	// The slow replica learns its handover landed one slow reply later.
+	waitFor(t, 5*time.Second, "the slow replica to count its handover", func() bool { return slow.HandoversForLateness() == 1 })
+	if !slow.CoolingDown() {
+		t.Error("the slow replica is not cooling down after handing over")
+	}
+	handed := time.Now()
+	var worst time.Duration
+	waitFor(t, 15*time.Second, "ten slots under the new leader", func() bool {
+		if !fast.IsLeader() {
+			t.Fatal("the lease left the replica with a good link")
+		}
+		worst = max(worst, fast.EnqueueLateness())
+		n := 0
+		for slot := range c.exec.slots("tick") {
+			if time.Unix(slot, 0).After(handed) {
+				n++
+			}
+		}
+		return n >= 10
+	})
+	if bound := 2 * time.Second; worst > bound {
+		t.Errorf("after the handover the leader enqueued up to %s late, over the bound %s", worst, bound)
+	}
+	c.proxies[0].Pass()
+	assertOncePerSlot(t, c.reg.Schedules()[0], c.exec.slots("tick"))
+}
+
+// When every replica's link is slow, handing over does not help: the lease
+// changes hands once, then the handover window holds it with the new
+// leader instead of passing it round on every few late dispatches.
+func TestEveryReplicaSlowDoesNotMakeTheLeaseFlap(t *testing.T) {
+	t.Parallel()
+	c := newSlowCluster(t, 3)
+	before := c.token(t)
+	for _, p := range c.proxies {
+		p.Delay(slowLatency)
+	}
+	// Long enough for three handovers, were each allowed as soon as the
+	// lateness is seen (about every 8 s with this latency).
+	waitFor(t, 40*time.Second, "a handover", func() bool { return c.token(t) > before })
+	handed := time.Now()
+	for time.Since(handed) < 25*time.Second {
+		if changes := c.token(t) - before; changes > 1 {
+			t.Fatalf("the lease changed hands %d times in %s with every replica slow, want once",
+				changes, time.Since(handed).Round(time.Second))
+		}
+		time.Sleep(200 * time.Millisecond) // paces the polling; the assertion is on the count
+	}
+	for _, p := range c.proxies {
+		p.Pass()
+	}
+}
+
+// A slow leader with nobody to hand over to keeps the lease.
+func TestASlowLeaderAloneKeepsTheLease(t *testing.T) {
+	t.Parallel()
+	c := newSlowCluster(t, 1)
+	before := c.token(t)
+	c.proxies[0].Delay(slowLatency)
+	waitFor(t, 30*time.Second, "enqueues to fall behind the bound", func() bool {
+		return c.rts[0].EnqueueLateness() > 2*time.Second
+	})
+	late := time.Now()
+	waitFor(t, 20*time.Second, "several more late dispatches", func() bool { return time.Since(late) > 8*time.Second })
+	if n := c.token(t) - before; n != 0 || !c.rts[0].IsLeader() {
+		t.Errorf("a slow leader alone gave the lease up (%d new leases, leading %v)", n, c.rts[0].IsLeader())
+	}
+	c.proxies[0].Pass()
+}

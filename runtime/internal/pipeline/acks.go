@@ -1,0 +1,78 @@
+package pipeline
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrNotAcked is the error of a write that Redis ran but not enough
+// replicas acknowledged in time: a failover may still lose it, so it counts
+// as failed (a retry finds what it left and is acknowledged in turn).
+var ErrNotAcked = errors.New("not acknowledged by enough Redis replicas in time")
+
+// Acks is how many replicas must acknowledge a write before it counts.
+// The zero value waits for none.
+type Acks struct {
+	Replicas int
+	Timeout  time.Duration
+}
+
+// On reports whether writes wait for replicas.
+func (a Acks) On() bool { return a.Replicas > 0 }
+
+// Wait sends WAIT on c, which must be the connection the write went
+// through: Redis counts the replicas that have this connection's last
+// write. A server that is not a primary (a demoted one) answers with an
+// error, which fails the write too.
+func (a Acks) Wait(ctx context.Context, c waiter) error {
+	if !a.On() {
+		return nil
+	}
+	n, err := c.Wait(ctx, a.Replicas, a.Timeout).Result()
+	if err != nil {
+		return fmt.Errorf("%w: WAIT: %w", ErrNotAcked, err)
+	}
+	if n < int64(a.Replicas) {
+		return fmt.Errorf("%w: %d of %d replicas within %s", ErrNotAcked, n, a.Replicas, a.Timeout)
+	}
+	return nil
+}
+
+// waiter is a single connection: a *redis.Tx or *redis.Conn.
+type waiter interface {
+	Wait(ctx context.Context, numReplicas int, timeout time.Duration) *redis.IntCmd
+}
+
+// Run runs script on one connection of rdb and then, if a is on, WAIT on
+// that connection, so the acknowledgement covers exactly this write (and,
+// replication being in order, every write before it). A reply that is not
+// acknowledged comes back as the command's error, ErrNotAcked.
+//
+// The connection is taken with a WATCH of no keys, the one way to hold a
+// single connection through any UniversalClient; it sends no WATCH.
+func (a Acks) Run(ctx context.Context, rdb redis.UniversalClient, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+	if !a.On() {
+		return script.Run(ctx, rdb, keys, args...)
+	}
+	var cmd *redis.Cmd
+	err := rdb.Watch(ctx, func(tx *redis.Tx) error {
+		cmd = script.Run(ctx, tx, keys, args...)
+		if cmd.Err() != nil {
+			return nil
+		}
+		if err := a.Wait(ctx, tx); err != nil {
+			cmd.SetErr(err)
+		}
+		return nil
+	})
+	if cmd == nil {
+		cmd = redis.NewCmd(ctx)
+		cmd.SetErr(cmp.Or(err, errNoReply))
+	}
+	return cmd
+}
