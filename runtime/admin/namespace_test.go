@@ -30,3 +30,13 @@ func TestNamespaceWarnings(t *testing.T) {
 		}
 	}
 }
+
+// The misrouted reports that could not be read are named on the page like
+// every other part a snapshot reads.
+func TestMissingMisroutedReportsAreNamed(t *testing.T) {
+	t.Parallel()
+	got := missingNotice([]runtime.Missing{{Part: runtime.PartMisrouted, Reason: "Redis slow: no answer within 0.8 s"}})
+	if want := "Redis slow: no answer within 0.8 s. Not shown: occurrences bounced by workers."; got != want {
+		t.Errorf("notice %q, want %q", got, want)
+	}
+}
