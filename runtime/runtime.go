@@ -52,11 +52,12 @@ type Runtime struct {
 	scheduling atomic.Bool
 
 	observers
-	unserved   unservedLog
-	redisCheck redisCheck
-	dataWatch  dataWatch
-	lateness   lateness
-	inDoubt    inDoubt // enqueues no replica acknowledged (ReplicaAcks)
+	unserved    unservedLog
+	redisCheck  redisCheck
+	dataWatch   dataWatch
+	lateness    lateness
+	inDoubt     inDoubt // enqueues no replica acknowledged (ReplicaAcks)
+	statusIndex statusIndex
 
 	// identity tells this registry's service from others in the namespace;
 	// derivedNamespace is true when the namespace is the default.
@@ -226,6 +227,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 	if len(r.families()) > 0 {
 		wg.Go(func() { r.familyLoop(ctx) })
 	}
+	wg.Go(func() { r.warmStatuses(ctx) })
 	wg.Wait()
 	releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()

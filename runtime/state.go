@@ -34,6 +34,7 @@ const (
 	StatusRunning  Status = "running"  // the newest occurrence is running or waiting to retry
 	StatusPaused   Status = "paused"   // paused by an operator: slots are recorded, not run
 	StatusDisabled Status = "disabled" // no Redis configured: nothing is scheduled
+	StatusUnknown  Status = "unknown"  // Redis did not answer in time: the status could not be read
 )
 
 // RedisState is the runtime's view of its Redis.
@@ -45,7 +46,7 @@ const (
 	RedisUnknown  RedisState = "unknown"  // no call has completed yet
 	RedisUp       RedisState = "up"       // the last call succeeded
 	RedisDown     RedisState = "down"     // the last call failed
-	RedisSlow     RedisState = "slow"     // the last call got no answer within its deadline (a stall, a slow or cut link)
+	RedisSlow     RedisState = "slow"     // the last call got no answer within its deadline (a stall, a slow or cut link): Redis is reachable, but slow
 )
 
 // Errors callers branch on with errors.Is.

@@ -9,8 +9,10 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/belfry/belfry/registry"
@@ -110,7 +112,8 @@ func New(rt *runtime.Runtime, opts Options) http.Handler {
 	for i, h := range opts.AllowedHosts {
 		opts.AllowedHosts[i] = strings.ToLower(h)
 	}
-	a := &admin{r: rt, opts: opts, runs: manualRuns{perMinute: opts.ManualRunsPerMinute, limiters: map[string]*rate.Limiter{}}}
+	a := &admin{r: rt, opts: opts, runs: manualRuns{perMinute: opts.ManualRunsPerMinute, limiters: map[string]*rate.Limiter{}},
+		names: newByName(rt)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", a.index)
 	mux.HandleFunc("GET /schedules/{name}", a.detail)
@@ -145,28 +148,39 @@ func New(rt *runtime.Runtime, opts Options) http.Handler {
 }
 
 type admin struct {
-	runs manualRuns
-	r    *runtime.Runtime
-	opts Options
+	runs    manualRuns
+	r       *runtime.Runtime
+	opts    Options
+	names   byName
+	orphans orphanCache
 }
 
-// readTimeout bounds the Redis reads of one admin request, so a Redis
-// outage makes a page degrade, not hang.
-const readTimeout = 2 * time.Second
+// readTimeout bounds the Redis reads of one admin request, so a slow or
+// unreachable Redis makes a page degrade — saying what it could not read —
+// within a second, not hang.
+const readTimeout = 800 * time.Millisecond
 
-func (a *admin) snapshot(req *http.Request) (runtime.Snapshot, error) {
+// fullListTimeout bounds the read of the unpaged JSON list, whose size is
+// every schedule's.
+const fullListTimeout = 5 * time.Second
+
+// snapshotOf reads the cluster and the named schedules within the request's
+// budget.
+func (a *admin) snapshotOf(req *http.Request, names []string, recent int) (runtime.Snapshot, error) {
 	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
 	defer cancel()
-	return a.r.Snapshot(ctx)
+	return a.r.SnapshotOf(ctx, names, recent)
 }
 
-func find(snap runtime.Snapshot, name string) (runtime.ScheduleState, bool) {
-	for _, st := range snap.Schedules {
-		if st.Schedule.Name == name {
-			return st, true
+// missingOf is whether the schedules' own data is among the missing parts.
+func missingOf(missing []runtime.Missing) []runtime.Missing {
+	var out []runtime.Missing
+	for _, m := range missing {
+		if m.Part == runtime.PartSchedules {
+			out = append(out, m)
 		}
 	}
-	return runtime.ScheduleState{}, false
+	return out
 }
 
 // trigger runs a trigger request and maps its errors to HTTP statuses.
@@ -213,10 +227,15 @@ type apiSchedule struct {
 	NextRunUTC *string        `json:"next_run_utc"`
 	Status     runtime.Status `json:"status"`
 	// Paused says who paused the schedule, when and why; null when it runs.
-	Paused   *runtime.Pause   `json:"paused"`
-	LastRun  *runtime.Record  `json:"last_run"`
-	Counters apiCounters      `json:"counters"`
+	Paused  *runtime.Pause  `json:"paused"`
+	LastRun *runtime.Record `json:"last_run"`
+	// Counters is null when they could not be read (see Missing), never
+	// zeros that would read as "never ran".
+	Counters *apiCounters     `json:"counters"`
 	History  []runtime.Record `json:"history,omitempty"`
+	// Missing says which of the schedule's data could not be read and why;
+	// absent when everything was read.
+	Missing []runtime.Missing `json:"missing,omitempty"`
 }
 
 type apiCounters struct {
@@ -239,15 +258,18 @@ func orNil(t time.Time) *time.Time {
 	return &t
 }
 
-func (a *admin) toAPI(st runtime.ScheduleState) apiSchedule {
+// toAPI is a schedule's JSON; missing are the snapshot's missing parts.
+func (a *admin) toAPI(st runtime.ScheduleState, missing []runtime.Missing) apiSchedule {
 	s, c := st.Schedule, st.Counters
 	out := apiSchedule{
 		Name: s.Name, Expression: s.Expr, Zone: s.Zone, Queue: s.Queue, Timeout: s.Timeout.String(),
 		MaxRetry: s.MaxRetry, Grace: a.r.Grace(s).String(), Overlap: string(s.Overlap), Misfire: string(s.Misfire),
-		Source: s.Source, Status: st.Status, Paused: st.Paused, LastRun: st.LastRun(),
-		Counters: apiCounters{Enqueued: c.Enqueued, Manual: c.Manual, Missed: c.Missed, Skipped: c.Skipped, Paused: c.Paused,
+		Source: s.Source, Status: st.Status, Paused: st.Paused, LastRun: st.LastRun(), Missing: missingOf(missing),
+	}
+	if len(out.Missing) == 0 {
+		out.Counters = &apiCounters{Enqueued: c.Enqueued, Manual: c.Manual, Missed: c.Missed, Skipped: c.Skipped, Paused: c.Paused,
 			Succeeded: c.Succeeded, Failed: c.Failed, LastEnqueue: orNil(c.LastEnqueue),
-			LastSuccess: orNil(c.LastSuccess), LastFailure: orNil(c.LastFailure)},
+			LastSuccess: orNil(c.LastSuccess), LastFailure: orNil(c.LastFailure)}
 	}
 	if !st.Next.IsZero() {
 		// In the schedule's zone with its offset written out: RFC 3339's "Z"
@@ -272,30 +294,105 @@ func writeJSONError(w http.ResponseWriter, status int, msg string) {
 	writeJSON(w, status, map[string]string{"error": msg})
 }
 
+// apiList answers the schedule list. Without paging or search parameters
+// it keeps its original form, a bare array of every schedule (whose cost is
+// every schedule's); with any of cursor, limit, q or status it answers one
+// page (see apiPage).
 func (a *admin) apiList(w http.ResponseWriter, req *http.Request) {
-	snap, _ := a.snapshot(req) // without Redis the schedules and next runs still answer
+	if !paged(req.URL.Query()) {
+		ctx, cancel := context.WithTimeout(req.Context(), fullListTimeout)
+		defer cancel()
+		names := make([]string, 0, a.r.Registry().Len())
+		for _, s := range a.r.Registry().Schedules() {
+			names = append(names, s.Name)
+		}
+		snap, _ := a.r.SnapshotOf(ctx, names, 1) // without Redis the schedules and next runs still answer
+		out := make([]any, 0, len(snap.Schedules))
+		for _, st := range snap.Schedules {
+			out = append(out, a.withFamily(ctx, a.toAPI(st, snap.Missing)))
+		}
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
+	q, err := parseListQuery(req.URL.Query())
+	if err != nil {
+		writeJSONError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
 	defer cancel()
-	out := make([]any, 0, len(snap.Schedules))
+	l, _ := a.list(ctx, q)
+	snap, _ := a.r.SnapshotOf(ctx, l.names(), 1)
+	out := apiPage{Schedules: make([]any, 0, len(snap.Schedules)), Matched: l.Matched,
+		Counts: l.Statuses.Counts, Missing: orEmpty(mergeMissing(l.Statuses.Missing, snap.Missing))}
 	for _, st := range snap.Schedules {
-		out = append(out, a.withFamily(ctx, a.toAPI(st)))
+		out.Schedules = append(out.Schedules, a.withFamily(ctx, a.toAPI(st, snap.Missing)))
+	}
+	if l.Next != "" {
+		out.NextCursor = &l.Next
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
+// apiPage is one page of the schedule list.
+type apiPage struct {
+	// Schedules are apiSchedule values, a family's with its members
+	// (apiFamily).
+	Schedules []any `json:"schedules"`
+	// NextCursor is the cursor parameter of the next page; null on the
+	// last.
+	NextCursor *string `json:"next_cursor"`
+	// Matched is how many schedules match q and status, on every page.
+	Matched int `json:"matched"`
+	// Counts is how many of all the schedules have each status.
+	Counts map[runtime.Status]int `json:"counts"`
+	// Missing are the parts that could not be read, and why.
+	Missing []runtime.Missing `json:"missing"`
+}
+
+// mergeMissing joins the missing parts of two reads, each once.
+func mergeMissing(lists ...[]runtime.Missing) []runtime.Missing {
+	var out []runtime.Missing
+	for _, l := range lists {
+		for _, m := range l {
+			if !slices.Contains(out, m) {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}
+
 func (a *admin) apiDetail(w http.ResponseWriter, req *http.Request) {
-	snap, _ := a.snapshot(req)
-	st, ok := find(snap, req.PathValue("name"))
-	if !ok {
-		writeJSONError(w, http.StatusNotFound, "no schedule is called "+req.PathValue("name"))
+	name := req.PathValue("name")
+	if _, ok := a.r.Registry().Lookup(name); !ok {
+		writeJSONError(w, http.StatusNotFound, "no schedule is called "+name)
 		return
 	}
-	out := a.toAPI(st)
 	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
 	defer cancel()
-	history, _ := a.r.History(ctx, st.Schedule.Name, a.r.HistoryLimit())
+	var snap runtime.Snapshot
+	var history []runtime.Record
+	var historyErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { snap, _ = a.r.SnapshotOf(ctx, []string{name}, 1) })
+	wg.Go(func() { history, historyErr = a.r.History(ctx, name, a.r.HistoryLimit()) })
+	wg.Wait()
+	out := a.toAPI(snap.Schedules[0], snap.Missing)
 	out.History = orEmpty(history)
+	if historyErr != nil {
+		out.History = nil
+		out.Missing = append(out.Missing, runtime.Missing{Part: "history", Reason: readFailure(historyErr)})
+	}
 	writeJSON(w, http.StatusOK, a.withFamily(ctx, out))
+}
+
+// readFailure says why a read outside a snapshot failed, as Missing does.
+func readFailure(err error) string {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "Redis slow: no answer within " + strconv.FormatFloat(readTimeout.Seconds(), 'f', 1, 64) + " s"
+	}
+	return "Redis unreachable: " + err.Error()
 }
 
 func (a *admin) apiTrigger(w http.ResponseWriter, req *http.Request) {
@@ -308,7 +405,7 @@ func (a *admin) apiTrigger(w http.ResponseWriter, req *http.Request) {
 }
 
 func (a *admin) apiStatus(w http.ResponseWriter, req *http.Request) {
-	snap, _ := a.snapshot(req)
+	snap, _ := a.snapshotOf(req, nil, 0)
 	var leader *string
 	if snap.Cluster.Leader != "" {
 		leader = &snap.Cluster.Leader
@@ -318,7 +415,7 @@ func (a *admin) apiStatus(w http.ResponseWriter, req *http.Request) {
 		"redis": snap.Redis, "redis_error": snap.RedisError, "redis_unsafe": snap.RedisUnsafe, "disabled": snap.Disabled,
 		"lost_writes": orEmpty(snap.LostWrites), "duplicate_replica": snap.DuplicateReplica,
 		"namespace_contention": snap.NamespaceContention, "legacy_namespace": snap.LegacyNamespace,
-		"clock_skew_ms": clockSkewMS(a.r),
+		"clock_skew_ms": clockSkewMS(a.r), "missing": orEmpty(snap.Missing),
 	})
 }
 
@@ -341,6 +438,7 @@ func (a *admin) forget(req *http.Request) (status int, msg string) {
 	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
 	defer cancel()
 	err := a.r.Forget(ctx, req.PathValue("name"))
+	a.orphans.stale()
 	switch {
 	case errors.Is(err, runtime.ErrScheduleInUse):
 		return http.StatusConflict, req.PathValue("name") + " is in the registry; only removed schedules can be forgotten"

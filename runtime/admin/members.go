@@ -403,7 +403,7 @@ type memberPage struct {
 // memberOf reads the request's family and member for a page, or answers
 // 404 itself and reports false.
 func (a *admin) memberOf(w http.ResponseWriter, req *http.Request, base string) (pageData, *memberPage, bool) {
-	snap, st, ok, _ := a.scheduleOf(w, req, base)
+	snap, st, ok := a.scheduleOf(w, req, base)
 	if !ok {
 		return pageData{}, nil, false
 	}

@@ -16,13 +16,18 @@
 //
 // Every series exists from start-up, at zero where nothing happened yet.
 // Timestamps of things that never happened are 0. While the ledger cannot be
-// read (Redis down: belfry_redis_up 0), the ledger's gauges are left out of
-// the scrape rather than reported as zeros.
+// read (Redis down: belfry_redis_up 0; or too slow for the scrape:
+// belfry_redis_slow 1), the gauges it would give are left out of the scrape
+// rather than reported as zeros. A scrape reads no schedule's history: the
+// statuses (see runtime.Statuses) and three counters a schedule.
 package metrics
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/belfry/belfry/runtime"
@@ -31,7 +36,8 @@ import (
 )
 
 // readTimeout bounds the Redis reads of one scrape, so a Redis outage
-// makes a scrape report redis_up 0, not hang.
+// makes a scrape report redis_up 0, and a slow Redis redis_slow 1, not
+// hang.
 const readTimeout = 2 * time.Second
 
 // manualOutcome labels occurrences an operator asked for in
@@ -54,7 +60,8 @@ type collector struct {
 
 	next, lastEnqueue, lastSuccess, lastFailure *prometheus.Desc
 	late, failing, paused                       *prometheus.Desc
-	leader, redisUp, redisUnsafe, disabled      *prometheus.Desc
+	leader, redisUp, redisSlow, redisUnsafe     *prometheus.Desc
+	disabled                                    *prometheus.Desc
 	duplicateReplica, clockSkew                 *prometheus.Desc
 	// What tells two services on one Redis apart (see the runtime's
 	// NamespaceContention, LegacyNamespace and MisroutedOccurrences).
@@ -92,7 +99,8 @@ func NewCollector(rt *runtime.Runtime) prometheus.Collector {
 		failing:          desc("belfry_schedule_failing", "1 when the newest finished occurrence failed. Aggregate with max.", schedule...),
 		paused:           desc("belfry_schedule_paused", "1 while an operator has the schedule paused. Aggregate with max.", schedule...),
 		leader:           desc("belfry_leader", "1 when this replica holds the scheduler lease.", "replica"),
-		redisUp:          desc("belfry_redis_up", "1 when this replica's last Redis call succeeded."),
+		redisUp:          desc("belfry_redis_up", "1 when this replica's last Redis call succeeded, or was only slow."),
+		redisSlow:        desc("belfry_redis_slow", "1 when a read of this scrape did not answer in time: the series it would give are left out."),
 		redisUnsafe:      desc("belfry_redis_unsafe", "1 when this replica will not lead on its Redis: it evicts keys (maxmemory-policy is not noeviction) or is older than 6.2."),
 		disabled:         desc("belfry_scheduler_disabled", "1 when no Redis is configured, so nothing is ever scheduled."),
 		clockSkew:        desc("belfry_clock_skew_seconds", "This replica's clock minus Redis's, as last measured; a replica off by more than SkewMargin does not lead.", "replica"),
@@ -142,7 +150,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	c.duration.Describe(ch)
 	c.lag.Describe(ch)
 	for _, d := range []*prometheus.Desc{c.next, c.lastEnqueue, c.lastSuccess, c.lastFailure, c.late, c.failing,
-		c.paused, c.leader, c.redisUp, c.redisUnsafe, c.disabled, c.duplicateReplica, c.clockSkew,
+		c.paused, c.leader, c.redisUp, c.redisSlow, c.redisUnsafe, c.disabled, c.duplicateReplica, c.clockSkew,
 		c.namespaceContended, c.legacyNamespace, c.misrouted} {
 		ch <- d
 	}
@@ -156,7 +164,17 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	c.lag.Collect(ch)
 	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
 	defer cancel()
-	snap, err := c.rt.Snapshot(ctx)
+	// Three reads side by side, none of them a schedule's history: the
+	// statuses, the last times, and the cluster.
+	var statuses runtime.Statuses
+	var last []runtime.LastTimes
+	var snap runtime.Snapshot
+	var lastErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { statuses, _ = c.rt.Statuses(ctx) })
+	wg.Go(func() { last, lastErr = c.rt.LastTimes(ctx) })
+	wg.Go(func() { snap, _ = c.rt.SnapshotOf(ctx, nil, 0) })
+	wg.Wait()
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
@@ -172,30 +190,41 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		return 0
 	}
+	// The misrouted reports are one of the snapshot's reads (a hash per
+	// queue); while they could not be read the gauge is left out, as the
+	// ledger's are.
+	misroutedRead := !slices.ContainsFunc(snap.Missing, func(m runtime.Missing) bool { return m.Part == runtime.PartMisrouted })
 	misrouted := map[string]bool{}
 	for _, m := range snap.Misrouted {
 		misrouted[m.Schedule] = true
 	}
-	for _, st := range snap.Schedules {
-		name, n := st.Schedule.Name, st.Counters
-		if !st.Next.IsZero() {
-			gauge(c.next, seconds(st.Next), name)
+	now := time.Now()
+	for i, st := range statuses.Schedules {
+		name := st.Schedule.Name
+		if next := st.Schedule.Next(now); !next.IsZero() {
+			gauge(c.next, seconds(next), name)
 		}
-		if err != nil {
-			// The ledger could not be read: no series rather than zeros that
-			// would read as "never succeeded" and "not late".
-			continue
+		// What could not be read has no series, rather than zeros that
+		// would read as "never succeeded" and "not late".
+		if lastErr == nil {
+			gauge(c.lastEnqueue, seconds(last[i].Enqueue), name)
+			gauge(c.lastSuccess, seconds(last[i].Success), name)
+			gauge(c.lastFailure, seconds(last[i].Failure), name)
 		}
-		gauge(c.lastEnqueue, seconds(n.LastEnqueue), name)
-		gauge(c.lastSuccess, seconds(n.LastSuccess), name)
-		gauge(c.lastFailure, seconds(n.LastFailure), name)
-		gauge(c.late, flag(st.Status == runtime.StatusLate), name)
-		gauge(c.failing, flag(st.Status == runtime.StatusFailing), name)
-		gauge(c.paused, flag(st.Paused != nil), name)
-		gauge(c.misrouted, flag(misrouted[name]), name)
+		if st.Status != runtime.StatusUnknown {
+			gauge(c.late, flag(st.Status == runtime.StatusLate), name)
+			gauge(c.failing, flag(st.Status == runtime.StatusFailing), name)
+			gauge(c.paused, flag(st.Status == runtime.StatusPaused), name)
+		}
+		if misroutedRead {
+			gauge(c.misrouted, flag(misrouted[name]), name)
+		}
 	}
+	slow := statuses.Redis == runtime.RedisSlow || snap.Redis == runtime.RedisSlow || errors.Is(lastErr, runtime.ErrRedisSlow)
+	gauge(c.redisSlow, flag(slow && snap.Redis != runtime.RedisDown))
 	gauge(c.leader, flag(c.rt.IsLeader()), c.rt.Replica())
-	gauge(c.redisUp, flag(snap.Redis == runtime.RedisUp))
+	// Slow is reachable: belfry_redis_slow says the rest.
+	gauge(c.redisUp, flag(snap.Redis == runtime.RedisUp || snap.Redis == runtime.RedisSlow))
 	gauge(c.redisUnsafe, flag(snap.RedisUnsafe != ""))
 	gauge(c.disabled, flag(snap.Disabled != ""))
 	gauge(c.duplicateReplica, flag(snap.DuplicateReplica != ""), c.rt.Replica())

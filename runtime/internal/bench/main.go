@@ -2,19 +2,20 @@
 // asynq's own Scheduler, in one run on one private redis-server, and prints
 // a table and, last, one summary line:
 //
-//	bench: next_vs_robfig=R fire_p99_ms=F asynq_fire_p99_ms=A takeover_crash_ttl=T takeover_graceful_s=G spike10k_s=S spike_vs_raw=V leader_cmds_min=L follower_cmds_min=W dup_asynq=DA dup_belfry=DB cronlint10k_s=C redis_kb_per_1s=M rss_kb_per_sched=P dst_fire_p99_ms=D family_takeover_s=… family_dup=…
+//	bench: next_vs_robfig=R fire_p99_ms=F asynq_fire_p99_ms=A takeover_crash_ttl=T takeover_graceful_s=G spike10k_s=S spike_vs_raw=V leader_cmds_min=L follower_cmds_min=W dup_asynq=DA dup_belfry=DB cronlint10k_s=C redis_kb_per_1s=M rss_kb_per_sched=P dst_fire_p99_ms=D admin100k_ms=AD family_takeover_s=… family_dup=…
 //
 // cronlint10k_s is go vet -vettool=cronlint on a 10,000-schedule package;
 // redis_kb_per_1s Redis's memory per per-second schedule at steady state;
 // rss_kb_per_sched a replica's RSS per zoned schedule at 100,000;
 // dst_fire_p99_ms the fire lag of 3,000 per-second New York schedules
-// across a fall-back. The quick run measures smaller sizes, and says so
+// across a fall-back; admin100k_ms the slowest admin endpoint's worst time
+// at 100,000 schedules. The quick run measures smaller sizes, and says so
 // in its table. The family_ keys are a 100,000-member family's (see
 // family.go).
 //
 // BENCH_QUICK=1 shortens every measurement for a smoke run; BENCH_ONLY=fire,spike
 // runs a subset (steps: next, fire, takeover, spike, idle, duplicates,
-// memory, dst, scale, lint, family). See BENCHMARKS.md.
+// memory, dst, scale, lint, admin, family). See BENCHMARKS.md.
 package main
 
 import (
@@ -115,6 +116,7 @@ type results struct {
 	takeoverSlow                         slowCall
 	spikeLarge                           spikeLargeResult
 	lint                                 []lintRow
+	admin                                adminResults
 	family                               familyResult
 }
 
@@ -152,6 +154,7 @@ func run(quick bool) error {
 		{"dst", "per-second schedules across a fall-back", func() error { return benchDST(srv.addr, s, &r) }},
 		{"scale", "takeover, memory and spike at scale", func() error { return benchScale(srv.addr, s, &r) }},
 		{"lint", "cronlint at scale", func() error { return benchLint(s, &r) }},
+		{"admin", "admin at 1k-100k schedules", func() error { return benchAdmin(srv.addr, s, &r) }},
 		{"family", "a family's members", func() (err error) {
 			r.family, err = benchFamily(srv.addr, s.familyMembers, s.familyZones, s.familySpike)
 			return err
@@ -162,7 +165,7 @@ func run(quick bool) error {
 		only = strings.Split(v, ",")
 		for _, key := range only {
 			if !slices.ContainsFunc(steps, func(st step) bool { return st.key == key }) {
-				return fmt.Errorf("BENCH_ONLY: unknown step %q; want some of next,fire,takeover,spike,idle,duplicates,memory,dst,scale,lint,family", key)
+				return fmt.Errorf("BENCH_ONLY: unknown step %q; want some of next,fire,takeover,spike,idle,duplicates,memory,dst,scale,lint,admin,family", key)
 			}
 		}
 	}
@@ -729,12 +732,14 @@ func (r *results) print(w io.Writer) {
 	fmt.Fprintf(tw, "family: bulk upsert\t%.0f members/s\t\t>= 5,000/s\n", f.Upserts)
 	fmt.Fprintf(tw, "family: memory per member\tprocess %.0f B, Redis %.0f B\t\t<= 512 B each\n", f.ProcessBytesPerMember, f.RedisBytesPerMember)
 	tw.Flush()
+	r.admin.print(w)
 	spikeVsRaw := r.raw.Seconds() / cmp.Or(r.spike.Seconds(), 1e-9)
 	fmt.Fprintf(w, "bench: next_vs_robfig=%.2f fire_p99_ms=%.1f asynq_fire_p99_ms=%.1f takeover_crash_ttl=%.2f takeover_graceful_s=%.2f spike10k_s=%.2f spike_vs_raw=%.1f leader_cmds_min=%.0f follower_cmds_min=%.0f dup_asynq=%.2f dup_belfry=%.2f",
 		r.nextRatio, msf(r.fireP99), msf(r.asynqP99), r.crashTTL, r.graceful.Seconds(), r.spike.Seconds(), spikeVsRaw,
 		r.leaderPerMin, r.followerPerMin, r.dupAsynq, r.dupBelfry)
-	fmt.Fprintf(w, " cronlint10k_s=%.2f redis_kb_per_1s=%.1f rss_kb_per_sched=%.2f dst_fire_p99_ms=%.1f %s",
-		r.lintSeconds(10000), r.memOK.perSchedule/1000, r.largestScale().rssKBPerSchedule, msf(r.dstP99), r.family.summary())
+	fmt.Fprintf(w, " cronlint10k_s=%.2f redis_kb_per_1s=%.1f rss_kb_per_sched=%.2f dst_fire_p99_ms=%.1f",
+		r.lintSeconds(10000), r.memOK.perSchedule/1000, r.largestScale().rssKBPerSchedule, msf(r.dstP99))
+	fmt.Fprintf(w, " admin100k_ms=%.0f %s", r.admin.ms100k(), r.family.summary())
 	fmt.Fprintln(w)
 }
 
