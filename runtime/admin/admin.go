@@ -65,7 +65,8 @@ const RefreshDefault = 5 * time.Second
 //
 // Routes (relative to the prefix):
 //
-//	GET  /                              the page
+//	GET  /                              the page: ?q= searches names, ?status= filters,
+//	                                    ?cursor= pages (100 rows a page, problems first)
 //	GET  /schedules/{name}              one schedule and its history
 //	GET  /schedules/{name}/confirm      the confirmation step of a page button:
 //	                                    ?action=run|pause|resume, or ?action=rerun&slot=<unix seconds>
@@ -74,7 +75,9 @@ const RefreshDefault = 5 * time.Second
 //	POST /schedules/{name}/pause        the page's Pause, with a reason (redirects back)
 //	POST /schedules/{name}/resume       the page's Resume (redirects back)
 //	GET  /admin.js                      the page's self-refresh (the page works without it)
-//	GET  /api/schedules                 every schedule, JSON
+//	GET  /api/schedules                 every schedule, JSON (a bare array); with any of
+//	                                    limit, cursor, q or status one page:
+//	                                    {"schedules", "next_cursor", "matched", "counts", "missing"}
 //	GET  /api/schedules/{name}          one schedule with history, JSON
 //	POST /api/schedules/{name}/trigger  202 {"task_id": ...}; Idempotency-Key header or
 //	                                    "request" form field makes a double submit a no-op
