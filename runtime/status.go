@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/belfry/belfry/registry"
@@ -262,12 +263,22 @@ func (r *Runtime) settle(snap *Snapshot, reads *readLog) {
 	if lastErr != nil {
 		snap.RedisError = redactSecrets(lastErr.Error(), r.redisURL)
 	}
-	if state == RedisDown && isTimeout(lastErr) {
-		// The scheduler's own calls timed out: Redis is slow, not gone.
+	// A timeout says Redis did not answer in time, not that it is gone:
+	// it is slow while it answered within a lease TTL, down once silent
+	// for longer (a partition, a hung server).
+	silent := time.Since(time.Unix(0, r.statusIndex.answered.Load()))
+	answeredLately := silent < r.opts.LeaseTTL
+	switch {
+	case state == RedisDown && isTimeout(lastErr) && answeredLately:
+		// The scheduler's own calls timed out.
 		snap.Redis, snap.RedisError = RedisSlow, "Redis slow: "+snap.RedisError
-	}
-	if reads.slow && reads.down == nil && state != RedisDown {
+	case reads.slow && reads.down == nil && state != RedisDown && answeredLately:
 		snap.Redis, snap.RedisError = RedisSlow, reads.missing[0].Reason
+	case reads.slow && reads.down == nil && state != RedisDown:
+		snap.Redis, snap.RedisError = RedisDown, "Redis unreachable: no answer since this replica started"
+		if r.statusIndex.answered.Load() != 0 {
+			snap.RedisError = fmt.Sprintf("Redis unreachable: no answer for %.0f s", silent.Seconds())
+		}
 	}
 	for i := range reads.missing {
 		reads.missing[i].Reason = redactSecrets(reads.missing[i].Reason, r.redisURL)
@@ -363,6 +374,10 @@ type Statuses struct {
 type statusIndex struct {
 	mu     sync.Mutex
 	lateAt []time.Time
+	// answered is when a Redis call last succeeded, unix ns: a Redis
+	// that answered within a lease TTL and now times out is slow; one
+	// silent for longer is down.
+	answered atomic.Int64
 }
 
 // warmReadTimeout bounds the first read of every schedule's lateness.
