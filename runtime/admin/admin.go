@@ -364,22 +364,35 @@ func (a *admin) apiDetail(w http.ResponseWriter, req *http.Request) {
 		writeJSONError(w, http.StatusNotFound, "no schedule is called "+name)
 		return
 	}
+	snap, history := a.withHistory(req, name, 1)
+	out := a.toAPI(snap.Schedules[0], snap.Missing)
+	out.History = orEmpty(history)
+	for _, m := range snap.Missing {
+		if m.Part == partHistory {
+			out.History = nil
+			out.Missing = append(out.Missing, m)
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// withHistory reads the cluster, one schedule and its history side by
+// side within one request budget; a history that could not be read is in
+// snap.Missing as partHistory.
+func (a *admin) withHistory(req *http.Request, name string, recent int) (runtime.Snapshot, []runtime.Record) {
 	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
 	defer cancel()
 	var snap runtime.Snapshot
 	var history []runtime.Record
 	var historyErr error
 	var wg sync.WaitGroup
-	wg.Go(func() { snap, _ = a.r.SnapshotOf(ctx, []string{name}, 1) })
+	wg.Go(func() { snap, _ = a.r.SnapshotOf(ctx, []string{name}, recent) })
 	wg.Go(func() { history, historyErr = a.r.History(ctx, name, a.r.HistoryLimit()) })
 	wg.Wait()
-	out := a.toAPI(snap.Schedules[0], snap.Missing)
-	out.History = orEmpty(history)
 	if historyErr != nil {
-		out.History = nil
-		out.Missing = append(out.Missing, runtime.Missing{Part: "history", Reason: readFailure(historyErr)})
+		snap.Missing = append(snap.Missing, runtime.Missing{Part: partHistory, Reason: readFailure(historyErr)})
 	}
-	writeJSON(w, http.StatusOK, out)
+	return snap, history
 }
 
 // readFailure says why a read outside a snapshot failed, as Missing does.

@@ -233,6 +233,7 @@ var partWords = map[string]string{
 	runtime.PartCluster:    "the lease holder and replicas",
 	runtime.PartQueues:     "which queues have workers",
 	runtime.PartLostWrites: "detected losses of Redis data",
+	partHistory:            "the history",
 }
 
 // missingNotice says what the page could not read and why, grouped by

@@ -301,6 +301,10 @@ func TestSlowRedisIsShownSlowNotDown(t *testing.T) {
 			t.Errorf("the page during the stall says %q", absent)
 		}
 	}
+	_, html = do(t, "GET", srv.URL+"/schedules/job-001", nil, nil)
+	if !strings.Contains(html, "Redis slow") || !strings.Contains(html, "the history") {
+		t.Errorf("the schedule's page during the stall does not say its history is not shown")
+	}
 	p := getPage(t, srv.URL+"/api/schedules?limit=5")
 	if len(p.Missing) == 0 || !strings.HasPrefix(p.Missing[0].Reason, "Redis slow") {
 		t.Errorf("the list during the stall marks nothing missing: %+v", p.Missing)
