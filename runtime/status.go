@@ -14,8 +14,8 @@ import (
 	"github.com/belfry/belfry/runtime/internal/store"
 )
 
-// ScheduleState is one schedule as the admin page, the JSON API, metrics
-// and the health check see it, computed once per request by Snapshot.
+// ScheduleState is one schedule as the admin page and the JSON API show
+// it, read by Snapshot or SnapshotOf.
 type ScheduleState struct {
 	Schedule *registry.Schedule
 	Next     time.Time // in the schedule's zone; zero if it never fires again
