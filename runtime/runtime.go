@@ -251,6 +251,9 @@ func (r *Runtime) noteRedis(err error) {
 	if errors.Is(err, context.Canceled) || errors.Is(err, store.ErrNotLeader) {
 		return
 	}
+	if err == nil {
+		r.statusIndex.answered.Store(time.Now().UnixNano())
+	}
 	r.redisMu.Lock()
 	defer r.redisMu.Unlock()
 	wasDown, first := r.redisErr != nil, !r.redisSeen

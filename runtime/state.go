@@ -30,7 +30,7 @@ type Status string
 const (
 	StatusOK       Status = "ok"
 	StatusLate     Status = "late"     // the newest due slot has no success within grace + timeout
-	StatusFailing  Status = "failing"  // the newest finished occurrence failed
+	StatusFailing  Status = "failing"  // the last occurrence to finish failed, and none succeeded since
 	StatusRunning  Status = "running"  // the newest occurrence is running or waiting to retry
 	StatusPaused   Status = "paused"   // paused by an operator: slots are recorded, not run
 	StatusDisabled Status = "disabled" // no Redis configured: nothing is scheduled

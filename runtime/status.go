@@ -5,14 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime/internal/store"
 )
 
-// ScheduleState is one schedule as the admin page, the JSON API, metrics
-// and the health check see it, computed once per request by Snapshot.
+// ScheduleState is one schedule as the admin page and the JSON API show
+// it, read by Snapshot or SnapshotOf.
 type ScheduleState struct {
 	Schedule *registry.Schedule
 	Next     time.Time // in the schedule's zone; zero if it never fires again
@@ -137,7 +138,7 @@ func (r *Runtime) SnapshotOf(ctx context.Context, names []string, recent int) (S
 		if len(known) > 0 {
 			wg.Go(func() {
 				data, _ = timedRead(ctx, &reads, PartSchedules, func(ctx context.Context) ([]store.ScheduleData, error) {
-					return r.store.ScheduleData(ctx, known, recent, counterFields)
+					return r.scheduleData(ctx, known, recent)
 				})
 			})
 		}
@@ -171,6 +172,43 @@ func (r *Runtime) SnapshotOf(ctx context.Context, names []string, recent int) (S
 		snap.Schedules = append(snap.Schedules, st)
 	}
 	return snap, reads.err()
+}
+
+// snapshotPart is how many schedules one ScheduleData call reads; a
+// snapshot of more reads its parts side by side, snapshotReaders at once,
+// so that decoding the replies is spread over the cores.
+const (
+	snapshotPart    = 5000
+	snapshotReaders = 4
+)
+
+func (r *Runtime) scheduleData(ctx context.Context, names []string, recent int) ([]store.ScheduleData, error) {
+	if len(names) <= snapshotPart {
+		return r.store.ScheduleData(ctx, names, recent, counterFields)
+	}
+	out := make([]store.ScheduleData, len(names))
+	errs := make(chan error, (len(names)+snapshotPart-1)/snapshotPart)
+	slots := make(chan struct{}, snapshotReaders)
+	var wg sync.WaitGroup
+	for start := 0; start < len(names); start += snapshotPart {
+		part := names[start:min(start+snapshotPart, len(names))]
+		wg.Go(func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			data, err := r.store.ScheduleData(ctx, part, recent, counterFields)
+			if err != nil {
+				errs <- err
+				return
+			}
+			copy(out[start:], data)
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // readLog collects the outcome of a request's reads.
@@ -237,7 +275,16 @@ func (r *Runtime) settle(snap *Snapshot, reads *readLog) {
 	if lastErr != nil {
 		snap.RedisError = redactSecrets(lastErr.Error(), r.redisURL)
 	}
+	// A timeout says Redis did not answer in time, not that it is gone:
+	// it is slow while it answered within a lease TTL, down once silent
+	// for longer (a partition, a hung server).
+	silent := time.Since(time.Unix(0, r.statusIndex.answered.Load()))
 	switch {
+	case state == RedisSlow && silent >= r.opts.LeaseTTL:
+		snap.Redis, snap.RedisError = RedisDown, "Redis unreachable: no answer since this replica started"
+		if r.statusIndex.answered.Load() != 0 {
+			snap.RedisError = fmt.Sprintf("Redis unreachable: no answer for %.0f s", silent.Seconds())
+		}
 	case state == RedisSlow && reads.slow != nil:
 		snap.RedisError = reads.slowWhy
 	case state == RedisSlow:
@@ -339,6 +386,10 @@ type Statuses struct {
 type statusIndex struct {
 	mu     sync.Mutex
 	lateAt []time.Time
+	// answered is when a Redis call last succeeded, unix ns: a Redis
+	// that answered within a lease TTL and now times out is slow; one
+	// silent for longer is down.
+	answered atomic.Int64
 }
 
 // warmReadTimeout bounds the first read of every schedule's lateness.

@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -206,4 +207,40 @@ func TestStatusesMarkWhatFailedBeforeTheUpgrade(t *testing.T) {
 		st, err := rt.Statuses(ctx)
 		return err == nil && statusOf(st, "broke") == runtime.StatusFailing && statusOf(st, "mended") == runtime.StatusOK
 	})
+}
+
+// A snapshot of more schedules than one read carries is read in parts
+// side by side, and each schedule still gets its own state.
+func TestSnapshotOfManySchedulesKeepsEachOnesState(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := sharedRedis(t)
+	ns := uniq("ns")
+	noop := func(context.Context, registry.Occurrence) error { return nil }
+	const n = 10_007
+	scheds := make([]registry.Schedule, n)
+	names := make([]string, n)
+	pipe := rdb.Pipeline()
+	for i := range scheds {
+		names[i] = fmt.Sprintf("job-%05d", i)
+		scheds[i] = registry.Schedule{Name: names[i], Expr: "17 3 * * *", Handler: noop}
+		pipe.HSet(ctx, ns+":stats", names[i]+":succeeded", i)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := runtime.New(registry.MustNew(scheds...), runtime.Options{Redis: rdb, Namespace: ns, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	snap, err := rt.SnapshotOf(ctx, names, 1)
+	if err != nil || len(snap.Schedules) != n {
+		t.Fatalf("%d schedules, %v", len(snap.Schedules), err)
+	}
+	for i, st := range snap.Schedules {
+		if st.Schedule.Name != names[i] || st.Counters.Succeeded != int64(i) {
+			t.Fatalf("schedule %d: %s with %d succeeded, want %s with %d", i, st.Schedule.Name, st.Counters.Succeeded, names[i], i)
+		}
+	}
 }

@@ -66,7 +66,8 @@ const RefreshDefault = 5 * time.Second
 //
 // Routes (relative to the prefix):
 //
-//	GET  /                              the page
+//	GET  /                              the page: ?q= searches names, ?status= filters,
+//	                                    ?cursor= pages (100 rows a page, problems first)
 //	GET  /schedules/{name}              one schedule and its history
 //	GET  /schedules/{name}/confirm      the confirmation step of a page button:
 //	                                    ?action=run|pause|resume, or ?action=rerun&slot=<unix seconds>
@@ -75,7 +76,9 @@ const RefreshDefault = 5 * time.Second
 //	POST /schedules/{name}/pause        the page's Pause, with a reason (redirects back)
 //	POST /schedules/{name}/resume       the page's Resume (redirects back)
 //	GET  /admin.js                      the page's self-refresh (the page works without it)
-//	GET  /api/schedules                 every schedule, JSON
+//	GET  /api/schedules                 every schedule, JSON (a bare array); with any of
+//	                                    limit, cursor, q or status one page:
+//	                                    {"schedules", "next_cursor", "matched", "counts", "missing"}
 //	GET  /api/schedules/{name}          one schedule with history, JSON
 //	POST /api/schedules/{name}/trigger  202 {"task_id": ...}; Idempotency-Key header or
 //	                                    "request" form field makes a double submit a no-op
@@ -369,22 +372,37 @@ func (a *admin) apiDetail(w http.ResponseWriter, req *http.Request) {
 		writeJSONError(w, http.StatusNotFound, "no schedule is called "+name)
 		return
 	}
+	snap, history := a.withHistory(req, name, 1)
+	out := a.toAPI(snap.Schedules[0], snap.Missing)
+	out.History = orEmpty(history)
+	for _, m := range snap.Missing {
+		if m.Part == partHistory {
+			out.History = nil
+			out.Missing = append(out.Missing, m)
+		}
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
+	defer cancel()
+	writeJSON(w, http.StatusOK, a.withFamily(ctx, out))
+}
+
+// withHistory reads the cluster, one schedule and its history side by
+// side within one request budget; a history that could not be read is in
+// snap.Missing as partHistory.
+func (a *admin) withHistory(req *http.Request, name string, recent int) (runtime.Snapshot, []runtime.Record) {
 	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
 	defer cancel()
 	var snap runtime.Snapshot
 	var history []runtime.Record
 	var historyErr error
 	var wg sync.WaitGroup
-	wg.Go(func() { snap, _ = a.r.SnapshotOf(ctx, []string{name}, 1) })
+	wg.Go(func() { snap, _ = a.r.SnapshotOf(ctx, []string{name}, recent) })
 	wg.Go(func() { history, historyErr = a.r.History(ctx, name, a.r.HistoryLimit()) })
 	wg.Wait()
-	out := a.toAPI(snap.Schedules[0], snap.Missing)
-	out.History = orEmpty(history)
 	if historyErr != nil {
-		out.History = nil
-		out.Missing = append(out.Missing, runtime.Missing{Part: "history", Reason: readFailure(historyErr)})
+		snap.Missing = append(snap.Missing, runtime.Missing{Part: partHistory, Reason: readFailure(historyErr)})
 	}
-	writeJSON(w, http.StatusOK, a.withFamily(ctx, out))
+	return snap, history
 }
 
 // readFailure says why a read outside a snapshot failed, as Missing does.

@@ -234,6 +234,7 @@ var partWords = map[string]string{
 	runtime.PartQueues:     "which queues have workers",
 	runtime.PartLostWrites: "detected losses of Redis data",
 	runtime.PartMisrouted:  "occurrences bounced by workers",
+	partHistory:            "the history",
 }
 
 // missingNotice says what the page could not read and why, grouped by

@@ -301,6 +301,10 @@ func TestSlowRedisIsShownSlowNotDown(t *testing.T) {
 			t.Errorf("the page during the stall says %q", absent)
 		}
 	}
+	_, html = do(t, "GET", srv.URL+"/schedules/job-001", nil, nil)
+	if !strings.Contains(html, "Redis slow") || !strings.Contains(html, "the history") {
+		t.Errorf("the schedule's page during the stall does not say its history is not shown")
+	}
 	p := getPage(t, srv.URL+"/api/schedules?limit=5")
 	if len(p.Missing) == 0 || !strings.HasPrefix(p.Missing[0].Reason, "Redis slow") {
 		t.Errorf("the list during the stall marks nothing missing: %+v", p.Missing)
@@ -331,4 +335,39 @@ func TestSlowRedisIsShownSlowNotDown(t *testing.T) {
 		_, html := do(t, "GET", srv.URL+"/", nil, nil)
 		return strings.Contains(html, "Redis: up") && !strings.Contains(html, "Not shown:")
 	})
+}
+
+// A Redis that does not answer at all for longer than a lease TTL (a
+// partition) is down, not slow: slow is for one that answered lately.
+func TestSilentRedisTurnsFromSlowToDown(t *testing.T) {
+	t.Parallel()
+	proxy := redistest.NewProxy(t, "tcp", redistest.SharedAddr())
+	rdb := proxy.Client(t, redis.Options{ReadTimeout: 10 * time.Second, MaxRetries: -1})
+	ns := redistest.Uniq("ns")
+	rt, err := runtime.New(registry.MustNew(registry.Schedule{Name: "nightly", Expr: "17 3 * * *",
+		Handler: func(context.Context, registry.Occurrence) error { return nil }}),
+		runtime.Options{Redis: rdb, Namespace: ns, LeaseTTL: 3 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	srv := httptest.NewServer(admin.New(rt, admin.Options{}))
+	t.Cleanup(srv.Close)
+	status := func() string {
+		_, body := do(t, "GET", srv.URL+"/api/status", nil, nil)
+		var s struct {
+			Redis string `json:"redis"`
+		}
+		json.Unmarshal([]byte(body), &s)
+		return s.Redis
+	}
+	if got := status(); got != "up" {
+		t.Fatalf("before the partition: redis %q", got)
+	}
+	proxy.BlackHole()
+	t.Cleanup(proxy.Pass)
+	if got := status(); got != "slow" {
+		t.Errorf("just after the partition: redis %q, want slow", got)
+	}
+	waitFor(t, 15*time.Second, "Redis to be down once silent for a lease TTL", func() bool { return status() == "down" })
 }

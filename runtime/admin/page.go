@@ -488,16 +488,12 @@ func (a *admin) scheduleOf(w http.ResponseWriter, req *http.Request, base string
 
 func (a *admin) detail(w http.ResponseWriter, req *http.Request) {
 	name := req.PathValue("name")
-	snap, st, ok := a.scheduleOf(w, req, "../")
-	if !ok {
+	if _, ok := a.r.Registry().Lookup(name); !ok {
+		a.scheduleOf(w, req, "../") // answers 404
 		return
 	}
-	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
-	defer cancel()
-	history, err := a.r.History(ctx, name, a.r.HistoryLimit())
-	if err != nil {
-		snap.Missing = append(snap.Missing, runtime.Missing{Part: partHistory, Reason: readFailure(err)})
-	}
+	snap, history := a.withHistory(req, name, recentPerRow)
+	st := snap.Schedules[0]
 	data := a.page(snap, "../")
 	// "./" first: a category:action name would otherwise read as a URL
 	// scheme, which html/template neutralises, killing every link.

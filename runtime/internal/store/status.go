@@ -70,21 +70,45 @@ type Problems struct {
 	Active  map[string]string
 }
 
-// Problems reads the three problem hashes in one round trip. Their size is
-// the number of schedules paused, failing or running, whatever the number
-// declared.
+// Problems reads the three problem hashes, in one round trip while each is
+// small. Their size is the number of schedules paused, failing or running,
+// whatever the number declared; when that is large (100,000 schedules due
+// at once are all running for a moment) they are read in HSCAN steps, so
+// that no single call holds Redis for long.
 func (s *Store) Problems(ctx context.Context) (Problems, error) {
-	var paused, failing, active *redis.MapStringStringCmd
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		paused = p.HGetAll(ctx, s.Keys.Paused)
-		failing = p.HGetAll(ctx, s.Keys.Failing())
-		active = p.HGetAll(ctx, s.Keys.Active())
-		return nil
-	})
-	if err != nil {
-		return Problems{}, err
+	keys := []string{s.Keys.Paused, s.Keys.Failing(), s.Keys.Active()}
+	found := make([]map[string]string, len(keys))
+	cursors := make([]uint64, len(keys))
+	for i := range keys {
+		found[i] = map[string]string{}
 	}
-	return Problems{Paused: paused.Val(), Failing: failing.Val(), Active: active.Val()}, nil
+	first := true
+	for first || slices.ContainsFunc(cursors, func(c uint64) bool { return c != 0 }) {
+		cmds := make([]*redis.ScanCmd, len(keys))
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, key := range keys {
+				if first || cursors[i] != 0 {
+					cmds[i] = p.HScan(ctx, key, cursors[i], "", scanCount)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return Problems{}, err
+		}
+		for i, cmd := range cmds {
+			if cmd == nil {
+				continue
+			}
+			pairs, next := cmd.Val()
+			for k := 0; k+1 < len(pairs); k += 2 {
+				found[i][pairs[k]] = pairs[k+1]
+			}
+			cursors[i] = next
+		}
+		first = false
+	}
+	return Problems{Paused: found[0], Failing: found[1], Active: found[2]}, nil
 }
 
 // StatFields reads the given stats counters of each of names: out[i][j] is
