@@ -11,7 +11,6 @@ import (
 	"github.com/belfry/belfry/runtime"
 	"github.com/belfry/belfry/runtime/internal/clock"
 	"github.com/belfry/belfry/runtime/internal/knob"
-	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -86,5 +85,5 @@ func benchDST(addr string, s settings, r *results) error {
 	r.dstSchedules, r.dstOccurrences = s.dstSchedules, len(lags)
 	r.dstP50, r.dstP99 = percentile(lags, 50), percentile(lags, 99)
 	// The pending tasks (no worker runs them) would only fill Redis.
-	return asynq.NewInspectorFromRedisClient(rdb).DeleteQueue(queue, true)
+	return dropKeys(context.Background(), rdb, "asynq:{"+queue+"}:*")
 }
