@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -334,6 +335,36 @@ func TestAQueueNoWorkerServesIsReported(t *testing.T) {
 
 // Two processes started with one Replica name: each says so in health and
 // the snapshot.
+// A queue no worker serves that holds thousands of schedules is reported
+// in one line of bounded length: ten names and how many more.
+func TestAnUnservedQueueOfManySchedulesIsLoggedInOneShortLine(t *testing.T) {
+	t.Parallel()
+	rdb := sharedRedis(t)
+	var logs syncBuffer
+	lonely := uniq("lonely")
+	noop := func(context.Context, registry.Occurrence) error { return nil }
+	scheds := make([]registry.Schedule, 5000)
+	for i := range scheds {
+		scheds[i] = registry.Schedule{Name: fmt.Sprintf("nightly-%04d", i), Expr: "0 3 * * *", Queue: lonely, Handler: noop}
+	}
+	rt, err := runtime.New(registry.MustNew(scheds...), runtime.Options{Redis: rdb, Namespace: uniq("ns"), LeaseTTL: 2 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntilTheEnd(t, rt)
+	waitFor(t, 10*time.Second, "the warning", func() bool { return strings.Contains(logs.String(), "no asynq server serves this queue") })
+	for line := range strings.SplitSeq(logs.String(), "\n") {
+		if !strings.Contains(line, "no asynq server serves this queue") {
+			continue
+		}
+		if len(line) > 600 || !strings.Contains(line, "nightly-0009") || strings.Contains(line, "nightly-0010") ||
+			!strings.Contains(line, "more_schedules=4990") {
+			t.Errorf("the warning is %d bytes, want ten names and more_schedules=4990:\n%.600s", len(line), line)
+		}
+	}
+}
+
 func TestADuplicateReplicaNameIsReported(t *testing.T) {
 	t.Parallel()
 	rdb := sharedRedis(t)

@@ -99,21 +99,32 @@ func (r *Runtime) checkQueues(now time.Time) bool {
 	for _, q := range queues {
 		if !u.warned[q] {
 			u.warned[q] = true
+			names, more := r.schedulesOn(q, loggedNames)
 			r.log.Warn("no asynq server serves this queue: its occurrences are enqueued but never run; start workers with asynq.Config.Queues including it",
-				"queue", q, "schedules", r.schedulesOn(q))
+				"queue", q, "schedules", names, "more_schedules", more)
 		}
 	}
 	return true
 }
 
-func (r *Runtime) schedulesOn(queue string) []string {
-	var names []string
+// loggedNames bounds the schedules a log line names: a queue of 100,000
+// schedules would otherwise make one line of megabytes.
+const loggedNames = 10
+
+// schedulesOn returns up to limit names of the schedules on queue and how
+// many more there are.
+func (r *Runtime) schedulesOn(queue string, limit int) (names []string, more int) {
 	for _, s := range r.reg.Schedules() {
-		if s.Queue == queue {
+		if s.Queue != queue {
+			continue
+		}
+		if len(names) < limit {
 			names = append(names, s.Name)
+		} else {
+			more++
 		}
 	}
-	return names
+	return names, more
 }
 
 // RegisterHandlers registers every schedule's handler on mux, wrapped so the
