@@ -22,21 +22,8 @@ import (
 func TestAHandoverCommitsWhatTheLeaderEnqueued(t *testing.T) {
 	rdb := redistest.Shared(t)
 	ctx := context.Background()
-	reg := registry.MustNew(registry.Schedule{Name: "tick", Expr: "* * * * * *", Queue: redistest.Uniq("q"),
-		Handler: func(context.Context, registry.Occurrence) error { return nil }})
 	clk := clock.NewStub(time.Now().Truncate(time.Second))
-	r, err := newRuntime(reg, Options{Redis: rdb, Namespace: redistest.Uniq("handover"), Replica: "r0",
-		LeaseTTL: 30 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, clk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.lease.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
-	value, ok := r.lease.Current()
-	if !ok {
-		t.Fatal("r0 did not take the lease")
-	}
+	r, value := leadingRuntime(t, registry.Schedule{Name: "tick", Expr: "* * * * * *"}, clk, nil)
 	// Another replica heartbeats, so the lease has somewhere to go.
 	redisNow, err := rdb.Time(ctx).Result()
 	if err != nil {
@@ -77,4 +64,30 @@ func TestAHandoverCommitsWhatTheLeaderEnqueued(t *testing.T) {
 	if got := stats["tick"][string(OutcomeEnqueued)]; got != int64(enqueued) {
 		t.Errorf("the ledger counts %d enqueued occurrences of %d the leader enqueued before it handed over", got, enqueued)
 	}
+}
+
+// leadingRuntime is a runtime for one schedule s (given a fresh queue and
+// a no-op handler) in a fresh namespace of the shared Redis, on clk, that
+// has taken the lease but runs no loop: the test drives it. before runs
+// before the lease is taken.
+func leadingRuntime(t *testing.T, s registry.Schedule, clk clock.Clock, before func(*Runtime)) (*Runtime, string) {
+	t.Helper()
+	s.Queue = redistest.Uniq("q")
+	s.Handler = func(context.Context, registry.Occurrence) error { return nil }
+	r, err := newRuntime(registry.MustNew(s), Options{Redis: redistest.Shared(t), Namespace: redistest.Uniq("internal"),
+		Replica: "r0", LeaseTTL: 30 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before != nil {
+		before(r)
+	}
+	if _, err := r.lease.Acquire(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	value, ok := r.lease.Current()
+	if !ok {
+		t.Fatal("the runtime did not take the lease")
+	}
+	return r, value
 }

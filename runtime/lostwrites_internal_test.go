@@ -2,15 +2,12 @@ package runtime
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime/internal/clock"
 	"github.com/belfry/belfry/runtime/internal/lease"
-	"github.com/belfry/belfry/runtime/internal/redistest"
 	"github.com/belfry/belfry/runtime/internal/store"
 )
 
@@ -22,23 +19,10 @@ import (
 // it must not make this replica move every cursor again, which would skip
 // the slots its takeover has to run.
 func TestALossInDoubtDoesNotHideAHandledLoss(t *testing.T) {
-	rdb := redistest.Shared(t)
 	ctx := context.Background()
-	reg := registry.MustNew(registry.Schedule{Name: "tick", Expr: "* * * * * *", Queue: redistest.Uniq("q"),
-		Handler: func(context.Context, registry.Occurrence) error { return nil }})
-	r, err := newRuntime(reg, Options{Redis: rdb, Namespace: redistest.Uniq("indoubt"), Replica: "r1",
-		LeaseTTL: 30 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, clock.Real{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.dataWatch.learn("before-the-loss") // as a follower before the loss
-	if _, err := r.lease.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
-	value, ok := r.lease.Current()
-	if !ok {
-		t.Fatal("r1 did not take the lease")
-	}
+	r, value := leadingRuntime(t, registry.Schedule{Name: "tick", Expr: "* * * * * *"}, clock.Real{}, func(r *Runtime) {
+		r.dataWatch.learn("before-the-loss") // as a follower before the loss
+	})
 	epoch, _, err := r.store.Epoch(ctx, value, "after-the-loss")
 	if err != nil {
 		t.Fatal(err)
@@ -69,19 +53,8 @@ func TestALossInDoubtDoesNotHideAHandledLoss(t *testing.T) {
 // of an enqueue in doubt would otherwise skip, unrecorded, every member's
 // slots up to that slot, which a new leader still has to enqueue.
 func TestAFamilyFloorIgnoresALossInDoubt(t *testing.T) {
-	rdb := redistest.Shared(t)
 	ctx := context.Background()
-	reg := registry.MustNew(registry.Schedule{Name: "report", Expr: "* * * * * *", Per: "tenant", Queue: redistest.Uniq("q"),
-		Handler: func(context.Context, registry.Occurrence) error { return nil }})
-	r, err := newRuntime(reg, Options{Redis: rdb, Namespace: redistest.Uniq("famfloor"), Replica: "r0",
-		LeaseTTL: 30 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, clock.Real{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.lease.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
-	value, _ := r.lease.Current()
+	r, value := leadingRuntime(t, registry.Schedule{Name: "report", Expr: "* * * * * *", Per: "tenant"}, clock.Real{}, nil)
 	now := time.Now().Unix()
 	storeWide := store.LostWrites{Replica: "r0", Reason: "store-wide", From: now - 60, To: now - 30, Epoch: "e", Token: 1}
 	inDoubt := store.LostWrites{Replica: "r0", Reason: "in doubt", From: now - 5, To: now - 5}
