@@ -412,7 +412,7 @@ func (r *Runtime) enqueuePlan(ctx context.Context, fence *pipeline.Fence, p *slo
 				// raises it with the enqueue: its task ID stays reserved
 				// for as long as the next holder could enqueue the slot
 				// again, as every schedule's did before marks.
-				retention = r.memberRetention(s)
+				retention = r.memberRetention(s, slot)
 			}
 			var unacked atomic.Bool
 			_, err := r.enqueue(pipeline.WithUnacked(enqueueCtx, &unacked), s, occ, retention)
