@@ -179,7 +179,9 @@ func (r *Runtime) loadFamilies(ctx context.Context, value string) (*familyState,
 		return nil, err
 	}
 	for _, l := range lost {
-		st.lostFloor = later(st.lostFloor, time.Unix(l.To, 0))
+		if l.Token > 0 { // not an enqueue in doubt's one slot (see newestStoreLoss)
+			st.lostFloor = later(st.lostFloor, time.Unix(l.To, 0))
+		}
 	}
 	buckets := 0
 	for _, fam := range r.families() {

@@ -72,8 +72,13 @@ type lateness struct {
 // noteDispatch is the scheduler's hook after a dispatch whose earliest
 // slot was earliest and whose enqueues were all done at enqueued (zero
 // when it failed before them: its slots are later still). It hands the
-// lease over when the leader has fallen behind (see above).
-func (r *Runtime) noteDispatch(ctx context.Context, earliest, enqueued time.Time) {
+// lease over when the leader has fallen behind (see above), after flush
+// has committed what the leader enqueued: its enqueues raised the cursors
+// already, so the next holder never plans those slots again, and a commit
+// after the release would be refused, their records and counters lost. A
+// failed flush is returned and the lease kept, for the scheduler to
+// rebuild its state first.
+func (r *Runtime) noteDispatch(ctx context.Context, earliest, enqueued time.Time, flush func() error) error {
 	if enqueued.IsZero() {
 		enqueued = r.clock.Now()
 	}
@@ -89,14 +94,17 @@ func (r *Runtime) noteDispatch(ctx context.Context, earliest, enqueued time.Time
 	if late <= bound {
 		w.run = 0
 		w.mu.Unlock()
-		return
+		return nil
 	}
 	w.run++
 	due := (w.run >= handoverAfter || late > handoverAfter*bound) && !enqueued.Before(w.notBefore)
 	run := w.run
 	w.mu.Unlock()
 	if !due {
-		return
+		return nil
+	}
+	if err := flush(); err != nil {
+		return err
 	}
 	reason := fmt.Sprintf("%d dispatches in a row enqueued more than %s after their slot, the last %s late", run, bound, late.Round(time.Millisecond))
 	outcome, wait, err := r.lease.Handover(ctx, reason, r.handoverBase(), handoverLimit)
@@ -121,6 +129,7 @@ func (r *Runtime) noteDispatch(ctx context.Context, earliest, enqueued time.Time
 		w.refused = outcome
 		w.notBefore = enqueued.Add(max(wait, r.lease.RenewEvery()))
 	}
+	return nil
 }
 
 // EnqueueLateness is how late this replica's newest dispatch was enqueued

@@ -177,8 +177,10 @@ func (r *Runtime) checkLostWrites(ctx context.Context, value string) (resume tim
 	// Another replica may have found this loss first (this one knew the
 	// old epoch or a higher token as a follower): then the cursors are
 	// already past it.
-	if seen, err := r.store.Lost(ctx); !reissued && err == nil && len(seen) > 0 && seen[0].Epoch == epoch && seen[0].Token > 0 && seen[0].Token <= token {
-		return time.Time{}, accept, nil
+	if seen, err := r.store.Lost(ctx); !reissued && err == nil {
+		if l, ok := newestStoreLoss(seen); ok && l.Epoch == epoch && l.Token <= token {
+			return time.Time{}, accept, nil
+		}
 	}
 	now, err := r.store.Time(ctx)
 	if err != nil {
@@ -226,4 +228,17 @@ func (r *Runtime) longestGrace() time.Duration {
 		g = max(g, r.Grace(s))
 	}
 	return g
+}
+
+// newestStoreLoss is the newest of the losses (newest first) that took the
+// store's data and moved every cursor, skipping the one-slot losses of
+// enqueues in doubt (unacked.go), which carry no fencing token: they
+// concern one occurrence, and come after the store-wide loss they follow.
+func newestStoreLoss(losses []store.LostWrites) (store.LostWrites, bool) {
+	for _, l := range losses {
+		if l.Token > 0 {
+			return l, true
+		}
+	}
+	return store.LostWrites{}, false
 }

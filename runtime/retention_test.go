@@ -18,7 +18,12 @@ import (
 // the schedules' commit when empty) before it reaches Redis: each dispatch
 // of its holder stops between the enqueue and the commit, as a crash there
 // does.
-type failCommits struct{ sha string }
+// failCommits fails the commit script sha (the schedules' by default)
+// while on holds true, or always when on is nil.
+type failCommits struct {
+	sha string
+	on  *atomic.Bool
+}
 
 func (failCommits) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (failCommits) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
@@ -30,7 +35,7 @@ func (f failCommits) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		sha = store.CommitScriptHash()
 	}
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if args := cmd.Args(); len(args) > 1 && args[0] == "evalsha" && args[1] == sha {
+		if args := cmd.Args(); len(args) > 1 && args[0] == "evalsha" && args[1] == sha && (f.on == nil || f.on.Load()) {
 			cmd.SetErr(errors.New("injected: the holder died before its commit"))
 			return cmd.Err()
 		}
@@ -215,5 +220,42 @@ func TestACrashBetweenAMemberEnqueueAndItsCommitRunsNoSlotTwice(t *testing.T) {
 	waitFor(t, 20*time.Second, "the member's slots to run for 4s", func() bool { return len(exec.slots("tick")) >= 4 })
 	stopA()
 	<-doneA
+	assertOncePerSlot(t, reg.Schedules()[0], exec.slots("tick"))
+}
+
+// With misfire=latest a member's slot older than grace is enqueued again
+// while it is the member's newest: a holder whose member commit failed
+// after the enqueue (it crashed, or Redis went away with the commit), and
+// that comes back after grace, finds the member's cursor before the slot
+// and nothing else due. The slot's finished task must still hold its ID
+// then, or the slot runs again.
+func TestAMemberSlotMisfireLatestRunsAgainAfterACrashRunsOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns, queue := uniq("ns"), uniq("q")
+	exec := newExecutions()
+	reg := registry.MustNew(registry.Schedule{Name: "tick", Expr: "*/5 * * * * *", Per: "tenant", Queue: queue,
+		Misfire: registry.MisfireLatest, Handler: exec.handler})
+	var failing atomic.Bool
+	crashing := redis.NewClient(&redis.Options{Addr: sharedRedisAddr()})
+	t.Cleanup(func() { crashing.Close() })
+	crashing.AddHook(failCommits{sha: store.FamilyCommitScriptHash(), on: &failing})
+	a, err := runtime.New(reg, runtime.Options{Redis: crashing, Replica: "a", Namespace: ns, LeaseTTL: time.Second,
+		Grace: time.Second, SkewMargin: 500 * time.Millisecond, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.SetMember(ctx, "tick", runtime.Member{Key: "acme", Zone: "UTC"}); err != nil {
+		t.Fatal(err)
+	}
+	startJanitoredWorker(t, sharedRedis(t), queue, a)
+	runUntilTheEnd(t, a)
+	// A first slot commits, so the bucket's cursor is behind the next.
+	waitFor(t, 20*time.Second, "a first slot to run", func() bool { return len(exec.slots("tick")) >= 1 })
+	failing.Store(true)
+	// Every commit from now on fails, and the holder rebuilds its state
+	// from Redis again and again, well past grace and the tasks' retention
+	// had it been grace-long.
+	waitFor(t, 20*time.Second, "two more slots to run", func() bool { return len(exec.slots("tick")) >= 3 })
 	assertOncePerSlot(t, reg.Schedules()[0], exec.slots("tick"))
 }

@@ -307,9 +307,18 @@ func (r *Runtime) retention(*registry.Schedule) time.Duration {
 // memberRetention keeps a family member's finished task ID reserved as
 // long as a replica could still enqueue the same slot: the next holder
 // after a crash between the member's enqueue and its cursor commit
-// enqueues the slot again while it is within grace, plus its clock's skew.
-func (r *Runtime) memberRetention(s *registry.Schedule) time.Duration {
-	return r.Grace(s) + r.opts.SkewMargin
+// enqueues the slot again while it is within grace, and with
+// misfire=latest while it is the member's newest slot however old (a
+// holder back after an outage longer than grace), that is until the next
+// slot; plus its clock's skew.
+func (r *Runtime) memberRetention(s *registry.Schedule, slot time.Time) time.Duration {
+	window := r.Grace(s)
+	if s.Misfire == registry.MisfireLatest {
+		if next := s.Next(slot); !next.IsZero() {
+			window = max(window, next.Sub(slot))
+		}
+	}
+	return window + r.opts.SkewMargin
 }
 
 // manualRetention keeps a manual occurrence's ID reserved long enough to

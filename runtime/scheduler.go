@@ -248,13 +248,18 @@ func (r *Runtime) loadLeaderState(ctx context.Context, value string) (*leaderSta
 // cursor in the same transaction) and leaves the rest of the step to the
 // commit that follows. A crash between the two leaves the next holder
 // nothing to enqueue again.
-func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) error {
+func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) (err error) {
 	var plans []*slotPlan
 	var names []string
 	// A dispatch that falls behind its slots, or fails, counts toward
 	// handing the lease over (handover.go).
 	earliest, enqueued := st.queue[0].slotTime(), time.Time{}
-	defer func() { r.noteDispatch(ctx, earliest, enqueued) }()
+	defer func() {
+		flush := func() error { return r.flushCommits(ctx, st) }
+		if herr := r.noteDispatch(ctx, earliest, enqueued, flush); err == nil {
+			err = herr
+		}
+	}()
 	for len(st.queue) > 0 && !st.queue[0].slotTime().After(now) && len(plans) < dispatchBatch {
 		d := heap.Pop(&st.queue).(due)
 		plans = append(plans, planSlots(r.scope(d.sched), d.sched, d.slotTime(), d.cursorTime(), now, r.Grace(d.sched)))
@@ -320,13 +325,15 @@ func (r *Runtime) finishCommit(st *leaderState) error {
 }
 
 // flushCommits commits whatever was enqueued and not yet committed, before
-// the state is dropped.
-func (r *Runtime) flushCommits(ctx context.Context, st *leaderState) {
-	r.finishCommit(st)
+// the state is dropped or the lease handed over, and returns the first
+// commit's error.
+func (r *Runtime) flushCommits(ctx context.Context, st *leaderState) error {
+	err := r.finishCommit(st)
 	if len(st.uncommitted) > 0 {
 		r.startCommit(ctx, st)
-		r.finishCommit(st)
+		err = cmp2(err, r.finishCommit(st))
 	}
+	return err
 }
 
 // enqueueAll enqueues every planned slot, several schedules at once. Each
@@ -405,7 +412,7 @@ func (r *Runtime) enqueuePlan(ctx context.Context, fence *pipeline.Fence, p *slo
 				// raises it with the enqueue: its task ID stays reserved
 				// for as long as the next holder could enqueue the slot
 				// again, as every schedule's did before marks.
-				retention = r.memberRetention(s)
+				retention = r.memberRetention(s, slot)
 			}
 			var unacked atomic.Bool
 			_, err := r.enqueue(pipeline.WithUnacked(enqueueCtx, &unacked), s, occ, retention)

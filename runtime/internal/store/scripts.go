@@ -36,7 +36,9 @@ end
 local function count(p, name, counts)
   for field, n in pairs(counts) do
     if string.sub(field, 1, 5) == 'last_' then
-      redis.call('HSET', p .. 'stats', name .. ':' .. field, n)
+      -- A time: a commit that lands after a later one keeps the later.
+      local old = tonumber(redis.call('HGET', p .. 'stats', name .. ':' .. field))
+      if old == nil or n > old then redis.call('HSET', p .. 'stats', name .. ':' .. field, n) end
     else
       redis.call('HINCRBY', p .. 'stats', name .. ':' .. field, n)
     end
@@ -63,7 +65,12 @@ for _, s in ipairs(cjson.decode(ARGV[5])) do
   -- lost, though it ran) must not send the next holder back before it.
   local cur = tonumber(redis.call('HGET', p .. 'cursors', s.name))
   if cur == nil or s.cursor > cur then redis.call('HSET', p .. 'cursors', s.name, s.cursor) end
-  if s.last_id ~= '' then redis.call('HSET', p .. 'lastid', s.name, s.last_id) end
+  -- Nor is the last ID taken back: a commit that lands after a later
+  -- enqueue's mark (the background commit of an earlier batch) carries an
+  -- older one, and overlap=skip would then ask about the wrong occurrence.
+  if s.last_id ~= '' and (cur == nil or s.cursor >= cur) then
+    redis.call('HSET', p .. 'lastid', s.name, s.last_id)
+  end
   for _, r in ipairs(s.recs) do record(p, s.limit, ttl, s.name, r) end
   count(p, s.name, s.counts)
 end

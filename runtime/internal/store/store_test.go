@@ -190,6 +190,50 @@ func TestACommitNeverLowersACursor(t *testing.T) {
 	}
 }
 
+// The leader commits a batch in the background while it goes on
+// enqueueing, so an earlier batch's commit can land after a later slot's
+// enqueue raised the cursor and the last ID (its mark) and after a later
+// commit: it takes neither the last ID nor the last enqueue time back, or
+// overlap=skip would ask whether the older occurrence still runs.
+func TestALateCommitKeepsTheNewerLastIDAndTimes(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	hold(t, s, ctx, "r0|1")
+	rdb := redistest.Shared(t)
+	// The mark of slot 1010's enqueue.
+	if err := rdb.HSet(ctx, s.Keys.Cursors, "tick", 1010).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.HSet(ctx, s.Keys.LastID, "tick", "cron:tick:1010").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(ctx, "r0|1", []store.Commit{{Name: "tick", Cursor: 1010, LastID: "cron:tick:1010",
+		Counts: map[string]int64{"last_enqueue": 1010500}}}); err != nil {
+		t.Fatal(err)
+	}
+	// Slot 1009's commit, late.
+	if err := s.Commit(ctx, "r0|1", []store.Commit{{Name: "tick", Cursor: 1009, LastID: "cron:tick:1009",
+		Counts: map[string]int64{"last_enqueue": 1009500}}}); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := s.LastID(ctx, "tick"); err != nil || id != "cron:tick:1010" {
+		t.Errorf("last ID %q (%v) after a late commit of an older one, want cron:tick:1010 kept", id, err)
+	}
+	stats, err := s.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := stats["tick"]["last_enqueue"]; got != 1010500 {
+		t.Errorf("last_enqueue %d after a late commit of an older one, want 1010500 kept", got)
+	}
+	if err := s.Commit(ctx, "r0|1", []store.Commit{{Name: "tick", Cursor: 1011, LastID: "cron:tick:1011"}}); err != nil {
+		t.Fatal(err)
+	}
+	if id, _ := s.LastID(ctx, "tick"); id != "cron:tick:1011" {
+		t.Errorf("last ID %q, want cron:tick:1011", id)
+	}
+}
+
 // A schedule with its own, smaller limit is trimmed to it by the commit and
 // by a worker's record alike; the others keep HistoryLimit.
 func TestAScheduleOwnHistoryLimit(t *testing.T) {
