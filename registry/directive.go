@@ -349,6 +349,11 @@ func ParseDirective(c *ast.Comment) (*Directive, error) {
 			zoneOK = zoneOK && key != "tz"
 		}
 	}
+	if kv, ok := d.Key("misfire"); ok && d.Per != "" {
+		if err := checkFamilyMisfire(d.Misfire); err != nil {
+			fail(kv.ValuePos, kv.ValuePos+token.Pos(len(kv.Value)), "bad value %q for misfire: %v", kv.Value, err)
+		}
+	}
 	if d.ExprPos == token.NoPos {
 		if exprReported {
 			return nil, errs

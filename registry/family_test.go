@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -89,5 +90,29 @@ func TestNewChecksPer(t *testing.T) {
 	_, err := New(Schedule{Name: "x", Expr: "@daily", Per: "Tenants!", Handler: func(context.Context, Occurrence) error { return nil }})
 	if err == nil || !strings.Contains(err.Error(), "per=tenant") {
 		t.Errorf("New with a bad Per: %v", err)
+	}
+}
+
+// A family's members cannot catch up with misfire=all: the directive says
+// so at the value, and New refuses it too.
+func TestAFamilyRefusesMisfireAll(t *testing.T) {
+	t.Parallel()
+	line := `//cron:schedule "0 9 * * MON" name=weekly-report per=tenant misfire=all`
+	fset, c := parseDirectiveLine(t, line)
+	_, err := ParseDirective(c)
+	var errs PosErrors
+	if !errors.As(err, &errs) || len(errs) != 1 || !strings.Contains(errs[0].Msg, "misfire=all is not offered for a family") {
+		t.Fatalf("ParseDirective: %v, want one error about misfire=all", err)
+	}
+	if got, want := fset.Position(errs[0].Pos).Column, strings.Index(line, "=all")+2; got != want {
+		t.Errorf("error at column %d, want %d (the value)", got, want)
+	}
+	for _, m := range []Misfire{MisfireSkip, MisfireLatest} {
+		if _, err := New(Schedule{Name: "f", Expr: "@daily", Per: "tenant", Misfire: m, Handler: func(context.Context, Occurrence) error { return nil }}); err != nil {
+			t.Errorf("misfire=%s on a family: %v", m, err)
+		}
+	}
+	if _, err := New(Schedule{Name: "f", Expr: "@daily", Per: "tenant", Misfire: MisfireAll, Handler: func(context.Context, Occurrence) error { return nil }}); err == nil {
+		t.Error("New accepted misfire=all on a family")
 	}
 }

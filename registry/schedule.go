@@ -258,6 +258,19 @@ func checkPerIfSet(per string) error {
 	return CheckPer(per)
 }
 
+// checkFamilyMisfire refuses misfire=all for a family. Its catch-up
+// enqueues up to MisfireAllCap slots per member after an outage, and a
+// member's cursor is only committed after its enqueues: a holder that
+// crashed between the two would leave the next one to enqueue the same old
+// slots again once their tasks' IDs were freed, which only keeping a
+// hundred finished tasks per member would prevent.
+func checkFamilyMisfire(m Misfire) error {
+	if m == MisfireAll {
+		return fmt.Errorf("misfire=all is not offered for a family (per=): its members catch up to %d slots each; use misfire=latest or misfire=skip", MisfireAllCap)
+	}
+	return nil
+}
+
 func checkMisfire(m Misfire) error {
 	if m != MisfireSkip && m != MisfireLatest && m != MisfireAll {
 		return fmt.Errorf("want %s, %s or %s; e.g. misfire=latest", MisfireSkip, MisfireLatest, MisfireAll)
@@ -299,6 +312,11 @@ func (s *Schedule) normalize() error {
 	s.Misfire = cmp.Or(s.Misfire, MisfireSkip)
 	if err := CheckName(s.Name); err != nil {
 		return fmt.Errorf("schedule name %q: %w", s.Name, err)
+	}
+	if s.Per != "" {
+		if err := checkFamilyMisfire(s.Misfire); err != nil {
+			return fmt.Errorf("schedule %s: misfire %q: %w", s.Name, s.Misfire, err)
+		}
 	}
 	if s.Handler == nil {
 		return fmt.Errorf("schedule %s: Handler is nil", s.Name)
