@@ -99,26 +99,26 @@ func (w *dataWatch) accept(epoch, value string, token int64) {
 // Only the token is compared: a follower that knows the epoch reads it
 // only when it leads, so comparing an unread epoch would take every lease
 // it sees for a loss, and it would stop learning tokens.
-func (r *Runtime) seeHolder(value string) {
-	_, token := lease.ParseValue(value)
-	w := &r.dataWatch
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.tokenBack(value, token) {
-		w.highToken, w.value, w.intactAt = token, value, r.clock.Now()
-	}
-}
+func (r *Runtime) seeHolder(value string) { r.seeLease(value, true) }
 
 // seeHeld notes that this replica's own acquire or renewal found Redis
 // holding its lease: nothing was lost up to now (a loss takes the lease
 // key, or the token goes back).
-func (r *Runtime) seeHeld(value string) {
+func (r *Runtime) seeHeld(value string) { r.seeLease(value, false) }
+
+// seeLease notes a lease found in Redis whose token has not gone back: the
+// store was intact then; learn also takes its token as the mark.
+func (r *Runtime) seeLease(value string, learn bool) {
 	_, token := lease.ParseValue(value)
 	w := &r.dataWatch
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.tokenBack(value, token) {
-		w.intactAt = r.clock.Now()
+	if w.tokenBack(value, token) {
+		return
+	}
+	w.intactAt = r.clock.Now()
+	if learn {
+		w.highToken, w.value = token, value
 	}
 }
 
