@@ -77,6 +77,9 @@ type Directive struct {
 	// Payload names a package-level variable passed to the handler as a
 	// third argument; empty when the handler takes none.
 	Payload string
+	// Per names what each member of a family is (per=tenant); empty for an
+	// ordinary schedule. Zone and Expr are then the members' defaults.
+	Per string
 
 	Cron *Cron
 }
@@ -97,7 +100,7 @@ func (d *Directive) Schedule(defaultName string) Schedule {
 	return Schedule{
 		Name: cmp.Or(d.Name, defaultName), Expr: d.Expr, Zone: d.Zone, Queue: d.Queue,
 		Timeout: d.Timeout, MaxRetry: d.MaxRetry, Grace: d.Grace, Overlap: d.Overlap, Misfire: d.Misfire,
-		Phase: d.Phase, cron: d.Cron,
+		Phase: d.Phase, Per: d.Per, cron: d.Cron,
 	}
 }
 
@@ -170,6 +173,10 @@ var keySpecs = map[string]keySpec{
 		}
 		d.Phase = p
 		return nil
+	}},
+	"per": {"per=tenant", func(d *Directive, v string) error {
+		d.Per = v
+		return CheckPer(v)
 	}},
 	"payload": {"payload=digestConfig", func(d *Directive, v string) error {
 		if !token.IsIdentifier(v) {

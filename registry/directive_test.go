@@ -58,6 +58,8 @@ func TestParseDirectiveErrors(t *testing.T) {
 			[]string{`bad value "never" for overlap`, "overlap=skip"}},
 		{"bad misfire", `//cron:schedule "17 3 * * *" misfire=now`, 38, 41,
 			[]string{"misfire", "misfire=latest"}},
+		{"bad per", `//cron:schedule "17 3 * * *" per=Tenant`, 34, 40,
+			[]string{`bad value "Tenant" for per`, "per=tenant"}},
 		{"bad name", `//cron:schedule "17 3 * * *" name=-prune`, 35, 41,
 			[]string{"name", "name=prune-soft-deleted"}},
 		{"bad payload", `//cron:schedule "17 3 * * *" payload=1cfg`, 38, 42,

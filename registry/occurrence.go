@@ -145,6 +145,22 @@ func KindOfID(id string) IDKind {
 	return Scheduled
 }
 
+// NamespaceOfID returns the namespace an occurrence ID names, and false for
+// an ID that names none: one built outside a runtime, one of an earlier
+// format, or not an occurrence ID at all. A namespace has no '/' and a
+// schedule name none either, so the first '/' ends the namespace.
+func NamespaceOfID(id string) (string, bool) {
+	rest, ok := strings.CutPrefix(id, "cron:")
+	if !ok {
+		return "", false
+	}
+	ns, _, ok := strings.Cut(rest, "/")
+	if !ok || ns == "" {
+		return "", false
+	}
+	return ns, true
+}
+
 // EncodeOccurrence is the asynq task payload for occ.
 func EncodeOccurrence(occ Occurrence) []byte {
 	b, err := json.Marshal(occ)

@@ -70,11 +70,20 @@ type Schedule struct {
 	Misfire  Misfire
 	// Phase shifts the slots of an @every expression: "@every 1h" with
 	// Phase 17*time.Minute fires at 00:17, 01:17, ...
-	Phase   time.Duration
+	Phase time.Duration
+	// Per makes the schedule a family: one declared kind of work whose
+	// members (per=tenant: each tenant) are data, each with its own zone
+	// and optionally its own expression (see ForMember). Zone and Expr are
+	// then the members' defaults. Empty for an ordinary schedule.
+	Per     string
 	Handler HandlerFunc
 	// Source is where the schedule is declared ("jobs/prune.go:12"), for
 	// diagnostics and the admin page. Optional.
 	Source string
+	// Package is the import path of the package that declares the schedule
+	// (crongen fills it). It tells one service's registry from another's:
+	// the runtime's default namespace is named after it. Optional.
+	Package string
 
 	cron *Cron
 }
@@ -98,6 +107,57 @@ func (s *Schedule) Occurrence(namespace string, slot time.Time) Occurrence {
 		Zone:     s.Zone,
 		ID:       Scope{Namespace: namespace, Schedule: s.Name}.ID(slot),
 	}
+}
+
+// Family reports whether the schedule is a family (declared with per=).
+func (s *Schedule) Family() bool { return s.Per != "" }
+
+// ForMember returns the schedule a family member follows: the family's,
+// evaluated in zone and by expr, where an empty zone or expr means the
+// family's own. A bad zone or expression is an error in the words crongen
+// uses for a bad tz= or expression, so an API can answer with them. The
+// result shares the family's name, handler and settings; its H values are
+// the family's (hashed from the family's name), so members that give the
+// same expression in the same zone have the same slots. A phase= applies
+// to members that keep the family's expression.
+func (s *Schedule) ForMember(zone, expr string) (*Schedule, error) {
+	m := *s
+	loc := s.cron.Location()
+	if zone != "" && zone != s.Zone {
+		var err error
+		if loc, err = LoadZone(zone); err != nil {
+			return nil, fmt.Errorf("bad value %q for tz: %v", zone, err)
+		}
+		m.Zone = zone
+	}
+	switch {
+	case expr == "" || expr == s.Expr:
+		m.cron = s.cron.In(loc)
+	default:
+		c, err := ParseCron(expr, loc, WithName(s.Name))
+		if err != nil {
+			msg := err.Error()
+			var ee *ExprError
+			if errors.As(err, &ee) {
+				msg = ee.Msg
+			}
+			return nil, fmt.Errorf("bad cron expression %q: %s", expr, msg)
+		}
+		m.Expr, m.Phase, m.cron = expr, 0, c
+	}
+	return &m, nil
+}
+
+// perRE is the alphabet of per=: a lowercase word naming what a member is.
+var perRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,39}$`)
+
+// CheckPer reports whether per can name a family's members (per=tenant):
+// a lowercase word of at most 40 letters, digits or '_'.
+func CheckPer(per string) error {
+	if !perRE.MatchString(per) {
+		return fmt.Errorf("want a lowercase word naming what each member is, at most 40 letters, digits or '_'; e.g. per=tenant")
+	}
+	return nil
 }
 
 // Field checks. The directive parser and New check each field with the same
@@ -191,6 +251,13 @@ func checkOverlap(o Overlap) error {
 	return nil
 }
 
+func checkPerIfSet(per string) error {
+	if per == "" {
+		return nil
+	}
+	return CheckPer(per)
+}
+
 func checkMisfire(m Misfire) error {
 	if m != MisfireSkip && m != MisfireLatest && m != MisfireAll {
 		return fmt.Errorf("want %s, %s or %s; e.g. misfire=latest", MisfireSkip, MisfireLatest, MisfireAll)
@@ -246,6 +313,7 @@ func (s *Schedule) normalize() error {
 		{"retry " + strconv.Itoa(s.MaxRetry), checkRetry(s.MaxRetry)},
 		{fmt.Sprintf("overlap %q", s.Overlap), checkOverlap(s.Overlap)},
 		{fmt.Sprintf("misfire %q", s.Misfire), checkMisfire(s.Misfire)},
+		{fmt.Sprintf("per %q", s.Per), checkPerIfSet(s.Per)},
 	} {
 		if c.err != nil {
 			return fmt.Errorf("schedule %s: %s: %w", s.Name, c.field, c.err)
@@ -266,6 +334,9 @@ func (s *Schedule) normalize() error {
 type Registry struct {
 	schedules []*Schedule // sorted by name
 	byName    map[string]*Schedule
+	// packages are the schedules' distinct Package paths in the order
+	// they were first given (New's arguments, Merge's registries).
+	packages []string
 }
 
 // New validates schedules, fills defaults and returns them as a Registry.
@@ -291,6 +362,12 @@ func New(schedules ...Schedule) (*Registry, error) {
 	r.sort()
 	return r, nil
 }
+
+// Packages returns the import paths of the packages that declare the
+// schedules, in the order they were given: a generated registry's own
+// package, or for Merge each registry's in turn. Schedules built without
+// a Package add none. The slice is shared: do not modify it.
+func (r *Registry) Packages() []string { return r.packages }
 
 // Merge returns one registry holding the schedules of regs, for a service
 // whose jobs live in several packages (each with its own generated
@@ -327,6 +404,9 @@ func Merge(regs ...*Registry) (*Registry, error) {
 func (r *Registry) add(s *Schedule) {
 	r.byName[s.Name] = s
 	r.schedules = append(r.schedules, s)
+	if s.Package != "" && !slices.Contains(r.packages, s.Package) {
+		r.packages = append(r.packages, s.Package)
+	}
 }
 
 func (r *Registry) sort() {

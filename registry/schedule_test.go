@@ -223,6 +223,29 @@ func TestMerge(t *testing.T) {
 	}
 }
 
+// TestRegistryPackages checks that a registry lists its packages in the
+// order given, each once, so that a merged registry is named after its
+// first package whatever the schedules' names.
+func TestRegistryPackages(t *testing.T) {
+	t.Parallel()
+	jobs := MustNew(
+		Schedule{Name: "z-last", Expr: "@hourly", Handler: nopHandler, Package: "example.com/svc/jobs"},
+		Schedule{Name: "a-first", Expr: "@daily", Handler: nopHandler, Package: "example.com/svc/jobs"},
+	)
+	billing := MustNew(Schedule{Name: "billing", Expr: "@daily", Handler: nopHandler, Package: "example.com/billing"})
+	bare := MustNew(Schedule{Name: "bare", Expr: "@daily", Handler: nopHandler})
+	merged, err := Merge(jobs, bare, billing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(merged.Packages(), " "), "example.com/svc/jobs example.com/billing"; got != want {
+		t.Errorf("Packages() = %q, want %q", got, want)
+	}
+	if got := bare.Packages(); len(got) != 0 {
+		t.Errorf("a registry of schedules without Package has packages %q", got)
+	}
+}
+
 func TestDirectiveScheduleDefaultName(t *testing.T) {
 	t.Parallel()
 	_, c := parseDirectiveLine(t, `//cron:schedule "17 3 * * *" tz=Asia/Tokyo`)

@@ -45,12 +45,13 @@ func isSlow(err error) bool {
 
 // snapshotReads are the Redis reads of one Snapshot.
 type snapshotReads struct {
-	recent   map[string][]Record
-	counters map[string]Counters
-	paused   map[string]Pause
-	cluster  Cluster
-	unserved []string
-	lost     []LostWrites
+	recent    map[string][]Record
+	counters  map[string]Counters
+	paused    map[string]Pause
+	cluster   Cluster
+	unserved  []string
+	lost      []LostWrites
+	misrouted []Misrouted
 }
 
 func (r *Runtime) readSnapshot(ctx context.Context) (snapshotReads, error) {
@@ -71,6 +72,9 @@ func (r *Runtime) readSnapshot(ctx context.Context) (snapshotReads, error) {
 	if rd.unserved, err = r.UnservedQueues(); err != nil {
 		return rd, err
 	}
-	rd.lost, err = r.LostWrites(ctx)
+	if rd.lost, err = r.LostWrites(ctx); err != nil {
+		return rd, err
+	}
+	rd.misrouted, err = r.MisroutedOccurrences(ctx)
 	return rd, err
 }

@@ -74,6 +74,7 @@ func chaosSchedules(h registry.HandlerFunc) *registry.Registry {
 		scheds = append(scheds, registry.Schedule{Name: e.name, Expr: e.expr, Queue: chaosQueue,
 			Timeout: 10 * time.Second, MaxRetry: 5, Handler: h})
 	}
+	scheds = append(scheds, chaosFamilySchedule(h))
 	return registry.MustNew(scheds...)
 }
 
@@ -119,7 +120,7 @@ func runChaosReplica(name string) error {
 	pid := os.Getpid()
 	reg := chaosSchedules(func(ctx context.Context, occ registry.Occurrence) error {
 		retry, _ := asynq.GetRetryCount(ctx)
-		line := fmt.Sprintf("%s %d %d %s %d\n", occ.Schedule, occ.Slot.Unix(), retry, name, pid)
+		line := fmt.Sprintf("%s %d %d %s %d\n", chaosRecordName(occ), occ.Slot.Unix(), retry, name, pid)
 		if _, err := rec.WriteString(line); err != nil {
 			log.Error("chaos: recording an execution failed; the count will be short", "occ", occ.ID, "err", err)
 		}
@@ -400,7 +401,7 @@ func TestChaos(t *testing.T) {
 	// future, so counting starts after it.
 	if !h.waitUntil(30*time.Second, "a leader to initialise every schedule's cursor", func() bool {
 		n, err := h.rdb.HLen(context.Background(), chaosNamespace+":cursors").Result()
-		return err == nil && int(n) == reg.Len()
+		return err == nil && int(n) == chaosOrdinary(reg)
 	}) {
 		t.FailNow()
 	}
@@ -416,12 +417,17 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	operator := h.operatorPauses(start)
+	fam := h.familyChurn(reg, start)
 	h.runChaos(start)
 	<-operator
 	end := time.Now()
 	h.logf("faults over after %s; draining", end.Sub(start).Round(time.Millisecond))
 
 	slots := windowSlots(reg, windowStart, end)
+	famDue := fam.slots(windowStart, end)
+	for name, list := range famDue {
+		slots[name] = list
+	}
 	h.drain(slots, end)
 	lost := h.lostWindows()
 	h.logf("losses detected: %+v", lost)
@@ -484,6 +490,8 @@ func TestChaos(t *testing.T) {
 			}
 		}
 	}
+	famOccurrences, famDuplicates, famMissed, famAfterDelete := fam.check(t, famDue, runs, retries, lost)
+	occurrences, duplicates, missed = occurrences+famOccurrences, duplicates+famDuplicates, missed+famMissed
 	if missed > 20 {
 		t.Errorf("chaos: ... and %d more slots never ran", missed-20)
 	}
@@ -504,6 +512,7 @@ func TestChaos(t *testing.T) {
 	line := fmt.Sprintf("chaos: occurrences=%d duplicates=%d missed=%d kills=%d pauses=%d skew_s=%s redis_restarts=%d paused_slots=%d flushes=%d lost_window=%d partitions=%d stalls=%d failovers=%d",
 		occurrences, duplicates, missed, h.kills, h.pauses, skew, h.redisRestarts, pausedSlots, h.flushes, lostWindow,
 		h.partitions, h.stalls, h.failovers)
+	line += fmt.Sprintf(" family_occurrences=%d family_after_delete=%d", famOccurrences, famAfterDelete)
 	if *chaosSummary != "" {
 		if err := os.WriteFile(*chaosSummary, []byte(line+"\n"), 0o644); err != nil {
 			t.Errorf("writing %s: %v", *chaosSummary, err)
@@ -582,6 +591,9 @@ func (h *chaosHarness) pausedState(slot time.Time) pausedState {
 func windowSlots(reg *registry.Registry, from, to time.Time) map[string][]int64 {
 	out := map[string][]int64{}
 	for _, s := range reg.Schedules() {
+		if s.Family() {
+			continue // per member: see chaosFamilyRun.slots
+		}
 		for slot := s.Next(from.Add(-time.Nanosecond)); !slot.IsZero() && !slot.After(to); slot = s.Next(slot) {
 			out[s.Name] = append(out[s.Name], slot.Unix())
 		}

@@ -14,18 +14,22 @@
 //
 // An occurrence's identity is "cron:<namespace>/<name>:<slot unix seconds>"
 // (registry.Scope), unique per namespace, so two services sharing a Redis
-// and a queue never take each other's occurrences; it is the asynq TaskID. asynq's enqueue is an atomic check-and-insert on that ID,
+// and a queue never share an occurrence ID; it is the asynq TaskID. The
+// default namespace is named after the registry's package (DefaultNamespace),
+// and the handlers refuse another service's occurrence on a shared queue
+// (see DefaultNamespace, NamespaceContention and RegisterHandlers). asynq's enqueue is an atomic check-and-insert on that ID,
 // so a second enqueue of the same occurrence is rejected with
 // asynq.ErrTaskIDConflict, which the runtime treats as "already enqueued".
 // The holder's enqueues and cursor commits are fenced (see below): Redis
-// refuses an ex-leader's late enqueue outright, however late it arrives. The
-// task ID then guards a holder that enqueued and crashed or stalled before
-// committing its cursor: the next holder (another replica, or the service
-// restarted) enqueues the same slot again while it is within grace, so a
-// finished task keeps its ID for grace plus SkewMargin (asynq Retention).
-// Longer would only fill Redis. A misfire=all catch-up slot enqueued just
-// before such a crash, when no holder follows within that time, can run
-// again.
+// refuses an ex-leader's late enqueue outright, however late it arrives.
+// Each enqueue also raises its schedule's cursor to the slot in the same
+// transaction, so a holder that crashed or stalled before committing its
+// cursor leaves no enqueued slot after it: the next holder (another
+// replica, or the service restarted) starts after the slot instead of
+// enqueueing it again. A finished task therefore keeps its ID only for a
+// lease TTL (asynq Retention), against a replay of an enqueue whose reply
+// was lost; a per-second schedule keeps about twenty finished tasks in
+// Redis, not the grace window's worth.
 //
 // Exactly once here means enqueued once. asynq delivers at least once (a
 // worker that dies mid-task is retried), so a handler keys its effects on
@@ -61,6 +65,18 @@
 // oldest first, at most registry.MisfireAllCap of the newest). A schedule with
 // Overlap "skip" does not enqueue while its previous occurrence is pending,
 // active or retrying; the slot is recorded as skipped.
+//
+// # Families
+//
+// A schedule declared with per= is a family: its members are data in Redis
+// (SetMember, SetMembers, DeleteMember, Members), each with its own zone
+// and optionally its own expression, and every guarantee above holds per
+// (member, slot). The leader keeps one heap entry per (zone, expression)
+// bucket, not per member, reads a bucket's members in pages only when it
+// is due, and sees member changes within about a second (one GET of a
+// change counter per half second). A member's cursor keeps the UTC offset
+// of its last slot, so that a zone change never repeats a local time the
+// member already ran. See family.go and familyloop.go.
 //
 // # Removed schedules
 //

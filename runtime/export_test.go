@@ -57,9 +57,6 @@ func (r *Runtime) EnqueueAsHolder(ctx context.Context, leaseValue string, occ re
 // RedisClient is the client the runtime uses, shared or its own.
 func (r *Runtime) RedisClient() redis.UniversalClient { return r.rdb }
 
-// Namespace is the namespace the runtime's keys live under.
-func (r *Runtime) Namespace() string { return r.opts.Namespace }
-
 // JudgeRedisSettingsEvery makes the runtime judge Redis's settings again
 // after d instead of a minute.
 func (r *Runtime) JudgeRedisSettingsEvery(d time.Duration) {

@@ -81,6 +81,19 @@ func (r *Runtime) Health(ctx context.Context) Health {
 	if snap.DuplicateReplica != "" {
 		h.Problems = append(h.Problems, snap.DuplicateReplica)
 	}
+	for _, p := range []string{snap.NamespaceContention, snap.LegacyNamespace} {
+		if p != "" {
+			h.Problems = append(h.Problems, p)
+		}
+	}
+	// Another service's workers on a shared queue stay until someone acts;
+	// this service's own older workers lacking a new schedule's handler go
+	// away with the rolling deploy that brought it, so they only warn.
+	for _, m := range snap.Misrouted {
+		if m.Namespace != r.opts.Namespace {
+			h.Problems = append(h.Problems, m.String())
+		}
+	}
 	if len(snap.Unserved) > 0 {
 		h.Unserved = snap.Unserved
 		h.Problems = append(h.Problems, "no asynq server serves "+plural(len(snap.Unserved), "queue", "queues")+": "+strings.Join(snap.Unserved, ", "))

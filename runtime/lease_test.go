@@ -95,11 +95,11 @@ func TestLateEnqueueFromAnExLeaderIsRefusedAfterRetention(t *testing.T) {
 	}
 }
 
-// A holder that enqueued a slot and died before committing its cursor may
-// be followed, within grace, by a restart of itself that enqueues the slot
-// again: the task's ID must still be reserved then, so retention covers
-// grace plus the skew margin, not just a lease TTL.
-func TestATasksIDIsReservedForGracePlusSkew(t *testing.T) {
+// A finished task's ID stays reserved for a lease TTL only: the cursor the
+// enqueue raises, not the ID, stops the next holder from enqueueing a slot
+// again (TestACrashBetweenEnqueueAndCommitRunsNoSlotTwice), and a per-second
+// schedule must not keep grace's worth of finished tasks in Redis.
+func TestATasksIDIsReservedForALeaseTTL(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := idleSchedule()
@@ -117,7 +117,7 @@ func TestATasksIDIsReservedForGracePlusSkew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := s.Grace + runtime.SkewMarginDefault; info.Retention != want {
-		t.Errorf("retention %s, want grace + skew margin %s", info.Retention, want)
+	if want := time.Second; info.Retention != want {
+		t.Errorf("retention %s, want the lease TTL %s", info.Retention, want)
 	}
 }

@@ -28,6 +28,43 @@ const (
 	counterLastSlotSuccess = "last_slot_success"
 )
 
+// frequentHistory is the history a schedule keeps whose slots come less
+// than a minute apart, when HistoryLimit is larger. Its records cover a few
+// seconds either way, and each costs Redis about half a kilobyte: at 50, a
+// per-second schedule's records alone would cost 25 kB. Kubernetes keeps 3
+// successful jobs of a CronJob by default; the counters keep the totals.
+const frequentHistory = 20
+
+// historyLimits returns the schedules that keep fewer records than limit.
+func historyLimits(reg *registry.Registry, limit int) map[string]int {
+	out := map[string]int{}
+	if limit <= frequentHistory {
+		return out
+	}
+	// Frequent: from three arbitrary instants of the year, the next two
+	// slots are less than a minute away each time (a burst once a day and
+	// a seconds field once a minute are not).
+	from := []time.Time{time.Date(2026, 1, 7, 0, 0, 0, 0, time.UTC), time.Date(2026, 5, 13, 9, 17, 0, 0, time.UTC),
+		time.Date(2026, 9, 17, 15, 41, 0, 0, time.UTC)}
+	for _, s := range reg.Schedules() {
+		if f := strings.Fields(s.Expr); len(f) < 6 && !strings.HasPrefix(s.Expr, "@every") {
+			continue // five fields fire at most once a minute
+		}
+		frequent := true
+		for _, t := range from {
+			next := s.Next(t)
+			if after := s.Next(next); next.IsZero() || after.IsZero() || next.Sub(t) >= time.Minute || after.Sub(next) >= time.Minute {
+				frequent = false
+				break
+			}
+		}
+		if frequent {
+			out[s.Name] = frequentHistory
+		}
+	}
+	return out
+}
+
 // maxErrorLen bounds a recorded error message.
 const maxErrorLen = 2000
 
@@ -51,6 +88,8 @@ type Record struct {
 	Replica  string `json:"replica,omitempty"`
 	// Actor is who asked for a manual occurrence, if the admin knew.
 	Actor string `json:"actor,omitempty"`
+	// Member is, for a family, the member the occurrence was for.
+	Member string `json:"member,omitempty"`
 }
 
 func unixMilli(ms int64) time.Time {
@@ -65,7 +104,7 @@ func recordOf(s store.Record) Record {
 		Outcome: Outcome(s.Outcome), EnqueuedAt: unixMilli(s.EnqueuedAt), StartedAt: unixMilli(s.StartedAt),
 		FinishedAt: unixMilli(s.FinishedAt), Duration: time.Duration(s.DurationMS) * time.Millisecond,
 		DurationMS: s.DurationMS, Error: s.Error, Attempt: s.Attempt, MaxRetry: s.MaxRetry, Replica: s.Replica,
-		Actor: s.Actor}
+		Actor: s.Actor, Member: s.Member}
 }
 
 // Middleware returns the worker-side recorder. Every execution ends in a
@@ -185,6 +224,9 @@ func (r *Runtime) recordExecution(ctx context.Context, occ registry.Occurrence, 
 	if occ.Manual {
 		e.Fields = append(e.Fields, "manual", "1")
 	}
+	if occ.Member != "" {
+		e.Fields = append(e.Fields, "member", occ.Member)
+	}
 	switch outcome {
 	case OutcomeSucceeded:
 		e.Count, e.Last = string(OutcomeSucceeded), counterLastSuccess
@@ -199,6 +241,9 @@ func (r *Runtime) recordExecution(ctx context.Context, occ registry.Occurrence, 
 	defer cancel()
 	if err := r.store.RecordExecution(ctx, e); err != nil {
 		r.log.Warn("could not record execution in the ledger", "id", e.ID, "outcome", outcome, "err", err)
+	}
+	if occ.Member != "" {
+		r.noteMemberRun(ctx, occ, outcome, at)
 	}
 }
 

@@ -16,7 +16,6 @@ import (
 
 // Defaults for Options.
 const (
-	NamespaceDefault          = "belfry"
 	LeaseTTLDefault           = 15 * time.Second
 	SkewMarginDefault         = time.Minute
 	HistoryLimitDefault       = 50
@@ -39,8 +38,14 @@ type Options struct {
 	// ("redis://sentinel1:26379?master_name=mymaster&addr=sentinel2:26379").
 	RedisURL string
 	Logger   *slog.Logger
-	// Namespace prefixes every key the runtime writes, so several services
-	// can share one Redis.
+	// Namespace prefixes every key the runtime writes and every occurrence
+	// ID, so several services can share one Redis. The replicas of one
+	// service must share it, and two services must not. Default:
+	// DefaultNamespace(registry), named after the registry's first package
+	// (e.g. "service.jobs-1f0c33a2"), which tells services apart and stays
+	// the same when the schedules change. Set it to NamespaceLegacy
+	// ("belfry") to keep the namespace of a deployment that began before
+	// the default was derived.
 	Namespace string
 	// Replica names this process in the lease, the ledger and the admin
 	// page. Default: hostname-pid.
@@ -52,12 +57,13 @@ type Options struct {
 	// Grace, when set, replaces every schedule's own grace window: how late
 	// a slot may still be enqueued.
 	Grace time.Duration
-	// SkewMargin is the largest clock difference expected between replicas.
-	// A finished task's ID stays reserved in asynq for grace+SkewMargin, the
-	// longest window in which another replica could try the same slot.
+	// SkewMargin is the largest clock difference expected between replicas
+	// and Redis: a replica further off does not lead, and after a loss of
+	// Redis data cursors restart this far past Redis's clock.
 	SkewMargin time.Duration
 	// HistoryLimit is the number of occurrences kept per schedule in the
-	// ledger.
+	// ledger; a schedule that fires more often than once a minute keeps at
+	// most 20 (each record costs Redis about half a kilobyte).
 	HistoryLimit int
 	// EnqueueConcurrency bounds the concurrent enqueues when many schedules
 	// come due together (the midnight spike). Enqueues made at the same
@@ -85,7 +91,6 @@ type Options struct {
 var replicaRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$`)
 
 func (o *Options) normalize() error {
-	o.Namespace = cmp.Or(o.Namespace, NamespaceDefault)
 	o.LeaseTTL = cmp.Or(o.LeaseTTL, LeaseTTLDefault)
 	o.SkewMargin = cmp.Or(o.SkewMargin, SkewMarginDefault)
 	o.HistoryLimit = cmp.Or(o.HistoryLimit, HistoryLimitDefault)

@@ -31,6 +31,9 @@ type slotPlan struct {
 	nMissed int
 	err     error       // enqueue failed: the cursor stays before the failed slot
 	done    []store.Rec // what was enqueued or skipped, in slot order
+	// prevID is, for a family member, its last enqueued occurrence before
+	// this plan (overlap=skip), "" if none.
+	prevID string
 }
 
 // planSlots enumerates the schedule's slots from first (its first slot after
@@ -174,7 +177,7 @@ func (p *slotPlan) lastID() string {
 			return p.done[i].ID
 		}
 	}
-	return ""
+	return p.prevID
 }
 
 // commit is the plan's part of the fenced commit: the cursor, the records

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"maps"
 	"testing"
 	"time"
 
@@ -363,3 +364,25 @@ func TestPausedPlanLeavesCatchUpSlotsMissed(t *testing.T) {
 		t.Errorf("counts %v, want the two due slots paused and the two catch-up slots missed", c.Counts)
 	}
 }
+
+func TestOnlySchedulesFiringMoreThanOnceAMinuteKeepAShorterHistory(t *testing.T) {
+	reg := registry.MustNew(
+		registry.Schedule{Name: "every-second", Expr: "* * * * * *", Handler: noopHandler},
+		registry.Schedule{Name: "every-20s", Expr: "*/20 * * * * *", Zone: "America/New_York", Handler: noopHandler},
+		registry.Schedule{Name: "every-10s", Expr: "@every 10s", Handler: noopHandler},
+		registry.Schedule{Name: "every-minute", Expr: "* * * * *", Handler: noopHandler},
+		registry.Schedule{Name: "once-a-minute-with-seconds", Expr: "30 * * * * *", Handler: noopHandler},
+		registry.Schedule{Name: "a-burst-once-a-day", Expr: "* 0 3 * * *", Handler: noopHandler},
+		registry.Schedule{Name: "nightly", Expr: "17 3 * * *", Handler: noopHandler},
+	)
+	got := historyLimits(reg, HistoryLimitDefault)
+	want := map[string]int{"every-second": frequentHistory, "every-20s": frequentHistory, "every-10s": frequentHistory}
+	if !maps.Equal(got, want) {
+		t.Errorf("history limits %v, want %v", got, want)
+	}
+	if got := historyLimits(reg, 10); len(got) != 0 {
+		t.Errorf("with HistoryLimit 10 below the frequent one: %v, want none", got)
+	}
+}
+
+func noopHandler(context.Context, registry.Occurrence) error { return nil }

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime/internal/clock"
+	"github.com/belfry/belfry/runtime/internal/knob"
 	"github.com/belfry/belfry/runtime/internal/lease"
 	"github.com/belfry/belfry/runtime/internal/pipeline"
 	"github.com/belfry/belfry/runtime/internal/store"
@@ -54,6 +56,13 @@ type Runtime struct {
 	redisCheck redisCheck
 	dataWatch  dataWatch
 	lateness   lateness
+
+	// identity tells this registry's service from others in the namespace;
+	// derivedNamespace is true when the namespace is the default.
+	identity         string
+	derivedNamespace bool
+	namespace        namespaceWatch
+	foreign          foreignOwners
 }
 
 // recordTTL bounds how long an occurrence record outlives its index entry.
@@ -65,16 +74,22 @@ func New(reg *registry.Registry, opts Options) (*Runtime, error) {
 	return newRuntime(reg, opts, clock.Real{})
 }
 
+func init() { knob.NewWithClock = newRuntime }
+
 // newRuntime is New with the clock that lease, scheduler and ledger share:
 // tests place a runtime at another instant, the chaos harness skews it.
 func newRuntime(reg *registry.Registry, opts Options, clk clock.Clock) (*Runtime, error) {
 	if reg == nil {
 		return nil, errors.New("registry is nil; pass the Registry that crongen generated")
 	}
+	identity, derived := cmp.Or(registryIdentity(reg), "unknown"), opts.Namespace == ""
+	if derived {
+		opts.Namespace = DefaultNamespace(reg)
+	}
 	if err := opts.normalize(); err != nil {
 		return nil, err
 	}
-	r := &Runtime{reg: reg, opts: opts, clock: clk}
+	r := &Runtime{reg: reg, opts: opts, clock: clk, identity: identity, derivedNamespace: derived}
 	r.redisCheck.every = redisCheckEvery
 	r.log = opts.Logger.With("replica", opts.Replica)
 	switch {
@@ -93,12 +108,13 @@ func newRuntime(reg *registry.Registry, opts Options, clk clock.Clock) (*Runtime
 	r.redisURL = opts.RedisURL
 	r.store = store.New(r.rdb, opts.Namespace, opts.HistoryLimit, recordTTL)
 	r.store.Acks = opts.acks()
+	r.store.Limits = historyLimits(reg, opts.HistoryLimit)
 	enqueuer := pipeline.NewClient(r.rdb)
 	enqueuer.Acks = opts.acks()
 	r.client = asynq.NewClientFromRedisClient(enqueuer)
 	r.inspector = asynq.NewInspectorFromRedisClient(r.rdb)
 	r.lease = lease.New(lease.Config{Redis: r.rdb, Keys: r.store.Keys, Replica: opts.Replica,
-		TTL: opts.LeaseTTL, Log: r.log, OnRedis: r.noteRedis, Clock: clk, MayLead: r.mayLead, OnHolder: r.seeHolder, OnHeld: r.seeHeld,
+		TTL: opts.LeaseTTL, Log: r.log, OnRedis: r.noteRedis, Clock: clk, MayLead: r.mayLeadInNamespace, OnHolder: r.seeHolder, OnHeld: r.seeHeld,
 		Acks: opts.acks()})
 	return r, nil
 }
@@ -204,6 +220,9 @@ func (r *Runtime) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { r.lease.Run(ctx) })
 	wg.Go(func() { r.scheduleLoop(ctx) })
+	if len(r.families()) > 0 {
+		wg.Go(func() { r.familyLoop(ctx) })
+	}
 	wg.Wait()
 	releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
@@ -264,15 +283,24 @@ func (r *Runtime) RedisState() (RedisState, error) {
 	return RedisUp, nil
 }
 
-// retention keeps a finished task's ID reserved as long as a replica could
-// still enqueue the same slot. The enqueue and the cursor commit are both
-// fenced, so an ex-leader's late enqueue is refused by Redis whatever the
-// retention. What the ID still guards is a holder that enqueued and then
-// crashed or stalled before committing its cursor: the next holder — another
-// replica within a lease TTL, or the same service restarted minutes later —
-// enqueues the slot again as long as it is within grace, plus its clock's
-// skew. Longer would only fill Redis.
-func (r *Runtime) retention(s *registry.Schedule) time.Duration {
+// retention keeps a finished task's ID reserved for a lease TTL, not for
+// grace: no scheduler path enqueues a slot again once its task is in. An
+// ex-leader's late enqueue is refused by the fence, and a holder that
+// crashed between its enqueue and its commit left its cursor raised to the
+// slot by the enqueue itself (the same transaction), so the next holder
+// starts after it. What the retained ID still covers is a replay of one
+// enqueue while its call lasts (go-redis retrying a command whose reply
+// was lost), which a holder's lease bounds. A per-second schedule thus
+// keeps about twenty finished tasks in Redis, not grace's three hundred.
+func (r *Runtime) retention(*registry.Schedule) time.Duration {
+	return r.opts.LeaseTTL
+}
+
+// memberRetention keeps a family member's finished task ID reserved as
+// long as a replica could still enqueue the same slot: the next holder
+// after a crash between the member's enqueue and its cursor commit
+// enqueues the slot again while it is within grace, plus its clock's skew.
+func (r *Runtime) memberRetention(s *registry.Schedule) time.Duration {
 	return r.Grace(s) + r.opts.SkewMargin
 }
 
@@ -308,6 +336,9 @@ func (r *Runtime) manualSchedule(name string) (*registry.Schedule, error) {
 	if r.disabled != "" {
 		return nil, ErrDisabled
 	}
+	if s.Family() {
+		return nil, fmt.Errorf("%w: %q is a family (per=%s); name the member (TriggerMember, RerunMember, BackfillMember)", ErrNoMember, name, s.Per)
+	}
 	return s, nil
 }
 
@@ -322,12 +353,17 @@ func (r *Runtime) Trigger(ctx context.Context, name, requestKey string) (registr
 	if err != nil {
 		return registry.Occurrence{}, err
 	}
-	if requestKey, err = requestKeyOf(requestKey); err != nil {
+	return r.trigger(ctx, s, r.scope(s), requestKey)
+}
+
+func (r *Runtime) trigger(ctx context.Context, s *registry.Schedule, sc registry.Scope, requestKey string) (registry.Occurrence, error) {
+	requestKey, err := requestKeyOf(requestKey)
+	if err != nil {
 		return registry.Occurrence{}, err
 	}
 	now := r.clock.Now().Truncate(time.Second)
-	occ := registry.Occurrence{Schedule: s.Name, Slot: now.In(s.Location()), Zone: s.Zone, Manual: true,
-		ID: r.scope(s).ManualID(requestKey)}
+	occ := registry.Occurrence{Schedule: s.Name, Slot: now.In(s.Location()), Zone: s.Zone, Member: sc.Member, Manual: true,
+		ID: sc.ManualID(requestKey)}
 	return occ, r.enqueueManual(ctx, s, occ)
 }
 
@@ -383,18 +419,23 @@ func (r *Runtime) Rerun(ctx context.Context, name string, slot time.Time, reques
 	if err != nil {
 		return registry.Occurrence{}, err
 	}
-	if requestKey, err = requestKeyOf(requestKey); err != nil {
+	return r.rerun(ctx, s, r.scope(s), slot, requestKey)
+}
+
+func (r *Runtime) rerun(ctx context.Context, s *registry.Schedule, sc registry.Scope, slot time.Time, requestKey string) (registry.Occurrence, error) {
+	requestKey, err := requestKeyOf(requestKey)
+	if err != nil {
 		return registry.Occurrence{}, err
 	}
 	if slot, err = r.checkSlot(s, slot); err != nil {
 		return registry.Occurrence{}, err
 	}
-	occ := rerunOccurrence(r.scope(s), s, slot, requestKey)
+	occ := rerunOccurrence(sc, s, slot, requestKey)
 	return occ, r.enqueueManual(ctx, s, occ)
 }
 
 func rerunOccurrence(sc registry.Scope, s *registry.Schedule, slot time.Time, requestKey string) registry.Occurrence {
-	return registry.Occurrence{Schedule: s.Name, Slot: slot, Zone: s.Zone, Manual: true,
+	return registry.Occurrence{Schedule: s.Name, Slot: slot, Zone: s.Zone, Member: sc.Member, Manual: true,
 		ID: sc.RerunID(slot, requestKey), RerunOf: sc.ID(slot)}
 }
 
@@ -412,7 +453,12 @@ func (r *Runtime) Backfill(ctx context.Context, name string, from, to time.Time,
 	if err != nil {
 		return nil, err
 	}
-	if requestKey, err = requestKeyOf(requestKey); err != nil {
+	return r.backfill(ctx, s, r.scope(s), from, to, requestKey)
+}
+
+func (r *Runtime) backfill(ctx context.Context, s *registry.Schedule, sc registry.Scope, from, to time.Time, requestKey string) ([]registry.Occurrence, error) {
+	requestKey, err := requestKeyOf(requestKey)
+	if err != nil {
 		return nil, err
 	}
 	now := r.clock.Now()
@@ -435,7 +481,7 @@ func (r *Runtime) Backfill(ctx context.Context, name string, from, to time.Time,
 	}
 	occs := make([]registry.Occurrence, 0, len(slots))
 	for _, slot := range slots {
-		occ := rerunOccurrence(r.scope(s), s, slot.In(s.Location()), requestKey)
+		occ := rerunOccurrence(sc, s, slot.In(s.Location()), requestKey)
 		if err := r.enqueueManual(ctx, s, occ); err != nil {
 			return occs, err
 		}
@@ -453,23 +499,14 @@ func (r *Runtime) enqueueManual(ctx context.Context, s *registry.Schedule, occ r
 	}
 	at := r.clock.Now().UnixMilli()
 	rec := store.Rec{ID: occ.ID, Slot: occ.Slot.Unix(), Manual: true, At: at, Outcome: string(OutcomeEnqueued),
-		Score: at, Actor: ActorFrom(ctx)}
+		Score: at, Actor: ActorFrom(ctx), Member: occ.Member}
+	if occ.Member != "" {
+		r.noteMemberRun(ctx, occ, OutcomeEnqueued, time.UnixMilli(at))
+	}
 	r.emit(Event{Schedule: s.Name, Outcome: OutcomeEnqueued, Manual: true})
 	if err := r.store.RecordManual(ctx, store.Commit{Name: s.Name, Recs: []store.Rec{rec},
 		Counts: map[string]int64{counterManual: 1, counterLastEnqueue: at}}); err != nil {
 		r.log.Warn("manual occurrence enqueued but not recorded in history", "id", occ.ID, "err", err)
 	}
 	return nil
-}
-
-// RegisterHandlers registers every schedule's handler on mux, wrapped so the
-// runtime records each execution (start, finish, duration, error) in its
-// ledger; extra middleware runs inside that recording.
-func (r *Runtime) RegisterHandlers(mux *asynq.ServeMux, middleware ...registry.Middleware) {
-	mw := append([]registry.Middleware{r.Middleware()}, middleware...)
-	for _, s := range r.reg.Schedules() {
-		mux.HandleFunc(s.Name, func(ctx context.Context, t *asynq.Task) error {
-			return s.HandlePayload(ctx, t.Payload(), mw...)
-		})
-	}
 }

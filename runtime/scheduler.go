@@ -15,16 +15,28 @@ import (
 	"github.com/hibiken/asynq"
 )
 
-// due is a schedule's next slot in the leader's heap.
+// due is a schedule's next slot in the leader's heap, and its cursor (the
+// last slot handled), in unix seconds: 24 bytes a schedule, the leader's
+// whole state of it, since at 100,000 schedules every byte here is 100 kB.
 type due struct {
-	sched *registry.Schedule
-	slot  time.Time
+	sched        *registry.Schedule
+	slot, cursor int64
+}
+
+func (d due) slotTime() time.Time   { return time.Unix(d.slot, 0) }
+func (d due) cursorTime() time.Time { return time.Unix(d.cursor, 0) }
+
+// dueAt is the heap entry of a schedule whose cursor is cursor, or false
+// if it never fires again.
+func dueAt(s *registry.Schedule, cursor time.Time) (due, bool) {
+	next := s.Next(cursor)
+	return due{sched: s, slot: next.Unix(), cursor: cursor.Unix()}, !next.IsZero()
 }
 
 type dueHeap []due
 
 func (h dueHeap) Len() int           { return len(h) }
-func (h dueHeap) Less(i, j int) bool { return h[i].slot.Before(h[j].slot) }
+func (h dueHeap) Less(i, j int) bool { return h[i].slot < h[j].slot }
 func (h dueHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
 func (h *dueHeap) Push(x any)        { *h = append(*h, x.(due)) }
 func (h *dueHeap) Pop() any {
@@ -38,14 +50,50 @@ func (h *dueHeap) Pop() any {
 // schedule's cursor and next slot. It is rebuilt from Redis whenever the
 // lease changes hands, since another leader may have advanced the cursors.
 type leaderState struct {
-	value   string
-	cursors map[string]time.Time
-	queue   dueHeap
+	value string
+	queue dueHeap
+	// uncommitted are the plans enqueued since the last commit started.
+	// They are committed once nothing more is due, so that a spike's
+	// commits do not take Redis from its enqueues: each enqueue has raised
+	// its cursor already, and what waits is the rest of the step (missed
+	// and paused slots, records, counters).
+	uncommitted []*slotPlan
+	commits     []store.Commit
+	// committing is the commit running in the background, nil when none.
+	committing *batchCommit
+}
+
+// dispatchBatch bounds the schedules one dispatch takes from the heap, so
+// that when many come due at once (100,000 at midnight) the loop looks at
+// its lease, its context and its running commit between batches.
+const dispatchBatch = 4096
+
+// maxUncommitted bounds the plans waiting for their commit while more is
+// still due (a few hundred bytes each): past it, a commit starts alongside
+// the enqueues that go on.
+const maxUncommitted = 100000
+
+// batchCommit is a fenced commit running in the background.
+type batchCommit struct {
+	plans []*slotPlan
+	done  chan struct{}
+	err   error
+}
+
+func (c *batchCommit) ended() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // scheduleLoop runs on every replica; it only enqueues while this replica
 // holds the lease. It sleeps until the next due slot, so an idle scheduler
 // costs nothing, and its work grows with the schedules due, not the total.
+// Between steps it looks at the lease, so however many schedules are due a
+// lost lease stops it within one batch.
 func (r *Runtime) scheduleLoop(ctx context.Context) {
 	var st *leaderState
 	retry := clock.NewBackoff(50*time.Millisecond, 2*time.Second)
@@ -57,6 +105,9 @@ func (r *Runtime) scheduleLoop(ctx context.Context) {
 		value, leader := r.lease.Current()
 		switch {
 		case !leader:
+			if st != nil {
+				r.flushCommits(ctx, st) // refused if it comes too late; the next holder reads Redis
+			}
 			st = nil
 			r.learnEpoch(ctx)
 			// Woken when the lease changes; the cap is a backstop against
@@ -75,35 +126,58 @@ func (r *Runtime) scheduleLoop(ctx context.Context) {
 		default:
 			now := r.clock.Now()
 			r.checkUnserved(now)
-			if len(st.queue) > 0 && !st.queue[0].slot.After(now) {
-				if err := r.dispatch(ctx, st, now); err != nil {
-					// The cursors in Redis are the truth; what this replica
-					// holds in memory may be ahead of them after a failed
-					// commit, so it is rebuilt before the next attempt.
-					st = nil
-					if errors.Is(err, store.ErrNotLeader) {
-						r.lease.StepDown("a fenced write was rejected")
-						continue
-					}
-					r.noteRedis(err)
-					wait = retry.Next()
-					break
+			var err error
+			switch {
+			case st.committing != nil && st.committing.ended():
+				err = r.finishCommit(st)
+			case len(st.uncommitted) >= maxUncommitted && st.committing == nil:
+				r.startCommit(ctx, st) // still due, but the backlog is bounded
+			case len(st.queue) > 0 && !st.queue[0].slotTime().After(now):
+				err = r.dispatch(ctx, st, now)
+			case len(st.uncommitted) > 0 && st.committing == nil:
+				r.startCommit(ctx, st)
+			default:
+				// Idle, or waiting for the running commit.
+				wait = time.Hour
+				if len(st.queue) > 0 {
+					wait = st.queue[0].slotTime().Sub(now)
 				}
+			}
+			if err != nil {
+				// The cursors in Redis are the truth; what this replica
+				// holds in memory may be ahead of them after a failed
+				// commit, so it is rebuilt before the next attempt, once
+				// what was enqueued is recorded.
+				r.flushCommits(ctx, st)
+				st = nil
+				if errors.Is(err, store.ErrNotLeader) {
+					r.lease.StepDown("a fenced write was rejected")
+					continue
+				}
+				r.noteRedis(err)
+				wait = retry.Next()
+				break
+			}
+			if wait == 0 {
 				retry.Reset()
 				continue
 			}
-			wait = time.Hour
-			if len(st.queue) > 0 {
-				wait = st.queue[0].slot.Sub(now)
-			}
 		}
 		r.scheduling.Store(st != nil)
+		var committed <-chan struct{}
+		if st != nil && st.committing != nil {
+			committed = st.committing.done
+		}
 		timer.Reset(wait)
 		select {
 		case <-ctx.Done():
+			if st != nil {
+				r.flushCommits(ctx, st) // the lease is released after this loop ends
+			}
 			return
 		case <-r.lease.Changed():
 		case <-timer.C:
+		case <-committed:
 		}
 	}
 }
@@ -121,10 +195,13 @@ func (r *Runtime) loadLeaderState(ctx context.Context, value string) (*leaderSta
 		return nil, err
 	}
 	now := r.clock.Now().Truncate(time.Second)
-	st := &leaderState{value: value, cursors: make(map[string]time.Time, len(scheds))}
+	st := &leaderState{value: value, queue: make(dueHeap, 0, len(scheds))}
 	var fresh, movedNames []string
 	var moved []store.Commit
 	for i, s := range scheds {
+		if s.Family() {
+			continue // scheduled per member, by familyLoop
+		}
 		cursor := now
 		switch {
 		case known[i] && !resume.After(time.Unix(cursors[i], 0)):
@@ -142,9 +219,8 @@ func (r *Runtime) loadLeaderState(ctx context.Context, value string) (*leaderSta
 		default:
 			fresh = append(fresh, s.Name)
 		}
-		st.cursors[s.Name] = cursor
-		if next := s.Next(cursor); !next.IsZero() {
-			st.queue = append(st.queue, due{s, next})
+		if d, ok := dueAt(s, cursor); ok {
+			st.queue = append(st.queue, d)
 		}
 	}
 	heap.Init(&st.queue)
@@ -166,19 +242,21 @@ func (r *Runtime) loadLeaderState(ctx context.Context, value string) (*leaderSta
 	return st, nil
 }
 
-// dispatch handles every schedule due at now: enqueue (idempotent by task
-// ID), then advance the cursors in fenced writes. A crash between the two
-// makes the next holder enqueue the same IDs again, which asynq rejects.
+// dispatch handles the schedules due at now, at most dispatchBatch of
+// them: it enqueues their slots (idempotent by task ID, each raising its
+// cursor in the same transaction) and leaves the rest of the step to the
+// commit that follows. A crash between the two leaves the next holder
+// nothing to enqueue again.
 func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) error {
 	var plans []*slotPlan
 	var names []string
 	// A dispatch that falls behind its slots, or fails, counts toward
 	// handing the lease over (handover.go).
-	earliest, enqueued := st.queue[0].slot, time.Time{}
+	earliest, enqueued := st.queue[0].slotTime(), time.Time{}
 	defer func() { r.noteDispatch(ctx, earliest, enqueued) }()
-	for len(st.queue) > 0 && !st.queue[0].slot.After(now) {
+	for len(st.queue) > 0 && !st.queue[0].slotTime().After(now) && len(plans) < dispatchBatch {
 		d := heap.Pop(&st.queue).(due)
-		plans = append(plans, planSlots(r.scope(d.sched), d.sched, d.slot, st.cursors[d.sched.Name], now, r.Grace(d.sched)))
+		plans = append(plans, planSlots(r.scope(d.sched), d.sched, d.slotTime(), d.cursorTime(), now, r.Grace(d.sched)))
 		names = append(names, d.sched.Name)
 	}
 	// Pauses are read when slots come due, so a pause set on any replica
@@ -194,7 +272,6 @@ func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) 
 	}
 	r.enqueueAll(ctx, st.value, plans)
 	enqueued = r.clock.Now()
-	commits := make([]store.Commit, 0, len(plans))
 	var firstErr error
 	for _, p := range plans {
 		if errors.Is(p.err, store.ErrNotLeader) {
@@ -203,21 +280,52 @@ func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) 
 		if p.err != nil && firstErr == nil {
 			firstErr = p.err
 		}
-		commits = append(commits, p.commit(now))
-	}
-	if err := r.store.Commit(ctx, st.value, commits); err != nil {
-		return err // cursors stay; the next pass re-enqueues harmlessly
-	}
-	for _, p := range plans {
-		p.report(r.emit)
-	}
-	for _, p := range plans {
-		st.cursors[p.sched.Name] = p.cursor
-		if next := p.sched.Next(p.cursor); !next.IsZero() {
-			heap.Push(&st.queue, due{p.sched, next})
+		st.uncommitted = append(st.uncommitted, p)
+		st.commits = append(st.commits, p.commit(now))
+		if d, ok := dueAt(p.sched, p.cursor); ok {
+			heap.Push(&st.queue, d)
 		}
 	}
-	return firstErr
+	return firstErr // the state is rebuilt from Redis once this batch is committed
+}
+
+// startCommit commits the uncommitted plans in the background.
+func (r *Runtime) startCommit(ctx context.Context, st *leaderState) {
+	c := &batchCommit{plans: st.uncommitted, done: make(chan struct{})}
+	commits := st.commits
+	st.uncommitted, st.commits, st.committing = nil, nil, c
+	go func() {
+		defer close(c.done)
+		c.err = r.store.Commit(context.WithoutCancel(ctx), st.value, commits)
+	}()
+}
+
+// finishCommit waits for the running commit, if any, and tells observers
+// what its plans did once it is committed.
+func (r *Runtime) finishCommit(st *leaderState) error {
+	c := st.committing
+	if c == nil {
+		return nil
+	}
+	<-c.done
+	st.committing = nil
+	if c.err != nil {
+		return c.err // cursors stay; the next holder state starts from Redis's
+	}
+	for _, p := range c.plans {
+		p.report(r.emit)
+	}
+	return nil
+}
+
+// flushCommits commits whatever was enqueued and not yet committed, before
+// the state is dropped.
+func (r *Runtime) flushCommits(ctx context.Context, st *leaderState) {
+	r.finishCommit(st)
+	if len(st.uncommitted) > 0 {
+		r.startCommit(ctx, st)
+		r.finishCommit(st)
+	}
 }
 
 // enqueueAll enqueues every planned slot, several schedules at once. Each
@@ -267,9 +375,30 @@ func (r *Runtime) enqueuePlan(ctx context.Context, fence *pipeline.Fence, p *slo
 				outcome = OutcomeSkipped
 			}
 		}
-		occ := s.Occurrence(r.opts.Namespace, slot)
+		occ := p.occurrence(r.opts.Namespace, slot)
 		if outcome == OutcomeEnqueued {
-			if _, err := r.enqueue(ctx, s, occ, r.retention(s)); err != nil {
+			// The cursor rises to the slot in the enqueue's own
+			// transaction, so a crash before the commit below leaves no
+			// enqueued slot after the cursor for the next holder to
+			// enqueue again once the task's ID is free.
+			enqueueCtx, retention := ctx, r.retention(s)
+			if p.scope.Member == "" {
+				mark := &pipeline.Mark{Exists: asynqTaskKey(s.Queue, occ.ID), Hash: r.store.Keys.Cursors,
+					Field: s.Name, Value: slot.Unix()}
+				if s.Overlap == registry.OverlapSkip {
+					// Its next slot asks whether this one still runs.
+					mark.Also, mark.AlsoValue = r.store.Keys.LastID, occ.ID
+				}
+				enqueueCtx = pipeline.WithMark(ctx, mark)
+			} else {
+				// A family member's cursor is not a number in the
+				// schedules' cursor hash (store/members.go), so no mark
+				// raises it with the enqueue: its task ID stays reserved
+				// for as long as the next holder could enqueue the slot
+				// again, as every schedule's did before marks.
+				retention = r.memberRetention(s)
+			}
+			if _, err := r.enqueue(enqueueCtx, s, occ, retention); err != nil {
 				if fence.Rejected() {
 					err = store.ErrNotLeader
 				}
@@ -281,6 +410,11 @@ func (r *Runtime) enqueuePlan(ctx context.Context, fence *pipeline.Fence, p *slo
 			Outcome: string(outcome), Score: slot.UnixMilli()})
 	}
 }
+
+// asynqTaskKey is the key of asynq's hash for a task (asynq v0.26's
+// layout, which its enqueue script checks for an ID conflict): it exists
+// once the task is in, whatever became of it since, until asynq deletes it.
+func asynqTaskKey(queue, id string) string { return "asynq:{" + queue + "}:t:" + id }
 
 // enqueue puts one occurrence into asynq and reports whether it inserted
 // it. A task ID conflict means another replica (or an earlier attempt of
@@ -303,6 +437,9 @@ func (r *Runtime) enqueue(ctx context.Context, s *registry.Schedule, occ registr
 // occurrence is still pending, scheduled, active or waiting to retry.
 func (r *Runtime) previousStillRunning(ctx context.Context, s *registry.Schedule, lastInBatch string) (bool, error) {
 	id := lastInBatch
+	if id == "" && s.Family() {
+		return false, nil // a member's previous occurrence comes with its plan (prevID)
+	}
 	if id == "" {
 		var err error
 		if id, err = r.store.LastID(ctx, s.Name); err != nil || id == "" {

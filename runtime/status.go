@@ -58,6 +58,15 @@ type Snapshot struct {
 	LostWrites []LostWrites
 	// DuplicateReplica says another process uses this replica's name.
 	DuplicateReplica string
+	// NamespaceContention says a replica of another registry beats in this
+	// namespace (see Runtime.NamespaceContention).
+	NamespaceContention string
+	// Misrouted are recent reports of this service's occurrences bounced
+	// by workers of their queue (see Runtime.MisroutedOccurrences).
+	Misrouted []Misrouted
+	// LegacyNamespace says an earlier deployment still schedules this
+	// registry in the old default namespace (see Runtime.LegacyNamespace).
+	LegacyNamespace string
 }
 
 // recentPerSchedule is how many occurrences the index page shows per row.
@@ -77,11 +86,12 @@ func (r *Runtime) Snapshot(ctx context.Context) (Snapshot, error) {
 		r.noteRedis(err)
 	}
 	recent, counters, paused := rd.recent, rd.counters, rd.paused
-	snap.Cluster, snap.Unserved, snap.LostWrites = rd.cluster, rd.unserved, rd.lost
+	snap.Cluster, snap.Unserved, snap.LostWrites, snap.Misrouted = rd.cluster, rd.unserved, rd.lost, rd.misrouted
 	state, lastErr := r.RedisState()
 	snap.Redis = state
 	snap.RedisUnsafe = r.RedisUnsafe()
 	snap.DuplicateReplica = r.DuplicateReplica()
+	snap.NamespaceContention, snap.LegacyNamespace = r.NamespaceContention(), r.LegacyNamespace()
 	if lastErr != nil {
 		snap.RedisError = redactSecrets(lastErr.Error(), r.redisURL)
 	}

@@ -42,7 +42,9 @@ func run(pass *analysis.Pass) (any, error) {
 	to := from.AddDate(0, 0, cronpass.SampleDays)
 	for _, e := range cronpass.Of(pass).Schedules {
 		kv, ok := e.Directive.Key("tz")
-		if !ok {
+		if !ok || e.Directive.Per != "" {
+			// A family's tz= is only the default of members that each
+			// have their own zone, chosen per member as data.
 			continue
 		}
 		c := e.Directive.Cron

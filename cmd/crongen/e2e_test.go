@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -97,7 +98,10 @@ func TestEndToEnd(t *testing.T) {
 	}
 	for _, pkg := range []string{"jobs", "clash", "methods"} {
 		got := readFile(t, filepath.Join(mod, pkg, outputName))
-		want := readFile(t, filepath.Join(fixture(t, pkg), outputName+".golden"))
+		// The file names its package's import path, and nothing else of
+		// where the package is.
+		want := strings.ReplaceAll(readFile(t, filepath.Join(fixture(t, pkg), outputName+".golden")),
+			`"github.com/belfry/belfry/testdata/crongen/`+pkg+`"`, `"example.com/e2e/`+pkg+`"`)
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("%s: generated file differs from the in-place golden (-want +got):\n%s", pkg, diff)
 		}
@@ -126,6 +130,7 @@ jobs.rollup-hourly 2026-03-07T13:00:00Z reports.go:12
 prune-soft-deleted 2026-03-08T03:17:00Z prune.go:13
 reconcile-ledger 2026-03-08T03:00:00-04:00 reports.go:20
 send-digest 2026-03-09T08:00:00+01:00 digest.go:20
+weekly-report 2026-03-09T09:00:00Z reports.go:37
 run heartbeat on queue default
 heartbeat cron:heartbeat:1772884890
 run jobs.probe-status on queue default
@@ -138,6 +143,8 @@ run reconcile-ledger on queue ledger
 reconcile cron:reconcile-ledger:1772953200
 run send-digest on queue default
 digest team@example.com cron:send-digest:1773039600
+run weekly-report on queue default
+weekly report  cron:weekly-report:1773046800
 prune-soft-deleted send-digest
 clash.count 2026-03-08T00:00:00Z
 clash.limit 2026-03-08T01:00:00Z
@@ -146,7 +153,7 @@ prune main-db cron:maintenance:prune:1772939820
 count main-db cron:methods.count:1772946000
 vacuum main-db 10 cron:methods.vacuum:1772942400
 digest from ops@example.com cron:reports:weekly:1773039600
-merged 8 <nil>
+merged 9 <nil>
 schedule name "heartbeat" is in registries 1 and 2 (declared at reports.go:28 and methods.go:68); names must be unique across the service, set name= on one
 `
 	if diff := cmp.Diff(wantOut, string(out)); diff != "" {

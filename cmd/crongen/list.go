@@ -17,7 +17,7 @@ func (a *app) listCommand() *cobra.Command {
 		Short: "Print every schedule of the packages with its next fire time",
 		Long: `list prints one row per schedule declared in the packages (default "."),
 sorted by name: its name, expression, zone, queue and next fire time in its
-zone. It validates the directives as generate does and reports problems the
+zone (for a family, declared with per=, the members' default zone). It validates the directives as generate does and reports problems the
 same way.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			at := time.Now()
@@ -52,7 +52,13 @@ same way.`,
 					next = t.Format(time.RFC3339)
 				}
 				d := s.directive
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.name, d.Expr, d.Zone, d.Queue, next)
+				zone := d.Zone
+				if d.Per != "" {
+					// A family's members each have a zone; its own is
+					// their default, and so is NEXT.
+					zone = fmt.Sprintf("per %s (default %s)", d.Per, d.Zone)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.name, d.Expr, zone, d.Queue, next)
 			}
 			return tw.Flush()
 		},

@@ -72,6 +72,7 @@ type schedule struct {
 // target is one package to generate for.
 type target struct {
 	name      string // package name
+	path      string // import path, which the generated schedules carry
 	dir       string
 	schedules []*schedule // sorted by name
 	imports   *importSet
@@ -258,7 +259,7 @@ func (l *loader) check(fset *token.FileSet, pkg *packages.Package) *target {
 		l.reportPackageErrors(pkg, nil, false)
 		return nil
 	}
-	t := &target{name: pkg.Name, dir: dir}
+	t := &target{name: pkg.Name, path: pkg.PkgPath, dir: dir}
 	var scope *types.Scope
 	if pkg.Types != nil {
 		scope = pkg.Types.Scope()

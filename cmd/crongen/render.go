@@ -47,7 +47,8 @@ func (s *importSet) add(path, name string) string {
 func (s *importSet) name(path string) string { return s.byPath[path] }
 
 // render returns the gofmt'd zz_generated.cron.go for t. The output depends
-// only on the directives and declarations, never on where the package is.
+// only on the directives, the declarations and the package's import path,
+// never on the directory it is in.
 func render(t *target) ([]byte, error) {
 	var b bytes.Buffer
 	imp := t.imports
@@ -99,7 +100,7 @@ func render(t *target) ([]byte, error) {
 		fmt.Fprintf(&b, "// %s holds every schedule declared in package %s.\n", registryVar, t.name)
 		fmt.Fprintf(&b, "var %s = %s.MustNew(\n", registryVar, reg)
 		for _, s := range t.schedules {
-			renderSchedule(&b, imp, s, s.funcName)
+			renderSchedule(&b, t, s, s.funcName)
 		}
 		b.WriteString(")\n\n")
 
@@ -171,15 +172,15 @@ func %[1]s(%[4]s) *%[5]s.Registry {
 		if s.recv != "" {
 			handler = paramOf[s.recv] + "." + s.funcName
 		}
-		renderSchedule(b, t.imports, s, handler)
+		renderSchedule(b, t, s, handler)
 	}
 	b.WriteString(")\n}\n")
 }
 
 // renderSchedule writes s as a registry.Schedule literal whose handler is
 // the expression handler (Prune, or jobs.Prune for a bound method).
-func renderSchedule(b *bytes.Buffer, imp *importSet, s *schedule, handler string) {
-	d := s.directive
+func renderSchedule(b *bytes.Buffer, t *target, s *schedule, handler string) {
+	d, imp := s.directive, t.imports
 	reg, timePkg := imp.name(registry.ImportPath), imp.name("time")
 	call := handler
 	if s.payloadParam != "" {
@@ -204,8 +205,12 @@ func renderSchedule(b *bytes.Buffer, imp *importSet, s *schedule, handler string
 	if d.Phase != 0 {
 		fmt.Fprintf(b, "Phase: %s,\n", durationExpr(d.Phase, timePkg))
 	}
+	if d.Per != "" {
+		fmt.Fprintf(b, "Per: %s,\n", strconv.Quote(d.Per))
+	}
 	fmt.Fprintf(b, "Handler: %s,\n", call)
 	fmt.Fprintf(b, "Source: %s,\n", strconv.Quote(s.source))
+	fmt.Fprintf(b, "Package: %s,\n", strconv.Quote(t.path))
 	b.WriteString("},\n")
 }
 

@@ -12,8 +12,8 @@ import (
 )
 
 // serviceACL is the Redis ACL a service's user needs, as the README states
-// it, for the default namespace "belfry" (replace belfry: by the
-// namespace's prefix). Keys: the runtime's under its namespace and asynq's
+// it, for the namespace "belfry" (replace belfry: by the namespace's
+// prefix); the replicas of these tests run with -namespace belfry. Keys: the runtime's under its namespace and asynq's
 // under asynq:. Channels: the lease handover (without it a graceful
 // shutdown silently becomes a lease expiry) and asynq's task cancellation.
 // Commands: those of belfry's scripts and calls (INFO for the check that
@@ -57,7 +57,7 @@ func TestRedisACL(t *testing.T) {
 		t.Fatal(err)
 	}
 	socket := strings.TrimPrefix(redisURL, "unix://")
-	checkTwoReplicas(t, fmt.Sprintf("unix://%s:%s@%s", user, password, socket))
+	checkTwoReplicas(t, fmt.Sprintf("unix://%s:%s@%s", user, password, socket), "-namespace", "belfry")
 	if refused := aclLog(t, admin); len(refused) > 0 {
 		t.Errorf("Redis refused %d commands, keys or channels to the service's user:\n%s", len(refused), strings.Join(refused, "\n"))
 	}
@@ -75,7 +75,7 @@ func TestRedisACLWithoutChannels(t *testing.T) {
 		t.Fatalf("ACL SETUSER: %v", err)
 	}
 	socket := strings.TrimPrefix(redisURL, "unix://")
-	startReplica(t, "unix://nochan:pw@"+socket, "nochan")
+	startReplica(t, "unix://nochan:pw@"+socket, "nochan", "-namespace", "belfry")
 	var refused []string
 	waitFor(t, 15*time.Second, "Redis to refuse the lease channel", func() bool {
 		refused = aclLog(t, admin)

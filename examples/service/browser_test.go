@@ -176,8 +176,8 @@ func TestAdminInBrowser(t *testing.T) {
 	}
 	id, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS(manualRow), "data-task-id"))
 	must(t, "read the task ID", err)
-	if !strings.HasPrefix(id.Value, "cron:belfry/send-digest:manual:") {
-		t.Errorf("manual row task ID %q, want cron:belfry/send-digest:manual:…", id.Value)
+	if want := "cron:" + exampleNamespace() + "/send-digest:manual:"; !strings.HasPrefix(id.Value, want) {
+		t.Errorf("manual row task ID %q, want %s…", id.Value, want)
 	}
 
 	// No reload: the page refreshes its own data.
@@ -335,7 +335,7 @@ func TestAdminOperatorFlowsInBrowser(t *testing.T) {
 	screenshot(t, ctx, "admin-confirm-rerun.png", false)
 	must(t, "confirm the re-run", chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`form.confirm button[type="submit"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`.notice`))))
-	rerunRow := `#history tr[data-task-id^="cron:belfry/sync-ledger:rerun:` + slot.Value + `:"]`
+	rerunRow := `#history tr[data-task-id^="cron:` + svc.rt.Namespace() + `/sync-ledger:rerun:` + slot.Value + `:"]`
 	must(t, "see the re-run succeed", chromedp.Do(ctx,
 		chromedp.WaitVisible(chromedp.CSS(rerunRow+`[data-outcome="succeeded"]`))))
 	if got := textOf(t, ctx, rerunRow+` td:first-child time`); got != failedSlotText {

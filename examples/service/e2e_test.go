@@ -25,17 +25,28 @@ func TestTwoReplicas(t *testing.T) {
 }
 
 // checkTwoReplicas runs the TestTwoReplicas checks against the Redis at
-// redisURL.
-func checkTwoReplicas(t *testing.T, redisURL string) {
+// redisURL, with the replicas' extra flags.
+func checkTwoReplicas(t *testing.T, redisURL string, extra ...string) {
 	t.Helper()
 	// A lease TTL far above the takeover deadline below: a takeover within
 	// it proves that the leader handed its lease over instead of letting it
 	// expire. Debug logs carry one line per heartbeat execution.
 	const leaseTTL = 20 * time.Second
-	args := []string{"-lease-ttl", leaseTTL.String(), "-log-level", "debug"}
+	args := append([]string{"-lease-ttl", leaseTTL.String(), "-log-level", "debug"}, extra...)
 	a := startReplica(t, redisURL, "e2e-a", args...)
 	b := startReplica(t, redisURL, "e2e-b", args...)
 	byName := map[string]*replica{a.name: a, b.name: b}
+	// Without -namespace both replicas derive one namespace from the jobs
+	// package; either way they say which.
+	ns := exampleNamespace()
+	if i := slices.Index(extra, "-namespace"); i >= 0 {
+		ns = extra[i+1]
+	}
+	for _, r := range []*replica{a, b} {
+		if !strings.Contains(r.log.String(), "namespace="+ns) {
+			t.Errorf("%s does not log its namespace %s:\n%s", r.name, ns, r.log.String())
+		}
+	}
 
 	var leader string
 	waitFor(t, 15*time.Second, "both replicas to agree on one leader and list each other", func() bool {
@@ -68,7 +79,7 @@ func checkTwoReplicas(t *testing.T, redisURL string) {
 
 	// A manual trigger, submitted twice with one key as a double-clicked
 	// form would, runs once.
-	const wantID = "cron:belfry/send-digest:manual:e2e-digest-1"
+	wantID := "cron:" + ns + "/send-digest:manual:e2e-digest-1"
 	for range 2 {
 		status, body := post(t, b.base+"api/schedules/send-digest/trigger", http.Header{"Idempotency-Key": {"e2e-digest-1"}})
 		if status != http.StatusAccepted || !strings.Contains(body, `"task_id": "`+wantID+`"`) {

@@ -19,6 +19,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/belfry/belfry/examples/service/jobs"
+	"github.com/belfry/belfry/runtime"
 )
 
 // binDir holds the service binary built once for all tests.
@@ -98,6 +101,12 @@ type replica struct {
 	log   *syncBuffer
 	done  chan struct{}
 	state *os.ProcessState
+}
+
+// exampleNamespace is the namespace the service derives from its jobs
+// package when -namespace is not given.
+func exampleNamespace() string {
+	return runtime.DefaultNamespace(jobs.NewRegistry(&jobs.Jobs{DB: jobs.NewDB()}))
 }
 
 var servingRE = regexp.MustCompile(`msg=serving .*admin=(\S+)`)

@@ -5,7 +5,7 @@
 //
 // Usage:
 //
-//	service [-redis URL] [-http ADDR] [-replica NAME] [-lease-ttl DURATION]
+//	service [-redis URL] [-http ADDR] [-replica NAME] [-lease-ttl DURATION] [-namespace PREFIX]
 //
 // The admin page is at http://ADDR/cron/. Without -redis (and with
 // REDIS_URL unset) the scheduler is disabled: the page still lists the
@@ -60,7 +60,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.StringVar(&c.httpAddr, "http", "127.0.0.1:8080", "HTTP listen `ADDR` for the admin page at /cron/")
 	fs.StringVar(&c.replica, "replica", "", "replica `NAME` in the lease and the admin page (default hostname-pid)")
 	fs.DurationVar(&c.leaseTTL, "lease-ttl", runtime.LeaseTTLDefault, "how long the lease outlives a crashed holder")
-	fs.StringVar(&c.namespace, "namespace", runtime.NamespaceDefault, "prefix of the scheduler's Redis keys, to share one Redis between services")
+	fs.StringVar(&c.namespace, "namespace", "", "`prefix` of the scheduler's Redis keys and task IDs; every replica of the service must use the same one, other services another (default: derived from the jobs package, printed at start-up; \""+runtime.NamespaceLegacy+"\" for a deployment begun before it was derived)")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log `level`: debug (shows every heartbeat), info, warn or error")
 	// The flag package prints the error and the whole usage on a bad flag;
 	// a one-line error says more in a deploy log. -h still prints usage.
@@ -168,7 +168,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 			cancel(fmt.Errorf("http: %w", err))
 		}
 	}()
-	log.Info("serving", "admin", "http://"+ln.Addr().String()+"/cron/", "redis", redact(cfg.redisURL))
+	log.Info("serving", "admin", "http://"+ln.Addr().String()+"/cron/", "redis", redact(cfg.redisURL), "namespace", rt.Namespace())
 
 	<-ctx.Done()
 	var failed error

@@ -309,6 +309,7 @@ func (a *admin) apiStatus(w http.ResponseWriter, req *http.Request) {
 		"leader": leader, "replicas": orEmpty(snap.Cluster.Replicas), "replica": snap.Replica,
 		"redis": snap.Redis, "redis_error": snap.RedisError, "redis_unsafe": snap.RedisUnsafe, "disabled": snap.Disabled,
 		"lost_writes": orEmpty(snap.LostWrites), "duplicate_replica": snap.DuplicateReplica,
+		"namespace_contention": snap.NamespaceContention, "legacy_namespace": snap.LegacyNamespace,
 		"clock_skew_ms": clockSkewMS(a.r),
 	})
 }

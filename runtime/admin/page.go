@@ -341,6 +341,15 @@ func warnings(snap runtime.Snapshot) []string {
 		// Its message already says what to do.
 		out = append(out, "Two processes share a name, so the page cannot tell them apart: "+snap.DuplicateReplica+".")
 	}
+	if snap.NamespaceContention != "" {
+		out = append(out, "Another service shares this namespace: "+snap.NamespaceContention+".")
+	}
+	for _, m := range snap.Misrouted {
+		out = append(out, "Workers bounce this service's occurrences: "+m.String()+".")
+	}
+	if snap.LegacyNamespace != "" {
+		out = append(out, "An earlier deployment still schedules these jobs: "+snap.LegacyNamespace+".")
+	}
 	for _, q := range snap.Unserved {
 		var names []string
 		for _, st := range snap.Schedules {

@@ -56,6 +56,9 @@ type collector struct {
 	late, failing, paused                       *prometheus.Desc
 	leader, redisUp, redisUnsafe, disabled      *prometheus.Desc
 	duplicateReplica, clockSkew                 *prometheus.Desc
+	// What tells two services on one Redis apart (see the runtime's
+	// NamespaceContention, LegacyNamespace and MisroutedOccurrences).
+	namespaceContended, legacyNamespace, misrouted *prometheus.Desc
 }
 
 // NewCollector returns a Prometheus collector of rt's metrics, to register
@@ -95,6 +98,9 @@ func NewCollector(rt *runtime.Runtime) prometheus.Collector {
 		clockSkew:        desc("belfry_clock_skew_seconds", "This replica's clock minus Redis's, as last measured; a replica off by more than SkewMargin does not lead.", "replica"),
 		duplicateReplica: desc("belfry_replica_name_duplicate", "1 when another process heartbeats under this replica's name on the same namespace.", "replica"),
 	}
+	c.namespaceContended = desc("belfry_namespace_contended", "1 when a replica of another registry (another service) beats in this replica's namespace; only the namespace's owner leads.", "replica")
+	c.legacyNamespace = desc("belfry_namespace_legacy_in_use", "1 when a live leader in the old default namespace \"belfry\" schedules this registry's schedules, so both run every slot.", "replica")
+	c.misrouted = desc("belfry_schedule_misrouted", "1 while workers of the schedule's queue recently bounced its occurrences: they lack its handler, or are another service's with a schedule of the same name.", schedule...)
 	for _, s := range rt.Registry().Schedules() {
 		for _, o := range scheduledOutcomes {
 			c.occurrences.WithLabelValues(s.Name, o)
@@ -136,7 +142,8 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	c.duration.Describe(ch)
 	c.lag.Describe(ch)
 	for _, d := range []*prometheus.Desc{c.next, c.lastEnqueue, c.lastSuccess, c.lastFailure, c.late, c.failing,
-		c.paused, c.leader, c.redisUp, c.redisUnsafe, c.disabled, c.duplicateReplica, c.clockSkew} {
+		c.paused, c.leader, c.redisUp, c.redisUnsafe, c.disabled, c.duplicateReplica, c.clockSkew,
+		c.namespaceContended, c.legacyNamespace, c.misrouted} {
 		ch <- d
 	}
 }
@@ -165,6 +172,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		return 0
 	}
+	misrouted := map[string]bool{}
+	for _, m := range snap.Misrouted {
+		misrouted[m.Schedule] = true
+	}
 	for _, st := range snap.Schedules {
 		name, n := st.Schedule.Name, st.Counters
 		if !st.Next.IsZero() {
@@ -181,12 +192,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.late, flag(st.Status == runtime.StatusLate), name)
 		gauge(c.failing, flag(st.Status == runtime.StatusFailing), name)
 		gauge(c.paused, flag(st.Paused != nil), name)
+		gauge(c.misrouted, flag(misrouted[name]), name)
 	}
 	gauge(c.leader, flag(c.rt.IsLeader()), c.rt.Replica())
 	gauge(c.redisUp, flag(snap.Redis == runtime.RedisUp))
 	gauge(c.redisUnsafe, flag(snap.RedisUnsafe != ""))
 	gauge(c.disabled, flag(snap.Disabled != ""))
 	gauge(c.duplicateReplica, flag(snap.DuplicateReplica != ""), c.rt.Replica())
+	gauge(c.namespaceContended, flag(snap.NamespaceContention != ""), c.rt.Replica())
+	gauge(c.legacyNamespace, flag(snap.LegacyNamespace != ""), c.rt.Replica())
 	if skew, ok := c.rt.ClockSkew(); ok {
 		gauge(c.clockSkew, skew.Seconds(), c.rt.Replica())
 	}

@@ -41,9 +41,12 @@ func TestHandlerServesTheRuntimesMetrics(t *testing.T) {
 		"belfry_scheduler_disabled 1",
 		"belfry_redis_unsafe 0",
 		`belfry_replica_name_duplicate{replica="r0"} 0`,
+		`belfry_namespace_contended{replica="r0"} 0`,
+		`belfry_namespace_legacy_in_use{replica="r0"} 0`,
 		`belfry_schedule_last_success_timestamp_seconds{schedule="nightly"} 0`,
 		`belfry_schedule_failing{schedule="nightly"} 0`,
 		`belfry_schedule_paused{schedule="nightly"} 0`,
+		`belfry_schedule_misrouted{schedule="nightly"} 0`,
 		`belfry_schedule_occurrences_total{outcome="enqueued",schedule="nightly"} 0`,
 		`belfry_schedule_attempts_total{outcome="failed",schedule="nightly"} 0`,
 		`belfry_schedule_attempt_duration_seconds_count{schedule="nightly"} 0`,
@@ -137,5 +140,35 @@ func TestCountersSumAcrossReplicasToTheClusterTotal(t *testing.T) {
 	}
 	for _, rt := range rts {
 		rt.Close()
+	}
+}
+
+// Two registries configured with one namespace: both replicas say so in
+// belfry_namespace_contended, beside the log line and health.
+func TestNamespaceContentionIsAMetric(t *testing.T) {
+	rdb := redistest.Shared(t)
+	ns := redistest.Uniq("contended")
+	var rts []*runtime.Runtime
+	for _, name := range []string{"a", "b"} {
+		reg := registry.MustNew(registry.Schedule{Name: "nightly", Expr: "17 3 * * *", Package: "example.com/" + name + "/jobs",
+			Handler: func(context.Context, registry.Occurrence) error { return nil }})
+		rt, err := runtime.New(reg, runtime.Options{Redis: rdb, Namespace: ns, Replica: name, LeaseTTL: time.Second,
+			Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { rt.Run(ctx); close(done) }()
+		t.Cleanup(func() { cancel(); <-done; rt.Close() })
+		rts = append(rts, rt)
+	}
+	for _, rt := range rts {
+		want := `belfry_namespace_contended{replica="` + rt.Replica() + `"} 1`
+		redistest.WaitFor(t, 10*time.Second, want, func() bool {
+			rec := httptest.NewRecorder()
+			metrics.Handler(rt).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+			return strings.Contains(rec.Body.String(), want)
+		})
 	}
 }

@@ -15,7 +15,7 @@
 // go command starts). Before each run the package gets a fresh comment so
 // go vet's cache never answers for it.
 // -keep leaves the modules in place for a look, -cronlint uses a binary
-// already built.
+// already built, -modes vet measures the CI path only.
 package main
 
 import (
@@ -43,6 +43,7 @@ func main() {
 	keep := flag.Bool("keep", false, "keep the generated modules")
 	bin := flag.String("cronlint", "", "cronlint binary to run (default: build it from this checkout)")
 	trials := flag.Int("trials", 3, "runs per size and mode; the line shows the median wall time and the largest RSS")
+	modes := flag.String("modes", "vet,standalone", "comma-separated modes: vet (go vet -vettool, as CI runs it), standalone (cronlint ./...)")
 	flag.Parse()
 
 	root, err := checkout()
@@ -73,7 +74,10 @@ func main() {
 		if err := writeModule(dir, root, n); err != nil {
 			log.Fatal(err)
 		}
-		for _, mode := range []string{"vet", "standalone"} {
+		for _, mode := range strings.Split(*modes, ",") {
+			if mode != "vet" && mode != "standalone" {
+				log.Fatalf("-modes: unknown mode %q; want vet or standalone", mode)
+			}
 			args := []string{"go", "vet", "-vettool=" + *bin, "./..."}
 			if mode == "standalone" {
 				args = []string{*bin, "./..."}

@@ -43,6 +43,7 @@ func NewRegistry(jobs *Jobs) *registry.Registry {
 			Misfire:  registry.MisfireSkip,
 			Handler:  Heartbeat,
 			Source:   "heartbeat.go:14",
+			Package:  "github.com/belfry/belfry/examples/service/jobs",
 		},
 		registry.Schedule{
 			Name:     TaskPruneSoftDeleted,
@@ -56,6 +57,7 @@ func NewRegistry(jobs *Jobs) *registry.Registry {
 			Misfire:  registry.MisfireSkip,
 			Handler:  jobs.PruneSoftDeleted,
 			Source:   "prune.go:24",
+			Package:  "github.com/belfry/belfry/examples/service/jobs",
 		},
 		registry.Schedule{
 			Name:     TaskReconcilePayments,
@@ -69,6 +71,7 @@ func NewRegistry(jobs *Jobs) *registry.Registry {
 			Misfire:  registry.MisfireSkip,
 			Handler:  ReconcilePayments,
 			Source:   "payments.go:17",
+			Package:  "github.com/belfry/belfry/examples/service/jobs",
 		},
 		registry.Schedule{
 			Name:     TaskSendDigest,
@@ -82,6 +85,7 @@ func NewRegistry(jobs *Jobs) *registry.Registry {
 			Misfire:  registry.MisfireSkip,
 			Handler:  func(ctx context.Context, occ registry.Occurrence) error { return SendDigest(ctx, occ, weeklyDigest) },
 			Source:   "digest.go:24",
+			Package:  "github.com/belfry/belfry/examples/service/jobs",
 		},
 	)
 }

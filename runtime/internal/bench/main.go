@@ -2,11 +2,18 @@
 // asynq's own Scheduler, in one run on one private redis-server, and prints
 // a table and, last, one summary line:
 //
-//	bench: next_vs_robfig=R fire_p99_ms=F asynq_fire_p99_ms=A takeover_crash_ttl=T takeover_graceful_s=G spike10k_s=S spike_vs_raw=V leader_cmds_min=L follower_cmds_min=W dup_asynq=DA dup_belfry=DB
+//	bench: next_vs_robfig=R fire_p99_ms=F asynq_fire_p99_ms=A takeover_crash_ttl=T takeover_graceful_s=G spike10k_s=S spike_vs_raw=V leader_cmds_min=L follower_cmds_min=W dup_asynq=DA dup_belfry=DB cronlint10k_s=C redis_kb_per_1s=M rss_kb_per_sched=P dst_fire_p99_ms=D
+//
+// cronlint10k_s is go vet -vettool=cronlint on a 10,000-schedule package;
+// redis_kb_per_1s Redis's memory per per-second schedule at steady state;
+// rss_kb_per_sched a replica's RSS per zoned schedule at 100,000;
+// dst_fire_p99_ms the fire lag of 3,000 per-second New York schedules
+// across a fall-back. The quick run measures smaller sizes, and says so
+// in its table.
 //
 // BENCH_QUICK=1 shortens every measurement for a smoke run; BENCH_ONLY=fire,spike
-// runs a subset (steps: next, fire, takeover, spike, idle, duplicates). See
-// BENCHMARKS.md.
+// runs a subset (steps: next, fire, takeover, spike, idle, duplicates,
+// memory, dst, scale, lint). See BENCHMARKS.md.
 package main
 
 import (
@@ -38,8 +45,18 @@ import (
 )
 
 func main() {
-	if mode := os.Getenv(replicaEnv); mode != "" {
+	if mode := os.Getenv(replicaEnv); mode == "scale" {
+		scaleMain()
+		return
+	} else if mode != "" {
 		replicaMain(mode)
+		return
+	}
+	if os.Getenv("BENCH_FAMILY") == "1" { // the family measurements alone
+		if err := familyMain(); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
 		return
 	}
 	if err := run(os.Getenv("BENCH_QUICK") == "1"); err != nil {
@@ -58,6 +75,18 @@ type settings struct {
 	idleWindow    time.Duration
 	dupWindow     time.Duration
 	spikeTrials   int
+	// memory: per-second schedules succeeding, and failing, and how long
+	// they run before and while Redis's memory is sampled
+	memSchedules, memFailing            int
+	memWarmup, memFailWarmup, memWindow time.Duration
+	// dst: per-second New York schedules, run from dstLead before a
+	// fall-back to dstAfter after it
+	dstSchedules      int
+	dstLead, dstAfter time.Duration
+	// scale: replica processes of these sizes, then a spike of spikeLarge
+	scaleSizes []int
+	spikeLarge int
+	lintSizes  []int // schedules in cronlint's generated packages
 }
 
 type results struct {
@@ -76,12 +105,25 @@ type results struct {
 	leaderExecPerMin, followerExecPerMin float64       // executed by Redis, script internals included
 	dupAsynq, dupBelfry                  float64
 	dupSlots                             int
+	memOK, memFailing                    memoryRun
+	dstSchedules, dstOccurrences         int
+	dstP50, dstP99                       time.Duration
+	scale                                []scaleRow
+	takeoverSlow                         slowCall
+	spikeLarge                           spikeLargeResult
+	lint                                 []lintRow
 }
 
 func run(quick bool) error {
-	s := settings{benchtime: "1s", fireSlots: 120, crashKills: 5, gracefulStops: 3, idleWindow: time.Minute, dupWindow: time.Minute, spikeTrials: 5}
+	s := settings{benchtime: "1s", fireSlots: 120, crashKills: 5, gracefulStops: 3, idleWindow: time.Minute, dupWindow: time.Minute, spikeTrials: 5,
+		memSchedules: 100, memFailing: 10, memWarmup: 70 * time.Second, memFailWarmup: 150 * time.Second, memWindow: time.Minute,
+		dstSchedules: 3000, dstLead: 30 * time.Second, dstAfter: time.Minute,
+		scaleSizes: []int{1000, 10000, 100000}, spikeLarge: 100000, lintSizes: []int{1000, 10000, 100000}}
 	if quick {
-		s = settings{benchtime: "100ms", fireSlots: 15, crashKills: 2, gracefulStops: 2, idleWindow: 10 * time.Second, dupWindow: 10 * time.Second, spikeTrials: 3}
+		s = settings{benchtime: "100ms", fireSlots: 15, crashKills: 2, gracefulStops: 2, idleWindow: 10 * time.Second, dupWindow: 10 * time.Second, spikeTrials: 3,
+			memSchedules: 10, memFailing: 2, memWarmup: 2 * time.Second, memFailWarmup: 2 * time.Second, memWindow: 2 * time.Second,
+			dstSchedules: 200, dstLead: 4 * time.Second, dstAfter: 4 * time.Second,
+			scaleSizes: []int{1000}, spikeLarge: 2000, lintSizes: []int{200}}
 	}
 	srv, err := startRedis()
 	if err != nil {
@@ -100,13 +142,17 @@ func run(quick bool) error {
 		{"spike", "midnight spike", func() error { return benchSpike(srv.addr, s, &r) }},
 		{"idle", "idle cost", func() error { return benchIdle(srv.addr, s, &r) }},
 		{"duplicates", "duplicates", func() error { return benchDuplicates(srv.addr, s, &r) }},
+		{"memory", "Redis memory of per-second schedules", func() error { return benchMemory(srv.addr, s, &r) }},
+		{"dst", "per-second schedules across a fall-back", func() error { return benchDST(srv.addr, s, &r) }},
+		{"scale", "takeover, memory and spike at scale", func() error { return benchScale(srv.addr, s, &r) }},
+		{"lint", "cronlint at scale", func() error { return benchLint(s, &r) }},
 	}
 	var only []string // BENCH_ONLY=takeover,spike runs a subset
 	if v := os.Getenv("BENCH_ONLY"); v != "" {
 		only = strings.Split(v, ",")
 		for _, key := range only {
 			if !slices.ContainsFunc(steps, func(st step) bool { return st.key == key }) {
-				return fmt.Errorf("BENCH_ONLY: unknown step %q; want some of next,fire,takeover,spike,idle,duplicates", key)
+				return fmt.Errorf("BENCH_ONLY: unknown step %q; want some of next,fire,takeover,spike,idle,duplicates,memory,dst,scale,lint", key)
 			}
 		}
 	}
@@ -402,13 +448,7 @@ func spikeTrial(addr string, trial int) (res spikeTrialResult, err error) {
 	defer cancel()
 	ns := fmt.Sprintf("bench-spike-%d", trial)
 	due := time.Now().Add(5 * time.Second).Truncate(time.Second).UTC()
-	expr := fmt.Sprintf("%d %d %d * * *", due.Second(), due.Minute(), due.Hour())
-	scheds := make([]registry.Schedule, n)
-	for i := range scheds {
-		scheds[i] = registry.Schedule{Name: fmt.Sprintf("spike-%05d", i), Expr: expr, Queue: ns,
-			Handler: func(context.Context, registry.Occurrence) error { return nil }}
-	}
-	reg, err := registry.New(scheds...)
+	reg, err := spikeRegistry(ns, n, due)
 	if err != nil {
 		return res, err
 	}
@@ -458,7 +498,7 @@ func spikeTrial(addr string, trial int) (res spikeTrialResult, err error) {
 		seen[id] = true
 	}
 	for i := range n {
-		if id := (registry.Scope{Namespace: ns, Schedule: fmt.Sprintf("spike-%05d", i)}).ID(due); !seen[id] {
+		if id := (registry.Scope{Namespace: ns, Schedule: spikeName(i)}).ID(due); !seen[id] {
 			return res, fmt.Errorf("task %s missing from the queue", id)
 		}
 	}
@@ -476,6 +516,19 @@ func spikeTrial(addr string, trial int) (res spikeTrialResult, err error) {
 	res.raw = time.Since(start)
 	return res, nil
 }
+
+// spikeRegistry is n schedules of queue ns whose one slot a day is due.
+func spikeRegistry(ns string, n int, due time.Time) (*registry.Registry, error) {
+	expr := fmt.Sprintf("%d %d %d * * *", due.Second(), due.Minute(), due.Hour())
+	scheds := make([]registry.Schedule, n)
+	for i := range scheds {
+		scheds[i] = registry.Schedule{Name: spikeName(i), Expr: expr, Queue: ns,
+			Handler: func(context.Context, registry.Occurrence) error { return nil }}
+	}
+	return registry.New(scheds...)
+}
+
+func spikeName(i int) string { return fmt.Sprintf("spike-%06d", i) }
 
 // benchIdle measures the Redis traffic of a leader, then of a follower,
 // with 100 schedules due once a day and default lease settings, two ways:
@@ -639,11 +692,58 @@ func (r *results) print(w io.Writer) {
 	fmt.Fprintf(tw, "idle commands/min issued\tleader %.0f, follower %.0f\t\t<= 60, <= 12\n", r.leaderPerMin, r.followerPerMin)
 	fmt.Fprintf(tw, "idle commands/min executed\tleader %.0f, follower %.0f\t\t(INFO commandstats: script internals too)\n", r.leaderExecPerMin, r.followerExecPerMin)
 	fmt.Fprintf(tw, "enqueues per occurrence, 3 replicas\t%.2f (%d slots)\t%.2f\t1.00\n", r.dupBelfry, r.dupSlots, r.dupAsynq)
+	fmt.Fprintf(tw, "fire lag across a New York fall-back, p50 / p99\t%s / %s (%d schedules, %d enqueues)\t\tp99 <= 50 ms\n",
+		ms(r.dstP50), ms(r.dstP99), r.dstSchedules, r.dstOccurrences)
+	for _, row := range r.scale {
+		fmt.Fprintf(tw, "%d zoned schedules: takeover cold / warm, RSS\t%.0f / %.0f ms, %.2f kB per schedule\t\t<= 0.5 kB at 100k\n",
+			row.schedules, msf(row.cold), msf(row.warm), row.rssKBPerSchedule)
+	}
+	fmt.Fprintf(tw, "slowest Redis call in those takeovers\t%s\t\t<= 5 ms\n", r.takeoverSlow)
+	fmt.Fprintf(tw, "%d due at once: last enqueue (cursor) / last commit\t%.3f s / %.3f s after the slot\t\t<= 1 s\n",
+		r.spikeLarge.schedules, r.spikeLarge.lastEnqueue.Seconds(), r.spikeLarge.commit.Seconds())
+	fmt.Fprintf(tw, "slowest Redis call in that spike\t%s\t\t<= 5 ms\n", r.spikeLarge.slow)
+	for _, l := range r.lint {
+		fmt.Fprintf(tw, "go vet -vettool=cronlint, %d schedules\t%.2f s, %d MB max RSS, %d diagnostics, longest line %d B\t\t<= 5 s, <= 300 MB at 10k\n",
+			l.schedules, l.wallS, l.maxRSSMB, l.diagnostics, l.longestLine)
+	}
+	for _, m := range []struct {
+		what string
+		run  memoryRun
+	}{{"succeeding", r.memOK}, {"failing, retry=3", r.memFailing}} {
+		fmt.Fprintf(tw, "Redis per per-second schedule, %s (%d)\t%.1f kB used_memory; %.0f tasks (%.0f archived) %.1f kB, %.0f records %.1f kB\t\t<= 30 kB (succeeding)\n",
+			m.what, m.run.schedules, m.run.perSchedule/1000, m.run.tasks, m.run.archived, m.run.taskBytes/1000, m.run.records, m.run.ledgerBytes/1000)
+	}
 	tw.Flush()
 	spikeVsRaw := r.raw.Seconds() / cmp.Or(r.spike.Seconds(), 1e-9)
-	fmt.Fprintf(w, "bench: next_vs_robfig=%.2f fire_p99_ms=%.1f asynq_fire_p99_ms=%.1f takeover_crash_ttl=%.2f takeover_graceful_s=%.2f spike10k_s=%.2f spike_vs_raw=%.1f leader_cmds_min=%.0f follower_cmds_min=%.0f dup_asynq=%.2f dup_belfry=%.2f\n",
+	fmt.Fprintf(w, "bench: next_vs_robfig=%.2f fire_p99_ms=%.1f asynq_fire_p99_ms=%.1f takeover_crash_ttl=%.2f takeover_graceful_s=%.2f spike10k_s=%.2f spike_vs_raw=%.1f leader_cmds_min=%.0f follower_cmds_min=%.0f dup_asynq=%.2f dup_belfry=%.2f",
 		r.nextRatio, msf(r.fireP99), msf(r.asynqP99), r.crashTTL, r.graceful.Seconds(), r.spike.Seconds(), spikeVsRaw,
 		r.leaderPerMin, r.followerPerMin, r.dupAsynq, r.dupBelfry)
+	fmt.Fprintf(w, " cronlint10k_s=%.2f redis_kb_per_1s=%.1f rss_kb_per_sched=%.2f dst_fire_p99_ms=%.1f",
+		r.lintSeconds(10000), r.memOK.perSchedule/1000, r.largestScale().rssKBPerSchedule, msf(r.dstP99))
+	fmt.Fprintln(w)
+}
+
+// lintSeconds is cronlint's wall time on the largest package of at most n
+// schedules that was measured (the quick run's is smaller).
+func (r *results) lintSeconds(n int) float64 {
+	var best lintRow
+	for _, l := range r.lint {
+		if l.schedules <= n && l.schedules > best.schedules {
+			best = l
+		}
+	}
+	return best.wallS
+}
+
+// largestScale is the scaling run's largest size.
+func (r *results) largestScale() scaleRow {
+	var best scaleRow
+	for _, row := range r.scale {
+		if row.schedules > best.schedules {
+			best = row
+		}
+	}
+	return best
 }
 
 func msf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -95,6 +95,7 @@ func (c *Client) sendFenced(ctx context.Context, f *Fence, calls []*pipelinedCal
 						call.cmd = p.EvalSha(ctx, call.sha, call.keys, call.args...)
 					}
 				}
+				queueMarks(ctx, p, calls)
 				if c.Acks.On() {
 					// Redis 7 WAITs for the primary's offset at the time
 					// of the WAIT; Redis 6.2 for the connection's last
@@ -145,7 +146,7 @@ func (c *Client) Eval(ctx context.Context, script string, keys []string, args ..
 	if f == nil {
 		return c.UniversalClient.Eval(ctx, script, keys, args...)
 	}
-	call := &pipelinedCall{ctx: ctx, body: script, keys: keys, args: args, fence: f}
+	call := &pipelinedCall{ctx: ctx, body: script, keys: keys, args: args, fence: f, mark: markOf(ctx)}
 	if err := c.sendFenced(context.WithoutCancel(ctx), f, []*pipelinedCall{call}); err != nil && call.cmd == nil {
 		return call.fail(err)
 	}

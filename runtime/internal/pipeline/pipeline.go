@@ -44,6 +44,11 @@ type Client struct {
 
 const pipelinesInFlight = 2
 
+// fencedChunk bounds the scripts of one MULTI/EXEC: Redis runs a
+// transaction as one step, and 128 enqueues with their marks keep it near
+// 1-2 ms, under the 5 ms any one call may block Redis for.
+const fencedChunk = 128
+
 var errNoReply = errors.New("redis pipeline ended without a reply")
 
 type pipelinedCall struct {
@@ -53,6 +58,7 @@ type pipelinedCall struct {
 	keys  []string
 	args  []any
 	fence *Fence // nil: unconditional
+	mark  *Mark  // nil: none; only with a fence
 	cmd   *redis.Cmd
 	done  chan struct{}
 }
@@ -63,7 +69,7 @@ func NewClient(c redis.UniversalClient) *Client {
 }
 
 func (c *Client) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
-	call := &pipelinedCall{ctx: ctx, sha: sha, keys: keys, args: args, fence: fenceOf(ctx), done: make(chan struct{})}
+	call := &pipelinedCall{ctx: ctx, sha: sha, keys: keys, args: args, fence: fenceOf(ctx), mark: markOf(ctx), done: make(chan struct{})}
 	if err := ctx.Err(); err != nil {
 		return call.fail(err)
 	}
@@ -167,8 +173,11 @@ func (c *Client) send(batch []*pipelinedCall) {
 		fenced[k] = append(fenced[k], call)
 	}
 	for _, f := range fences {
-		if err := c.sendFenced(ctx, f, fenced[Fence{Key: f.Key, Value: f.Value}]); err != nil {
-			execErr = err
+		calls := fenced[Fence{Key: f.Key, Value: f.Value}]
+		for start := 0; start < len(calls); start += fencedChunk {
+			if err := c.sendFenced(ctx, f, calls[start:min(start+fencedChunk, len(calls))]); err != nil {
+				execErr = err
+			}
 		}
 	}
 	if len(plain) == 0 {

@@ -27,6 +27,7 @@ local function record(p, limit, ttl, name, r)
     'enqueued_at', r.at)
   redis.call('HSETNX', key, 'outcome', r.outcome)
   if r.actor then redis.call('HSET', key, 'actor', r.actor) end
+  if r.member then redis.call('HSET', key, 'member', r.member) end
   redis.call('EXPIRE', key, ttl)
   local index = p .. 'hist:' .. name
   redis.call('ZADD', index, r.score, r.id)
@@ -49,16 +50,21 @@ end
 // nothing.
 //
 //	KEYS[1] lease
-//	ARGV[1] lease value, ARGV[2] key prefix, ARGV[3] history limit,
-//	ARGV[4] occurrence TTL s, ARGV[5] JSON [Commit]
+//	ARGV[1] lease value, ARGV[2] key prefix, ARGV[3] unused (each Commit
+//	carries its history limit), ARGV[4] occurrence TTL s, ARGV[5] JSON
+//	[Commit]
 //	returns 1 if committed, 0 if the lease is not held with that value.
 var commitScript = redis.NewScript(recordLua + `
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-local p, limit, ttl = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local p, ttl = ARGV[2], tonumber(ARGV[4])
 for _, s in ipairs(cjson.decode(ARGV[5])) do
-  redis.call('HSET', p .. 'cursors', s.name, s.cursor)
+  -- Never lowered: the enqueue raised it already to the slot it put in
+  -- asynq, and a commit that follows a failed enqueue (whose reply was
+  -- lost, though it ran) must not send the next holder back before it.
+  local cur = tonumber(redis.call('HGET', p .. 'cursors', s.name))
+  if cur == nil or s.cursor > cur then redis.call('HSET', p .. 'cursors', s.name, s.cursor) end
   if s.last_id ~= '' then redis.call('HSET', p .. 'lastid', s.name, s.last_id) end
-  for _, r in ipairs(s.recs) do record(p, limit, ttl, s.name, r) end
+  for _, r in ipairs(s.recs) do record(p, s.limit, ttl, s.name, r) end
   count(p, s.name, s.counts)
 end
 return 1
@@ -85,11 +91,12 @@ return 1
 // manualRecordScript records a manual occurrence. Any replica may trigger,
 // so it is not fenced; the enqueue before it is idempotent by task ID.
 //
-//	ARGV[1] key prefix, ARGV[2] history limit, ARGV[3] occurrence TTL s,
-//	ARGV[4] JSON Commit (its cursor is ignored)
+//	ARGV[1] key prefix, ARGV[2] unused (the Commit carries its history
+//	limit), ARGV[3] occurrence TTL s, ARGV[4] JSON Commit (its cursor is
+//	ignored)
 var manualRecordScript = redis.NewScript(recordLua + `
 local s = cjson.decode(ARGV[4])
-for _, r in ipairs(s.recs) do record(ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), s.name, r) end
+for _, r in ipairs(s.recs) do record(ARGV[1], s.limit, tonumber(ARGV[3]), s.name, r) end
 count(ARGV[1], s.name, s.counts)
 return 1
 `)

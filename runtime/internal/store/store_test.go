@@ -165,3 +165,68 @@ func TestForgetRemovesEveryTraceOfOneSchedule(t *testing.T) {
 		t.Errorf("gone's last ID remains: %q", id)
 	}
 }
+
+// A commit never moves a cursor back: the enqueue raised it to the slot it
+// put in asynq, and a commit after a failed enqueue whose reply was lost
+// (it ran) carries the cursor from before that slot.
+func TestACommitNeverLowersACursor(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	hold(t, s, ctx, "r0|1")
+	if err := redistest.Shared(t).HSet(ctx, s.Keys.Cursors, "tick", 1010).Err(); err != nil { // the enqueue's mark
+		t.Fatal(err)
+	}
+	if err := s.Commit(ctx, "r0|1", []store.Commit{{Name: "tick", Cursor: 1009}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := s.Cursors(ctx, []string{"tick"}); got[0] != 1010 {
+		t.Errorf("cursor %d after a commit of an older one, want 1010 kept", got[0])
+	}
+	if err := s.Commit(ctx, "r0|1", []store.Commit{{Name: "tick", Cursor: 1011}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := s.Cursors(ctx, []string{"tick"}); got[0] != 1011 {
+		t.Errorf("cursor %d, want 1011", got[0])
+	}
+}
+
+// A schedule with its own, smaller limit is trimmed to it by the commit and
+// by a worker's record alike; the others keep HistoryLimit.
+func TestAScheduleOwnHistoryLimit(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t) // history limit 3
+	s.Limits = map[string]int{"frequent": 1}
+	hold(t, s, ctx, "r0|1")
+	rdb := redistest.Shared(t)
+	base := time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
+	var commits []store.Commit
+	for _, name := range []string{"frequent", "other"} {
+		c := store.Commit{Name: name, Cursor: base.Unix() + 4}
+		for i := range 4 {
+			slot := base.Add(time.Duration(i) * time.Second)
+			c.Recs = append(c.Recs, store.Rec{ID: "cron:" + name + ":" + slot.Format("150405"), Slot: slot.Unix(),
+				Outcome: "enqueued", Score: slot.UnixMilli()})
+		}
+		commits = append(commits, c)
+	}
+	if err := s.Commit(ctx, "r0|1", commits); err != nil {
+		t.Fatal(err)
+	}
+	if n := rdb.ZCard(ctx, s.Keys.History("frequent")).Val(); n != 1 {
+		t.Errorf("the frequent schedule keeps %d records, want its own limit 1", n)
+	}
+	if n := rdb.ZCard(ctx, s.Keys.History("other")).Val(); n != 3 {
+		t.Errorf("the other schedule keeps %d records, want HistoryLimit 3", n)
+	}
+	slot := base.Add(time.Minute)
+	if err := s.RecordExecution(ctx, store.Execution{ID: "cron:frequent:late", Schedule: "frequent", Slot: slot,
+		Fields: []any{"outcome", "succeeded"}, At: slot}); err != nil {
+		t.Fatal(err)
+	}
+	if ids := rdb.ZRange(ctx, s.Keys.History("frequent"), 0, -1).Val(); len(ids) != 1 || ids[0] != "cron:frequent:late" {
+		t.Errorf("after a worker's record the frequent schedule's history is %v, want only the newest", ids)
+	}
+	if n := rdb.Exists(ctx, s.Keys.Occurrence(commits[0].Recs[3].ID)).Val(); n != 0 {
+		t.Error("the record trimmed by the worker's write is still in Redis")
+	}
+}

@@ -30,3 +30,12 @@ func Heartbeat(ctx context.Context, occ registry.Occurrence) error {
 	fmt.Println("heartbeat", occ.Key())
 	return nil
 }
+
+// WeeklyReport emails each tenant its report on Monday at 09:00 in the
+// tenant's own zone: a family, one member per tenant.
+//
+//cron:schedule "0 9 * * MON" name=weekly-report per=tenant tz=UTC timeout=10m
+func WeeklyReport(ctx context.Context, occ registry.Occurrence) error {
+	fmt.Println("weekly report", occ.Member, occ.Key())
+	return nil
+}

@@ -1,0 +1,297 @@
+package runtime_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/belfry/belfry/registry"
+	"github.com/belfry/belfry/runtime"
+)
+
+// The chaos run's family: members in DST zones and zones with odd offsets,
+// some with their own expression, added, moved and deleted while the
+// faults play, and put back by an operator's sync loop when Redis loses
+// them. Every (member, slot) that came due while the member surely existed
+// must run once; none may run twice, nor after its member was deleted.
+
+const chaosFamily = "family"
+
+func chaosFamilySchedule(h registry.HandlerFunc) registry.Schedule {
+	return registry.Schedule{Name: chaosFamily, Expr: "* * * * * *", Per: "tenant", Queue: chaosQueue,
+		Timeout: 10 * time.Second, MaxRetry: 5, Handler: h}
+}
+
+// chaosRecordName is the name an execution is recorded under: a member's
+// own for a family.
+func chaosRecordName(occ registry.Occurrence) string {
+	if occ.Member != "" {
+		return occ.Schedule + "/" + occ.Member
+	}
+	return occ.Schedule
+}
+
+// chaosOrdinary counts the registry's schedules that have a cursor of
+// their own (not families).
+func chaosOrdinary(reg *registry.Registry) int {
+	n := 0
+	for _, s := range reg.Schedules() {
+		if !s.Family() {
+			n++
+		}
+	}
+	return n
+}
+
+// chaosMember is one member's life in the run.
+type chaosMember struct {
+	runtime.Member
+	added, deleted time.Time // deleted zero while alive
+}
+
+type chaosFamilyRun struct {
+	h    *chaosHarness
+	rt   *runtime.Runtime
+	mu   sync.Mutex
+	all  []*chaosMember
+	gaps [][2]time.Time // the members were gone from Redis (a flush) until put back
+	done chan struct{}
+}
+
+var chaosFamilyZones = []string{"America/New_York", "Europe/London", "Australia/Lord_Howe", "Asia/Kathmandu",
+	"America/St_Johns", "Pacific/Chatham", "Europe/Berlin", "America/Santiago", "Asia/Tokyo", "UTC"}
+
+// familyChurn adds the family's first members now and, until the faults
+// end, adds one, deletes one and moves one every eighth of the run.
+func (h *chaosHarness) familyChurn(reg *registry.Registry, start time.Time) *chaosFamilyRun {
+	rt, err := runtime.New(reg, runtime.Options{Redis: h.rdb, Namespace: chaosNamespace, Replica: "family-operator",
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	f := &chaosFamilyRun{h: h, rt: rt, done: make(chan struct{})}
+	next := 0
+	newMember := func() runtime.Member {
+		m := runtime.Member{Key: fmt.Sprintf("tenant-%02d", next), Zone: chaosFamilyZones[next%len(chaosFamilyZones)]}
+		if next%3 == 1 {
+			m.Expr = "*/2 * * * * *"
+		}
+		next++
+		return m
+	}
+	for range 8 {
+		f.add(newMember())
+	}
+	go func() {
+		defer close(f.done)
+		step := h.cfg.duration / 8
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		churnAt := start.Add(step)
+		lastOK := time.Now()
+		for time.Now().Before(start.Add(h.cfg.duration)) {
+			<-tick.C
+			// An operator's sync loop: members Redis lost are put back.
+			if missing := f.missing(); missing > 0 {
+				if f.retry("put back", func(ctx context.Context) error { return f.rt.SetMembers(ctx, chaosFamily, f.alive()) }) {
+					f.mu.Lock()
+					f.gaps = append(f.gaps, [2]time.Time{lastOK, time.Now()})
+					f.mu.Unlock()
+					h.logf("family: %d members were gone from Redis; put back", missing)
+				}
+			} else if missing == 0 {
+				lastOK = time.Now()
+			}
+			if time.Now().Before(churnAt) {
+				continue
+			}
+			churnAt = churnAt.Add(step)
+			f.add(newMember())
+			f.deleteOldest()
+			f.moveEast()
+		}
+	}()
+	return f
+}
+
+// retry runs do until it succeeds (Redis may be restarting) or the run
+// is long over.
+func (f *chaosFamilyRun) retry(what string, do func(context.Context) error) bool {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := do(ctx)
+		cancel()
+		if err == nil {
+			return true
+		}
+		f.h.logf("family: %s failed, retrying: %v", what, err)
+		time.Sleep(100 * time.Millisecond)
+	}
+	f.h.t.Errorf("chaos: family: %s kept failing", what)
+	return false
+}
+
+func (f *chaosFamilyRun) add(m runtime.Member) {
+	cm := &chaosMember{Member: m}
+	if f.retry("add "+m.Key, func(ctx context.Context) error { _, err := f.rt.SetMember(ctx, chaosFamily, m); return err }) {
+		cm.added = time.Now()
+		f.mu.Lock()
+		f.all = append(f.all, cm)
+		f.mu.Unlock()
+		f.h.logf("family: added %s (%s %q)", m.Key, m.Zone, m.Expr)
+	}
+}
+
+func (f *chaosFamilyRun) deleteOldest() {
+	f.mu.Lock()
+	var victim *chaosMember
+	for _, m := range f.all {
+		if m.deleted.IsZero() {
+			victim = m
+			break
+		}
+	}
+	f.mu.Unlock()
+	if victim == nil {
+		return
+	}
+	if f.retry("delete "+victim.Key, func(ctx context.Context) error {
+		err := f.rt.DeleteMember(ctx, chaosFamily, victim.Key)
+		if err != nil && strings.Contains(err.Error(), runtime.ErrNoMember.Error()) {
+			return nil // gone already (a flush); deleted all the same
+		}
+		return err
+	}) {
+		f.mu.Lock()
+		victim.deleted = time.Now()
+		f.mu.Unlock()
+		f.h.logf("family: deleted %s", victim.Key)
+	}
+}
+
+// moveEast moves the newest member east (to Asia/Tokyo): its slots go on
+// at the same instants, none twice.
+func (f *chaosFamilyRun) moveEast() {
+	f.mu.Lock()
+	var m *chaosMember
+	for _, cm := range f.all {
+		if cm.deleted.IsZero() && cm.Zone == "America/New_York" && cm.Expr == "" {
+			m = cm
+		}
+	}
+	f.mu.Unlock()
+	if m == nil {
+		return
+	}
+	moved := m.Member
+	moved.Zone = "Asia/Tokyo"
+	if f.retry("move "+m.Key, func(ctx context.Context) error { _, err := f.rt.SetMember(ctx, chaosFamily, moved); return err }) {
+		f.mu.Lock()
+		m.Member = moved
+		f.mu.Unlock()
+		f.h.logf("family: moved %s to Asia/Tokyo", m.Key)
+	}
+}
+
+func (f *chaosFamilyRun) alive() []runtime.Member {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []runtime.Member
+	for _, m := range f.all {
+		if m.deleted.IsZero() {
+			out = append(out, m.Member)
+		}
+	}
+	return out
+}
+
+// missing is how many alive members Redis does not hold, -1 if it cannot
+// tell (Redis down).
+func (f *chaosFamilyRun) missing() int {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	n, err := f.rt.MemberCount(ctx, chaosFamily)
+	if err != nil {
+		return -1
+	}
+	return max(0, len(f.alive())-int(n))
+}
+
+// certain says whether a member's slot surely came due while it existed
+// and Redis held it, judged with margin for the leaders' skewed clocks
+// and the leader's poll; false for slots either way is right.
+func (f *chaosFamilyRun) certain(m *chaosMember, slot time.Time) bool {
+	margin := f.h.cfg.skew + 2*time.Second
+	if !slot.After(m.added.Add(time.Second)) || !m.deleted.IsZero() && slot.After(m.deleted.Add(-margin)) {
+		return false
+	}
+	for _, g := range f.gaps {
+		if slot.After(g[0].Add(-margin)) && slot.Before(g[1].Add(margin)) {
+			return false
+		}
+	}
+	return true
+}
+
+// slots lists, per "family/<member>", the slots in [from, to] that must
+// run once.
+func (f *chaosFamilyRun) slots(from, to time.Time) map[string][]int64 {
+	<-f.done
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string][]int64{}
+	for _, m := range f.all {
+		s, err := f.rt.MemberSchedule(chaosFamily, m.Member)
+		if err != nil {
+			f.h.t.Fatal(err)
+		}
+		for slot := s.Next(from.Add(-time.Nanosecond)); !slot.IsZero() && !slot.After(to); slot = s.Next(slot) {
+			if f.certain(m, slot) {
+				out[chaosFamily+"/"+m.Key] = append(out[chaosFamily+"/"+m.Key], slot.Unix())
+			}
+		}
+	}
+	return out
+}
+
+// check counts the family's occurrences, duplicates and missed slots, and
+// reports runs after a member's deletion.
+func (f *chaosFamilyRun) check(t *testing.T, due map[string][]int64, runs, retries map[string]map[int64]int,
+	lost []runtime.LostWrites) (occurrences, duplicates, missed, afterDelete int) {
+	for name, list := range due {
+		for _, slot := range list {
+			if inLostWindow(lost, time.Unix(slot, 0)) {
+				continue
+			}
+			occurrences++
+			if runs[name][slot]+retries[name][slot] == 0 {
+				missed++
+				t.Errorf("chaos: %s slot %d never ran", name, slot)
+			}
+		}
+	}
+	if occurrences == 0 {
+		t.Error("chaos: no family member's slot came due in the window")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	margin := f.h.cfg.skew + 2*time.Second
+	for _, m := range f.all {
+		name := chaosFamily + "/" + m.Key
+		for slot, n := range runs[name] {
+			if n > 1 {
+				duplicates += n - 1
+				t.Errorf("chaos: %s slot %d ran %d times as a first attempt", name, slot, n)
+			}
+			if !m.deleted.IsZero() && time.Unix(slot, 0).After(m.deleted.Add(margin)) {
+				afterDelete++
+				t.Errorf("chaos: %s slot %d ran after the member was deleted at %s", name, slot, m.deleted.Format(time.TimeOnly))
+			}
+		}
+	}
+	return occurrences, duplicates, missed, afterDelete
+}

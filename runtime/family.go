@@ -1,0 +1,488 @@
+package runtime
+
+// Families: the Go API.
+//
+// A family is a schedule declared with per= (registry.Schedule.Per): the
+// code declares the work (handler, queue, timeout, retries, grace,
+// overlap, the default expression and zone); the members are data in
+// Redis, managed here, each with its own zone and optionally its own
+// expression:
+//
+//	rt.SetMember(ctx, "weekly-report", runtime.Member{Key: "acme", Zone: "Europe/Paris"})   // created?
+//	rt.SetMembers(ctx, "weekly-report", many)        // bulk: one script per 500 members
+//	rt.Member(ctx, "weekly-report", "acme")          // ErrNoMember if unknown
+//	rt.Members(ctx, "weekly-report", cursor, 100)    // a page and the next cursor ("" at the end)
+//	rt.SearchMembers(ctx, "weekly-report", "ac", cursor, 100)
+//	rt.MemberCount(ctx, "weekly-report")
+//	rt.DeleteMember(ctx, "weekly-report", "acme")    // ErrNoMember if unknown
+//	rt.MemberInfos(ctx, "weekly-report", page)       // each one's next run and last run
+//	rt.FamilyNext(ctx, "weekly-report")              // the next run of any member
+//	rt.MemberHistory(ctx, "weekly-report", "acme", 10)
+//	rt.TriggerMember / RerunMember / BackfillMember  // manual runs for one member
+//
+// Names: an unknown schedule is ErrUnknownSchedule, an ordinary one
+// ErrNotAFamily; a bad member key, zone or expression is an error that
+// wraps ErrBadMember and reads as crongen's message for the same mistake
+// in a directive. Member.Zone and Member.Expr empty mean the family's
+// (Member returns the zone in effect; Expr stays empty when it is the
+// family's). Member.Paused pauses one member: its slots are recorded
+// paused and never run, and resuming does not backfill; Pause on the
+// family's name pauses every member. The family's counters (Counters) and
+// history (History) cover all its members; Record.Member says whose an
+// occurrence was. Trigger, Rerun and Backfill refuse a family's name
+// (ErrNoMember: say which member) — use the Member variants.
+//
+// Every guarantee of an ordinary schedule holds per (member, slot): one
+// enqueue across replicas, fenced; grace; no backfill; missed recorded;
+// overlap=skip per member. A member's occurrence ID is
+// "cron:<ns>/<family>:member:<member>:<slot>" (registry.Scope).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/belfry/belfry/registry"
+	"github.com/belfry/belfry/runtime/internal/store"
+)
+
+// Errors of the family API.
+var (
+	// ErrNotAFamily: a member operation named an ordinary schedule.
+	ErrNotAFamily = errors.New("not a family (declared without per=)")
+	// ErrNoMember: the family has no member with that key, or a manual
+	// run named a family without a member.
+	ErrNoMember = errors.New("no such member")
+	// ErrBadMember: a member's key, zone or expression is not valid. The
+	// error's text is the reason, in crongen's words.
+	ErrBadMember = errors.New("bad member")
+)
+
+// Member is one member of a family.
+type Member struct {
+	// Key identifies the member: a tenant's slug or ID
+	// (registry.CheckMember's alphabet).
+	Key string `json:"member"`
+	// Zone is the IANA zone the member's slots are in; empty means the
+	// family's tz=.
+	Zone string `json:"zone"`
+	// Expr is the member's own cron expression; empty means the family's.
+	Expr string `json:"expr,omitempty"`
+	// Paused members' slots are recorded paused and never run.
+	Paused bool `json:"paused,omitempty"`
+}
+
+// badMemberError is a member rejected for reason, which is the whole text.
+type badMemberError struct{ reason error }
+
+func (e *badMemberError) Error() string        { return e.reason.Error() }
+func (e *badMemberError) Is(target error) bool { return target == ErrBadMember }
+func (e *badMemberError) Unwrap() error        { return e.reason }
+
+func badMember(format string, args ...any) error {
+	return &badMemberError{fmt.Errorf(format, args...)}
+}
+
+// family looks a family up for a member operation.
+func (r *Runtime) family(name string) (*registry.Schedule, error) {
+	s, ok := r.reg.Lookup(name)
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("%w %q", ErrUnknownSchedule, name)
+	case !s.Family():
+		return nil, fmt.Errorf("%w: %q", ErrNotAFamily, name)
+	case r.disabled != "":
+		return nil, ErrDisabled
+	}
+	return s, nil
+}
+
+// memberSchedules caches the schedules members follow, by (zone, expr),
+// for one bulk call: 100,000 members share a few hundred.
+type memberSchedules struct {
+	fam  *registry.Schedule
+	seen map[[2]string]memberSchedule
+}
+
+type memberSchedule struct {
+	s   *registry.Schedule
+	err error
+}
+
+func (c *memberSchedules) get(zone, expr string) (*registry.Schedule, error) {
+	k := [2]string{zone, expr}
+	if ms, ok := c.seen[k]; ok {
+		return ms.s, ms.err
+	}
+	s, err := c.fam.ForMember(zone, expr)
+	if c.seen == nil {
+		c.seen = map[[2]string]memberSchedule{}
+	}
+	c.seen[k] = memberSchedule{s, err}
+	return s, err
+}
+
+// checkMember validates m against the family and returns it as stored:
+// the family's own zone and expression stored as empty, so that members
+// that did not choose follow the code's default.
+func checkMember(cache *memberSchedules, m Member) (store.SetMember, error) {
+	if err := registry.CheckMember(m.Key); err != nil {
+		return store.SetMember{}, badMember("bad member %q: %v", m.Key, err)
+	}
+	fam := cache.fam
+	zone, expr := m.Zone, m.Expr
+	if zone == fam.Zone {
+		zone = ""
+	}
+	if expr == fam.Expr {
+		expr = ""
+	}
+	if strings.ContainsAny(zone, "|") {
+		return store.SetMember{}, badMember("bad value %q for tz: unknown zone %q; want an IANA name such as tz=UTC or tz=America/New_York", m.Zone, m.Zone)
+	}
+	if _, err := cache.get(zone, expr); err != nil {
+		return store.SetMember{}, &badMemberError{err}
+	}
+	return store.SetMember{Key: m.Key, Paused: m.Paused, Zone: zone, Expr: expr}, nil
+}
+
+// SetMember creates or replaces a member of the family and reports
+// whether it was created. A new member's first slot is its first after
+// now: one added at 08:59:58 runs at 09:00, not for a slot before. A
+// member whose zone or expression changes never gets a slot at or before
+// the last one it had, nor a slot whose local time (in its new zone) is at
+// or before the local time of the last one it had (in the old zone): its
+// weekly report moved from Tokyo to New York after Monday 09:00 in Tokyo
+// next runs the Monday after, not again on Monday 09:00 in New York. The
+// leader sees the change within about a second.
+func (r *Runtime) SetMember(ctx context.Context, family string, m Member) (created bool, err error) {
+	fam, err := r.family(family)
+	if err != nil {
+		return false, err
+	}
+	sm, err := checkMember(&memberSchedules{fam: fam}, m)
+	if err != nil {
+		return false, err
+	}
+	c, err := r.store.SetMembers(ctx, family, r.clock.Now().Unix(), []store.SetMember{sm})
+	if err != nil {
+		return false, err
+	}
+	return c[0], nil
+}
+
+// SetMembers creates or replaces many members in one call: each is
+// validated first, and a bad one fails the call before anything is
+// written (its error names it). The writes go in scripts of 500 members.
+func (r *Runtime) SetMembers(ctx context.Context, family string, ms []Member) error {
+	fam, err := r.family(family)
+	if err != nil {
+		return err
+	}
+	cache := &memberSchedules{fam: fam}
+	out := make([]store.SetMember, len(ms))
+	seen := make(map[string]bool, len(ms))
+	for i, m := range ms {
+		if out[i], err = checkMember(cache, m); err != nil {
+			return fmt.Errorf("member %d (%q): %w", i, m.Key, err)
+		}
+		if seen[m.Key] {
+			return badMember("member %q is given twice", m.Key)
+		}
+		seen[m.Key] = true
+	}
+	_, err = r.store.SetMembers(ctx, family, r.clock.Now().Unix(), out)
+	return err
+}
+
+// DeleteMember removes a member: it never runs again (ErrNoMember if the
+// family has no such member). Its records stay in the family's history.
+func (r *Runtime) DeleteMember(ctx context.Context, family, key string) error {
+	if _, err := r.family(family); err != nil {
+		return err
+	}
+	ok, err := r.store.DeleteMember(ctx, family, key)
+	if err == nil && !ok {
+		err = fmt.Errorf("%w %q in %s", ErrNoMember, key, family)
+	}
+	return err
+}
+
+func (r *Runtime) memberOf(fam *registry.Schedule, v store.MemberValue) Member {
+	return Member{Key: v.Key, Zone: cmpOr(v.Zone, fam.Zone), Expr: v.Expr, Paused: v.Paused}
+}
+
+func cmpOr(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a
+}
+
+// Member returns one member (ErrNoMember if unknown).
+func (r *Runtime) Member(ctx context.Context, family, key string) (Member, error) {
+	fam, err := r.family(family)
+	if err != nil {
+		return Member{}, err
+	}
+	vs, ok, err := r.store.Members(ctx, family, []string{key})
+	if err != nil {
+		return Member{}, err
+	}
+	if !ok[0] {
+		return Member{}, fmt.Errorf("%w %q in %s", ErrNoMember, key, family)
+	}
+	return r.memberOf(fam, vs[0]), nil
+}
+
+// Members returns a page of about limit members (in no particular order)
+// and the cursor of the next page, "" after the last. Start with cursor
+// "". A member added or removed while paging may or may not be listed.
+func (r *Runtime) Members(ctx context.Context, family, cursor string, limit int) (page []Member, next string, err error) {
+	return r.SearchMembers(ctx, family, "", cursor, limit)
+}
+
+// SearchMembers is Members restricted to members whose key contains
+// substr.
+func (r *Runtime) SearchMembers(ctx context.Context, family, substr, cursor string, limit int) (page []Member, next string, err error) {
+	fam, err := r.family(family)
+	if err != nil {
+		return nil, "", err
+	}
+	limit = min(max(limit, 1), 1000)
+	match := ""
+	if substr != "" {
+		match = "*" + globEscape(substr) + "*"
+	}
+	vs, next, err := r.store.ScanMembers(ctx, family, cursor, match, limit)
+	if errors.Is(err, store.ErrBadCursor) {
+		return nil, "", badMember("bad cursor %q: pass the one the previous page returned, or \"\" for the first", cursor)
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	page = make([]Member, len(vs))
+	for i, v := range vs {
+		page[i] = r.memberOf(fam, v)
+	}
+	return page, next, nil
+}
+
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, c := range s {
+		if strings.ContainsRune(`*?[]\`, c) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// MemberCount returns the number of members of the family.
+func (r *Runtime) MemberCount(ctx context.Context, family string) (int64, error) {
+	if _, err := r.family(family); err != nil {
+		return 0, err
+	}
+	return r.store.MemberCount(ctx, family)
+}
+
+// MemberSchedule returns the schedule a member follows: the family's in
+// the member's zone and with its expression (ErrBadMember if either is
+// not valid). Its Next is the member's next run.
+func (r *Runtime) MemberSchedule(family string, m Member) (*registry.Schedule, error) {
+	fam, ok := r.reg.Lookup(family)
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownSchedule, family)
+	}
+	if !fam.Family() {
+		return nil, fmt.Errorf("%w: %q", ErrNotAFamily, family)
+	}
+	s, err := fam.ForMember(m.Zone, m.Expr)
+	if err != nil {
+		return nil, &badMemberError{err}
+	}
+	return s, nil
+}
+
+// FamilyNext returns the family's next run over all its members: the
+// earliest slot after now of any (zone, expression) its members have,
+// in UTC; zero when it has no members.
+func (r *Runtime) FamilyNext(ctx context.Context, family string) (time.Time, error) {
+	fam, err := r.family(family)
+	if err != nil {
+		return time.Time{}, err
+	}
+	buckets, err := r.store.BucketsChangedAfter(ctx, family, -1)
+	if err != nil {
+		return time.Time{}, err
+	}
+	now := r.clock.Now()
+	var next time.Time
+	for _, b := range buckets {
+		zone, expr := store.SplitBucket(b.Bucket)
+		s, err := fam.ForMember(zone, expr)
+		if err != nil {
+			continue
+		}
+		if t := s.Next(now); !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	return next.UTC(), nil
+}
+
+// LastRun is a member's newest occurrence.
+type LastRun struct {
+	Slot    time.Time `json:"slot"`
+	Outcome Outcome   `json:"outcome"`
+	At      time.Time `json:"at"`
+	ID      string    `json:"task_id"`
+}
+
+// MemberInfo is a member with its next and last run.
+type MemberInfo struct {
+	Member
+	// Next is the member's next slot after now; zero if none.
+	Next time.Time `json:"next_run,omitzero"`
+	// Last is its newest occurrence; nil if none yet.
+	Last *LastRun `json:"last_run,omitempty"`
+}
+
+// MemberInfos adds each member's next run (after now) and last run, in
+// one round trip for the page.
+func (r *Runtime) MemberInfos(ctx context.Context, family string, ms []Member) ([]MemberInfo, error) {
+	fam, err := r.family(family)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, len(ms))
+	for i, m := range ms {
+		keys[i] = m.Key
+	}
+	lasts, ok, err := r.store.MemberLasts(ctx, family, keys)
+	if err != nil {
+		return nil, err
+	}
+	now := r.clock.Now()
+	cache := &memberSchedules{fam: fam}
+	out := make([]MemberInfo, len(ms))
+	for i, m := range ms {
+		out[i].Member = m
+		if s, err := cache.get(m.Zone, m.Expr); err == nil {
+			if next := s.Next(now); !next.IsZero() {
+				out[i].Next = next.In(s.Location())
+			}
+		}
+		if ok[i] {
+			l := lasts[i]
+			id := l.ID
+			if id == "" {
+				id = r.memberScope(fam, m.Key).ID(time.Unix(l.Slot, 0))
+			}
+			out[i].Last = &LastRun{Slot: time.Unix(l.Slot, 0).UTC(), Outcome: Outcome(l.Outcome), At: unixMilli(l.At), ID: id}
+		}
+	}
+	return out, nil
+}
+
+// MemberHistory returns the member's occurrences among the family's
+// newest records (the family keeps HistoryLimit records for all its
+// members together), newest first, at most n. MemberInfos has every
+// member's newest occurrence.
+func (r *Runtime) MemberHistory(ctx context.Context, family, key string, n int) ([]Record, error) {
+	if _, err := r.family(family); err != nil {
+		return nil, err
+	}
+	recs, err := r.History(ctx, family, r.opts.HistoryLimit)
+	out := recs[:0]
+	for _, rec := range recs {
+		if rec.Member == key && len(out) < n {
+			out = append(out, rec)
+		}
+	}
+	return out, err
+}
+
+func (r *Runtime) memberScope(fam *registry.Schedule, key string) registry.Scope {
+	return registry.Scope{Namespace: r.opts.Namespace, Schedule: fam.Name, Member: key}
+}
+
+// manualMember looks a member up for a manual run: the schedule it
+// follows and its scope.
+func (r *Runtime) manualMember(ctx context.Context, family, key string) (*registry.Schedule, registry.Scope, error) {
+	m, err := r.Member(ctx, family, key)
+	if err != nil {
+		return nil, registry.Scope{}, err
+	}
+	s, err := r.MemberSchedule(family, m)
+	if err != nil {
+		return nil, registry.Scope{}, err
+	}
+	return s, r.memberScope(s, key), nil
+}
+
+// TriggerMember is Trigger for one member of a family: a run now, in the
+// member's zone, with its own key.
+func (r *Runtime) TriggerMember(ctx context.Context, family, key, requestKey string) (registry.Occurrence, error) {
+	s, sc, err := r.manualMember(ctx, family, key)
+	if err != nil {
+		return registry.Occurrence{}, err
+	}
+	return r.trigger(ctx, s, sc, requestKey)
+}
+
+// RerunMember is Rerun for one member: the slot must be one the member's
+// schedule (its zone and expression now) really had.
+func (r *Runtime) RerunMember(ctx context.Context, family, key string, slot time.Time, requestKey string) (registry.Occurrence, error) {
+	s, sc, err := r.manualMember(ctx, family, key)
+	if err != nil {
+		return registry.Occurrence{}, err
+	}
+	return r.rerun(ctx, s, sc, slot, requestKey)
+}
+
+// BackfillMember is Backfill for one member.
+func (r *Runtime) BackfillMember(ctx context.Context, family, key string, from, to time.Time, requestKey string) ([]registry.Occurrence, error) {
+	s, sc, err := r.manualMember(ctx, family, key)
+	if err != nil {
+		return nil, err
+	}
+	return r.backfill(ctx, s, sc, from, to, requestKey)
+}
+
+// occurrence is the scheduled occurrence of slot for the plan's scope:
+// the member's, for a family.
+func (p *slotPlan) occurrence(namespace string, slot time.Time) registry.Occurrence {
+	occ := p.sched.Occurrence(namespace, slot)
+	if p.scope.Member != "" {
+		occ.Member, occ.ID = p.scope.Member, p.scope.ID(slot)
+	}
+	return occ
+}
+
+// families lists the registry's families.
+func (r *Runtime) families() []*registry.Schedule {
+	var out []*registry.Schedule
+	for _, s := range r.reg.Schedules() {
+		if s.Family() {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// noteMemberRun records a member's newest occurrence for MemberInfos; a
+// failure is logged, never the handler's.
+func (r *Runtime) noteMemberRun(ctx context.Context, occ registry.Occurrence, outcome Outcome, at time.Time) {
+	id := occ.ID
+	if id == (registry.Scope{Namespace: r.opts.Namespace, Schedule: occ.Schedule, Member: occ.Member}).ID(occ.Slot) {
+		id = ""
+	}
+	l := store.MemberLast{Slot: occ.Slot.Unix(), Outcome: string(outcome), At: at.UnixMilli(), ID: id}
+	if err := r.store.SetMemberLast(ctx, occ.Schedule, occ.Member, l); err != nil {
+		r.log.Warn("could not record a member's last run", "id", occ.ID, "err", err)
+	}
+}

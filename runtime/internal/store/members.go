@@ -1,0 +1,533 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A family's members live under "<ns>:fam:{<family>}:", the name in
+// braces so that no family's keys are a prefix of another's (a name has
+// no braces):
+//
+//	m        hash member -> "<since>|<paused>|<zone>|<expr>" (since: unix s
+//	         the member was created; paused "1" or ""; zone and expr as
+//	         given, empty meaning the family's)
+//	b:<zone>|<expr>   zset of the members of one bucket (score 0, read
+//	         in lexical pages when the bucket is due)
+//	buckets  zset bucket -> version of the last change that put a member
+//	         in it; a bucket is removed with its last member
+//	c        hash member -> the leader's cursor "<slot> <utc offset>" (the
+//	         last slot handled, unix s, and its zone's offset then), plus
+//	         " <last enqueued slot>" for overlap=skip families
+//	last     hash member -> "<slot> <outcome> <unix ms>[ <id>]", the
+//	         member's newest occurrence (id only when not the slot's
+//	         scheduled one)
+//	bc       hash bucket -> the slot (unix s) through which every member
+//	         of the bucket was handled, so a new leader reads a bucket's
+//	         members only for slots after it
+//
+// and "<ns>:fam:ver" counts every change to any family's members, so the
+// leader sees a change with one GET.
+
+// FamilyKeys names one family's keys.
+type FamilyKeys struct {
+	Prefix  string // "<ns>:fam:{<family>}:"
+	Members string
+	Buckets string
+	Cursors string
+	Last    string
+}
+
+// Family returns the keys of family name.
+func (k Keys) Family(name string) FamilyKeys {
+	p := k.Prefix + "fam:{" + name + "}:"
+	return FamilyKeys{Prefix: p, Members: p + "m", Buckets: p + "buckets", Cursors: p + "c", Last: p + "last"}
+}
+
+// Bucket is the zset of the members of one (zone, expression) bucket.
+func (f FamilyKeys) Bucket(bucket string) string { return f.Prefix + "b:" + bucket }
+
+// FamilyVersion counts changes to every family's members.
+func (k Keys) FamilyVersion() string { return k.Prefix + "fam:ver" }
+
+// BucketOf is the bucket a member's zone and expression put it in.
+func BucketOf(zone, expr string) string { return zone + "|" + expr }
+
+// SplitBucket is BucketOf's inverse.
+func SplitBucket(bucket string) (zone, expr string) {
+	zone, expr, _ = strings.Cut(bucket, "|")
+	return zone, expr
+}
+
+// MemberValue is a member as stored.
+type MemberValue struct {
+	Key        string
+	Since      int64 // unix s; slots at or before it never run
+	Paused     bool
+	Zone, Expr string
+}
+
+func parseMember(key, v string) (MemberValue, bool) {
+	parts := strings.SplitN(v, "|", 4)
+	if len(parts) != 4 {
+		return MemberValue{}, false
+	}
+	since, err := strconv.ParseInt(parts[0], 10, 64)
+	if err != nil {
+		return MemberValue{}, false
+	}
+	return MemberValue{Key: key, Since: since, Paused: parts[1] == "1", Zone: parts[2], Expr: parts[3]}, true
+}
+
+// setMembersScript creates or updates members: each goes into the bucket
+// of its zone and expression (leaving its old one, which is dropped from
+// the bucket index when it empties), keeps the time it was created, and
+// marks its bucket changed for the leader.
+//
+//	KEYS[1] the namespace's family version counter
+//	ARGV[1] the family's key prefix, ARGV[2] now (unix s), ARGV[3..]
+//	quadruples member, paused ("1" or ""), zone, expr
+//	returns per member 1 if created, 0 if updated.
+var setMembersScript = redis.NewScript(`
+local p, now = ARGV[1], ARGV[2]
+local ver = redis.call('INCR', KEYS[1])
+local out = {}
+for i = 3, #ARGV, 4 do
+  local key, paused, bucket = ARGV[i], ARGV[i+1], ARGV[i+2] .. '|' .. ARGV[i+3]
+  local since = now
+  local old = redis.call('HGET', p .. 'm', key)
+  if old then
+    local a = string.find(old, '|', 1, true)
+    local b = string.find(old, '|', a + 1, true)
+    since = string.sub(old, 1, a - 1)
+    local was = string.sub(old, b + 1)
+    if was ~= bucket then
+      redis.call('ZREM', p .. 'b:' .. was, key)
+      if redis.call('EXISTS', p .. 'b:' .. was) == 0 then redis.call('ZREM', p .. 'buckets', was) end
+    end
+    out[#out + 1] = 0
+  else
+    out[#out + 1] = 1
+  end
+  redis.call('HSET', p .. 'm', key, since .. '|' .. paused .. '|' .. bucket)
+  redis.call('ZADD', p .. 'b:' .. bucket, 0, key)
+  redis.call('ZADD', p .. 'buckets', ver, bucket)
+end
+return out
+`)
+
+// deleteMemberScript removes a member and everything the runtime holds
+// about it but the records in the family's history.
+//
+//	KEYS[1] the family version counter
+//	ARGV[1] the family's key prefix, ARGV[2] member
+//	returns 1 if the member existed.
+var deleteMemberScript = redis.NewScript(`
+local p, key = ARGV[1], ARGV[2]
+local old = redis.call('HGET', p .. 'm', key)
+if not old then return 0 end
+local a = string.find(old, '|', 1, true)
+local b = string.find(old, '|', a + 1, true)
+local was = string.sub(old, b + 1)
+redis.call('ZREM', p .. 'b:' .. was, key)
+if redis.call('EXISTS', p .. 'b:' .. was) == 0 then redis.call('ZREM', p .. 'buckets', was) end
+redis.call('HDEL', p .. 'm', key)
+redis.call('HDEL', p .. 'c', key)
+redis.call('HDEL', p .. 'last', key)
+redis.call('INCR', KEYS[1])
+return 1
+`)
+
+// SetMember is one member to write.
+type SetMember struct {
+	Key        string
+	Paused     bool
+	Zone, Expr string
+}
+
+// MemberChunk bounds the members one script call or one read carries: at
+// about 10 µs of Redis time each, no call blocks Redis for more than a few
+// milliseconds.
+const MemberChunk = 500
+
+// SetMembers writes members in scripts of at most MemberChunk each and
+// reports which were created. now is the creation time of new members.
+func (s *Store) SetMembers(ctx context.Context, family string, now int64, ms []SetMember) ([]bool, error) {
+	fk := s.Keys.Family(family)
+	created := make([]bool, 0, len(ms))
+	for start := 0; start < len(ms); start += MemberChunk {
+		part := ms[start:min(start+MemberChunk, len(ms))]
+		args := make([]any, 0, 2+4*len(part))
+		args = append(args, fk.Prefix, now)
+		for _, m := range part {
+			paused := ""
+			if m.Paused {
+				paused = "1"
+			}
+			args = append(args, m.Key, paused, m.Zone, m.Expr)
+		}
+		res, err := setMembersScript.Run(ctx, s.rdb, []string{s.Keys.FamilyVersion()}, args...).Int64Slice()
+		if err != nil {
+			return created, err
+		}
+		for _, n := range res {
+			created = append(created, n == 1)
+		}
+	}
+	return created, nil
+}
+
+// DeleteMember removes a member and reports whether it existed.
+func (s *Store) DeleteMember(ctx context.Context, family, key string) (bool, error) {
+	n, err := deleteMemberScript.Run(ctx, s.rdb, []string{s.Keys.FamilyVersion()}, s.Keys.Family(family).Prefix, key).Int()
+	return n == 1, err
+}
+
+// Members reads members by key, in chunks; ok is false for unknown ones.
+func (s *Store) Members(ctx context.Context, family string, keys []string) ([]MemberValue, []bool, error) {
+	fk := s.Keys.Family(family)
+	out, ok := make([]MemberValue, len(keys)), make([]bool, len(keys))
+	for start := 0; start < len(keys); start += MemberChunk {
+		vals, err := s.rdb.HMGet(ctx, fk.Members, keys[start:min(start+MemberChunk, len(keys))]...).Result()
+		if err != nil {
+			return nil, nil, err
+		}
+		for i, v := range vals {
+			if str, isStr := v.(string); isStr {
+				out[start+i], ok[start+i] = parseMember(keys[start+i], str)
+			}
+		}
+	}
+	return out, ok, nil
+}
+
+// ScanMembers returns a page of about count members and the cursor of the
+// next page ("" after the last), matching the glob match ("" for all).
+func (s *Store) ScanMembers(ctx context.Context, family, cursor, match string, count int) ([]MemberValue, string, error) {
+	c, err := strconv.ParseUint(cmpOr(cursor, "0"), 10, 64)
+	if err != nil {
+		return nil, "", ErrBadCursor
+	}
+	// With a match most of a scan step's entries may not match: go on
+	// until the page has count members, or the scan ends, at most a few
+	// steps, each bounded by count.
+	var out []MemberValue
+	for step := 0; step < 16; step++ {
+		kv, next, err := s.rdb.HScan(ctx, s.Keys.Family(family).Members, c, match, int64(count)).Result()
+		if err != nil {
+			return nil, "", err
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			if m, ok := parseMember(kv[i], kv[i+1]); ok {
+				out = append(out, m)
+			}
+		}
+		c = next
+		if c == 0 || len(out) >= count {
+			break
+		}
+	}
+	nextCursor := ""
+	if c != 0 {
+		nextCursor = strconv.FormatUint(c, 10)
+	}
+	return out, nextCursor, nil
+}
+
+// ErrBadCursor is a page cursor that ScanMembers did not hand out.
+var ErrBadCursor = errors.New("bad cursor")
+
+func cmpOr(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a
+}
+
+// MemberCount is the number of a family's members.
+func (s *Store) MemberCount(ctx context.Context, family string) (int64, error) {
+	return s.rdb.HLen(ctx, s.Keys.Family(family).Members).Result()
+}
+
+// FamilyVersion reads the change counter of every family's members.
+func (s *Store) FamilyVersion(ctx context.Context) (int64, error) {
+	v, err := s.rdb.Get(ctx, s.Keys.FamilyVersion()).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	return v, err
+}
+
+// BucketVersion is a bucket and the version of its last change.
+type BucketVersion struct {
+	Bucket  string
+	Version int64
+}
+
+// BucketsChangedAfter returns the family's buckets changed after version
+// (every bucket for version 0... or -1).
+func (s *Store) BucketsChangedAfter(ctx context.Context, family string, version int64) ([]BucketVersion, error) {
+	zs, err := s.rdb.ZRangeByScoreWithScores(ctx, s.Keys.Family(family).Buckets, &redis.ZRangeBy{
+		Min: "(" + strconv.FormatInt(version, 10), Max: "+inf"}).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]BucketVersion, len(zs))
+	for i, z := range zs {
+		out[i] = BucketVersion{Bucket: z.Member.(string), Version: int64(z.Score)}
+	}
+	return out, nil
+}
+
+// BucketPage returns up to n member keys of a bucket that sort after
+// after ("" for the first page).
+func (s *Store) BucketPage(ctx context.Context, family, bucket, after string, n int) ([]string, error) {
+	min := "-"
+	if after != "" {
+		min = "(" + after
+	}
+	return s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: s.Keys.Family(family).Bucket(bucket), Start: min, Stop: "+",
+		ByLex: true, Count: int64(n)}).Result()
+}
+
+// MemberCursor is the leader's state of one member.
+type MemberCursor struct {
+	Slot   int64 // the last slot handled, unix s
+	Offset int   // its zone's UTC offset then, s
+	// LastEnqueued is the newest enqueued slot (overlap=skip families
+	// only; 0 when unknown).
+	LastEnqueued int64
+}
+
+func (c MemberCursor) encode(withLast bool) string {
+	s := strconv.FormatInt(c.Slot, 10) + " " + strconv.Itoa(c.Offset)
+	if withLast {
+		s += " " + strconv.FormatInt(c.LastEnqueued, 10)
+	}
+	return s
+}
+
+func parseCursor(v string) (MemberCursor, bool) {
+	f := strings.Fields(v)
+	if len(f) < 2 {
+		return MemberCursor{}, false
+	}
+	slot, err1 := strconv.ParseInt(f[0], 10, 64)
+	off, err2 := strconv.Atoi(f[1])
+	if err1 != nil || err2 != nil {
+		return MemberCursor{}, false
+	}
+	c := MemberCursor{Slot: slot, Offset: off}
+	if len(f) > 2 {
+		c.LastEnqueued, _ = strconv.ParseInt(f[2], 10, 64)
+	}
+	return c, true
+}
+
+// MemberStates reads the members and their cursors in one pipelined round
+// trip (keys at most a few MemberChunks).
+func (s *Store) MemberStates(ctx context.Context, family string, keys []string) ([]MemberValue, []bool, []MemberCursor, []bool, error) {
+	fk := s.Keys.Family(family)
+	var mcmds, ccmds []*redis.SliceCmd
+	if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for start := 0; start < len(keys); start += MemberChunk {
+			part := keys[start:min(start+MemberChunk, len(keys))]
+			mcmds = append(mcmds, p.HMGet(ctx, fk.Members, part...))
+			ccmds = append(ccmds, p.HMGet(ctx, fk.Cursors, part...))
+		}
+		return nil
+	}); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	ms, mok := make([]MemberValue, len(keys)), make([]bool, len(keys))
+	cs, cok := make([]MemberCursor, len(keys)), make([]bool, len(keys))
+	for chunk := range mcmds {
+		base := chunk * MemberChunk
+		for i, v := range mcmds[chunk].Val() {
+			if str, ok := v.(string); ok {
+				ms[base+i], mok[base+i] = parseMember(keys[base+i], str)
+			}
+		}
+		for i, v := range ccmds[chunk].Val() {
+			if str, ok := v.(string); ok {
+				cs[base+i], cok[base+i] = parseCursor(str)
+			}
+		}
+	}
+	return ms, mok, cs, cok, nil
+}
+
+// MemberCommit is one member's part of a family's fenced commit.
+type MemberCommit struct {
+	Member string `json:"m"`
+	Cursor string `json:"c"`
+	// Last is the member's newest occurrence, "" to leave it: written only
+	// when its slot is newer than the one recorded (a fast worker may
+	// already have recorded the outcome of the same slot).
+	Last     string `json:"l"`
+	LastSlot int64  `json:"s"`
+}
+
+// familyCommitScript is the leader's write of a family's state after it
+// enqueued a bucket's page: each member's cursor and newest occurrence,
+// the family's records and counters. A member deleted meanwhile gets no
+// cursor back. Fenced, like commitScript.
+//
+//	KEYS[1] lease
+//	ARGV[1] lease value, ARGV[2] namespace key prefix, ARGV[3] history
+//	limit, ARGV[4] occurrence TTL s, ARGV[5] the family's key prefix,
+//	ARGV[6] JSON Commit of the family (records and counts; cursor
+//	ignored), ARGV[7] JSON [MemberCommit], ARGV[8] a bucket and ARGV[9]
+//	its new cursor, the slot through which every member was handled
+//	("" to leave it)
+//	returns 1 if committed, 0 if the lease is not held with that value.
+var familyCommitScript = redis.NewScript(recordLua + `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local p, limit, ttl, fp = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+for _, m in ipairs(cjson.decode(ARGV[7])) do
+  if redis.call('HEXISTS', fp .. 'm', m.m) == 1 then
+    redis.call('HSET', fp .. 'c', m.m, m.c)
+    if m.l ~= '' then
+      local old = redis.call('HGET', fp .. 'last', m.m)
+      if not old or tonumber(string.match(old, '^%-?%d+')) < m.s then redis.call('HSET', fp .. 'last', m.m, m.l) end
+    end
+  end
+end
+if ARGV[9] ~= '' then redis.call('HSET', fp .. 'bc', ARGV[8], ARGV[9]) end
+local s = cjson.decode(ARGV[6])
+for _, r in ipairs(s.recs) do record(p, limit, ttl, s.name, r) end
+count(p, s.name, s.counts)
+return 1
+`)
+
+// CommitFamily writes a family's step, in fenced scripts of at most
+// MemberChunk members each; the records and counts go with the first, the
+// bucket's cursor (when bucketCursor is not "") with the last.
+func (s *Store) CommitFamily(ctx context.Context, leaseValue, family string, fam Commit, ms []MemberCommit, bucket, bucketCursor string) error {
+	fk := s.Keys.Family(family)
+	for start := 0; start == 0 || start < len(ms); start += MemberChunk {
+		part := ms[start:min(start+MemberChunk, len(ms))]
+		if part == nil {
+			part = []MemberCommit{}
+		}
+		mj, err := json.Marshal(part)
+		if err != nil {
+			return err
+		}
+		fj, err := json.Marshal(fam)
+		if err != nil {
+			return err
+		}
+		bc := ""
+		if start+MemberChunk >= len(ms) {
+			bc = bucketCursor
+		}
+		ok, err := familyCommitScript.Run(ctx, s.rdb, []string{s.Keys.Lease}, leaseValue, s.Keys.Prefix,
+			s.HistoryLimit, int(s.RecordTTL.Seconds()), fk.Prefix, fj, mj, bucket, bc).Int()
+		if err != nil {
+			return err
+		}
+		if ok != 1 {
+			return ErrNotLeader
+		}
+		fam = Commit{Name: fam.Name}
+	}
+	return nil
+}
+
+// EncodeCursor writes a member's cursor as CommitFamily stores it.
+func EncodeCursor(c MemberCursor, withLast bool) string { return c.encode(withLast) }
+
+// setLastScript records a member's newest occurrence from a worker or a
+// manual run: only for a member that still exists, and only when the slot
+// is at least the one recorded.
+//
+//	ARGV[1] the family's key prefix, ARGV[2] member, ARGV[3] slot (unix
+//	s), ARGV[4] value
+var setLastScript = redis.NewScript(`
+local fp, key = ARGV[1], ARGV[2]
+if redis.call('HEXISTS', fp .. 'm', key) == 0 then return 0 end
+local old = redis.call('HGET', fp .. 'last', key)
+if old and tonumber(string.match(old, '^%-?%d+')) > tonumber(ARGV[3]) then return 0 end
+redis.call('HSET', fp .. 'last', key, ARGV[4])
+return 1
+`)
+
+// MemberLast is a member's newest occurrence as stored.
+type MemberLast struct {
+	Slot    int64 // unix s
+	Outcome string
+	At      int64  // unix ms
+	ID      string // "" for the slot's scheduled occurrence
+}
+
+// EncodeLast writes a member's newest occurrence as stored.
+func EncodeLast(l MemberLast) string {
+	s := strconv.FormatInt(l.Slot, 10) + " " + l.Outcome + " " + strconv.FormatInt(l.At, 10)
+	if l.ID != "" {
+		s += " " + l.ID
+	}
+	return s
+}
+
+func parseLast(v string) (MemberLast, bool) {
+	f := strings.Fields(v)
+	if len(f) < 3 {
+		return MemberLast{}, false
+	}
+	slot, err1 := strconv.ParseInt(f[0], 10, 64)
+	at, err2 := strconv.ParseInt(f[2], 10, 64)
+	if err1 != nil || err2 != nil {
+		return MemberLast{}, false
+	}
+	l := MemberLast{Slot: slot, Outcome: f[1], At: at}
+	if len(f) > 3 {
+		l.ID = f[3]
+	}
+	return l, true
+}
+
+// SetMemberLast records a member's newest occurrence; see setLastScript.
+func (s *Store) SetMemberLast(ctx context.Context, family, key string, l MemberLast) error {
+	return setLastScript.Run(ctx, s.rdb, nil, s.Keys.Family(family).Prefix, key, l.Slot, EncodeLast(l)).Err()
+}
+
+// MemberLasts reads members' newest occurrences; ok is false for none.
+func (s *Store) MemberLasts(ctx context.Context, family string, keys []string) ([]MemberLast, []bool, error) {
+	out, ok := make([]MemberLast, len(keys)), make([]bool, len(keys))
+	for start := 0; start < len(keys); start += MemberChunk {
+		vals, err := s.rdb.HMGet(ctx, s.Keys.Family(family).Last, keys[start:min(start+MemberChunk, len(keys))]...).Result()
+		if err != nil {
+			return nil, nil, err
+		}
+		for i, v := range vals {
+			if str, isStr := v.(string); isStr {
+				out[start+i], ok[start+i] = parseLast(str)
+			}
+		}
+	}
+	return out, ok, nil
+}
+
+// BucketCursors reads the cursors of buckets; 0 where none.
+func (s *Store) BucketCursors(ctx context.Context, family string, buckets []string) ([]int64, error) {
+	out := make([]int64, len(buckets))
+	fk := s.Keys.Family(family)
+	for start := 0; start < len(buckets); start += MemberChunk {
+		vals, err := s.rdb.HMGet(ctx, fk.Prefix+"bc", buckets[start:min(start+MemberChunk, len(buckets))]...).Result()
+		if err != nil {
+			return nil, err
+		}
+		for i, v := range vals {
+			if str, ok := v.(string); ok {
+				out[start+i], _ = strconv.ParseInt(str, 10, 64)
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,77 @@
+package store_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/belfry/belfry/runtime/internal/redistest"
+	"github.com/belfry/belfry/runtime/internal/store"
+)
+
+// A member is in exactly one bucket, the bucket index holds the buckets
+// with members, and every change bumps the version the leader polls.
+func TestMembersMoveBetweenBuckets(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	const fam = "weekly"
+	v0, _ := s.FamilyVersion(ctx)
+	created, err := s.SetMembers(ctx, fam, 100, []store.SetMember{{Key: "acme", Zone: "Asia/Tokyo"}, {Key: "globex"}})
+	if err != nil || !slices.Equal(created, []bool{true, true}) {
+		t.Fatalf("SetMembers = %v, %v", created, err)
+	}
+	created, _ = s.SetMembers(ctx, fam, 200, []store.SetMember{{Key: "acme", Zone: "America/New_York", Paused: true}})
+	if created[0] {
+		t.Error("an update reported a creation")
+	}
+	ms, ok, _ := s.Members(ctx, fam, []string{"acme", "nope"})
+	if !ok[0] || ok[1] || ms[0].Since != 100 || !ms[0].Paused || ms[0].Zone != "America/New_York" {
+		t.Errorf("acme after the move: %+v %v; want created at 100, paused, in New York", ms[0], ok)
+	}
+	bvs, _ := s.BucketsChangedAfter(ctx, fam, v0)
+	var buckets []string
+	for _, bv := range bvs {
+		buckets = append(buckets, bv.Bucket)
+	}
+	slices.Sort(buckets)
+	if want := []string{"America/New_York|", "|"}; !slices.Equal(buckets, want) {
+		t.Errorf("buckets %v; want %v (Tokyo emptied and dropped)", buckets, want)
+	}
+	if page, _ := s.BucketPage(ctx, fam, "Asia/Tokyo|", "", 10); len(page) != 0 {
+		t.Errorf("acme is still in its old bucket: %v", page)
+	}
+	if v1, _ := s.FamilyVersion(ctx); v1 != v0+2 {
+		t.Errorf("version %d after two writes from %d", v1, v0)
+	}
+}
+
+// The leader's commit is fenced, and does not give a deleted member its
+// cursor back.
+func TestCommitFamilyIsFencedAndSkipsDeletedMembers(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	const fam = "weekly"
+	hold(t, s, ctx, "r0|1")
+	s.SetMembers(ctx, fam, 100, []store.SetMember{{Key: "acme"}, {Key: "globex"}})
+	if ok, err := s.DeleteMember(ctx, fam, "globex"); !ok || err != nil {
+		t.Fatalf("DeleteMember = %v, %v", ok, err)
+	}
+	cursor := store.EncodeCursor(store.MemberCursor{Slot: 500, Offset: 3600}, false)
+	commits := []store.MemberCommit{{Member: "acme", Cursor: cursor}, {Member: "globex", Cursor: cursor}}
+	if err := s.CommitFamily(ctx, "r0|1", fam, store.Commit{Name: fam}, commits, "|", "500"); err != nil {
+		t.Fatal(err)
+	}
+	_, _, cs, hasCursor, _ := s.MemberStates(ctx, fam, []string{"acme", "globex"})
+	if !hasCursor[0] || cs[0].Slot != 500 || cs[0].Offset != 3600 || hasCursor[1] {
+		t.Errorf("cursors %+v %v; want acme's only", cs, hasCursor)
+	}
+	if bc, _ := s.BucketCursors(ctx, fam, []string{"|"}); bc[0] != 500 {
+		t.Errorf("bucket cursor %d, want 500", bc[0])
+	}
+	hold(t, s, ctx, "r1|2")
+	if err := s.CommitFamily(ctx, "r0|1", fam, store.Commit{Name: fam}, commits, "|", "900"); err != store.ErrNotLeader {
+		t.Errorf("a zombie's commit: %v, want ErrNotLeader", err)
+	}
+	if n, _ := redistest.Shared(t).Exists(ctx, s.Keys.Family(fam).Members).Result(); n != 1 {
+		t.Error("the family's members are gone")
+	}
+}
