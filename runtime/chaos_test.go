@@ -301,8 +301,10 @@ type chaosHarness struct {
 	// operator is a runtime of the harness's own, never run: it pauses and
 	// resumes as an operator would and reads the detected losses.
 	operator *runtime.Runtime
-	// operatorPause is when an operator paused and resumed chaosPaused.
-	operatorPause struct{ from, to time.Time }
+	// operatorPause is when an operator paused and resumed chaosPaused:
+	// each from its first attempt (one that timed out may have landed) to
+	// the one that succeeded.
+	operatorPause struct{ fromFirst, from, toFirst, to time.Time }
 	// failover, when set, makes a Sentinel failover of the primary and
 	// counts it; nil without the sentinel topology.
 	failover func(*chaosHarness)
@@ -376,7 +378,12 @@ func TestChaos(t *testing.T) {
 		// A primary, a replica and three sentinels; the harness and every
 		// replica follow the primary, and the replicas' writes wait for
 		// the replica's acknowledgement (Options.ReplicaAcks).
-		h.sentinel = redistest.NewSentinel(t, filepath.Join(dir, "sentinel"), redistest.SentinelOptions{})
+		// min-replicas-to-write 1: an old primary cut off from its replica
+		// refuses writes within a second instead of taking enqueues and
+		// dequeues that its demotion throws away, while workers still
+		// connected to it run the tasks (a second run after the retry on
+		// the new primary). What ReplicaAcks cannot do alone.
+		h.sentinel = redistest.NewSentinel(t, filepath.Join(dir, "sentinel"), redistest.SentinelOptions{MinReplicasToWrite: 1})
 		t.Cleanup(h.sentinel.Close)
 		h.redis, h.failover = h.sentinel.Servers[0], (*chaosHarness).sentinelFailover
 		h.rdb = redis.NewFailoverClient(h.sentinel.FailoverOptions())
@@ -536,15 +543,16 @@ func TestChaos(t *testing.T) {
 func (h *chaosHarness) operatorPauses(start time.Time) <-chan struct{} {
 	done := make(chan struct{})
 	rt := h.operator
-	act := func(at time.Duration, what string, do func(context.Context) error) time.Time {
+	act := func(at time.Duration, what string, do func(context.Context) error) (first, done time.Time) {
 		time.Sleep(time.Until(start.Add(at)))
+		first = time.Now()
 		for {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			err := do(runtime.WithActor(ctx, "chaos"))
 			cancel()
 			if err == nil {
 				h.logf("operator: %s %s", what, chaosPaused)
-				return time.Now()
+				return first, time.Now()
 			}
 			h.logf("operator: %s %s failed, retrying: %v", what, chaosPaused, err)
 			time.Sleep(100 * time.Millisecond)
@@ -552,10 +560,10 @@ func (h *chaosHarness) operatorPauses(start time.Time) <-chan struct{} {
 	}
 	go func() {
 		defer close(done)
-		h.operatorPause.from = act(h.cfg.duration*15/100, "paused", func(ctx context.Context) error {
+		h.operatorPause.fromFirst, h.operatorPause.from = act(h.cfg.duration*15/100, "paused", func(ctx context.Context) error {
 			return rt.Pause(ctx, chaosPaused, "chaos: an operator pauses mid-run")
 		})
-		h.operatorPause.to = act(h.cfg.duration*40/100, "resumed", func(ctx context.Context) error {
+		h.operatorPause.toFirst, h.operatorPause.to = act(h.cfg.duration*40/100, "resumed", func(ctx context.Context) error {
 			return rt.Resume(ctx, chaosPaused)
 		})
 	}()
@@ -576,12 +584,12 @@ const (
 // set still runs: slots within skew plus a second of either edge may go
 // either way.
 func (h *chaosHarness) pausedState(slot time.Time) pausedState {
-	from, to := h.operatorPause.from, h.operatorPause.to
+	p := h.operatorPause
 	margin := h.cfg.skew + time.Second
 	switch {
-	case slot.After(from.Add(margin)) && slot.Before(to.Add(-margin)):
+	case slot.After(p.from.Add(margin)) && slot.Before(p.toFirst.Add(-margin)):
 		return slotPaused
-	case slot.After(from.Add(-margin)) && slot.Before(to.Add(margin)):
+	case slot.After(p.fromFirst.Add(-margin)) && slot.Before(p.to.Add(margin)):
 		return slotMaybePaused
 	}
 	return slotRuns
@@ -915,7 +923,16 @@ func (h *chaosHarness) sentinelFailover() {
 // flush loses every key, as FLUSHALL, a restart without persistence or a
 // failover to an empty replica does.
 func (h *chaosHarness) flush() {
-	if err := h.rdb.FlushAll(context.Background()).Err(); err != nil {
+	// A primary without its replica refuses writes for a while after a
+	// failover (min-replicas-to-write): try for a few seconds.
+	var err error
+	for range 40 {
+		if err = h.rdb.FlushAll(context.Background()).Err(); err == nil {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if err != nil {
 		h.logf("FLUSHALL failed: %v", err)
 		return
 	}
