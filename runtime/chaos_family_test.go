@@ -229,6 +229,11 @@ func (f *chaosFamilyRun) certain(m *chaosMember, slot time.Time) bool {
 	if !slot.After(m.added.Add(time.Second)) || !m.deleted.IsZero() && slot.After(m.deleted.Add(-margin)) {
 		return false
 	}
+	// Deleted while the leader was catching up after an outage: it may
+	// not have reached the slot before the member was gone.
+	if !m.deleted.IsZero() && slot.Before(m.deleted) && f.h.quietBefore(slot, m.deleted, margin) {
+		return false
+	}
 	for _, g := range f.gaps {
 		if slot.After(g[0].Add(-margin)) && slot.Before(g[1].Add(margin)) {
 			return false

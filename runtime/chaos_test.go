@@ -312,6 +312,23 @@ type chaosHarness struct {
 	// or one Sentinel made on its own, e.g. during a stall), as seen.
 	switchMu sync.Mutex
 	switches []time.Time
+	// quiet are the stretches in which nothing ran (watch): an outage,
+	// after which the leader catches up on the slots that came due in it.
+	quiet [][2]time.Time
+}
+
+// quietBefore says whether slot came due in, or just before, a stretch in
+// which nothing ran that had not ended by margin before at: the leader
+// may not have got to the slot by then (it was catching up).
+func (h *chaosHarness) quietBefore(slot, at time.Time, margin time.Duration) bool {
+	h.switchMu.Lock()
+	defer h.switchMu.Unlock()
+	for _, q := range h.quiet {
+		if slot.After(q[0].Add(-margin)) && at.Before(q[1].Add(margin)) {
+			return true
+		}
+	}
+	return false
 }
 
 // noteSwitch records a change of primary.
@@ -1098,6 +1115,9 @@ func (h *chaosHarness) watch() (stop func()) {
 			if n != size {
 				if quiet {
 					h.logf("watch: executions resumed after %s", time.Since(lastRun).Round(time.Second))
+					h.switchMu.Lock()
+					h.quiet = append(h.quiet, [2]time.Time{lastRun, time.Now()})
+					h.switchMu.Unlock()
 				}
 				size, lastRun, quiet = n, time.Now(), false
 				continue
