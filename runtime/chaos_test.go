@@ -315,6 +315,8 @@ type chaosHarness struct {
 	// quiet are the stretches in which nothing ran (watch): an outage,
 	// after which the leader catches up on the slots that came due in it.
 	quiet [][2]time.Time
+	// quietSince is when the stretch under way began, zero if none.
+	quietSince time.Time
 }
 
 // quietBefore says whether slot came due in, or just before, a stretch in
@@ -323,7 +325,11 @@ type chaosHarness struct {
 func (h *chaosHarness) quietBefore(slot, at time.Time, margin time.Duration) bool {
 	h.switchMu.Lock()
 	defer h.switchMu.Unlock()
-	for _, q := range h.quiet {
+	stretches := h.quiet
+	if !h.quietSince.IsZero() {
+		stretches = append(slices.Clip(stretches), [2]time.Time{h.quietSince, time.Now().Add(time.Hour)})
+	}
+	for _, q := range stretches {
 		if slot.After(q[0].Add(-margin)) && at.Before(q[1].Add(margin)) {
 			return true
 		}
@@ -1116,13 +1122,18 @@ func (h *chaosHarness) watch() (stop func()) {
 				if quiet {
 					h.logf("watch: executions resumed after %s", time.Since(lastRun).Round(time.Second))
 					h.switchMu.Lock()
-					h.quiet = append(h.quiet, [2]time.Time{lastRun, time.Now()})
+					h.quiet, h.quietSince = append(h.quiet, [2]time.Time{lastRun, time.Now()}), time.Time{}
 					h.switchMu.Unlock()
 				}
 				size, lastRun, quiet = n, time.Now(), false
 				continue
 			}
 			if idle := time.Since(lastRun); idle > 3*time.Second && !quiet || quiet && idle%(30*time.Second) < time.Second {
+				if !quiet {
+					h.switchMu.Lock()
+					h.quietSince = lastRun
+					h.switchMu.Unlock()
+				}
 				quiet = true
 				ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 				v, err := h.rdb.Get(ctx, chaosNamespace+":lease").Result()
