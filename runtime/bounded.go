@@ -16,6 +16,10 @@ import (
 // configured as it chose, so each read runs under lease.Obey instead. A
 // read given up on finishes in the background on one pooled connection
 // (see Obey), and its result is dropped.
+//
+// bounded is the one way those reads are bounded: a read of one part of a
+// Snapshot or Statuses goes through timedRead, which is bounded plus the
+// record of what the part's failure leaves Missing.
 
 // ErrRedisSlow: Redis did not answer one of the runtime's calls within its
 // deadline. It is stalled (a long fork, DEBUG SLEEP, a slow disk),
@@ -41,40 +45,4 @@ func isSlow(err error) bool {
 	}
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
-}
-
-// snapshotReads are the Redis reads of one Snapshot.
-type snapshotReads struct {
-	recent    map[string][]Record
-	counters  map[string]Counters
-	paused    map[string]Pause
-	cluster   Cluster
-	unserved  []string
-	lost      []LostWrites
-	misrouted []Misrouted
-}
-
-func (r *Runtime) readSnapshot(ctx context.Context) (snapshotReads, error) {
-	var rd snapshotReads
-	var err error
-	if rd.recent, err = r.recentRecords(ctx, recentPerSchedule); err != nil {
-		return rd, err
-	}
-	if rd.counters, err = r.Counters(ctx); err != nil {
-		return rd, err
-	}
-	if rd.paused, err = r.Paused(ctx); err != nil {
-		return rd, err
-	}
-	if rd.cluster, err = r.Cluster(ctx); err != nil {
-		return rd, err
-	}
-	if rd.unserved, err = r.UnservedQueues(); err != nil {
-		return rd, err
-	}
-	if rd.lost, err = r.LostWrites(ctx); err != nil {
-		return rd, err
-	}
-	rd.misrouted, err = r.MisroutedOccurrences(ctx)
-	return rd, err
 }

@@ -400,12 +400,11 @@ func TestChaos(t *testing.T) {
 	if cfg.faults["failover"] {
 		// A primary, a replica and three sentinels; the harness and every
 		// replica follow the primary, and the replicas' writes wait for
-		// the replica's acknowledgement (Options.ReplicaAcks).
-		// min-replicas-to-write 1: an old primary cut off from its replica
-		// refuses writes within a second instead of taking enqueues and
-		// dequeues that its demotion throws away, while workers still
-		// connected to it run the tasks (a second run after the retry on
-		// the new primary). What ReplicaAcks cannot do alone.
+		// the replica's acknowledgement (Options.ReplicaAcks). The servers
+		// refuse writes while their replica is gone (min-replicas-to-write,
+		// as the README recommends), so neither the leader nor a worker
+		// acts on an old primary after the switch: the leader that would
+		// remember an unacknowledged enqueue may be killed meanwhile.
 		h.sentinel = redistest.NewSentinel(t, filepath.Join(dir, "sentinel"), redistest.SentinelOptions{MinReplicasToWrite: 1})
 		t.Cleanup(h.sentinel.Close)
 		h.redis, h.failover = h.sentinel.Servers[0], (*chaosHarness).sentinelFailover

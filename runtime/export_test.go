@@ -77,3 +77,27 @@ func (r *Runtime) SeenToken() int64 {
 	defer r.dataWatch.mu.Unlock()
 	return r.dataWatch.highToken
 }
+
+// LookForOldNamespaceEvery makes the runtime look for an earlier deployment
+// in the old default namespace at every namespace check (d 0) or every d,
+// instead of once a minute.
+func (r *Runtime) LookForOldNamespaceEvery(d time.Duration) {
+	r.namespace.mu.Lock()
+	r.namespace.legacyEvery = max(d, time.Nanosecond)
+	r.namespace.mu.Unlock()
+}
+
+// NamespaceChecks counts the namespace checks that reached Redis.
+func (r *Runtime) NamespaceChecks() int {
+	r.namespace.mu.Lock()
+	defer r.namespace.mu.Unlock()
+	return r.namespace.checks
+}
+
+// CheckQueuesEvery makes the leader look at its queues (unserved, misrouted
+// occurrences) every d instead of once a minute.
+func (r *Runtime) CheckQueuesEvery(d time.Duration) {
+	r.unserved.mu.Lock()
+	r.unserved.every = d
+	r.unserved.mu.Unlock()
+}

@@ -15,6 +15,7 @@ package runtime
 //	rt.SearchMembers(ctx, "weekly-report", "ac", cursor, 100)
 //	rt.MemberCount(ctx, "weekly-report")
 //	rt.DeleteMember(ctx, "weekly-report", "acme")    // ErrNoMember if unknown
+//	rt.PauseMember(ctx, "weekly-report", "acme", "moving to a new plan"); rt.ResumeMember(...)
 //	rt.MemberInfos(ctx, "weekly-report", page)       // each one's next run and last run
 //	rt.FamilyNext(ctx, "weekly-report")              // the next run of any member
 //	rt.MemberHistory(ctx, "weekly-report", "acme", 10)
@@ -25,12 +26,20 @@ package runtime
 // wraps ErrBadMember and reads as crongen's message for the same mistake
 // in a directive. Member.Zone and Member.Expr empty mean the family's
 // (Member returns the zone in effect; Expr stays empty when it is the
-// family's). Member.Paused pauses one member: its slots are recorded
-// paused and never run, and resuming does not backfill; Pause on the
-// family's name pauses every member. The family's counters (Counters) and
-// history (History) cover all its members; Record.Member says whose an
-// occurrence was. Trigger, Rerun and Backfill refuse a family's name
-// (ErrNoMember: say which member) — use the Member variants.
+// family's). Member.Paused (or PauseMember, with a reason) pauses one
+// member: its slots are recorded paused and never run, and resuming does
+// not backfill; Pause on the family's name pauses every member. The
+// family's counters (Counters) and history (History, HistoryLimit records
+// for all members together) cover all its members; Record.Member says
+// whose an occurrence was, and MemberInfos has each member's newest one.
+// Trigger, Rerun and Backfill refuse a family's name (ErrNoMember: say
+// which member): use the Member variants. Members pages come from HSCAN:
+// about limit members each, in no particular order.
+//
+// A member's first slot is the first after it was written (by the
+// writing replica's clock). Redis holds about 400 bytes per member (its
+// entry, its bucket's index, its cursor and its newest occurrence); the
+// leader holds one entry per (zone, expression), not per member.
 //
 // Every guarantee of an ordinary schedule holds per (member, slot): one
 // enqueue across replicas, fenced; grace; no backfill; missed recorded;
@@ -166,7 +175,8 @@ func (r *Runtime) SetMember(ctx context.Context, family string, m Member) (creat
 	if err != nil {
 		return false, err
 	}
-	c, err := r.store.SetMembers(ctx, family, r.clock.Now().Unix(), []store.SetMember{sm})
+	sm.Pause = r.memberPause(ctx, "")
+	c, err := r.store.SetMembers(ctx, family, r.clock.Now().Unix(), false, []store.SetMember{sm})
 	if err != nil {
 		return false, err
 	}
@@ -193,8 +203,60 @@ func (r *Runtime) SetMembers(ctx context.Context, family string, ms []Member) er
 		}
 		seen[m.Key] = true
 	}
-	_, err = r.store.SetMembers(ctx, family, r.clock.Now().Unix(), out)
+	pause := r.memberPause(ctx, "")
+	for i := range out {
+		out[i].Pause = pause
+	}
+	_, err = r.store.SetMembers(ctx, family, r.clock.Now().Unix(), false, out)
 	return err
+}
+
+// memberPause is the record of a pause asked for now by ctx's actor.
+func (r *Runtime) memberPause(ctx context.Context, reason string) store.Pause {
+	if len(reason) > maxReasonLen {
+		reason = reason[:maxReasonLen] + "…"
+	}
+	return store.Pause{Reason: reason, Actor: ActorFrom(ctx), At: r.clock.Now().UnixMilli()}
+}
+
+// PauseMember pauses one member, as Pause does a schedule: its slots are
+// recorded paused and never run, until ResumeMember (or SetMember with
+// Paused false); resuming does not backfill. The reason, ctx's actor and
+// the time are kept (MemberInfos). Pausing a paused member replaces its
+// reason. A member set with Paused true through SetMember gets a pause with
+// no reason.
+func (r *Runtime) PauseMember(ctx context.Context, family, key, reason string) error {
+	return r.setPaused(ctx, family, key, true, reason)
+}
+
+// ResumeMember ends a member's pause; the next slot runs.
+func (r *Runtime) ResumeMember(ctx context.Context, family, key string) error {
+	return r.setPaused(ctx, family, key, false, "")
+}
+
+func (r *Runtime) setPaused(ctx context.Context, family, key string, paused bool, reason string) error {
+	fam, err := r.family(family)
+	if err != nil {
+		return err
+	}
+	vs, ok, err := r.store.Members(ctx, family, []string{key})
+	if err != nil {
+		return err
+	}
+	if !ok[0] {
+		return fmt.Errorf("%w %q in %s", ErrNoMember, key, family)
+	}
+	v := vs[0]
+	sm := store.SetMember{Key: key, Paused: paused, Zone: v.Zone, Expr: v.Expr, Pause: r.memberPause(ctx, reason)}
+	if _, err := r.store.SetMembers(ctx, family, r.clock.Now().Unix(), paused, []store.SetMember{sm}); err != nil {
+		return err
+	}
+	what := "family member resumed"
+	if paused {
+		what = "family member paused"
+	}
+	r.log.Info(what, "schedule", fam.Name, "member", key, "reason", sm.Pause.Reason, "actor", sm.Pause.Actor)
+	return nil
 }
 
 // DeleteMember removes a member: it never runs again (ErrNoMember if the
@@ -349,6 +411,8 @@ type MemberInfo struct {
 	Next time.Time `json:"next_run,omitzero"`
 	// Last is its newest occurrence; nil if none yet.
 	Last *LastRun `json:"last_run,omitempty"`
+	// Pause is why, when and by whom a paused member was paused.
+	Pause *Pause `json:"pause,omitempty"`
 }
 
 // MemberInfos adds each member's next run (after now) and last run, in
@@ -366,11 +430,19 @@ func (r *Runtime) MemberInfos(ctx context.Context, family string, ms []Member) (
 	if err != nil {
 		return nil, err
 	}
+	pauses, err := r.store.MemberPauses(ctx, family, keys)
+	if err != nil {
+		return nil, err
+	}
 	now := r.clock.Now()
 	cache := &memberSchedules{fam: fam}
 	out := make([]MemberInfo, len(ms))
 	for i, m := range ms {
 		out[i].Member = m
+		if p := pauses[i]; p != nil && m.Paused {
+			pause := pauseOf(*p)
+			out[i].Pause = &pause
+		}
 		if s, err := cache.get(m.Zone, m.Expr); err == nil {
 			if next := s.Next(now); !next.IsZero() {
 				out[i].Next = next.In(s.Location())

@@ -345,7 +345,7 @@ func TestFamilyAddRemoveUpdateWhileLeading(t *testing.T) {
 	}
 	deleted := time.Now()
 	// Pausing globex: its slots are recorded paused, none runs.
-	if _, err := rt.SetMember(ctx, family, runtime.Member{Key: "globex", Zone: "Asia/Kathmandu", Paused: true}); err != nil {
+	if err := rt.PauseMember(runtime.WithActor(ctx, "ops"), family, "globex", "billing dispute"); err != nil {
 		t.Fatal(err)
 	}
 	paused := time.Now()
@@ -378,6 +378,20 @@ func TestFamilyAddRemoveUpdateWhileLeading(t *testing.T) {
 	infos, err := rt.MemberInfos(ctx, family, []runtime.Member{{Key: "globex", Zone: "Asia/Kathmandu", Paused: true}})
 	if err != nil || infos[0].Last == nil || infos[0].Last.Outcome != runtime.OutcomePaused {
 		t.Errorf("globex's last run: %+v, %v; want paused", infos[0].Last, err)
+	}
+	if p := infos[0].Pause; p == nil || p.Reason != "billing dispute" || p.Actor != "ops" || p.At.IsZero() {
+		t.Errorf("globex's pause: %+v; want the reason, actor and time", p)
+	}
+	if err := rt.ResumeMember(ctx, family, "globex"); err != nil {
+		t.Fatal(err)
+	}
+	resumed := time.Now().Add(time.Second).Unix()
+	waitFor(t, 5*time.Second, "globex to run again", func() bool { return c.runs.newest("globex") > resumed })
+	if infos, _ := rt.MemberInfos(ctx, family, []runtime.Member{{Key: "globex", Zone: "Asia/Kathmandu"}}); infos[0].Pause != nil {
+		t.Errorf("a resumed member keeps its pause: %+v", infos[0].Pause)
+	}
+	if err := rt.PauseMember(ctx, family, "nobody", ""); !errors.Is(err, runtime.ErrNoMember) {
+		t.Errorf("PauseMember of an unknown member: %v", err)
 	}
 	hist, err := rt.MemberHistory(ctx, family, "initech", 3)
 	if err != nil || len(hist) == 0 || hist[0].Member != "initech" {
@@ -676,5 +690,40 @@ func TestFamilyMemberAddedJustBeforeItsSlotRuns(t *testing.T) {
 	}
 	if z := c.runs.zone("acme"); z != "Europe/Paris" {
 		t.Errorf("acme ran in %q", z)
+	}
+}
+
+// Pause on the family's name pauses every member; Resume lets them run.
+func TestFamilyPauseOfTheWholeFamily(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newFamCluster(t, 1, nil, "* * * * * *", "UTC")
+	rt := c.waitLeader(t)
+	if err := rt.SetMembers(ctx, family, []runtime.Member{{Key: "acme"}, {Key: "globex", Zone: "Asia/Tokyo"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "both to run", func() bool { return c.runs.newest("acme") > 0 && c.runs.newest("globex") > 0 })
+	if err := rt.Pause(ctx, family, "maintenance"); err != nil {
+		t.Fatal(err)
+	}
+	paused := time.Now().Add(time.Second).Unix()
+	waitFor(t, 5*time.Second, "slots to be recorded paused", func() bool {
+		counters, _ := rt.Counters(ctx)
+		return counters[family].Paused >= 4
+	})
+	for _, m := range []string{"acme", "globex"} {
+		if n := c.runs.newest(m); n > paused {
+			t.Errorf("%s ran for %d while its family was paused (from %d)", m, n, paused)
+		}
+	}
+	if err := rt.Resume(ctx, family); err != nil {
+		t.Fatal(err)
+	}
+	resumed := time.Now().Add(time.Second).Unix()
+	waitFor(t, 5*time.Second, "both to run again", func() bool {
+		return c.runs.newest("acme") > resumed && c.runs.newest("globex") > resumed
+	})
+	if d := c.runs.duplicates(); len(d) > 0 {
+		t.Errorf("duplicates: %v", d)
 	}
 }

@@ -1,12 +1,15 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -39,12 +42,18 @@ type Health struct {
 }
 
 // Health judges the scheduler: unhealthy when any schedule is late or
-// failing, when no replica holds the lease, when Redis is down, or when no
-// asynq server serves a schedule's queue;
+// failing, when no replica holds the lease, when Redis is down or too slow
+// to tell, or when no asynq server serves a schedule's queue;
 // disabled when no Redis is configured. Paused schedules are listed but are
-// not a problem: someone paused them on purpose.
+// not a problem: someone paused them on purpose. It reads the statuses
+// (see Statuses) and the cluster, never a schedule's history.
 func (r *Runtime) Health(ctx context.Context) Health {
-	snap, _ := r.Snapshot(ctx)
+	var statuses Statuses
+	var snap Snapshot
+	var wg sync.WaitGroup
+	wg.Go(func() { statuses, _ = r.Statuses(ctx) })
+	wg.Go(func() { snap, _ = r.SnapshotOf(ctx, nil, 0) })
+	wg.Wait()
 	h := Health{Status: "ok", Redis: snap.Redis, Leader: snap.Cluster.Leader,
 		Late: []string{}, Failing: []string{}, Paused: []string{}, Unserved: []string{}, Problems: []string{}}
 	if snap.Disabled != "" {
@@ -52,7 +61,11 @@ func (r *Runtime) Health(ctx context.Context) Health {
 		h.Problems = append(h.Problems, "scheduler disabled: "+snap.Disabled)
 		return h
 	}
-	for _, st := range snap.Schedules {
+	if statuses.Redis == RedisSlow && h.Redis == RedisUp {
+		h.Redis = RedisSlow
+	}
+	unknown := 0
+	for _, st := range statuses.Schedules {
 		switch st.Status {
 		case StatusLate:
 			h.Late = append(h.Late, st.Schedule.Name)
@@ -60,17 +73,32 @@ func (r *Runtime) Health(ctx context.Context) Health {
 			h.Failing = append(h.Failing, st.Schedule.Name)
 		case StatusPaused:
 			h.Paused = append(h.Paused, st.Schedule.Name)
+		case StatusUnknown:
+			unknown++
 		}
+	}
+	// What could not be read is a problem: health that cannot see the
+	// schedules must not say they are fine.
+	for _, m := range append(statuses.Missing, snap.Missing...) {
+		h.Problems = append(h.Problems, m.Part+" not read: "+m.Reason)
+	}
+	if unknown > 0 {
+		h.Problems = append(h.Problems, "the status of "+plural(unknown, "schedule is", "schedules are")+" unknown")
 	}
 	switch unsafe := r.RedisUnsafe(); {
 	case unsafe != "":
 		h.Problems = append(h.Problems, unsafe)
 	case snap.Redis == RedisDown:
 		h.Problems = append(h.Problems, "redis unreachable: "+snap.RedisError)
-	case snap.Redis == RedisSlow:
-		h.Problems = append(h.Problems, "redis not answering in time: "+snap.RedisError)
-	case snap.Cluster.Leader == "":
-		h.Problems = append(h.Problems, "no replica holds the scheduler lease")
+	default:
+		if h.Redis == RedisSlow {
+			h.Problems = append(h.Problems, "redis not answering in time: "+cmp.Or(snap.RedisError, statuses.RedisError))
+		}
+		// Who leads is unknown when the cluster was not read, which is
+		// not the same as nobody leading.
+		if snap.Cluster.Leader == "" && !slices.ContainsFunc(snap.Missing, func(m Missing) bool { return m.Part == PartCluster }) {
+			h.Problems = append(h.Problems, "no replica holds the scheduler lease")
+		}
 	}
 	for _, l := range snap.LostWrites {
 		if snap.At.Sub(l.At) < lostRecent {

@@ -245,6 +245,11 @@ func (r *Runtime) recordExecution(ctx context.Context, occ registry.Occurrence, 
 	if occ.Member != "" {
 		r.noteMemberRun(ctx, occ, outcome, at)
 	}
+	// The execution state lets Statuses find failing and running schedules
+	// without reading every schedule's history.
+	if err := r.store.NoteExecution(ctx, occ.Schedule, string(outcome), at.UnixMilli()); err != nil {
+		r.log.Warn("could not record the schedule's execution state", "schedule", occ.Schedule, "outcome", outcome, "err", err)
+	}
 }
 
 // History returns the schedule's most recent occurrences, newest first.
@@ -255,6 +260,8 @@ func (r *Runtime) History(ctx context.Context, name string, limit int) ([]Record
 	if r.disabled != "" {
 		return nil, nil
 	}
+	// bounded: the request's deadline bounds the read whatever the client's
+	// own timeouts, so a slow Redis makes a page say so in time.
 	return bounded(ctx, func(ctx context.Context) ([]Record, error) {
 		ids, err := r.store.History(ctx, name, limit)
 		if err != nil {
@@ -325,7 +332,7 @@ func (r *Runtime) Orphans(ctx context.Context) ([]string, error) {
 	if r.disabled != "" {
 		return nil, nil
 	}
-	known, err := bounded(ctx, r.store.Known)
+	known, err := bounded(ctx, r.store.KnownScan)
 	if err != nil {
 		return nil, err
 	}
@@ -350,6 +357,11 @@ func (r *Runtime) Forget(ctx context.Context, name string) error {
 		return ErrDisabled
 	}
 	n, err := r.store.Forget(ctx, name)
+	if err == nil {
+		var m int64
+		m, err = r.store.ForgetExecution(ctx, name)
+		n += m
+	}
 	if err == nil && n > 0 {
 		r.log.Info("forgot a schedule removed from the registry", "schedule", name, "removed", n)
 	}
@@ -370,26 +382,4 @@ func (r *Runtime) Cluster(ctx context.Context) (Cluster, error) {
 	}
 	h, err := lease.Observe(ctx, r.rdb, r.store.Keys, r.lease.HeartbeatStale())
 	return Cluster{Leader: h.Replica, Token: h.Token, Replicas: h.Replicas}, err
-}
-
-// recentRecords returns each schedule's newest n records, newest first, in
-// two pipelined round trips whatever the number of schedules.
-func (r *Runtime) recentRecords(ctx context.Context, n int) (map[string][]Record, error) {
-	out := map[string][]Record{}
-	if r.disabled != "" {
-		return out, nil
-	}
-	perSchedule, err := r.store.RecentIDs(ctx, r.names(), n)
-	if err != nil {
-		return nil, err
-	}
-	var ids []string
-	for _, p := range perSchedule {
-		ids = append(ids, p...)
-	}
-	recs, err := r.records(ctx, ids)
-	for _, rec := range recs {
-		out[rec.Schedule] = append(out[rec.Schedule], rec)
-	}
-	return out, err
 }

@@ -52,6 +52,9 @@ type dataWatch struct {
 	// knew (a lease whose token had not gone back): a loss found later
 	// happened after it.
 	intactAt time.Time
+	// created is the lease's Created count when this replica last took
+	// its own lease as the normal state (see reissued).
+	created uint64
 }
 
 // tokenBack says whether a lease's token is one a loss took back: lower
@@ -78,6 +81,25 @@ func (w *dataWatch) check(epoch, value string, token int64) string {
 			w.highToken, token)
 	}
 	return ""
+}
+
+// reissued reports whether this replica's new lease carries the very
+// value it held before although the lease was created anew (its token came
+// from INCR, not from resuming its key): the counter went back to exactly
+// the token this replica held, which check alone cannot tell from a
+// resumed lease.
+func (w *dataWatch) reissued(value string, token int64, created uint64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return token == w.highToken && value == w.value && created != w.created
+}
+
+// acceptCreated records the lease's Created count with an accepted lease
+// of this replica's own.
+func (w *dataWatch) acceptCreated(created uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.created = created
 }
 
 // accept takes the epoch and the lease as the new normal: after a handled
@@ -179,15 +201,26 @@ func (r *Runtime) checkLostWrites(ctx context.Context, value string) (resume tim
 		return time.Time{}, nil, err
 	}
 	_, token := lease.ParseValue(value)
-	accept := func(context.Context) { r.dataWatch.accept(epoch, value, token) }
+	created := r.lease.Created()
+	accept := func(context.Context) {
+		r.dataWatch.accept(epoch, value, token)
+		r.dataWatch.acceptCreated(created)
+	}
 	reason := r.dataWatch.check(epoch, value, token)
+	// A token reissued to this replica is the first lease since the loss
+	// (any other would have taken the token first), so nobody can have
+	// found the loss before.
+	reissued := reason == "" && r.dataWatch.reissued(value, token, created)
+	if reissued {
+		reason = fmt.Sprintf("Redis lost acknowledged writes (the fencing token counter went back to %d, a token this replica already held: a failover to a replica that was behind?)", token)
+	}
 	if reason == "" {
 		return time.Time{}, accept, nil
 	}
 	// Another replica may have found this loss first (this one knew the
 	// old epoch or a higher token as a follower): then the cursors are
 	// already past it.
-	if seen, err := r.store.Lost(ctx); err == nil && len(seen) > 0 && seen[0].Epoch == epoch && seen[0].Token > 0 && seen[0].Token <= token {
+	if seen, err := r.store.Lost(ctx); !reissued && err == nil && len(seen) > 0 && seen[0].Epoch == epoch && seen[0].Token > 0 && seen[0].Token <= token {
 		return time.Time{}, accept, nil
 	}
 	now, err := r.store.Time(ctx)

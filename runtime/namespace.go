@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime/internal/lease"
+	"github.com/belfry/belfry/runtime/internal/store"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -34,17 +36,18 @@ import (
 // "service.jobs-1f0c33a2": readable in redis-cli, and unique even when
 // every service calls its jobs package "jobs".
 //
-// What the default cannot see is two services that declare their schedules
-// in the same first package, or two explicit Namespace options set to the
-// same value: each replica therefore publishes its registry identity (the
-// same path) beside its heartbeat, and a namespace belongs to the identity
-// that first led in it. A replica of another identity that finds a live
-// replica of the owner's does not lead — it would schedule from a foreign
-// registry's cursors, and the owner's schedules would stop — and both sides
-// say so once in the log, in Health, in the Snapshot and in metrics. Once
-// no replica of the owner's identity beats any more, the namespace passes
-// to the next identity that asks: a deploy that moves the first package of
-// a service with an explicit Namespace waits for its old replicas to stop.
+// What a name cannot prevent is two services configured with the same
+// explicit Namespace. Each replica therefore publishes its registry
+// identity (the same path) every 1.5 lease TTLs, and a namespace belongs to
+// the identity that published there first. A replica of another identity that
+// finds a live replica of the owner's does not lead — it would schedule
+// from a foreign registry's cursors, and the owner's schedules would stop —
+// and both sides say so once in the log, in Health, in the Snapshot and in
+// metrics. Once no replica of the owner's identity beats any more, the
+// namespace passes to the next identity that asks: a deploy that moves the
+// first package of a service with an explicit Namespace waits for its old
+// replicas to stop. Two services whose registries start with the same
+// package have one identity, and are not told apart.
 
 // NamespaceLegacy is the namespace every runtime used by default before the
 // default was derived from the registry. A deployment that ran on it keeps
@@ -52,7 +55,11 @@ import (
 const NamespaceLegacy = "belfry"
 
 // DefaultNamespace is the namespace a runtime for reg uses when
-// Options.Namespace is empty (see the package's namespace notes).
+// Options.Namespace is empty: named after the registry's first package
+// (Registry.Packages), or for a registry whose schedules carry no package
+// after the binary's main package, as "<last two path elements>-<8 hex
+// digits of the path's SHA-256>", e.g. "service.jobs-1f0c33a2". It differs
+// between services and stays the same when the schedules change.
 func DefaultNamespace(reg *registry.Registry) string {
 	return namespaceFor(registryIdentity(reg))
 }
@@ -99,16 +106,22 @@ func namespaceFor(identity string) string {
 	return readable + "-" + hex.EncodeToString(sum[:4])
 }
 
-// namespaceCheckEvery bounds how often a replica publishes its identity and
-// reads its namespace's: about once per lease TTL, like its heartbeat.
-func (r *Runtime) namespaceCheckEvery() time.Duration { return r.opts.LeaseTTL * 9 / 10 }
+// namespaceCheckEvery is how often a replica publishes its identity and
+// reads its namespace's: every 1.5 lease TTLs, well inside the 3 TTLs after
+// which an entry counts as gone, for about three commands a minute (TTL
+// 15 s).
+func (r *Runtime) namespaceCheckEvery() time.Duration { return r.opts.LeaseTTL * 3 / 2 }
 
-// ErrNamespaceContended: a replica of another registry leads or beats in
-// this namespace; this replica does not lead in it.
+// ErrNamespaceContended: the namespace belongs to another registry, a
+// replica of which is alive; this replica does not lead in it.
 var ErrNamespaceContended = errors.New("namespace shared with another registry")
 
 // namespaceWatch is this replica's last look at its namespace's identities.
 type namespaceWatch struct {
+	// looked is closed once the first look has been made (or failed).
+	looked     chan struct{}
+	lookedOnce sync.Once
+
 	mu      sync.Mutex
 	checked time.Time
 	// owner is the identity the namespace belongs to, as last read.
@@ -116,17 +129,13 @@ type namespaceWatch struct {
 	// foreign are the live replicas of other identities, by identity.
 	foreign map[string][]string
 	logged  string // the problem last logged, so each is logged once
+	checks  int    // looks that reached Redis
 	// legacy says a live leader in NamespaceLegacy schedules this
 	// registry's schedules; "" when not, or when Namespace was set.
 	legacy        string
 	legacyChecked time.Time
-	legacyOff     bool // the ACL refuses the old namespace's keys
-}
-
-// namespaceKeys are the keys of the identity check.
-func (r *Runtime) namespaceKeys() (registries, owner string) {
-	p := r.store.Keys.Prefix
-	return p + "registries", p + "owner"
+	legacyOff     bool          // the ACL refuses the old namespace's keys
+	legacyEvery   time.Duration // legacyCheckEvery; tests shorten it
 }
 
 // identityScript publishes this replica's identity, prunes stale entries,
@@ -165,27 +174,53 @@ return out
 `)
 
 // mayLeadInNamespace is the lease's MayLead: Redis's settings and clock
-// (mayLead), then the namespace's identities.
+// (mayLead), then the namespace's identities, as watchNamespace last saw
+// them. It never waits on Redis for the namespace, so a slow link does not
+// delay a renewal, except before the first look: a replica does not try to
+// lead before it knows whose namespace it is in.
 func (r *Runtime) mayLeadInNamespace(ctx context.Context) error {
 	if err := r.mayLead(ctx); err != nil {
 		return err
 	}
-	return r.checkNamespace(ctx)
+	w := &r.namespace
+	select {
+	case <-w.looked:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.refusal(r.identity)
 }
 
-// checkNamespace publishes this replica's identity and refuses leadership
-// while the namespace belongs to a live replica of another identity. The
-// verdict stands for namespaceCheckEvery.
-func (r *Runtime) checkNamespace(ctx context.Context) error {
+// watchNamespace publishes this replica's identity and reads the
+// namespace's every namespaceCheckEvery (sooner after a failure), until ctx
+// ends.
+func (r *Runtime) watchNamespace(ctx context.Context) {
+	w := &r.namespace
+	defer w.lookedOnce.Do(func() { close(w.looked) })
+	for ctx.Err() == nil {
+		wait := r.namespaceCheckEvery()
+		if !r.checkNamespace(ctx) {
+			wait = r.lease.RenewEvery()
+		}
+		w.lookedOnce.Do(func() { close(w.looked) })
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+		case <-timer.C:
+		}
+	}
+}
+
+// checkNamespace publishes this replica's identity and takes in who else
+// beats in the namespace and whose it is; it reports whether Redis
+// answered.
+func (r *Runtime) checkNamespace(ctx context.Context) bool {
 	w := &r.namespace
 	now := r.clock.Now()
-	w.mu.Lock()
-	if !w.checked.IsZero() && now.Sub(w.checked) < r.namespaceCheckEvery() {
-		defer w.mu.Unlock()
-		return w.refusal(r.identity)
-	}
-	w.mu.Unlock()
-	registries, ownerKey := r.namespaceKeys()
+	registries, ownerKey := r.store.Keys.Registries, r.store.Keys.Owner
 	stale := 3 * r.opts.LeaseTTL
 	cctx, cancel := context.WithTimeout(ctx, r.lease.CallTimeout())
 	defer cancel()
@@ -193,7 +228,7 @@ func (r *Runtime) checkNamespace(ctx context.Context) error {
 		return identityScript.Run(ctx, r.rdb, []string{registries, ownerKey}, r.identity, r.opts.Replica, stale.Milliseconds()).Slice()
 	})
 	if err != nil || len(res) < 2 {
-		return nil // the lease's own call reports Redis being down
+		return false // the lease's own call reports Redis being down
 	}
 	owner, _ := res[0].(string)
 	took, _ := res[1].(string)
@@ -214,8 +249,8 @@ func (r *Runtime) checkNamespace(ctx context.Context) error {
 	}
 	w.mu.Lock()
 	w.checked, w.owner, w.foreign = now, owner, foreign
+	w.checks++
 	problem := w.problemLocked(r.opts.Namespace, r.identity)
-	refusal := w.refusal(r.identity)
 	log := problem != w.logged
 	w.logged = problem
 	w.mu.Unlock()
@@ -226,7 +261,7 @@ func (r *Runtime) checkNamespace(ctx context.Context) error {
 		r.log.Info("no other registry uses the namespace any more", "namespace", r.opts.Namespace)
 	}
 	r.checkLegacy(ctx, now)
-	return refusal
+	return true
 }
 
 // refusal is why this replica may not lead, nil when it may: the namespace
@@ -303,7 +338,7 @@ func (r *Runtime) checkLegacy(ctx context.Context, now time.Time) {
 	}
 	w := &r.namespace
 	w.mu.Lock()
-	due := !w.legacyOff && now.Sub(w.legacyChecked) >= legacyCheckEvery
+	due := !w.legacyOff && now.Sub(w.legacyChecked) >= cmp.Or(w.legacyEvery, legacyCheckEvery)
 	if due {
 		w.legacyChecked = now
 	}
@@ -315,14 +350,15 @@ func (r *Runtime) checkLegacy(ctx context.Context, now time.Time) {
 	for _, s := range r.reg.Schedules()[:min(legacyProbe, r.reg.Len())] {
 		names = append(names, s.Name)
 	}
+	legacy := store.NewKeys(NamespaceLegacy)
 	var leaseCmd *redis.IntCmd
 	var cursorsCmd *redis.SliceCmd
 	var identitiesCmd *redis.StringSliceCmd
 	_, err := lease.Obey(ctx, func(ctx context.Context) ([]redis.Cmder, error) {
 		return r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			leaseCmd = p.Exists(ctx, NamespaceLegacy+":lease")
-			cursorsCmd = p.HMGet(ctx, NamespaceLegacy+":cursors", names...)
-			identitiesCmd = p.ZRange(ctx, NamespaceLegacy+":registries", 0, -1)
+			leaseCmd = p.Exists(ctx, legacy.Lease)
+			cursorsCmd = p.HMGet(ctx, legacy.Cursors, names...)
+			identitiesCmd = p.ZRange(ctx, legacy.Registries, 0, -1)
 			return nil
 		})
 	})

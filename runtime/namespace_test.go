@@ -272,8 +272,13 @@ func TestTwoRegistriesContendingForANamespace(t *testing.T) {
 	owner.stop()
 	waitFor(t, 15*time.Second, "the other registry to take the namespace over", other.rt.IsLeader)
 	waitFor(t, 10*time.Second, "a slot of the other's schedule", func() bool { return len(other.ran.slots("other-tick")) > 0 })
-	if !strings.Contains(other.logs.String(), "takes the namespace over") {
-		t.Errorf("the takeover was not logged")
+	// It led only once the owner's last replica had gone: the takeover of
+	// the namespace comes before the lease, though the owner released the
+	// lease at once on stopping.
+	logs := other.logs.String()
+	took, led := strings.Index(logs, "takes the namespace over"), strings.Index(logs, "lease acquired")
+	if took < 0 || led < took {
+		t.Errorf("the other registry's replica took the lease (at byte %d of its log) before the namespace (at %d)", led, took)
 	}
 }
 
@@ -338,6 +343,7 @@ func TestWorkersWithoutTheHandlerAreReported(t *testing.T) {
 		queue, everySecond("other-tick", uniq("elsewhere"), "example.com/other/jobs"))
 	owner := startService(t, rdb, runtime.Options{Namespace: uniq("owner"), Replica: "owner-1", LeaseTTL: time.Second},
 		"", everySecond("report", queue, "example.com/owner/jobs"))
+	owner.rt.CheckQueuesEvery(100 * time.Millisecond)
 
 	var got []runtime.Misrouted
 	waitFor(t, 15*time.Second, "the bounce to be reported to the schedule's service", func() bool {
@@ -352,15 +358,21 @@ func TestWorkersWithoutTheHandlerAreReported(t *testing.T) {
 	if h.Status != "unhealthy" || !slices.ContainsFunc(h.Problems, func(p string) bool { return strings.Contains(p, "other-1") }) {
 		t.Errorf("health %s %q, want unhealthy naming the workers that bounce", h.Status, h.Problems)
 	}
-	if !strings.Contains(other.logs.String(), "cannot run an occurrence of another service") {
+	if !strings.Contains(other.logs.String(), "an occurrence reached workers that cannot run it") {
 		t.Errorf("the bouncing workers did not log it")
 	}
+	waitFor(t, 10*time.Second, "the schedule's leader to log it", func() bool {
+		return strings.Contains(owner.logs.String(), "MISROUTED OCCURRENCES")
+	})
 	// The schedule's own workers start: the bounced occurrences run there.
 	startWorker(t, rdb, queue, func(mux *asynq.ServeMux) { owner.rt.RegisterHandlers(mux) })
 	waitFor(t, 15*time.Second, "the schedule to run on its own workers", func() bool { return len(owner.ran.slots("report")) >= 2 })
 	snap, _ := owner.rt.Snapshot(context.Background())
 	if len(snap.Misrouted) == 0 {
 		t.Errorf("the snapshot does not show the misrouted occurrences")
+	}
+	if n := strings.Count(owner.logs.String(), "MISROUTED OCCURRENCES"); n != 1 {
+		t.Errorf("the leader logged the misrouted occurrences %d times, want once", n)
 	}
 }
 
@@ -423,4 +435,55 @@ func TestOccurrencesOfNoLiveRegistryStillRun(t *testing.T) {
 		}
 	}
 	waitFor(t, 10*time.Second, "both occurrences to run", func() bool { return len(svc.ran.slots("nightly")) == 2 })
+}
+
+// A Redis user kept out of the old default namespace by its ACL was never
+// there: the look for an earlier deployment stops at the first refusal
+// instead of filling the ACL log.
+func TestLookForTheLegacyNamespaceStopsAtAnACLRefusal(t *testing.T) {
+	t.Parallel()
+	priv := startPrivateRedis(t)
+	admin := priv.Client(t)
+	ctx := context.Background()
+	s := idleSchedule()
+	s.Package = "example.com/acl/jobs"
+	reg := registry.MustNew(s)
+	ns := runtime.DefaultNamespace(reg)
+	if err := admin.Do(ctx, "ACL", "SETUSER", "svc", "on", ">pw", "resetkeys", "~"+ns+":*", "~asynq:*",
+		"resetchannels", "&"+ns+":lease:released", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Network: "unix", Addr: priv.Socket, Username: "svc", Password: "pw"})
+	t.Cleanup(func() { rdb.Close() })
+	var logs syncBuffer
+	rt, err := runtime.New(reg, runtime.Options{Redis: rdb, Replica: "acl-1", LeaseTTL: time.Second,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.LookForOldNamespaceEvery(0)
+	runUntilTheEnd(t, rt)
+	waitFor(t, 15*time.Second, "four looks at the namespace", func() bool { return rt.NamespaceChecks() >= 4 })
+
+	entries, err := admin.ACLLog(ctx, 100).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One look reads three keys: each is refused once.
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Object, runtime.NamespaceLegacy+":") {
+			t.Errorf("ACL refused %s %s", e.Context, e.Object)
+		} else if e.Count != 1 {
+			t.Errorf("ACL refused %s %d times, want once", e.Object, e.Count)
+		}
+	}
+	if len(entries) == 0 {
+		t.Errorf("the ACL refused nothing: the old namespace was not looked at")
+	}
+	if n := strings.Count(logs.String(), "may not read the old default namespace"); n != 1 {
+		t.Errorf("logged the refusal %d times, want once:\n%s", n, logs.String())
+	}
+	if got := rt.LegacyNamespace(); got != "" {
+		t.Errorf("warned %q without reading the old namespace", got)
+	}
 }

@@ -78,13 +78,15 @@ type Options struct {
 	// the connection that wrote), so a failover to an acknowledging replica
 	// cannot lose an occurrence the leader counted as enqueued. A write not
 	// acknowledged within ReplicaAckTimeout counts as failed: an enqueue is
-	// tried again (its task ID makes that safe), a renewal makes the holder
-	// step down. Each write then costs a round trip to a replica more, and
+	// tried again (its task ID makes that safe; one whose task a failover
+	// lost meanwhile is recorded lost, not run again), a renewal makes the
+	// holder step down. Each write then costs a round trip to a replica more, and
 	// scheduling stops while fewer replicas answer. See the README.
 	ReplicaAcks int
-	// ReplicaAckTimeout bounds each wait for ReplicaAcks; default 1s, and
-	// below LeaseTTL/3 (a lease call's bound). The client's ReadTimeout
-	// need not cover it: go-redis extends it for WAIT.
+	// ReplicaAckTimeout bounds each wait for ReplicaAcks; default 1s (or
+	// LeaseTTL/5 if that is shorter), and below LeaseTTL/3, a lease call's
+	// bound. The client's ReadTimeout need not cover it: go-redis extends
+	// its deadline for WAIT.
 	ReplicaAckTimeout time.Duration
 }
 
@@ -96,7 +98,7 @@ func (o *Options) normalize() error {
 	o.HistoryLimit = cmp.Or(o.HistoryLimit, HistoryLimitDefault)
 	o.EnqueueConcurrency = cmp.Or(o.EnqueueConcurrency, EnqueueConcurrencyDefault)
 	if o.ReplicaAcks > 0 {
-		o.ReplicaAckTimeout = cmp.Or(o.ReplicaAckTimeout, ReplicaAckTimeoutDefault)
+		o.ReplicaAckTimeout = cmp.Or(o.ReplicaAckTimeout, min(ReplicaAckTimeoutDefault, o.LeaseTTL/5))
 	}
 	if o.Replica == "" {
 		host, _ := os.Hostname()
@@ -138,19 +140,29 @@ func (o *Options) acks() pipeline.Acks {
 // openRedisURL makes the client of a RedisURL: a Sentinel failover client
 // when it names a master (master_name), else a plain one.
 func openRedisURL(rawURL string) (*redis.Client, error) {
+	failover, plain, err := parseRedisURL(rawURL)
+	switch {
+	case err != nil:
+		return nil, err
+	case failover != nil:
+		return redis.NewFailoverClient(failover), nil
+	}
+	return redis.NewClient(plain), nil
+}
+
+// parseRedisURL parses a RedisURL as openRedisURL does, without a client.
+func parseRedisURL(rawURL string) (*redis.FailoverOptions, *redis.Options, error) {
 	if u, err := url.Parse(rawURL); err == nil && u.Query().Has("master_name") {
 		fopts, err := redis.ParseFailoverURL(rawURL)
-		if err != nil {
-			return nil, err
+		if err == nil {
+			// The runtime bounds its calls with contexts (see bounded).
+			fopts.ContextTimeoutEnabled = true
 		}
-		fopts.ContextTimeoutEnabled = true
-		return redis.NewFailoverClient(fopts), nil
+		return fopts, nil, err
 	}
 	ropts, err := redis.ParseURL(rawURL)
-	if err != nil {
-		return nil, err
+	if err == nil {
+		ropts.ContextTimeoutEnabled = true
 	}
-	// The runtime bounds its calls with contexts (see bounded).
-	ropts.ContextTimeoutEnabled = true
-	return redis.NewClient(ropts), nil
+	return nil, ropts, err
 }

@@ -239,43 +239,62 @@ func TestScheduleStatus(t *testing.T) {
 	s.Timeout = 20 * time.Minute
 	const grace = 5 * time.Minute
 	firstSeen := utc("2026-11-01T00:00:00Z")
-	rec := func(o Outcome) []Record { return []Record{{Outcome: o}} }
-	if got := scheduleStatus(ScheduleState{Schedule: s, Recent: rec(OutcomeFailed), Paused: &Pause{Reason: "db migration"}}, utc("2026-11-29T09:00:00Z"), grace); got != StatusPaused {
+	status := func(paused, failing bool, active Outcome, c Counters, now string) Status {
+		return scheduleStatus(statusInputs{paused: paused, failing: failing, active: active, lateAt: lateAt(s, c, grace)}, utc(now))
+	}
+	if got := status(true, true, "", Counters{FirstSeen: firstSeen}, "2026-11-29T09:00:00Z"); got != StatusPaused {
 		t.Errorf("a paused failing schedule is %s, want paused", got)
 	}
 	for _, tt := range []struct {
-		name   string
-		now    string
-		recent []Record
-		c      Counters
-		want   Status
+		name    string
+		now     string
+		failing bool
+		active  Outcome
+		c       Counters
+		want    Status
 	}{
-		{"succeeded last night", "2026-11-29T09:00:00Z", rec(OutcomeSucceeded), Counters{FirstSeen: firstSeen, LastSlotSuccess: utc("2026-11-29T03:18:00Z")}, StatusOK},
-		{"no success since last night's slot", "2026-11-29T09:00:00Z", rec(OutcomeEnqueued), Counters{FirstSeen: firstSeen, LastSlotSuccess: utc("2026-11-28T03:18:00Z")}, StatusLate},
-		{"not late before grace + timeout", "2026-11-29T03:40:00Z", rec(OutcomeEnqueued), Counters{FirstSeen: firstSeen, LastSlotSuccess: utc("2026-11-28T03:18:00Z")}, StatusOK},
-		{"late just after grace + timeout", "2026-11-29T03:43:00Z", rec(OutcomeEnqueued), Counters{FirstSeen: firstSeen, LastSlotSuccess: utc("2026-11-28T03:18:00Z")}, StatusLate},
-		{"failing beats late", "2026-11-29T09:00:00Z", rec(OutcomeFailed), Counters{FirstSeen: firstSeen}, StatusFailing},
-		{"still failing while the next run is enqueued", "2026-11-29T09:00:00Z",
-			[]Record{{Outcome: OutcomeEnqueued}, {Outcome: OutcomeMissed}, {Outcome: OutcomeFailed}, {Outcome: OutcomeSucceeded}},
+		{"succeeded last night", "2026-11-29T09:00:00Z", false, "", Counters{FirstSeen: firstSeen, LastSlotSuccess: utc("2026-11-29T03:18:00Z")}, StatusOK},
+		{"no success since last night's slot", "2026-11-29T09:00:00Z", false, "", Counters{FirstSeen: firstSeen, LastSlotSuccess: utc("2026-11-28T03:18:00Z")}, StatusLate},
+		{"not late before grace + timeout", "2026-11-29T03:40:00Z", false, "", Counters{FirstSeen: firstSeen, LastSlotSuccess: utc("2026-11-28T03:18:00Z")}, StatusOK},
+		{"late just after grace + timeout", "2026-11-29T03:43:00Z", false, "", Counters{FirstSeen: firstSeen, LastSlotSuccess: utc("2026-11-28T03:18:00Z")}, StatusLate},
+		{"late at grace + timeout exactly", "2026-11-29T03:42:00Z", false, "", Counters{FirstSeen: firstSeen, LastSlotSuccess: utc("2026-11-28T03:18:00Z")}, StatusLate},
+		{"failing beats late", "2026-11-29T09:00:00Z", true, "", Counters{FirstSeen: firstSeen}, StatusFailing},
+		{"still failing while the next run runs", "2026-11-29T09:00:00Z", true, OutcomeRunning,
 			Counters{FirstSeen: firstSeen, LastSlotSuccess: utc("2026-11-29T08:00:00Z")}, StatusFailing},
-		{"a success after the failure ends it", "2026-11-29T09:00:00Z",
-			[]Record{{Outcome: OutcomeRunning}, {Outcome: OutcomeSucceeded}, {Outcome: OutcomeFailed}},
-			Counters{FirstSeen: firstSeen, LastSlotSuccess: utc("2026-11-29T08:58:00Z")}, StatusRunning},
-		{"running", "2026-11-29T03:20:00Z", rec(OutcomeRunning), Counters{FirstSeen: firstSeen, LastSlotSuccess: utc("2026-11-28T03:18:00Z")}, StatusRunning},
-		{"retrying is not over yet", "2026-11-29T03:20:00Z", rec(OutcomeRetrying), Counters{FirstSeen: firstSeen, LastSlotSuccess: utc("2026-11-28T03:18:00Z")}, StatusRunning},
-		{"slots before first seen are not late", "2026-11-29T09:00:00Z", nil, Counters{FirstSeen: utc("2026-11-29T08:00:00Z")}, StatusOK},
-		{"never seen by a scheduler", "2026-11-29T09:00:00Z", nil, Counters{}, StatusOK},
-		{"a run now does not do the late slot's work", "2026-11-29T09:00:00Z", rec(OutcomeSucceeded),
+		{"running", "2026-11-29T03:20:00Z", false, OutcomeRunning, Counters{FirstSeen: firstSeen, LastSlotSuccess: utc("2026-11-28T03:18:00Z")}, StatusRunning},
+		{"retrying is not over yet", "2026-11-29T03:20:00Z", false, OutcomeRetrying, Counters{FirstSeen: firstSeen, LastSlotSuccess: utc("2026-11-28T03:18:00Z")}, StatusRunning},
+		{"slots before first seen are not late", "2026-11-29T09:00:00Z", false, "", Counters{FirstSeen: utc("2026-11-29T08:00:00Z")}, StatusOK},
+		{"never seen by a scheduler", "2026-11-29T09:00:00Z", false, "", Counters{}, StatusOK},
+		{"a run now does not do the late slot's work", "2026-11-29T09:00:00Z", false, "",
 			Counters{FirstSeen: firstSeen, LastSuccess: utc("2026-11-29T08:00:00Z"), LastSlotSuccess: utc("2026-11-28T03:18:00Z")}, StatusLate},
-		{"slots before the last resume are not late", "2026-11-29T09:00:00Z", rec(OutcomePaused),
+		{"slots before the last resume are not late", "2026-11-29T09:00:00Z", false, "",
 			Counters{FirstSeen: firstSeen, LastSlotSuccess: utc("2026-11-20T03:18:00Z"), LastResume: utc("2026-11-29T08:00:00Z")}, StatusOK},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got := scheduleStatus(ScheduleState{Schedule: s, Recent: tt.recent, Counters: tt.c}, utc(tt.now), grace)
-			if got != tt.want {
+			if got := status(false, tt.failing, tt.active, tt.c, tt.now); got != tt.want {
 				t.Errorf("status %s, want %s", got, tt.want)
 			}
 		})
+	}
+}
+
+// lateAt names the moment the old per-request rule (the newest slot due
+// grace + timeout ago has no success since the last of first seen, resume
+// and slot success) first says late, for every hour of a day.
+func TestLateAtAgreesWithTheDueSlotRule(t *testing.T) {
+	s := sched(t, "*/20 9-17 * * 1-5", "", registry.MisfireSkip)
+	s.Timeout = 7 * time.Minute
+	const grace = 3 * time.Minute
+	c := Counters{FirstSeen: utc("2026-11-01T00:00:00Z"), LastSlotSuccess: utc("2026-11-27T16:40:31Z")}
+	due := func(now time.Time) bool {
+		d := s.Prev(now.Add(-grace - s.Timeout))
+		return !d.IsZero() && d.After(c.FirstSeen) && d.After(c.LastResume) && c.LastSlotSuccess.Before(d)
+	}
+	at := lateAt(s, c, grace)
+	for now := utc("2026-11-27T16:00:00Z"); now.Before(utc("2026-12-01T00:00:00Z")); now = now.Add(time.Minute) {
+		if got, want := !now.Before(at), due(now); got != want {
+			t.Fatalf("at %s: lateAt %s says late=%v, the due-slot rule %v", now.Format(time.RFC3339), at.Format(time.RFC3339), got, want)
+		}
 	}
 }
 

@@ -52,10 +52,12 @@ type Runtime struct {
 	scheduling atomic.Bool
 
 	observers
-	unserved   unservedLog
-	redisCheck redisCheck
-	dataWatch  dataWatch
-	lateness   lateness
+	unserved    unservedLog
+	redisCheck  redisCheck
+	dataWatch   dataWatch
+	lateness    lateness
+	inDoubt     inDoubt // enqueues no replica acknowledged (ReplicaAcks)
+	statusIndex statusIndex
 
 	// identity tells this registry's service from others in the namespace;
 	// derivedNamespace is true when the namespace is the default.
@@ -90,6 +92,7 @@ func newRuntime(reg *registry.Registry, opts Options, clk clock.Clock) (*Runtime
 		return nil, err
 	}
 	r := &Runtime{reg: reg, opts: opts, clock: clk, identity: identity, derivedNamespace: derived}
+	r.namespace.looked = make(chan struct{})
 	r.redisCheck.every = redisCheckEvery
 	r.log = opts.Logger.With("replica", opts.Replica)
 	switch {
@@ -133,7 +136,7 @@ func redisURLError(rawURL string, err error) error {
 	if !ok || at < 0 {
 		return fmt.Errorf("RedisURL: %v; %s", redactSecrets(err.Error(), rawURL), want)
 	}
-	if _, err := redis.ParseURL(scheme + "://" + rest[at+1:]); err != nil {
+	if _, _, err := parseRedisURL(scheme + "://" + rest[at+1:]); err != nil {
 		return fmt.Errorf("RedisURL: %v; %s", redactSecrets(err.Error(), rawURL), want)
 	}
 	return fmt.Errorf("RedisURL: the user or password is not valid in a URL (not shown); percent-encode '/', '@', ':' and '%%' in them (a '/' is %%2F); %s", want)
@@ -218,11 +221,13 @@ func (r *Runtime) Run(ctx context.Context) error {
 		return nil
 	}
 	var wg sync.WaitGroup
+	wg.Go(func() { r.watchNamespace(ctx) })
 	wg.Go(func() { r.lease.Run(ctx) })
 	wg.Go(func() { r.scheduleLoop(ctx) })
 	if len(r.families()) > 0 {
 		wg.Go(func() { r.familyLoop(ctx) })
 	}
+	wg.Go(func() { r.warmStatuses(ctx) })
 	wg.Wait()
 	releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
@@ -245,6 +250,9 @@ func (r *Runtime) Close() error {
 func (r *Runtime) noteRedis(err error) {
 	if errors.Is(err, context.Canceled) || errors.Is(err, store.ErrNotLeader) {
 		return
+	}
+	if err == nil {
+		r.statusIndex.answered.Store(time.Now().UnixNano())
 	}
 	r.redisMu.Lock()
 	defer r.redisMu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/belfry/belfry/registry"
@@ -377,6 +378,14 @@ func (r *Runtime) enqueuePlan(ctx context.Context, fence *pipeline.Fence, p *slo
 		}
 		occ := p.occurrence(r.opts.Namespace, slot)
 		if outcome == OutcomeEnqueued {
+			if gone, err := r.unackedGone(ctx, s, occ); err != nil {
+				p.failedAt(k, err)
+				return
+			} else if gone {
+				outcome = OutcomeLost
+			}
+		}
+		if outcome == OutcomeEnqueued {
 			// The cursor rises to the slot in the enqueue's own
 			// transaction, so a crash before the commit below leaves no
 			// enqueued slot after the cursor for the next holder to
@@ -398,7 +407,10 @@ func (r *Runtime) enqueuePlan(ctx context.Context, fence *pipeline.Fence, p *slo
 				// again, as every schedule's did before marks.
 				retention = r.memberRetention(s)
 			}
-			if _, err := r.enqueue(enqueueCtx, s, occ, retention); err != nil {
+			var unacked atomic.Bool
+			_, err := r.enqueue(pipeline.WithUnacked(enqueueCtx, &unacked), s, occ, retention)
+			r.inDoubt.noteEnqueue(occ.ID, err, unacked.Load(), r.clock.Now())
+			if err != nil {
 				if fence.Rejected() {
 					err = store.ErrNotLeader
 				}

@@ -15,8 +15,10 @@ const (
 	OutcomeMissed    Outcome = "missed"    // older than grace when the leader got to it; never run
 	OutcomeSkipped   Outcome = "skipped"   // overlap=skip and the previous occurrence still ran
 	OutcomePaused    Outcome = "paused"    // came due while the schedule was paused; never run
-	// OutcomeLost is not an occurrence's: an Event of a detected loss of
-	// Redis data (see LostWrites).
+	// OutcomeLost is an Event of a detected loss of Redis data (see
+	// LostWrites), and the outcome of an occurrence whose enqueue no
+	// replica acknowledged and a failover then lost: it may have run on the
+	// old primary, and is not enqueued again (Options.ReplicaAcks).
 	OutcomeLost Outcome = "lost"
 )
 
@@ -28,10 +30,11 @@ type Status string
 const (
 	StatusOK       Status = "ok"
 	StatusLate     Status = "late"     // the newest due slot has no success within grace + timeout
-	StatusFailing  Status = "failing"  // the newest finished occurrence failed
+	StatusFailing  Status = "failing"  // the last occurrence to finish failed, and none succeeded since
 	StatusRunning  Status = "running"  // the newest occurrence is running or waiting to retry
 	StatusPaused   Status = "paused"   // paused by an operator: slots are recorded, not run
 	StatusDisabled Status = "disabled" // no Redis configured: nothing is scheduled
+	StatusUnknown  Status = "unknown"  // Redis did not answer in time: the status could not be read
 )
 
 // RedisState is the runtime's view of its Redis.
@@ -43,7 +46,7 @@ const (
 	RedisUnknown  RedisState = "unknown"  // no call has completed yet
 	RedisUp       RedisState = "up"       // the last call succeeded
 	RedisDown     RedisState = "down"     // the last call failed
-	RedisSlow     RedisState = "slow"     // the last call got no answer within its deadline (a stall, a slow or cut link)
+	RedisSlow     RedisState = "slow"     // the last call got no answer within its deadline (a stall, a slow or cut link): Redis is reachable, but slow
 )
 
 // Errors callers branch on with errors.Is.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime/internal/lease"
+	"github.com/belfry/belfry/runtime/internal/store"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 )
@@ -54,6 +55,7 @@ func (r *Runtime) UnservedQueues() ([]string, error) {
 // unservedLog logs each unserved queue once, and again once it is served.
 type unservedLog struct {
 	mu      sync.Mutex
+	every   time.Duration // unservedCheckEvery; tests shorten it
 	checked time.Time
 	warned  map[string]bool
 	// misrouted are the reports of misrouted occurrences logged.
@@ -77,7 +79,7 @@ func (r *Runtime) checkQueues(now time.Time) bool {
 	u := &r.unserved
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if now.Sub(u.checked) < unservedCheckEvery {
+	if now.Sub(u.checked) < cmp.Or(u.every, unservedCheckEvery) {
 		return false
 	}
 	u.checked = now
@@ -237,7 +239,7 @@ func (r *Runtime) othersOwn(ctx context.Context, ns string) bool {
 		if err != nil {
 			return nil, err
 		}
-		return r.rdb.ZRangeByScore(ctx, ns+":registries", &redis.ZRangeBy{
+		return r.rdb.ZRangeByScore(ctx, store.NewKeys(ns).Registries, &redis.ZRangeBy{
 			Min: strconv.FormatInt(t.UnixMilli()-stale, 10), Max: "+inf"}).Result()
 	})
 	if err != nil {
@@ -286,7 +288,7 @@ func (r *Runtime) reportMisrouted(ctx context.Context, ns, schedule, queue, reas
 	f.logged[ns+"|"+schedule] = true
 	f.mu.Unlock()
 	if first {
-		r.log.Error("these workers cannot run an occurrence of another service's schedule on a shared queue; asynq retries it",
+		r.log.Error("an occurrence reached workers that cannot run it; asynq retries it, on any worker of its queue",
 			"schedule", schedule, "queue", queue, "its_namespace", ns, "reason", reason)
 	}
 	m := Misrouted{Schedule: schedule, Queue: queue, Namespace: r.opts.Namespace, Replica: r.opts.Replica, Reason: reason, At: r.clock.Now()}

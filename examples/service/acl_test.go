@@ -25,7 +25,7 @@ const serviceACL = "resetkeys resetchannels -@all " +
 	"~belfry:* ~asynq:* &belfry:lease:released &asynq:cancel " +
 	"+hello +ping +time +info " +
 	"+get +set +setex +incr +del +exists +expire +expireat +pexpire +pttl " +
-	"+hget +hset +hsetnx +hdel +hmget +hgetall +hincrby +hkeys +hvals " +
+	"+hget +hset +hsetnx +hdel +hmget +hgetall +hincrby +hkeys +hvals +hlen +hscan +hexists " +
 	"+lpush +rpush +lrange +ltrim +lrem +rpoplpush +sadd +srem +smembers " +
 	"+zadd +zrem +zcard +zscore +zrange +zrangebyscore +zrevrange +zremrangebyrank +zremrangebyscore +zpopmin " +
 	"+multi +exec +watch +unwatch +eval +evalsha +publish +subscribe +unsubscribe"

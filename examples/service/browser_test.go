@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/belfry/belfry/examples/service/jobs"
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
 	"github.com/belfry/belfry/runtime/admin"
@@ -146,7 +147,7 @@ func TestAdminInBrowser(t *testing.T) {
 		names = append(names, attrs["data-schedule"])
 	}
 	slices.Sort(names)
-	if want := []string{"heartbeat", "prune-soft-deleted", "reconcile-payments", "send-digest"}; !slices.Equal(names, want) {
+	if want := []string{"heartbeat", "prune-soft-deleted", "reconcile-payments", "send-digest", "weekly-report"}; !slices.Equal(names, want) {
 		t.Fatalf("schedule rows %v, want %v", names, want)
 	}
 
@@ -203,6 +204,34 @@ func TestAdminInBrowser(t *testing.T) {
 		return err == nil && strings.Contains(digest, "succeeded") && strings.Contains(digest, "run now")
 	})
 	screenshot(t, ctx, "admin-example.png", false)
+
+	// The family is one row; its page lists the seeded tenants, searches
+	// them with a plain form and links each one's page, where the
+	// per-second member's runs appear.
+	must(t, "open the family's page", chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`tr[data-schedule="weekly-report"] a.name`)),
+		chromedp.WaitVisible(chromedp.CSS(`#members tr[data-member="live-demo"]`)),
+	))
+	members, err := chromedp.Run(ctx, chromedp.Nodes(chromedp.CSSAll(`#members tr[data-member]`)))
+	must(t, "read the member rows", err)
+	if len(members) != len(jobs.SeedTenants) {
+		t.Errorf("the family's page lists %d members, want the %d seeded", len(members), len(jobs.SeedTenants))
+	}
+	must(t, "search the members", chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.CSS(`#q`), "acm"),
+		chromedp.Submit(chromedp.CSS(`#q`)),
+		chromedp.WaitVisible(chromedp.CSS(`a.button[href="?"]`)),
+	))
+	found, err := chromedp.Run(ctx, chromedp.Nodes(chromedp.CSSAll(`#members tr[data-member]`)))
+	must(t, "read the search's rows", err)
+	if len(found) != 1 || found[0].AttributeValue("data-member") != "acme" {
+		t.Errorf("the search for acm lists %d members, want acme alone", len(found))
+	}
+	must(t, "open live-demo's page", chromedp.Do(ctx,
+		chromedp.Navigate(web.base+"schedules/weekly-report/members/live-demo"),
+		chromedp.WaitVisible(chromedp.CSS(`#history tr[data-outcome="succeeded"]`)),
+	))
+	screenshot(t, ctx, "admin-family-member.png", false)
 }
 
 // operatorService is a service of the test's own, in this process: a

@@ -149,6 +149,9 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	}
 
 	var scheduler sync.WaitGroup
+	if rdb != nil {
+		scheduler.Go(func() { seedTenants(ctx, rt, log) })
+	}
 	scheduler.Go(func() {
 		if err := rt.Run(ctx); err != nil {
 			cancel(fmt.Errorf("scheduler: %w", err))
@@ -216,4 +219,33 @@ func redactErr(err error, rawURL string) string {
 		}
 	}
 	return msg
+}
+
+// seedTenants gives the weekly-report family the example's tenants when it
+// has no members yet, so that members changed or deleted through the admin
+// stay as they are across restarts. Every replica tries; the writes are
+// idempotent, so two replicas seeding at once leave the same members. It
+// retries until Redis answers.
+func seedTenants(ctx context.Context, rt *runtime.Runtime, log *slog.Logger) {
+	members := make([]runtime.Member, len(jobs.SeedTenants))
+	for i, t := range jobs.SeedTenants {
+		members[i] = runtime.Member{Key: t.Key, Zone: t.Zone, Expr: t.Expr}
+	}
+	for {
+		n, err := rt.MemberCount(ctx, jobs.TaskWeeklyReport)
+		if err == nil && n > 0 {
+			return
+		}
+		if err == nil {
+			if err = rt.SetMembers(ctx, jobs.TaskWeeklyReport, members); err == nil {
+				log.Info("seeded the weekly-report family", "tenants", len(members))
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
 }

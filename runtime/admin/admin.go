@@ -9,10 +9,13 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
 	"golang.org/x/time/rate"
 )
@@ -63,7 +66,8 @@ const RefreshDefault = 5 * time.Second
 //
 // Routes (relative to the prefix):
 //
-//	GET  /                              the page
+//	GET  /                              the page: ?q= searches names, ?status= filters,
+//	                                    ?cursor= pages (100 rows a page, problems first)
 //	GET  /schedules/{name}              one schedule and its history
 //	GET  /schedules/{name}/confirm      the confirmation step of a page button:
 //	                                    ?action=run|pause|resume, or ?action=rerun&slot=<unix seconds>
@@ -72,7 +76,9 @@ const RefreshDefault = 5 * time.Second
 //	POST /schedules/{name}/pause        the page's Pause, with a reason (redirects back)
 //	POST /schedules/{name}/resume       the page's Resume (redirects back)
 //	GET  /admin.js                      the page's self-refresh (the page works without it)
-//	GET  /api/schedules                 every schedule, JSON
+//	GET  /api/schedules                 every schedule, JSON (a bare array); with any of
+//	                                    limit, cursor, q or status one page:
+//	                                    {"schedules", "next_cursor", "matched", "counts", "missing"}
 //	GET  /api/schedules/{name}          one schedule with history, JSON
 //	POST /api/schedules/{name}/trigger  202 {"task_id": ...}; Idempotency-Key header or
 //	                                    "request" form field makes a double submit a no-op
@@ -90,6 +96,8 @@ const RefreshDefault = 5 * time.Second
 //	POST /api/schedules/{name}/resume   200; the next slot runs, paused ones do not
 //	GET  /healthz                       schedule health for alerts: 200 ok, 503 unhealthy or disabled
 //	GET  /livez                         200 while the process serves: for liveness probes
+//	     /api/schedules/{name}/members/… a family's members (PUT, DELETE, GET), their manual
+//	     /schedules/{name}/members/…     runs and pages: see members.go
 //
 // State-changing routes are refused with 403 in read-only mode.
 //
@@ -107,7 +115,8 @@ func New(rt *runtime.Runtime, opts Options) http.Handler {
 	for i, h := range opts.AllowedHosts {
 		opts.AllowedHosts[i] = strings.ToLower(h)
 	}
-	a := &admin{r: rt, opts: opts, runs: manualRuns{perMinute: opts.ManualRunsPerMinute, limiters: map[string]*rate.Limiter{}}}
+	a := &admin{r: rt, opts: opts, runs: manualRuns{perMinute: opts.ManualRunsPerMinute, limiters: map[string]*rate.Limiter{}},
+		names: newByName(rt)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", a.index)
 	mux.HandleFunc("GET /schedules/{name}", a.detail)
@@ -133,6 +142,7 @@ func New(rt *runtime.Runtime, opts Options) http.Handler {
 	mux.HandleFunc("POST /api/schedules/{name}/runs", a.limited(true, a.apiRuns))
 	mux.HandleFunc("POST /api/schedules/{name}/pause", a.apiPause)
 	mux.HandleFunc("POST /api/schedules/{name}/resume", a.apiResume)
+	a.registerMembers(mux)
 	var h http.Handler = http.NewCrossOriginProtection().Handler(a.guardHosts(mux))
 	if opts.Middleware != nil {
 		h = opts.Middleware(h)
@@ -141,28 +151,39 @@ func New(rt *runtime.Runtime, opts Options) http.Handler {
 }
 
 type admin struct {
-	runs manualRuns
-	r    *runtime.Runtime
-	opts Options
+	runs    manualRuns
+	r       *runtime.Runtime
+	opts    Options
+	names   byName
+	orphans orphanCache
 }
 
-// readTimeout bounds the Redis reads of one admin request, so a Redis
-// outage makes a page degrade, not hang.
-const readTimeout = 2 * time.Second
+// readTimeout bounds the Redis reads of one admin request, so a slow or
+// unreachable Redis makes a page degrade — saying what it could not read —
+// within a second, not hang.
+const readTimeout = 800 * time.Millisecond
 
-func (a *admin) snapshot(req *http.Request) (runtime.Snapshot, error) {
+// fullListTimeout bounds the read of the unpaged JSON list, whose size is
+// every schedule's.
+const fullListTimeout = 5 * time.Second
+
+// snapshotOf reads the cluster and the named schedules within the request's
+// budget.
+func (a *admin) snapshotOf(req *http.Request, names []string, recent int) (runtime.Snapshot, error) {
 	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
 	defer cancel()
-	return a.r.Snapshot(ctx)
+	return a.r.SnapshotOf(ctx, names, recent)
 }
 
-func find(snap runtime.Snapshot, name string) (runtime.ScheduleState, bool) {
-	for _, st := range snap.Schedules {
-		if st.Schedule.Name == name {
-			return st, true
+// missingOf is whether the schedules' own data is among the missing parts.
+func missingOf(missing []runtime.Missing) []runtime.Missing {
+	var out []runtime.Missing
+	for _, m := range missing {
+		if m.Part == runtime.PartSchedules {
+			out = append(out, m)
 		}
 	}
-	return runtime.ScheduleState{}, false
+	return out
 }
 
 // trigger runs a trigger request and maps its errors to HTTP statuses.
@@ -184,6 +205,8 @@ func (a *admin) trigger(req *http.Request) (id string, status int, msg string) {
 		return "", http.StatusServiceUnavailable, "the scheduler is disabled: " + a.r.Disabled()
 	case errors.Is(err, runtime.ErrBadRequestKey):
 		return "", http.StatusBadRequest, err.Error()
+	case errors.Is(err, runtime.ErrNoMember):
+		return "", http.StatusBadRequest, familyRefusal(req.PathValue("name"))
 	case err != nil:
 		a.r.Logger().Warn("manual trigger failed", "schedule", req.PathValue("name"), "err", err)
 		return "", http.StatusServiceUnavailable, "could not enqueue: Redis unreachable"
@@ -207,10 +230,15 @@ type apiSchedule struct {
 	NextRunUTC *string        `json:"next_run_utc"`
 	Status     runtime.Status `json:"status"`
 	// Paused says who paused the schedule, when and why; null when it runs.
-	Paused   *runtime.Pause   `json:"paused"`
-	LastRun  *runtime.Record  `json:"last_run"`
-	Counters apiCounters      `json:"counters"`
+	Paused  *runtime.Pause  `json:"paused"`
+	LastRun *runtime.Record `json:"last_run"`
+	// Counters is null when they could not be read (see Missing), never
+	// zeros that would read as "never ran".
+	Counters *apiCounters     `json:"counters"`
 	History  []runtime.Record `json:"history,omitempty"`
+	// Missing says which of the schedule's data could not be read and why;
+	// absent when everything was read.
+	Missing []runtime.Missing `json:"missing,omitempty"`
 }
 
 type apiCounters struct {
@@ -233,15 +261,18 @@ func orNil(t time.Time) *time.Time {
 	return &t
 }
 
-func (a *admin) toAPI(st runtime.ScheduleState) apiSchedule {
+// toAPI is a schedule's JSON; missing are the snapshot's missing parts.
+func (a *admin) toAPI(st runtime.ScheduleState, missing []runtime.Missing) apiSchedule {
 	s, c := st.Schedule, st.Counters
 	out := apiSchedule{
 		Name: s.Name, Expression: s.Expr, Zone: s.Zone, Queue: s.Queue, Timeout: s.Timeout.String(),
 		MaxRetry: s.MaxRetry, Grace: a.r.Grace(s).String(), Overlap: string(s.Overlap), Misfire: string(s.Misfire),
-		Source: s.Source, Status: st.Status, Paused: st.Paused, LastRun: st.LastRun(),
-		Counters: apiCounters{Enqueued: c.Enqueued, Manual: c.Manual, Missed: c.Missed, Skipped: c.Skipped, Paused: c.Paused,
+		Source: s.Source, Status: st.Status, Paused: st.Paused, LastRun: st.LastRun(), Missing: missingOf(missing),
+	}
+	if len(out.Missing) == 0 {
+		out.Counters = &apiCounters{Enqueued: c.Enqueued, Manual: c.Manual, Missed: c.Missed, Skipped: c.Skipped, Paused: c.Paused,
 			Succeeded: c.Succeeded, Failed: c.Failed, LastEnqueue: orNil(c.LastEnqueue),
-			LastSuccess: orNil(c.LastSuccess), LastFailure: orNil(c.LastFailure)},
+			LastSuccess: orNil(c.LastSuccess), LastFailure: orNil(c.LastFailure)}
 	}
 	if !st.Next.IsZero() {
 		// In the schedule's zone with its offset written out: RFC 3339's "Z"
@@ -266,28 +297,120 @@ func writeJSONError(w http.ResponseWriter, status int, msg string) {
 	writeJSON(w, status, map[string]string{"error": msg})
 }
 
+// apiList answers the schedule list. Without paging or search parameters
+// it keeps its original form, a bare array of every schedule (whose cost is
+// every schedule's); with any of cursor, limit, q or status it answers one
+// page (see apiPage).
 func (a *admin) apiList(w http.ResponseWriter, req *http.Request) {
-	snap, _ := a.snapshot(req) // without Redis the schedules and next runs still answer
-	out := make([]apiSchedule, 0, len(snap.Schedules))
+	if !paged(req.URL.Query()) {
+		ctx, cancel := context.WithTimeout(req.Context(), fullListTimeout)
+		defer cancel()
+		names := make([]string, 0, a.r.Registry().Len())
+		for _, s := range a.r.Registry().Schedules() {
+			names = append(names, s.Name)
+		}
+		snap, _ := a.r.SnapshotOf(ctx, names, 1) // without Redis the schedules and next runs still answer
+		out := make([]any, 0, len(snap.Schedules))
+		for _, st := range snap.Schedules {
+			out = append(out, a.withFamily(ctx, a.toAPI(st, snap.Missing)))
+		}
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
+	q, err := parseListQuery(req.URL.Query())
+	if err != nil {
+		writeJSONError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
+	defer cancel()
+	l, _ := a.list(ctx, q)
+	snap, _ := a.r.SnapshotOf(ctx, l.names(), 1)
+	out := apiPage{Schedules: make([]any, 0, len(snap.Schedules)), Matched: l.Matched,
+		Counts: l.Statuses.Counts, Missing: orEmpty(mergeMissing(l.Statuses.Missing, snap.Missing))}
 	for _, st := range snap.Schedules {
-		out = append(out, a.toAPI(st))
+		out.Schedules = append(out.Schedules, a.withFamily(ctx, a.toAPI(st, snap.Missing)))
+	}
+	if l.Next != "" {
+		out.NextCursor = &l.Next
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
+// apiPage is one page of the schedule list.
+type apiPage struct {
+	// Schedules are apiSchedule values, a family's with its members
+	// (apiFamily).
+	Schedules []any `json:"schedules"`
+	// NextCursor is the cursor parameter of the next page; null on the
+	// last.
+	NextCursor *string `json:"next_cursor"`
+	// Matched is how many schedules match q and status, on every page.
+	Matched int `json:"matched"`
+	// Counts is how many of all the schedules have each status.
+	Counts map[runtime.Status]int `json:"counts"`
+	// Missing are the parts that could not be read, and why.
+	Missing []runtime.Missing `json:"missing"`
+}
+
+// mergeMissing joins the missing parts of two reads, each once.
+func mergeMissing(lists ...[]runtime.Missing) []runtime.Missing {
+	var out []runtime.Missing
+	for _, l := range lists {
+		for _, m := range l {
+			if !slices.Contains(out, m) {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}
+
 func (a *admin) apiDetail(w http.ResponseWriter, req *http.Request) {
-	snap, _ := a.snapshot(req)
-	st, ok := find(snap, req.PathValue("name"))
-	if !ok {
-		writeJSONError(w, http.StatusNotFound, "no schedule is called "+req.PathValue("name"))
+	name := req.PathValue("name")
+	if _, ok := a.r.Registry().Lookup(name); !ok {
+		writeJSONError(w, http.StatusNotFound, "no schedule is called "+name)
 		return
 	}
-	out := a.toAPI(st)
+	snap, history := a.withHistory(req, name, 1)
+	out := a.toAPI(snap.Schedules[0], snap.Missing)
+	out.History = orEmpty(history)
+	for _, m := range snap.Missing {
+		if m.Part == partHistory {
+			out.History = nil
+			out.Missing = append(out.Missing, m)
+		}
+	}
 	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
 	defer cancel()
-	history, _ := a.r.History(ctx, st.Schedule.Name, a.r.HistoryLimit())
-	out.History = orEmpty(history)
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, a.withFamily(ctx, out))
+}
+
+// withHistory reads the cluster, one schedule and its history side by
+// side within one request budget; a history that could not be read is in
+// snap.Missing as partHistory.
+func (a *admin) withHistory(req *http.Request, name string, recent int) (runtime.Snapshot, []runtime.Record) {
+	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
+	defer cancel()
+	var snap runtime.Snapshot
+	var history []runtime.Record
+	var historyErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { snap, _ = a.r.SnapshotOf(ctx, []string{name}, recent) })
+	wg.Go(func() { history, historyErr = a.r.History(ctx, name, a.r.HistoryLimit()) })
+	wg.Wait()
+	if historyErr != nil {
+		snap.Missing = append(snap.Missing, runtime.Missing{Part: partHistory, Reason: readFailure(historyErr)})
+	}
+	return snap, history
+}
+
+// readFailure says why a read outside a snapshot failed, as Missing does.
+func readFailure(err error) string {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "Redis slow: no answer within " + strconv.FormatFloat(readTimeout.Seconds(), 'f', 1, 64) + " s"
+	}
+	return "Redis unreachable: " + err.Error()
 }
 
 func (a *admin) apiTrigger(w http.ResponseWriter, req *http.Request) {
@@ -300,7 +423,7 @@ func (a *admin) apiTrigger(w http.ResponseWriter, req *http.Request) {
 }
 
 func (a *admin) apiStatus(w http.ResponseWriter, req *http.Request) {
-	snap, _ := a.snapshot(req)
+	snap, _ := a.snapshotOf(req, nil, 0)
 	var leader *string
 	if snap.Cluster.Leader != "" {
 		leader = &snap.Cluster.Leader
@@ -310,7 +433,7 @@ func (a *admin) apiStatus(w http.ResponseWriter, req *http.Request) {
 		"redis": snap.Redis, "redis_error": snap.RedisError, "redis_unsafe": snap.RedisUnsafe, "disabled": snap.Disabled,
 		"lost_writes": orEmpty(snap.LostWrites), "duplicate_replica": snap.DuplicateReplica,
 		"namespace_contention": snap.NamespaceContention, "legacy_namespace": snap.LegacyNamespace,
-		"clock_skew_ms": clockSkewMS(a.r),
+		"clock_skew_ms": clockSkewMS(a.r), "missing": orEmpty(snap.Missing),
 	})
 }
 
@@ -333,6 +456,7 @@ func (a *admin) forget(req *http.Request) (status int, msg string) {
 	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
 	defer cancel()
 	err := a.r.Forget(ctx, req.PathValue("name"))
+	a.orphans.stale()
 	switch {
 	case errors.Is(err, runtime.ErrScheduleInUse):
 		return http.StatusConflict, req.PathValue("name") + " is in the registry; only removed schedules can be forgotten"
@@ -399,6 +523,8 @@ func (a *admin) actionError(req *http.Request, err error) (int, string) {
 	case errors.Is(err, runtime.ErrBadRequestKey), errors.Is(err, runtime.ErrNotASlot),
 		errors.Is(err, runtime.ErrTooManySlots), errors.Is(err, runtime.ErrBadRange):
 		return http.StatusBadRequest, err.Error()
+	case errors.Is(err, runtime.ErrNoMember):
+		return http.StatusBadRequest, familyRefusal(name)
 	}
 	a.r.Logger().Warn("admin request failed", "path", req.URL.Path, "schedule", name, "err", err)
 	return http.StatusServiceUnavailable, "Redis unreachable"
@@ -416,77 +542,26 @@ func (a *admin) apiRuns(w http.ResponseWriter, req *http.Request) {
 		writeJSONError(w, http.StatusForbidden, "re-runs are disabled: this admin is read-only")
 		return
 	}
-	var body runsRequest
-	if !decodeBody(w, req, &body) {
-		return
-	}
-	ctx, cancel := a.actionContext(req)
-	defer cancel()
-	key := req.Header.Get("Idempotency-Key")
-	switch {
-	case body.Slot != nil && body.From == nil && body.To == nil:
-		occ, err := a.r.Rerun(ctx, req.PathValue("name"), *body.Slot, key)
-		if err != nil {
-			status, msg := a.actionError(req, err)
-			writeJSONError(w, status, msg)
-			return
-		}
-		writeJSON(w, http.StatusAccepted, map[string]string{"task_id": occ.ID, "slot": occ.Slot.Format(time.RFC3339)})
-	case body.Slot == nil && body.From != nil && body.To != nil:
-		occs, err := a.r.Backfill(ctx, req.PathValue("name"), *body.From, *body.To, key)
-		if err != nil && len(occs) == 0 {
-			status, msg := a.actionError(req, err)
-			writeJSONError(w, status, msg)
-			return
-		}
-		ids := make([]string, len(occs))
-		for i, occ := range occs {
-			ids[i] = occ.ID
-		}
-		out := map[string]any{"task_ids": ids}
-		if err != nil { // some enqueued, then Redis failed: say both
-			_, out["error"] = a.actionError(req, err)
-		}
-		writeJSON(w, http.StatusAccepted, out)
-	default:
-		writeJSONError(w, http.StatusBadRequest, `want {"slot": "<RFC 3339>"} to re-run one slot, or {"from": ..., "to": ...} to backfill`)
-	}
+	name := req.PathValue("name")
+	a.serveRuns(w, req, a.actionError,
+		func(ctx context.Context, slot time.Time, idem string) (registry.Occurrence, error) {
+			return a.r.Rerun(ctx, name, slot, idem)
+		},
+		func(ctx context.Context, from, to time.Time, idem string) ([]registry.Occurrence, error) {
+			return a.r.Backfill(ctx, name, from, to, idem)
+		})
 }
 
 func (a *admin) apiPause(w http.ResponseWriter, req *http.Request) {
-	if a.opts.ReadOnly {
-		writeJSONError(w, http.StatusForbidden, "pausing is disabled: this admin is read-only")
-		return
-	}
-	var body struct {
-		Reason string `json:"reason"`
-	}
-	if req.ContentLength != 0 && !decodeBody(w, req, &body) {
-		return
-	}
-	ctx, cancel := a.actionContext(req)
-	defer cancel()
-	if err := a.r.Pause(ctx, req.PathValue("name"), body.Reason); err != nil {
-		status, msg := a.actionError(req, err)
-		writeJSONError(w, status, msg)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": string(runtime.StatusPaused)})
+	a.servePause(w, req, a.actionError, func(ctx context.Context, reason string) error {
+		return a.r.Pause(ctx, req.PathValue("name"), reason)
+	})
 }
 
 func (a *admin) apiResume(w http.ResponseWriter, req *http.Request) {
-	if a.opts.ReadOnly {
-		writeJSONError(w, http.StatusForbidden, "resuming is disabled: this admin is read-only")
-		return
-	}
-	ctx, cancel := a.actionContext(req)
-	defer cancel()
-	if err := a.r.Resume(ctx, req.PathValue("name")); err != nil {
-		status, msg := a.actionError(req, err)
-		writeJSONError(w, status, msg)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "resumed"})
+	a.serveResume(w, req, a.actionError, func(ctx context.Context) error {
+		return a.r.Resume(ctx, req.PathValue("name"))
+	})
 }
 
 // orEmpty makes a nil list [] in JSON, not null.

@@ -53,6 +53,8 @@ func glyph(o runtime.Outcome) string {
 		return "»"
 	case runtime.OutcomePaused:
 		return "‖"
+	case runtime.OutcomeLost:
+		return "?" // a failover lost its task: it may or may not have run
 	}
 	return "…" // enqueued, running
 }
@@ -64,10 +66,12 @@ type pageData struct {
 	// are read for that page alone: finding them reads every schedule's
 	// counters, which the other pages, metrics and health do not need.
 	Orphans []string
-	Notice  string
-	Error   string
-	Request string // a fresh token per rendered form: a double submit acts once
-	Base    string // relative path back to the index
+	// OrphansPending says the removed schedules are still being read.
+	OrphansPending bool
+	Notice         string
+	Error          string
+	Request        string // a fresh token per rendered form: a double submit acts once
+	Base           string // relative path back to the index
 	// HasMetrics says /metrics is served (Options.Metrics).
 	HasMetrics bool
 	// RefreshMS is how often admin.js reloads the live parts; 0: never.
@@ -78,12 +82,19 @@ type pageData struct {
 	// on (without Redis every action would fail).
 	CanAct bool
 
-	Rows     []scheduleRow // the overview, problems first
+	Rows     []scheduleRow // the overview's page, problems first
 	Warnings []string      // what keeps schedules from running, in words
 	Summary  string        // "1 failing · 1 late · 1 paused · 2 ok"
-	Detail   *scheduleRow
-	History  []historyRow
-	Confirm  *confirmation
+	// SummaryParts are the same counts, each linking to its status.
+	SummaryParts []summaryPart
+	Query        listQuery
+	Paging       paging
+	Statuses     []runtime.Status // the search form's choices
+	Detail       *scheduleRow
+	History      []historyRow
+	Confirm      *confirmation
+	Members      *membersView // a family's page: its members
+	Member       *memberPage  // a member's page
 }
 
 // scheduleRow is one schedule as the page shows it.
@@ -101,7 +112,10 @@ type scheduleRow struct {
 	PausedNote                   string // "paused by alice 3 min ago: reason"
 	// Unserved says no asynq server listens to the schedule's queue.
 	Unserved bool
-	Retries  string // "1 retry", "2 retries"
+	Retries  string     // "1 retry", "2 retries"
+	Family   *familyRow // a family's member count; nil for a schedule
+	// CanAct shows the row's buttons (see pageData.CanAct).
+	CanAct bool
 }
 
 // instant is a time as the page prints it: RFC 3339 with the offset of the
@@ -212,7 +226,7 @@ func historyRowOf(rec runtime.Record, s *registry.Schedule, now time.Time) histo
 		}
 	}
 	switch rec.Outcome {
-	case runtime.OutcomeFailed, runtime.OutcomeMissed, runtime.OutcomeSkipped, runtime.OutcomePaused:
+	case runtime.OutcomeFailed, runtime.OutcomeMissed, runtime.OutcomeSkipped, runtime.OutcomePaused, runtime.OutcomeLost:
 		row.Prominent = row.Rerunnable
 	}
 	return row
@@ -266,52 +280,46 @@ func (a *admin) rowOf(snap runtime.Snapshot, st runtime.ScheduleState, path stri
 			row.FailureError, row.FailureExcerpt = rec.Error, excerpt(rec.Error)
 		}
 	}
-	if p := st.Paused; p != nil {
-		note := "paused"
-		if p.Actor != "" {
-			note += " by " + p.Actor
-		}
-		if !p.At.IsZero() {
-			note += " " + relative(p.At, now)
-		}
-		if p.Reason != "" {
-			note += ": " + p.Reason
-		}
-		row.PausedNote = note
-	}
+	row.PausedNote = pausedNote(st.Paused, now)
 	return row
 }
 
-// problemRank orders the overview: what needs a person first.
-var problemRank = map[runtime.Status]int{
-	runtime.StatusFailing: 0, runtime.StatusLate: 1, runtime.StatusPaused: 2,
-	runtime.StatusRunning: 3, runtime.StatusOK: 4, runtime.StatusDisabled: 5,
+// pausedNote says who paused, when and why: "paused by alice 3 min ago:
+// reason"; "" for nil.
+func pausedNote(p *runtime.Pause, now time.Time) string {
+	if p == nil {
+		return ""
+	}
+	note := "paused"
+	if p.Actor != "" {
+		note += " by " + p.Actor
+	}
+	if !p.At.IsZero() {
+		note += " " + relative(p.At, now)
+	}
+	if p.Reason != "" {
+		note += ": " + p.Reason
+	}
+	return note
 }
 
-// overview returns the schedules with problems first (failing, late,
-// paused, then the rest, each group in registry order) and the summary
-// line that counts them.
-func (a *admin) overview(snap runtime.Snapshot) ([]scheduleRow, string) {
+// paging is the line above and below the overview's table.
+type paging struct {
+	From, To, Matched int    // "101–200 of 12,345"
+	Next, First       string // links to the next and the first page; "" when there is none
+	Filtered          bool   // a search or status filter is applied
+}
+
+// rows are the snapshot's schedules as the overview shows them, in the
+// snapshot's order.
+func (a *admin) rows(snap runtime.Snapshot, canAct bool) []scheduleRow {
 	rows := make([]scheduleRow, 0, len(snap.Schedules))
-	counts := map[runtime.Status]int{}
 	for _, st := range snap.Schedules {
-		rows = append(rows, a.rowOf(snap, st, "schedules/"+url.PathEscape(st.Schedule.Name)))
-		counts[st.Status]++
+		row := a.rowOf(snap, st, "schedules/"+url.PathEscape(st.Schedule.Name))
+		row.CanAct = canAct
+		rows = append(rows, row)
 	}
-	slices.SortStableFunc(rows, func(x, y scheduleRow) int {
-		return cmp.Compare(problemRank[x.Status], problemRank[y.Status])
-	})
-	var parts []string
-	for _, status := range []runtime.Status{runtime.StatusFailing, runtime.StatusLate, runtime.StatusPaused,
-		runtime.StatusRunning, runtime.StatusOK, runtime.StatusDisabled} {
-		if n := counts[status]; n > 0 {
-			parts = append(parts, strconv.Itoa(n)+" "+string(status))
-		}
-	}
-	if len(parts) == 0 {
-		return rows, "no schedules"
-	}
-	return rows, strings.Join(parts, " · ")
+	return rows
 }
 
 func newRequestToken() string {
@@ -327,12 +335,18 @@ func (a *admin) page(snap runtime.Snapshot, base string) pageData {
 	if a.opts.Refresh > 0 {
 		data.RefreshMS = a.opts.Refresh.Milliseconds()
 	}
-	data.Warnings = warnings(snap)
+	data.Warnings = warnings(snap, a.r.Registry().Schedules())
+	if len(snap.Missing) > 0 {
+		data.Error = missingNotice(snap.Missing)
+	}
 	return data
 }
 
+// unservedNamed bounds the schedules a warning names.
+const unservedNamed = 5
+
 // warnings says what keeps the schedules from running, and what to do.
-func warnings(snap runtime.Snapshot) []string {
+func warnings(snap runtime.Snapshot, scheds []*registry.Schedule) []string {
 	var out []string
 	if snap.RedisUnsafe != "" {
 		out = append(out, "This replica will not lead: "+snap.RedisUnsafe+".")
@@ -352,10 +366,18 @@ func warnings(snap runtime.Snapshot) []string {
 	}
 	for _, q := range snap.Unserved {
 		var names []string
-		for _, st := range snap.Schedules {
-			if st.Schedule.Queue == q {
-				names = append(names, st.Schedule.Name)
+		more := 0
+		for _, s := range scheds {
+			switch {
+			case s.Queue != q:
+			case len(names) < unservedNamed:
+				names = append(names, s.Name)
+			default:
+				more++
 			}
+		}
+		if more > 0 {
+			names = append(names, plural(more, "other schedule", "other schedules"))
 		}
 		out = append(out, fmt.Sprintf("No asynq server listens to queue %q: occurrences of %s are enqueued and wait. "+
 			"Add the queue to a worker's asynq.Config.Queues.", q, joinAnd(names)))
@@ -368,17 +390,39 @@ func warnings(snap runtime.Snapshot) []string {
 	return out
 }
 
+// index serves one page of the overview (see list.go).
 func (a *admin) index(w http.ResponseWriter, req *http.Request) {
-	snap, err := a.snapshot(req)
-	data := a.page(snap, "./")
-	data.Rows, data.Summary = a.overview(snap)
-	if err == nil {
-		ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
-		defer cancel()
-		data.Orphans, err = a.r.Orphans(ctx)
-	}
+	q, err := parseListQuery(req.URL.Query())
 	if err != nil {
-		data.Error = "Redis unreachable: history and replicas are not shown."
+		data := a.page(runtime.Snapshot{}, "./")
+		data.Error, data.Bare, data.RefreshMS = err.Error(), true, 0
+		a.render(w, http.StatusBadRequest, "message", data)
+		return
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
+	defer cancel()
+	l, _ := a.list(ctx, q)
+	snap, _ := a.r.SnapshotOf(ctx, l.names(), recentPerRow)
+	snap.Missing = mergeMissing(l.Statuses.Missing, snap.Missing)
+	if l.Statuses.Redis == runtime.RedisSlow && snap.Redis == runtime.RedisUp {
+		snap.Redis = runtime.RedisSlow
+	}
+	data := a.page(snap, "./")
+	data.Rows = a.rows(snap, data.CanAct)
+	a.addFamilies(ctx, data.Rows, snap.At)
+	data.SummaryParts, data.Summary = summary(l.Statuses.Counts)
+	data.Query, data.Statuses = q, statusOrder
+	data.Paging = paging{From: l.Offset + 1, To: l.Offset + len(l.Page), Matched: l.Matched,
+		Filtered: q.Q != "" || len(q.Statuses) > 0}
+	if l.Next != "" {
+		data.Paging.Next = "?" + q.values(l.Next).Encode()
+	}
+	if q.Cursor != "" {
+		data.Paging.First = "?" + q.values("").Encode()
+	}
+	if q.Cursor == "" && !data.Paging.Filtered && a.r.Disabled() == "" {
+		// Removed schedules are offered on the first page only.
+		data.Orphans, data.OrphansPending = a.orphans.get(ctx, a.r)
 	}
 	switch req.URL.Query().Get("forgot") {
 	case "ok":
@@ -392,6 +436,9 @@ func (a *admin) index(w http.ResponseWriter, req *http.Request) {
 	}
 	a.render(w, http.StatusOK, "index", data)
 }
+
+// recentPerRow is how many occurrences a row of the overview shows.
+const recentPerRow = 5
 
 // results are the notices of the redirects after a form: the query names
 // the action and carries a fixed word, never text, so a crafted link cannot
@@ -424,39 +471,36 @@ func resultNotice(q url.Values) (notice, errMsg string) {
 	return "", ""
 }
 
-// scheduleOf reads the snapshot and the request's schedule, or answers
-// 404 itself and reports false. err is the snapshot's Redis error.
-func (a *admin) scheduleOf(w http.ResponseWriter, req *http.Request, base string) (snap runtime.Snapshot, st runtime.ScheduleState, ok bool, err error) {
-	snap, err = a.snapshot(req)
-	if st, ok = find(snap, req.PathValue("name")); !ok {
-		data := a.page(snap, base)
-		data.Error = "No schedule is called " + req.PathValue("name") + "."
+// scheduleOf reads the cluster and the request's schedule alone, or
+// answers 404 itself and reports false. A part it could not read is in
+// snap.Missing.
+func (a *admin) scheduleOf(w http.ResponseWriter, req *http.Request, base string) (snap runtime.Snapshot, st runtime.ScheduleState, ok bool) {
+	name := req.PathValue("name")
+	if _, ok = a.r.Registry().Lookup(name); !ok {
+		data := a.page(runtime.Snapshot{At: time.Now()}, base)
+		data.Error = "No schedule is called " + name + "."
 		a.render(w, http.StatusNotFound, "message", data)
+		return snap, st, false
 	}
-	return snap, st, ok, err
+	snap, _ = a.snapshotOf(req, []string{name}, recentPerRow)
+	return snap, snap.Schedules[0], true
 }
 
 func (a *admin) detail(w http.ResponseWriter, req *http.Request) {
 	name := req.PathValue("name")
-	snap, st, ok, err := a.scheduleOf(w, req, "../")
-	if !ok {
+	if _, ok := a.r.Registry().Lookup(name); !ok {
+		a.scheduleOf(w, req, "../") // answers 404
 		return
 	}
+	snap, history := a.withHistory(req, name, recentPerRow)
+	st := snap.Schedules[0]
 	data := a.page(snap, "../")
 	// "./" first: a category:action name would otherwise read as a URL
 	// scheme, which html/template neutralises, killing every link.
 	row := a.rowOf(snap, st, "./"+url.PathEscape(name))
 	data.Detail = &row
-	if err == nil {
-		ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
-		defer cancel()
-		var history []runtime.Record
-		history, err = a.r.History(ctx, name, a.r.HistoryLimit())
-		data.History = historyRows(history, st.Schedule, snap.At)
-	}
-	if err != nil {
-		data.Error = "Redis unreachable: history is not shown."
-	}
+	data.History = historyRows(history, st.Schedule, snap.At)
+	data.Members = a.members(req, data.Detail, snap.At)
 	if notice, errMsg := resultNotice(req.URL.Query()); notice != "" || errMsg != "" {
 		data.Notice, data.Error = notice, errMsg
 	}
@@ -491,7 +535,7 @@ func (a *admin) confirm(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	name := req.PathValue("name")
-	snap, st, ok, _ := a.scheduleOf(w, req, "../../")
+	snap, st, ok := a.scheduleOf(w, req, "../../")
 	if !ok {
 		return
 	}
@@ -546,7 +590,7 @@ func (a *admin) confirmForget(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	name := req.PathValue("name")
-	snap, _ := a.snapshot(req)
+	snap, _ := a.snapshotOf(req, nil, 0)
 	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
 	defer cancel()
 	if orphans, _ := a.r.Orphans(ctx); !slices.Contains(orphans, name) {

@@ -103,6 +103,7 @@ func TestHistoryRowOf(t *testing.T) {
 		{"missed", runtime.Record{ID: "cron:prune:1764472620", Outcome: runtime.OutcomeMissed}, "missed", "", "", true, true},
 		{"skipped", runtime.Record{ID: "cron:prune:1764472620", Outcome: runtime.OutcomeSkipped}, "skipped", "", "", true, true},
 		{"paused", runtime.Record{ID: "cron:prune:1764472620", Outcome: runtime.OutcomePaused}, "paused", "", "", true, true},
+		{"lost to a failover", runtime.Record{ID: "cron:prune:1764472620", Outcome: runtime.OutcomeLost}, "lost", "", "", true, true},
 		{"run now", runtime.Record{ID: "cron:prune:manual:abc", Manual: true, Outcome: runtime.OutcomeFailed}, "failed", "", "run now", false, false},
 		{"re-run", runtime.Record{ID: "cron:prune:rerun:1764472620:abc", Manual: true, Outcome: runtime.OutcomeSucceeded}, "succeeded", "", "re-run", true, false},
 	} {
@@ -141,42 +142,27 @@ func TestExcerpt(t *testing.T) {
 }
 
 // The overview puts what needs a person first and counts it in one line.
-func TestOverviewOrderAndSummary(t *testing.T) {
+func TestSummaryAndPausedNote(t *testing.T) {
 	t.Parallel()
-	noop := func(context.Context, registry.Occurrence) error { return nil }
-	var scheds []registry.Schedule
-	for _, name := range []string{"a-ok", "b-paused", "c-failing", "d-late", "e-ok", "f-running", "g-failing"} {
-		scheds = append(scheds, registry.Schedule{Name: name, Expr: "17 3 * * *", Handler: noop})
+	counts := map[runtime.Status]int{runtime.StatusOK: 2, runtime.StatusRunning: 1, runtime.StatusFailing: 2,
+		runtime.StatusPaused: 1, runtime.StatusLate: 1, runtime.StatusUnknown: 0}
+	parts, line := summary(counts)
+	if want := "2 failing · 1 late · 1 paused · 1 running · 2 ok"; line != want {
+		t.Errorf("summary %q, want %q", line, want)
 	}
-	reg := registry.MustNew(scheds...)
-	status := map[string]runtime.Status{"a-ok": runtime.StatusOK, "b-paused": runtime.StatusPaused,
-		"c-failing": runtime.StatusFailing, "d-late": runtime.StatusLate, "e-ok": runtime.StatusOK,
-		"f-running": runtime.StatusRunning, "g-failing": runtime.StatusFailing}
+	if len(parts) != 5 || parts[0].Href != "?status=failing" || parts[4].Count != 2 {
+		t.Errorf("summary parts %+v", parts)
+	}
+	if _, line := summary(nil); line != "no schedules" {
+		t.Errorf("empty summary %q", line)
+	}
 	now := time.Date(2026, 12, 1, 3, 20, 0, 0, time.UTC)
-	snap := runtime.Snapshot{At: now}
-	for _, s := range reg.Schedules() {
-		st := runtime.ScheduleState{Schedule: s, Status: status[s.Name]}
-		if st.Status == runtime.StatusPaused {
-			st.Paused = &runtime.Pause{Reason: "migrating the table", Actor: "alice", At: now.Add(-3 * time.Minute)}
-		}
-		snap.Schedules = append(snap.Schedules, st)
-	}
-	rows, summary := (&admin{}).overview(snap)
-	var names []string
-	for _, r := range rows {
-		names = append(names, r.Schedule.Name)
-	}
-	if want := []string{"c-failing", "g-failing", "d-late", "b-paused", "f-running", "a-ok", "e-ok"}; !slices.Equal(names, want) {
-		t.Errorf("order %v, want %v", names, want)
-	}
-	if want := "2 failing · 1 late · 1 paused · 1 running · 2 ok"; summary != want {
-		t.Errorf("summary %q, want %q", summary, want)
-	}
-	if got, want := rows[3].PausedNote, "paused by alice 3 min ago: migrating the table"; got != want {
+	reg := registry.MustNew(registry.Schedule{Name: "b-paused", Expr: "17 3 * * *", Handler: func(context.Context, registry.Occurrence) error { return nil }})
+	st := runtime.ScheduleState{Schedule: reg.Schedules()[0], Status: runtime.StatusPaused,
+		Paused: &runtime.Pause{Reason: "migrating the table", Actor: "alice", At: now.Add(-3 * time.Minute)}}
+	rows := (&admin{}).rows(runtime.Snapshot{At: now, Schedules: []runtime.ScheduleState{st}}, true)
+	if got, want := rows[0].PausedNote, "paused by alice 3 min ago: migrating the table"; got != want {
 		t.Errorf("paused note %q, want %q", got, want)
-	}
-	if _, summary := (&admin{}).overview(runtime.Snapshot{At: now}); summary != "no schedules" {
-		t.Errorf("empty summary %q", summary)
 	}
 }
 
@@ -204,14 +190,13 @@ func TestWarnings(t *testing.T) {
 		`No asynq server listens to queue "maintenance": occurrences of prune and vacuum are enqueued and wait. Add the queue to a worker's asynq.Config.Queues.`,
 		"Redis lost data (the store's epoch is gone), noticed by web-2 5 min ago: slots from 2026-12-01T08:40:00Z to 2026-12-01T08:56:00Z may not have run. Re-run the ones whose work is needed, or backfill the range.",
 	}
-	if got := warnings(snap); !slices.Equal(got, want) {
+	if got := warnings(snap, reg.Schedules()); !slices.Equal(got, want) {
 		t.Errorf("warnings:\n%q\nwant\n%q", got, want)
 	}
-	if got := warnings(runtime.Snapshot{At: now}); len(got) != 0 {
+	if got := warnings(runtime.Snapshot{At: now}, reg.Schedules()); len(got) != 0 {
 		t.Errorf("a healthy snapshot warns %q", got)
 	}
-	rows, _ := (&admin{}).overview(snap)
-	for _, row := range rows {
+	for _, row := range (&admin{}).rows(snap, true) {
 		if want := row.Schedule.Queue == "maintenance"; row.Unserved != want {
 			t.Errorf("%s: unserved %v, want %v", row.Schedule.Name, row.Unserved, want)
 		}

@@ -16,13 +16,41 @@
 //
 // Every series exists from start-up, at zero where nothing happened yet.
 // Timestamps of things that never happened are 0. While the ledger cannot be
-// read (Redis down: belfry_redis_up 0), the ledger's gauges are left out of
-// the scrape rather than reported as zeros.
+// read (Redis down: belfry_redis_up 0; or too slow for the scrape:
+// belfry_redis_slow 1), the gauges it would give are left out of the scrape
+// rather than reported as zeros. A scrape reads no schedule's history: the
+// statuses (see runtime.Statuses) and three counters a schedule.
+//
+// # Many schedules
+//
+// Up to Options.PerScheduleLimit schedules (DefaultPerScheduleLimit,
+// 1,000) every per-schedule series exists for every schedule, as above.
+// Past it a scrape would write ~43 series a schedule (4.3 million at
+// 100,000), more than a scrape can encode in a second and more than an
+// operator wants in Prometheus, so the series are bounded; every metric
+// name and label set stays, and nothing is dropped unsaid:
+//
+//   - the counters and histograms count every schedule together, under
+//     schedule="*" (AllSchedules): decided once, by the registry's size;
+//   - belfry_schedule_late, _failing, _paused and _misrouted name only the
+//     schedules where they are 1, which are the ones the alerts look for,
+//     and write schedule="*" 0 for all the others;
+//   - the time gauges are written for those same schedules, and once under
+//     schedule="*": the soonest next run, the newest enqueue, success and
+//     failure of any schedule;
+//   - belfry_schedules{status} counts the schedules of each status (also
+//     below the limit).
+//
+// The rest of every schedule (its counters, times and history) is in the
+// admin's JSON API (api/schedules, api/schedules/{name}).
 package metrics
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/belfry/belfry/runtime"
@@ -31,7 +59,8 @@ import (
 )
 
 // readTimeout bounds the Redis reads of one scrape, so a Redis outage
-// makes a scrape report redis_up 0, not hang.
+// makes a scrape report redis_up 0, and a slow Redis redis_slow 1, not
+// hang.
 const readTimeout = 2 * time.Second
 
 // manualOutcome labels occurrences an operator asked for in
@@ -45,8 +74,53 @@ var (
 	attemptOutcomes = []string{string(runtime.OutcomeSucceeded), string(runtime.OutcomeRetrying), string(runtime.OutcomeFailed)}
 )
 
+// DefaultPerScheduleLimit is the registry size up to which every
+// schedule has every per-schedule series.
+const DefaultPerScheduleLimit = 1000
+
+// AllSchedules is the schedule label of the series that count or
+// summarise every schedule together, past the per-schedule limit.
+const AllSchedules = "*"
+
+// Options configure a collector.
+type Options struct {
+	// PerScheduleLimit is how many schedules get every per-schedule series;
+	// past it the series are bounded (see the package doc). 0 means
+	// DefaultPerScheduleLimit; negative means no limit.
+	PerScheduleLimit int
+}
+
+func (o Options) limit() int {
+	if o.PerScheduleLimit == 0 {
+		return DefaultPerScheduleLimit
+	}
+	return o.PerScheduleLimit
+}
+
+// over says whether n schedules are past the limit.
+func (o Options) over(n int) bool {
+	return o.limit() >= 0 && n > o.limit()
+}
+
+// What the HELP texts say of the series past the per-schedule limit.
+const (
+	flagHelp    = " Past the per-schedule limit only the schedules at 1 are written, and schedule=\"*\" 0 for all the rest; belfry_schedules counts them."
+	timesHelp   = " Past the per-schedule limit only for the late, failing, paused and misrouted schedules, and schedule=\"*\": the newest of all; the rest are in the admin JSON."
+	countedHelp = " Past the per-schedule limit every schedule's under schedule=\"*\"; per schedule in the admin JSON."
+)
+
+// statusLabels are the statuses belfry_schedules counts, each from
+// start-up.
+var statusLabels = []runtime.Status{runtime.StatusOK, runtime.StatusLate, runtime.StatusFailing, runtime.StatusRunning,
+	runtime.StatusPaused, runtime.StatusDisabled, runtime.StatusUnknown}
+
 type collector struct {
-	rt *runtime.Runtime
+	rt   *runtime.Runtime
+	opts Options
+	// aggregated is true when the counters and histograms count every
+	// schedule under AllSchedules.
+	aggregated bool
+	schedules  *prometheus.Desc
 
 	occurrences, attempts *prometheus.CounterVec
 	lostWrites            prometheus.Counter
@@ -54,7 +128,8 @@ type collector struct {
 
 	next, lastEnqueue, lastSuccess, lastFailure *prometheus.Desc
 	late, failing, paused                       *prometheus.Desc
-	leader, redisUp, redisUnsafe, disabled      *prometheus.Desc
+	leader, redisUp, redisSlow, redisUnsafe     *prometheus.Desc
+	disabled                                    *prometheus.Desc
 	duplicateReplica, clockSkew                 *prometheus.Desc
 	// What tells two services on one Redis apart (see the runtime's
 	// NamespaceContention, LegacyNamespace and MisroutedOccurrences).
@@ -64,35 +139,43 @@ type collector struct {
 // NewCollector returns a Prometheus collector of rt's metrics, to register
 // in the host's registry. It observes rt from now on; make one per runtime.
 func NewCollector(rt *runtime.Runtime) prometheus.Collector {
+	return NewCollectorWith(rt, Options{})
+}
+
+// NewCollectorWith is NewCollector with options.
+func NewCollectorWith(rt *runtime.Runtime, opts Options) prometheus.Collector {
 	schedule := []string{"schedule"}
 	desc := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
 	c := &collector{
-		rt: rt,
+		rt: rt, opts: opts,
+		aggregated: opts.over(len(rt.Registry().Schedules())),
+		schedules:  desc("belfry_schedules", "How many schedules have each status (ok, late, failing, running, paused, disabled, unknown). Aggregate with max.", "status"),
 		occurrences: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "belfry_schedule_occurrences_total",
-			Help: "Slots this replica's scheduler handled, by outcome (enqueued, missed, skipped, paused), and manual occurrences enqueued through it. Sum across replicas."},
+			Help: "Slots this replica's scheduler handled, by outcome (enqueued, missed, skipped, paused), and manual occurrences enqueued through it. Sum across replicas." + countedHelp},
 			[]string{"schedule", "outcome"}),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "belfry_schedule_attempts_total",
-			Help: "Attempts this replica's workers finished, by outcome (succeeded, retrying: failed with retries left, failed: the last attempt). Sum across replicas."},
+			Help: "Attempts this replica's workers finished, by outcome (succeeded, retrying: failed with retries left, failed: the last attempt). Sum across replicas." + countedHelp},
 			[]string{"schedule", "outcome"}),
 		lostWrites: prometheus.NewCounter(prometheus.CounterOpts{Name: "belfry_lost_writes_total",
 			Help: "Losses of Redis data this replica detected when it gained the lease (the store's epoch gone, or the fencing token gone back). Sum across replicas."}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "belfry_schedule_attempt_duration_seconds",
-			Help:    "How long this replica's attempts ran.",
+			Help:    "How long this replica's attempts ran." + countedHelp,
 			Buckets: []float64{.01, .05, .25, 1, 5, 15, 60, 300, 900, 3600}}, schedule),
 		lag: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "belfry_schedule_fire_lag_seconds",
-			Help:    "How long after its slot this replica's scheduler enqueued an occurrence.",
+			Help:    "How long after its slot this replica's scheduler enqueued an occurrence." + countedHelp,
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10, 60}}, schedule),
-		next:             desc("belfry_schedule_next_run_timestamp_seconds", "When the schedule fires next.", schedule...),
-		lastEnqueue:      desc("belfry_schedule_last_enqueue_timestamp_seconds", "When an occurrence of the schedule was last enqueued; 0 if never. Aggregate with max.", schedule...),
-		lastSuccess:      desc("belfry_schedule_last_success_timestamp_seconds", "When an occurrence of the schedule last succeeded; 0 if never. Aggregate with max.", schedule...),
-		lastFailure:      desc("belfry_schedule_last_failure_timestamp_seconds", "When an attempt of the schedule last failed; 0 if never. Aggregate with max.", schedule...),
-		late:             desc("belfry_schedule_late", "1 when the newest due slot has no success within grace plus timeout. Aggregate with max.", schedule...),
-		failing:          desc("belfry_schedule_failing", "1 when the newest finished occurrence failed. Aggregate with max.", schedule...),
-		paused:           desc("belfry_schedule_paused", "1 while an operator has the schedule paused. Aggregate with max.", schedule...),
+		next:             desc("belfry_schedule_next_run_timestamp_seconds", "When the schedule fires next. Past the per-schedule limit only for the late, failing, paused and misrouted schedules, and schedule=\"*\": the soonest of all; the rest are in the admin JSON.", schedule...),
+		lastEnqueue:      desc("belfry_schedule_last_enqueue_timestamp_seconds", "When an occurrence of the schedule was last enqueued; 0 if never. Aggregate with max."+timesHelp, schedule...),
+		lastSuccess:      desc("belfry_schedule_last_success_timestamp_seconds", "When an occurrence of the schedule last succeeded; 0 if never. Aggregate with max."+timesHelp, schedule...),
+		lastFailure:      desc("belfry_schedule_last_failure_timestamp_seconds", "When an attempt of the schedule last failed; 0 if never. Aggregate with max."+timesHelp, schedule...),
+		late:             desc("belfry_schedule_late", "1 when the newest due slot has no success within grace plus timeout. Aggregate with max."+flagHelp, schedule...),
+		failing:          desc("belfry_schedule_failing", "1 when the newest finished occurrence failed. Aggregate with max."+flagHelp, schedule...),
+		paused:           desc("belfry_schedule_paused", "1 while an operator has the schedule paused. Aggregate with max."+flagHelp, schedule...),
 		leader:           desc("belfry_leader", "1 when this replica holds the scheduler lease.", "replica"),
-		redisUp:          desc("belfry_redis_up", "1 when this replica's last Redis call succeeded."),
+		redisUp:          desc("belfry_redis_up", "1 when this replica's last Redis call succeeded, or was only slow."),
+		redisSlow:        desc("belfry_redis_slow", "1 when a read of this scrape did not answer in time: the series it would give are left out."),
 		redisUnsafe:      desc("belfry_redis_unsafe", "1 when this replica will not lead on its Redis: it evicts keys (maxmemory-policy is not noeviction) or is older than 6.2."),
 		disabled:         desc("belfry_scheduler_disabled", "1 when no Redis is configured, so nothing is ever scheduled."),
 		clockSkew:        desc("belfry_clock_skew_seconds", "This replica's clock minus Redis's, as last measured; a replica off by more than SkewMargin does not lead.", "replica"),
@@ -100,38 +183,54 @@ func NewCollector(rt *runtime.Runtime) prometheus.Collector {
 	}
 	c.namespaceContended = desc("belfry_namespace_contended", "1 when a replica of another registry (another service) beats in this replica's namespace; only the namespace's owner leads.", "replica")
 	c.legacyNamespace = desc("belfry_namespace_legacy_in_use", "1 when a live leader in the old default namespace \"belfry\" schedules this registry's schedules, so both run every slot.", "replica")
-	c.misrouted = desc("belfry_schedule_misrouted", "1 while workers of the schedule's queue recently bounced its occurrences: they lack its handler, or are another service's with a schedule of the same name.", schedule...)
-	for _, s := range rt.Registry().Schedules() {
+	c.misrouted = desc("belfry_schedule_misrouted", "1 while workers of the schedule's queue recently bounced its occurrences: they lack its handler, or are another service's with a schedule of the same name. Past the per-schedule limit only the schedules at 1 are written.", schedule...)
+	names := []string{AllSchedules}
+	if !c.aggregated {
+		names = names[:0]
+		for _, s := range rt.Registry().Schedules() {
+			names = append(names, s.Name)
+		}
+	}
+	for _, name := range names {
 		for _, o := range scheduledOutcomes {
-			c.occurrences.WithLabelValues(s.Name, o)
+			c.occurrences.WithLabelValues(name, o)
 		}
 		for _, o := range attemptOutcomes {
-			c.attempts.WithLabelValues(s.Name, o)
+			c.attempts.WithLabelValues(name, o)
 		}
-		c.duration.WithLabelValues(s.Name)
-		c.lag.WithLabelValues(s.Name)
+		c.duration.WithLabelValues(name)
+		c.lag.WithLabelValues(name)
 	}
 	rt.Observe(c.observe)
 	return c
 }
 
+// label is the schedule label an event of schedule counts under.
+func (c *collector) label(schedule string) string {
+	if c.aggregated {
+		return AllSchedules
+	}
+	return schedule
+}
+
 // observe counts one of the replica's events.
 func (c *collector) observe(e runtime.Event) {
+	name := c.label(e.Schedule)
 	switch e.Outcome {
 	case runtime.OutcomeLost:
 		c.lostWrites.Inc()
 	case runtime.OutcomeSucceeded, runtime.OutcomeRetrying, runtime.OutcomeFailed:
-		c.attempts.WithLabelValues(e.Schedule, string(e.Outcome)).Inc()
-		c.duration.WithLabelValues(e.Schedule).Observe(e.Duration.Seconds())
+		c.attempts.WithLabelValues(name, string(e.Outcome)).Inc()
+		c.duration.WithLabelValues(name).Observe(e.Duration.Seconds())
 	case runtime.OutcomeEnqueued:
 		if e.Manual {
-			c.occurrences.WithLabelValues(e.Schedule, manualOutcome).Inc()
+			c.occurrences.WithLabelValues(name, manualOutcome).Inc()
 			return
 		}
-		c.occurrences.WithLabelValues(e.Schedule, string(e.Outcome)).Inc()
-		c.lag.WithLabelValues(e.Schedule).Observe(e.Lag.Seconds())
+		c.occurrences.WithLabelValues(name, string(e.Outcome)).Inc()
+		c.lag.WithLabelValues(name).Observe(e.Lag.Seconds())
 	default:
-		c.occurrences.WithLabelValues(e.Schedule, string(e.Outcome)).Add(float64(e.Slots))
+		c.occurrences.WithLabelValues(name, string(e.Outcome)).Add(float64(e.Slots))
 	}
 }
 
@@ -142,8 +241,8 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	c.duration.Describe(ch)
 	c.lag.Describe(ch)
 	for _, d := range []*prometheus.Desc{c.next, c.lastEnqueue, c.lastSuccess, c.lastFailure, c.late, c.failing,
-		c.paused, c.leader, c.redisUp, c.redisUnsafe, c.disabled, c.duplicateReplica, c.clockSkew,
-		c.namespaceContended, c.legacyNamespace, c.misrouted} {
+		c.paused, c.leader, c.redisUp, c.redisSlow, c.redisUnsafe, c.disabled, c.duplicateReplica, c.clockSkew,
+		c.namespaceContended, c.legacyNamespace, c.misrouted, c.schedules} {
 		ch <- d
 	}
 }
@@ -156,7 +255,17 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	c.lag.Collect(ch)
 	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
 	defer cancel()
-	snap, err := c.rt.Snapshot(ctx)
+	// Three reads side by side, none of them a schedule's history: the
+	// statuses, the last times, and the cluster.
+	var statuses runtime.Statuses
+	var last []runtime.LastTimes
+	var snap runtime.Snapshot
+	var lastErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { statuses, _ = c.rt.Statuses(ctx) })
+	wg.Go(func() { last, lastErr = c.rt.LastTimes(ctx) })
+	wg.Go(func() { snap, _ = c.rt.SnapshotOf(ctx, nil, 0) })
+	wg.Wait()
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
@@ -172,30 +281,91 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		return 0
 	}
+	// The misrouted reports are one of the snapshot's reads (a hash per
+	// queue); while they could not be read the gauge is left out, as the
+	// ledger's are.
+	misroutedRead := !slices.ContainsFunc(snap.Missing, func(m runtime.Missing) bool { return m.Part == runtime.PartMisrouted })
 	misrouted := map[string]bool{}
 	for _, m := range snap.Misrouted {
 		misrouted[m.Schedule] = true
 	}
-	for _, st := range snap.Schedules {
-		name, n := st.Schedule.Name, st.Counters
-		if !st.Next.IsZero() {
-			gauge(c.next, seconds(st.Next), name)
+	now := time.Now()
+	// Past the limit a schedule is named only where a flag is 1, and the
+	// times of every schedule are summarised once under AllSchedules.
+	bounded := c.opts.over(len(statuses.Schedules))
+	var all runtime.LastTimes
+	var soonest time.Time
+	for i, st := range statuses.Schedules {
+		name := st.Schedule.Name
+		next := st.Schedule.Next(now)
+		if bounded {
+			if !next.IsZero() && (soonest.IsZero() || next.Before(soonest)) {
+				soonest = next
+			}
+			if lastErr == nil {
+				all.Enqueue, all.Success, all.Failure = later(all.Enqueue, last[i].Enqueue), later(all.Success, last[i].Success), later(all.Failure, last[i].Failure)
+			}
+			if !flagged(st.Status) && !(misroutedRead && misrouted[name]) {
+				continue
+			}
 		}
-		if err != nil {
-			// The ledger could not be read: no series rather than zeros that
-			// would read as "never succeeded" and "not late".
-			continue
+		if !next.IsZero() {
+			gauge(c.next, seconds(next), name)
 		}
-		gauge(c.lastEnqueue, seconds(n.LastEnqueue), name)
-		gauge(c.lastSuccess, seconds(n.LastSuccess), name)
-		gauge(c.lastFailure, seconds(n.LastFailure), name)
-		gauge(c.late, flag(st.Status == runtime.StatusLate), name)
-		gauge(c.failing, flag(st.Status == runtime.StatusFailing), name)
-		gauge(c.paused, flag(st.Paused != nil), name)
-		gauge(c.misrouted, flag(misrouted[name]), name)
+		// What could not be read has no series, rather than zeros that
+		// would read as "never succeeded" and "not late".
+		if lastErr == nil {
+			gauge(c.lastEnqueue, seconds(last[i].Enqueue), name)
+			gauge(c.lastSuccess, seconds(last[i].Success), name)
+			gauge(c.lastFailure, seconds(last[i].Failure), name)
+		}
+		flagGauge := func(d *prometheus.Desc, on bool) {
+			if !bounded || on {
+				gauge(d, flag(on), name)
+			}
+		}
+		if st.Status != runtime.StatusUnknown {
+			flagGauge(c.late, st.Status == runtime.StatusLate)
+			flagGauge(c.failing, st.Status == runtime.StatusFailing)
+			flagGauge(c.paused, st.Status == runtime.StatusPaused)
+		}
+		if misroutedRead {
+			flagGauge(c.misrouted, misrouted[name])
+		}
 	}
+	if bounded {
+		// Every schedule not named above is at 0: one series says so, and
+		// keeps the name when no schedule is at 1; not while some statuses
+		// are unknown, which might be 1.
+		if statuses.Schedules != nil && statuses.Counts[runtime.StatusUnknown] == 0 {
+			for _, d := range []*prometheus.Desc{c.late, c.failing, c.paused} {
+				gauge(d, 0, AllSchedules)
+			}
+		}
+		if misroutedRead {
+			gauge(c.misrouted, 0, AllSchedules)
+		}
+		if !soonest.IsZero() {
+			gauge(c.next, seconds(soonest), AllSchedules)
+		}
+		if lastErr == nil {
+			gauge(c.lastEnqueue, seconds(all.Enqueue), AllSchedules)
+			gauge(c.lastSuccess, seconds(all.Success), AllSchedules)
+			gauge(c.lastFailure, seconds(all.Failure), AllSchedules)
+		}
+	}
+	// While some statuses could not be read, the count of "unknown" says
+	// how many.
+	if statuses.Schedules != nil {
+		for _, s := range statusLabels {
+			gauge(c.schedules, float64(statuses.Counts[s]), string(s))
+		}
+	}
+	slow := statuses.Redis == runtime.RedisSlow || snap.Redis == runtime.RedisSlow || errors.Is(lastErr, runtime.ErrRedisSlow)
+	gauge(c.redisSlow, flag(slow && snap.Redis != runtime.RedisDown))
 	gauge(c.leader, flag(c.rt.IsLeader()), c.rt.Replica())
-	gauge(c.redisUp, flag(snap.Redis == runtime.RedisUp))
+	// Slow is reachable: belfry_redis_slow says the rest.
+	gauge(c.redisUp, flag(snap.Redis == runtime.RedisUp || snap.Redis == runtime.RedisSlow))
 	gauge(c.redisUnsafe, flag(snap.RedisUnsafe != ""))
 	gauge(c.disabled, flag(snap.Disabled != ""))
 	gauge(c.duplicateReplica, flag(snap.DuplicateReplica != ""), c.rt.Replica())
@@ -206,11 +376,30 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// later is the later of two times.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// flagged says whether a schedule of status st keeps its own series past
+// the per-schedule limit: it is one an alert names.
+func flagged(st runtime.Status) bool {
+	return st == runtime.StatusLate || st == runtime.StatusFailing || st == runtime.StatusPaused
+}
+
 // Handler serves rt's metrics alone, for mounting at /metrics outside the
 // admin's authentication or passing as admin.Options.Metrics.
 func Handler(rt *runtime.Runtime) http.Handler {
+	return HandlerWith(rt, Options{})
+}
+
+// HandlerWith is Handler with options.
+func HandlerWith(rt *runtime.Runtime, opts Options) http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(NewCollector(rt))
+	reg.MustRegister(NewCollectorWith(rt, opts))
 	h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		w.Header().Set("X-Content-Type-Options", "nosniff")

@@ -2,9 +2,11 @@ package metrics_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +19,7 @@ import (
 	"github.com/belfry/belfry/runtime/internal/redistest"
 	"github.com/belfry/belfry/runtime/metrics"
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 )
 
@@ -80,14 +83,7 @@ func TestCountersSumAcrossReplicasToTheClusterTotal(t *testing.T) {
 	}
 	// Each replica runs workers, as a service does.
 	for _, rt := range rts {
-		srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{Queues: map[string]int{queue: 1}, Concurrency: 2,
-			TaskCheckInterval: 20 * time.Millisecond, LogLevel: asynq.FatalLevel})
-		mux := asynq.NewServeMux()
-		rt.RegisterHandlers(mux)
-		if err := srv.Start(mux); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(srv.Shutdown)
+		startWorkers(t, rdb, rt, queue)
 	}
 	var wg sync.WaitGroup
 	cancels := make([]context.CancelFunc, len(rts))
@@ -123,12 +119,7 @@ func TestCountersSumAcrossReplicasToTheClusterTotal(t *testing.T) {
 		for _, h := range handlers {
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-			for line := range strings.Lines(rec.Body.String()) {
-				if v, ok := strings.CutPrefix(strings.TrimSpace(line), series+" "); ok {
-					f, _ := strconv.ParseFloat(v, 64)
-					total += f
-				}
-			}
+			total += value(rec.Body.String(), series)
 		}
 		return total
 	}
@@ -171,4 +162,126 @@ func TestNamespaceContentionIsAMetric(t *testing.T) {
 			return strings.Contains(rec.Body.String(), want)
 		})
 	}
+}
+
+// Past the per-schedule limit a scrape counts every schedule together under
+// schedule="*", names each late, failing and paused schedule all the same,
+// and keeps every metric name of the unbounded scrape.
+func TestPastTheLimitSeriesAreBoundedAndProblemsStillNamed(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Shared(t)
+	ns, queue, unserved := redistest.Uniq("ns"), redistest.Uniq("q"), redistest.Uniq("unserved")
+	nop := func(context.Context, registry.Occurrence) error { return nil }
+	reg := registry.MustNew(
+		registry.Schedule{Name: "ok-a", Expr: "17 3 * * *", Queue: queue, Handler: nop},
+		registry.Schedule{Name: "ok-b", Expr: "17 3 * * *", Queue: queue, Handler: nop},
+		registry.Schedule{Name: "held", Expr: "17 3 * * *", Queue: queue, Handler: nop},
+		registry.Schedule{Name: "broken", Expr: "* * * * * *", Queue: queue, Timeout: time.Second,
+			Handler: func(context.Context, registry.Occurrence) error { return errors.New("boom") }},
+		// No worker serves its queue: its slots never succeed.
+		registry.Schedule{Name: "stuck", Expr: "* * * * * *", Queue: unserved, Timeout: time.Second, Grace: time.Second, Handler: nop},
+	)
+	rt, err := runtime.New(reg, runtime.Options{Redis: rdb, Namespace: ns, Replica: "r0", LeaseTTL: time.Second,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bounded := metrics.HandlerWith(rt, metrics.Options{PerScheduleLimit: 2})
+	unbounded := metrics.HandlerWith(rt, metrics.Options{PerScheduleLimit: -1})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { rt.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done; rt.Close() }()
+	startWorkers(t, rdb, rt, queue)
+	if err := rt.Pause(ctx, "held", "migrating"); err != nil {
+		t.Fatal(err)
+	}
+	scrape := func(h http.Handler) string {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		return rec.Body.String()
+	}
+	problems := []string{`belfry_schedule_late{schedule="stuck"} 1`, `belfry_schedule_failing{schedule="broken"} 1`,
+		`belfry_schedule_paused{schedule="held"} 1`}
+	var body string
+	redistest.WaitFor(t, 20*time.Second, "a late, a failing and a paused schedule", func() bool {
+		body = scrape(bounded)
+		for _, want := range problems {
+			if !strings.Contains(body, want) {
+				return false
+			}
+		}
+		return true
+	})
+	for _, want := range []string{
+		`belfry_schedule_occurrences_total{outcome="enqueued",schedule="*"}`,
+		`belfry_schedule_attempts_total{outcome="failed",schedule="*"}`,
+		`belfry_schedule_attempt_duration_seconds_count{schedule="*"}`,
+		`belfry_schedule_fire_lag_seconds_count{schedule="*"}`,
+		`belfry_schedule_next_run_timestamp_seconds{schedule="*"}`,
+		`belfry_schedule_last_enqueue_timestamp_seconds{schedule="*"}`,
+		`belfry_schedule_last_success_timestamp_seconds{schedule="stuck"} 0`,
+		`belfry_schedules{status="paused"} 1`,
+		`belfry_schedule_late{schedule="*"} 0`,
+		`belfry_schedule_misrouted{schedule="*"} 0`,
+		`belfry_schedules{status="ok"} 2`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("bounded metrics lack %s:\n%s", want, body)
+		}
+	}
+	for _, unwanted := range []string{`schedule="ok-a"`, `schedule="ok-b"`, `belfry_schedule_late{schedule="broken"} 0`,
+		`belfry_schedule_failing{schedule="stuck"} 0`, `belfry_schedule_paused{schedule="broken"} 0`, `belfry_schedule_misrouted{schedule="held"} 0`} {
+		if strings.Contains(body, unwanted) {
+			t.Errorf("bounded metrics have %s:\n%s", unwanted, body)
+		}
+	}
+	// The counters under "*" are every schedule's: the attempts of the one
+	// schedule that ran are all there.
+	if got := value(body, `belfry_schedule_attempts_total{outcome="failed",schedule="*"}`); got < 1 {
+		t.Errorf("failed attempts under * = %v, want the failing schedule's (at least 1)", got)
+	}
+	// The next run under "*" is the soonest of all: an every-second one.
+	if got := value(body, `belfry_schedule_next_run_timestamp_seconds{schedule="*"}`); got > float64(time.Now().Add(2*time.Second).Unix()) {
+		t.Errorf("next run under * = %v, want within a second or two", got)
+	}
+	if got := value(body, `belfry_schedules{status="late"}`) + value(body, `belfry_schedules{status="failing"}`); got < 2 {
+		t.Errorf("late plus failing schedules counted %v, want at least 2", got)
+	}
+	names := func(body string) []string {
+		var out []string
+		for line := range strings.Lines(body) {
+			if rest, ok := strings.CutPrefix(line, "# TYPE "); ok {
+				out = append(out, strings.Fields(rest)[0])
+			}
+		}
+		return out
+	}
+	if b, u := names(body), names(scrape(unbounded)); !slices.Equal(b, u) {
+		t.Errorf("bounded metric names %v, unbounded %v", b, u)
+	}
+}
+
+// startWorkers serves queue with rt's handlers until the test ends, as a
+// service's workers do.
+func startWorkers(t *testing.T, rdb redis.UniversalClient, rt *runtime.Runtime, queue string) {
+	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{Queues: map[string]int{queue: 1}, Concurrency: 2,
+		TaskCheckInterval: 20 * time.Millisecond, LogLevel: asynq.FatalLevel})
+	mux := asynq.NewServeMux()
+	rt.RegisterHandlers(mux)
+	if err := srv.Start(mux); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+}
+
+// value is series' value in an exposition body, 0 when it has none.
+func value(body, series string) float64 {
+	for line := range strings.Lines(body) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), series+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
 }

@@ -166,6 +166,7 @@ func runDemo(t *testing.T, bin string, args []string) {
 	if leaders[0] != leaders[1] || leaders[1] != leaders[2] {
 		t.Errorf("the replicas disagree about the leader: %v", leaders)
 	}
+	familyRuns(t, admins[0])
 
 	cmd.Process.Signal(os.Interrupt)
 	select {
@@ -204,4 +205,46 @@ func portTaken(t *testing.T, bin string) {
 	if err == nil || !strings.HasPrefix(string(out), want) || strings.Count(string(out), "\n") != 1 {
 		t.Errorf("err %v, output %q; want a failure with one line starting %q", err, out, want)
 	}
+}
+
+// familyRuns checks that the demo's family is seeded and that its
+// per-second member runs, as a visitor of the page sees it.
+func familyRuns(t *testing.T, admin string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var last string
+	for {
+		var fam struct {
+			Members int64 `json:"members"`
+		}
+		var member struct {
+			LastRun *struct {
+				Outcome string `json:"outcome"`
+			} `json:"last_run"`
+		}
+		err := getJSON(admin+"api/schedules/weekly-report", &fam)
+		if err == nil {
+			err = getJSON(admin+"api/schedules/weekly-report/members/live-demo", &member)
+		}
+		if err == nil && fam.Members >= 5 && member.LastRun != nil && member.LastRun.Outcome == "succeeded" {
+			return
+		}
+		last = fmt.Sprintf("members %d, live-demo's last run %+v, err %v", fam.Members, member.LastRun, err)
+		if time.Now().After(deadline) {
+			t.Fatalf("the weekly-report family did not run within 30s: %s", last)
+		}
+		time.Sleep(200 * time.Millisecond) // polling a separate process: no signal to wait on
+	}
+}
+
+func getJSON(url string, v any) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
 }

@@ -15,6 +15,7 @@ const (
 	TaskPruneSoftDeleted  = "prune-soft-deleted"
 	TaskReconcilePayments = "reconcile-payments"
 	TaskSendDigest        = "send-digest"
+	TaskWeeklyReport      = "weekly-report"
 )
 
 // Compile-time checks: a handler whose signature drifts breaks the build here.
@@ -23,6 +24,7 @@ var (
 	_ func(*Jobs, context.Context, registry.Occurrence) error        = (*Jobs).PruneSoftDeleted
 	_ registry.HandlerFunc                                           = ReconcilePayments
 	_ func(context.Context, registry.Occurrence, DigestConfig) error = SendDigest
+	_ registry.HandlerFunc                                           = WeeklyReport
 )
 
 // NewRegistry returns every schedule declared in package jobs, the
@@ -85,6 +87,21 @@ func NewRegistry(jobs *Jobs) *registry.Registry {
 			Misfire:  registry.MisfireSkip,
 			Handler:  func(ctx context.Context, occ registry.Occurrence) error { return SendDigest(ctx, occ, weeklyDigest) },
 			Source:   "digest.go:24",
+			Package:  "github.com/belfry/belfry/examples/service/jobs",
+		},
+		registry.Schedule{
+			Name:     TaskWeeklyReport,
+			Expr:     "0 9 * * MON",
+			Zone:     "UTC",
+			Queue:    "default",
+			Timeout:  10 * time.Minute,
+			MaxRetry: 3,
+			Grace:    5 * time.Minute,
+			Overlap:  registry.OverlapAllow,
+			Misfire:  registry.MisfireSkip,
+			Per:      "tenant",
+			Handler:  WeeklyReport,
+			Source:   "reports.go:19",
 			Package:  "github.com/belfry/belfry/examples/service/jobs",
 		},
 	)

@@ -2,18 +2,20 @@
 // asynq's own Scheduler, in one run on one private redis-server, and prints
 // a table and, last, one summary line:
 //
-//	bench: next_vs_robfig=R fire_p99_ms=F asynq_fire_p99_ms=A takeover_crash_ttl=T takeover_graceful_s=G spike10k_s=S spike_vs_raw=V leader_cmds_min=L follower_cmds_min=W dup_asynq=DA dup_belfry=DB cronlint10k_s=C redis_kb_per_1s=M rss_kb_per_sched=P dst_fire_p99_ms=D
+//	bench: next_vs_robfig=R fire_p99_ms=F asynq_fire_p99_ms=A takeover_crash_ttl=T takeover_graceful_s=G spike10k_s=S spike_vs_raw=V leader_cmds_min=L follower_cmds_min=W dup_asynq=DA dup_belfry=DB cronlint10k_s=C redis_kb_per_1s=M rss_kb_per_sched=P dst_fire_p99_ms=D admin100k_ms=AD family_takeover_s=… family_dup=…
 //
 // cronlint10k_s is go vet -vettool=cronlint on a 10,000-schedule package;
 // redis_kb_per_1s Redis's memory per per-second schedule at steady state;
 // rss_kb_per_sched a replica's RSS per zoned schedule at 100,000;
 // dst_fire_p99_ms the fire lag of 3,000 per-second New York schedules
-// across a fall-back. The quick run measures smaller sizes, and says so
-// in its table.
+// across a fall-back; admin100k_ms the slowest admin endpoint's worst time
+// at 100,000 schedules. The quick run measures smaller sizes, and says so
+// in its table. The family_ keys are a 100,000-member family's (see
+// family.go).
 //
 // BENCH_QUICK=1 shortens every measurement for a smoke run; BENCH_ONLY=fire,spike
 // runs a subset (steps: next, fire, takeover, spike, idle, duplicates,
-// memory, dst, scale, lint). See BENCHMARKS.md.
+// memory, dst, scale, lint, admin, family). See BENCHMARKS.md.
 package main
 
 import (
@@ -66,7 +68,7 @@ func main() {
 }
 
 // settings scale the measurements; quick mode keeps the whole run under
-// two minutes for CI smoke tests.
+// three minutes for CI smoke tests (the family step waits up to a minute for its slots).
 type settings struct {
 	benchtime     string
 	fireSlots     int
@@ -87,6 +89,8 @@ type settings struct {
 	scaleSizes []int
 	spikeLarge int
 	lintSizes  []int // schedules in cronlint's generated packages
+	// family: members, zones and members due at once of the family step.
+	familyMembers, familyZones, familySpike int
 }
 
 type results struct {
@@ -112,18 +116,22 @@ type results struct {
 	takeoverSlow                         slowCall
 	spikeLarge                           spikeLargeResult
 	lint                                 []lintRow
+	admin                                adminResults
+	family                               familyResult
 }
 
 func run(quick bool) error {
 	s := settings{benchtime: "1s", fireSlots: 120, crashKills: 5, gracefulStops: 3, idleWindow: time.Minute, dupWindow: time.Minute, spikeTrials: 5,
 		memSchedules: 100, memFailing: 10, memWarmup: 70 * time.Second, memFailWarmup: 150 * time.Second, memWindow: time.Minute,
 		dstSchedules: 3000, dstLead: 30 * time.Second, dstAfter: time.Minute,
-		scaleSizes: []int{1000, 10000, 100000}, spikeLarge: 100000, lintSizes: []int{1000, 10000, 100000}}
+		scaleSizes: []int{1000, 10000, 100000}, spikeLarge: 100000, lintSizes: []int{1000, 10000, 100000},
+		familyMembers: 100000, familyZones: 300, familySpike: 20000}
 	if quick {
 		s = settings{benchtime: "100ms", fireSlots: 15, crashKills: 2, gracefulStops: 2, idleWindow: 10 * time.Second, dupWindow: 10 * time.Second, spikeTrials: 3,
 			memSchedules: 10, memFailing: 2, memWarmup: 2 * time.Second, memFailWarmup: 2 * time.Second, memWindow: 2 * time.Second,
 			dstSchedules: 200, dstLead: 4 * time.Second, dstAfter: 4 * time.Second,
-			scaleSizes: []int{1000}, spikeLarge: 2000, lintSizes: []int{200}}
+			scaleSizes: []int{1000}, spikeLarge: 2000, lintSizes: []int{200},
+			familyMembers: 3000, familyZones: 30, familySpike: 1000}
 	}
 	srv, err := startRedis()
 	if err != nil {
@@ -146,13 +154,18 @@ func run(quick bool) error {
 		{"dst", "per-second schedules across a fall-back", func() error { return benchDST(srv.addr, s, &r) }},
 		{"scale", "takeover, memory and spike at scale", func() error { return benchScale(srv.addr, s, &r) }},
 		{"lint", "cronlint at scale", func() error { return benchLint(s, &r) }},
+		{"admin", "admin at 1k-100k schedules", func() error { return benchAdmin(srv.addr, s, &r) }},
+		{"family", "a family's members", func() (err error) {
+			r.family, err = benchFamily(srv.addr, s.familyMembers, s.familyZones, s.familySpike)
+			return err
+		}},
 	}
 	var only []string // BENCH_ONLY=takeover,spike runs a subset
 	if v := os.Getenv("BENCH_ONLY"); v != "" {
 		only = strings.Split(v, ",")
 		for _, key := range only {
 			if !slices.ContainsFunc(steps, func(st step) bool { return st.key == key }) {
-				return fmt.Errorf("BENCH_ONLY: unknown step %q; want some of next,fire,takeover,spike,idle,duplicates,memory,dst,scale,lint", key)
+				return fmt.Errorf("BENCH_ONLY: unknown step %q; want some of next,fire,takeover,spike,idle,duplicates,memory,dst,scale,lint,admin,family", key)
 			}
 		}
 	}
@@ -713,13 +726,20 @@ func (r *results) print(w io.Writer) {
 		fmt.Fprintf(tw, "Redis per per-second schedule, %s (%d)\t%.1f kB used_memory; %.0f tasks (%.0f archived) %.1f kB, %.0f records %.1f kB\t\t<= 30 kB (succeeding)\n",
 			m.what, m.run.schedules, m.run.perSchedule/1000, m.run.tasks, m.run.archived, m.run.taskBytes/1000, m.run.records, m.run.ledgerBytes/1000)
 	}
+	f := r.family
+	fmt.Fprintf(tw, "family of %d members in %d zones: takeover to first enqueue\t%.3f s\t\t<= 1 s\n", f.Members, f.Zones, f.Takeover.Seconds())
+	fmt.Fprintf(tw, "family: %d members due in one zone, last enqueue after the slot\t%.3f s (%d beyond once per member and slot)\t\t<= 1 s, 0\n", f.SpikeMembers, f.Spike.Seconds(), f.Duplicates)
+	fmt.Fprintf(tw, "family: bulk upsert\t%.0f members/s\t\t>= 5,000/s\n", f.Upserts)
+	fmt.Fprintf(tw, "family: memory per member\tprocess %.0f B, Redis %.0f B\t\t<= 512 B each\n", f.ProcessBytesPerMember, f.RedisBytesPerMember)
 	tw.Flush()
+	r.admin.print(w)
 	spikeVsRaw := r.raw.Seconds() / cmp.Or(r.spike.Seconds(), 1e-9)
 	fmt.Fprintf(w, "bench: next_vs_robfig=%.2f fire_p99_ms=%.1f asynq_fire_p99_ms=%.1f takeover_crash_ttl=%.2f takeover_graceful_s=%.2f spike10k_s=%.2f spike_vs_raw=%.1f leader_cmds_min=%.0f follower_cmds_min=%.0f dup_asynq=%.2f dup_belfry=%.2f",
 		r.nextRatio, msf(r.fireP99), msf(r.asynqP99), r.crashTTL, r.graceful.Seconds(), r.spike.Seconds(), spikeVsRaw,
 		r.leaderPerMin, r.followerPerMin, r.dupAsynq, r.dupBelfry)
 	fmt.Fprintf(w, " cronlint10k_s=%.2f redis_kb_per_1s=%.1f rss_kb_per_sched=%.2f dst_fire_p99_ms=%.1f",
 		r.lintSeconds(10000), r.memOK.perSchedule/1000, r.largestScale().rssKBPerSchedule, msf(r.dstP99))
+	fmt.Fprintf(w, " admin100k_ms=%.0f %s", r.admin.ms100k(), r.family.summary())
 	fmt.Fprintln(w)
 }
 

@@ -19,7 +19,6 @@ import (
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
 	"github.com/belfry/belfry/runtime/internal/store"
-	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -310,7 +309,34 @@ func spikeLarge(addr string, n int) (spikeLargeResult, error) {
 	if size, err := rdb.LLen(ctx, "asynq:{"+ns+"}:pending").Result(); err != nil || size != int64(n) {
 		return res, fmt.Errorf("queue holds %d tasks (%v), want %d", size, err, n)
 	}
-	return res, asynq.NewInspectorFromRedisClient(rdb).DeleteQueue(ns, true)
+	return res, dropKeys(ctx, rdb, "asynq:{"+ns+"}:*")
+}
+
+// dropKeys unlinks the keys matching pattern a thousand at a time: asynq's
+// DeleteQueue does it in one script, which at 100,000 tasks runs past
+// Redis's script time limit and answers BUSY to everyone meanwhile.
+func dropKeys(ctx context.Context, rdb *redis.Client, pattern string) error {
+	iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
+	var keys []string
+	flush := func() error {
+		if len(keys) == 0 {
+			return nil
+		}
+		err := rdb.Unlink(ctx, keys...).Err()
+		keys = keys[:0]
+		return err
+	}
+	for iter.Next(ctx) {
+		if keys = append(keys, iter.Val()); len(keys) == 1000 {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return err
+	}
+	return flush()
 }
 
 // commitHook notes when a fenced commit script last returned.

@@ -86,6 +86,18 @@
 // on Redis's clock): the window doubles with each handover soon after the
 // last, so when every replica is slow the lease does not go round.
 //
+// # Replica acknowledgements
+//
+// With Config.Acks on, an acquire or renewal counts only once that many
+// Redis replicas have it (WAIT on the connection the script ran on). One
+// that Redis ran but no replica acknowledged in time is a failure like a
+// lost reply: an acquire does not lead, a renewal steps down. The key it
+// left is this instance's, so the next acquire resumes it and is
+// acknowledged in turn; if a failover lost it, whoever acquires first on
+// the new primary leads. The acquire reports whether it created the token
+// (INCR) or resumed a lease, so that a token counter gone back to exactly
+// this instance's last token is told from a resumed lease.
+//
 // # Heartbeats and duplicate names
 //
 // Heartbeats ride on lease calls, at most once per TTL, and use Redis's

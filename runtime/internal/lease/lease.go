@@ -88,6 +88,9 @@ type Lease struct {
 	// coolUntil keeps this replica out of the election after it handed
 	// the lease over at coolFrom (see Handover).
 	coolFrom, coolUntil time.Time
+	// created counts the leases this instance created with a new token,
+	// as opposed to resumed ones.
+	created uint64
 
 	// changed receives a signal whenever leadership is gained or lost.
 	changed chan struct{}
@@ -272,6 +275,16 @@ func (l *Lease) Current() (string, bool) {
 	return l.value, true
 }
 
+// Created counts the leases this instance has created with a new fencing
+// token (INCR), as opposed to resuming its own. Resuming keeps the value;
+// creating one again that equals a value held before means the token
+// counter went back: Redis lost writes (a failover to a replica behind).
+func (l *Lease) Created() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.created
+}
+
 // Holding reports the value held, trusted or not (for release on shutdown).
 func (l *Lease) Holding() string {
 	l.mu.Lock()
@@ -417,13 +430,18 @@ func (l *Lease) acquire(ctx context.Context, holdOff bool) (time.Duration, error
 	if err != nil {
 		return 0, err
 	}
-	if len(res) != 4 {
+	if len(res) != 5 {
 		return 0, errors.New("acquire script: unexpected reply")
 	}
 	token, _ := res[0].(int64)
 	value, _ := res[1].(string)
 	pttl, _ := res[2].(int64)
 	if token > 0 {
+		if res[3] == int64(1) {
+			l.mu.Lock()
+			l.created++
+			l.mu.Unlock()
+		}
 		l.setLeader(value, sent)
 		return l.nextRenewal(sent), nil
 	}

@@ -43,30 +43,31 @@ end
 //	KEYS[1] lease, KEYS[2] token counter, KEYS[3] replicas zset, KEYS[4] instance key
 //	ARGV[1] replica, ARGV[2] TTL ms, ARGV[3] instance ID, ARGV[4..5] heartbeat,
 //	ARGV[6] "1" to hold off
-//	returns {token, value, pttl, duplicate}: token > 0 when this instance
-//	now holds the lease; otherwise value is the holder's and pttl its
-//	remaining life. duplicate is "" or another instance using this name.
+//	returns {token, value, pttl, created, duplicate}: token > 0 when this
+//	instance now holds the lease; otherwise value is the holder's and pttl
+//	its remaining life. created is 1 when the token is new (INCR), 0 for a
+//	resumed lease. duplicate is "" or another instance using this name.
 var acquireScript = redis.NewScript(heartbeatLua + `
 local mine = ARGV[1] .. '|' .. ARGV[3] .. '|'
 local cur = redis.call('GET', KEYS[1])
 if ARGV[6] == '1' then
   if cur then
-    return {0, cur, redis.call('PTTL', KEYS[1]), duplicate}
+    return {0, cur, redis.call('PTTL', KEYS[1]), 0, duplicate}
   end
-  return {0, '', -2, duplicate}
+  return {0, '', -2, 0, duplicate}
 end
 if cur then
   local token = string.sub(cur, 1, #mine) == mine and string.match(string.sub(cur, #mine + 1), '^%d+$')
   if token then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return {tonumber(token), cur, tonumber(ARGV[2]), duplicate}
+    return {tonumber(token), cur, tonumber(ARGV[2]), 0, duplicate}
   end
-  return {0, cur, redis.call('PTTL', KEYS[1]), duplicate}
+  return {0, cur, redis.call('PTTL', KEYS[1]), 0, duplicate}
 end
 local token = redis.call('INCR', KEYS[2])
 local value = mine .. token
 redis.call('SET', KEYS[1], value, 'PX', ARGV[2])
-return {token, value, tonumber(ARGV[2]), duplicate}
+return {token, value, tonumber(ARGV[2]), 1, duplicate}
 `)
 
 // renewScript extends the lease only if this instance still holds it

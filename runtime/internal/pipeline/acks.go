@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -41,6 +42,21 @@ func (a Acks) Wait(ctx context.Context, c waiter) error {
 		return fmt.Errorf("%w: %d of %d replicas within %s", ErrNotAcked, n, a.Replicas, a.Timeout)
 	}
 	return nil
+}
+
+type unackedKey struct{}
+
+// WithUnacked returns a context whose commands set flag when Redis ran
+// them but replicas did not acknowledge them in time (their error is then
+// ErrNotAcked, which callers in between, such as asynq, may not keep).
+func WithUnacked(ctx context.Context, flag *atomic.Bool) context.Context {
+	return context.WithValue(ctx, unackedKey{}, flag)
+}
+
+func markUnacked(ctx context.Context) {
+	if flag, _ := ctx.Value(unackedKey{}).(*atomic.Bool); flag != nil {
+		flag.Store(true)
+	}
 }
 
 // waiter is a single connection: a *redis.Tx or *redis.Conn.

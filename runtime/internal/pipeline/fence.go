@@ -177,6 +177,7 @@ func (c *Client) waitAcked(ctx context.Context, tx *redis.Tx, calls []*pipelined
 	for _, call := range calls {
 		if call.cmd != nil && call.cmd.Err() == nil {
 			call.cmd.SetErr(err)
+			markUnacked(call.ctx)
 		}
 	}
 }

@@ -29,7 +29,7 @@ type SentinelOptions struct {
 	// with a quorum of a majority.
 	Sentinels int
 	// MinReplicasToWrite sets min-replicas-to-write on every server (with
-	// min-replicas-max-lag 1), so a primary that lost its replicas refuses
+	// min-replicas-max-lag 5), so a primary that lost its replicas refuses
 	// writes; 0 leaves it off, as Redis does.
 	MinReplicasToWrite int
 }
@@ -95,7 +95,7 @@ func NewSentinel(t testing.TB, dir string, opts SentinelOptions) *Sentinel {
 			conf = append(conf, "replicaof 127.0.0.1 "+primaryPort)
 		}
 		if opts.MinReplicasToWrite > 0 {
-			conf = append(conf, "min-replicas-to-write "+strconv.Itoa(opts.MinReplicasToWrite), "min-replicas-max-lag 1")
+			conf = append(conf, "min-replicas-to-write "+strconv.Itoa(opts.MinReplicasToWrite), "min-replicas-max-lag 5")
 		}
 		s.writeFile(p.config, conf)
 		p.Start()

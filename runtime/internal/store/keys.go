@@ -18,7 +18,11 @@ type Keys struct {
 	Paused   string // hash schedule -> JSON Pause
 	Epoch    string // string: a random ID the store was started with; gone or changed = data lost
 	Lost     string // list of JSON LostWrites, newest first
-	Prefix   string // + "occ:<id>" (hash per occurrence), "hist:<name>" (zset of ids)
+	// Registries is a zset "<registry identity>|<replica>" -> last beat
+	// (Redis time, ms); Owner the identity the namespace belongs to.
+	Registries string
+	Owner      string
+	Prefix     string // + "occ:<id>" (hash per occurrence), "hist:<name>" (zset of ids)
 }
 
 // NewKeys returns the keys of namespace ns.
@@ -36,6 +40,9 @@ func NewKeys(ns string) Keys {
 		Epoch:    p + "epoch",
 		Lost:     p + "lost",
 		Prefix:   p,
+
+		Registries: p + "registries",
+		Owner:      p + "owner",
 	}
 }
 

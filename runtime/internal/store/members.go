@@ -27,6 +27,7 @@ import (
 //	last     hash member -> "<slot> <outcome> <unix ms>[ <id>]", the
 //	         member's newest occurrence (id only when not the slot's
 //	         scheduled one)
+//	paused   hash member -> JSON Pause of a paused member
 //	bc       hash bucket -> the slot (unix s) through which every member
 //	         of the bucket was handled, so a new leader reads a bucket's
 //	         members only for slots after it
@@ -89,16 +90,26 @@ func parseMember(key, v string) (MemberValue, bool) {
 // the bucket index when it empties), keeps the time it was created, and
 // marks its bucket changed for the leader.
 //
+// A paused member's pause (reason, actor, time) is kept beside it: written
+// when it becomes paused, or always when ARGV[3] is "1" (a pause replaces
+// the reason of an earlier one), and removed when it runs again.
+//
 //	KEYS[1] the namespace's family version counter
-//	ARGV[1] the family's key prefix, ARGV[2] now (unix s), ARGV[3..]
-//	quadruples member, paused ("1" or ""), zone, expr
+//	ARGV[1] the family's key prefix, ARGV[2] now (unix s), ARGV[3] "1" to
+//	replace pauses, ARGV[4..] quintuples member, paused ("1" or ""),
+//	zone, expr, JSON Pause
 //	returns per member 1 if created, 0 if updated.
 var setMembersScript = redis.NewScript(`
-local p, now = ARGV[1], ARGV[2]
+local p, now, replace = ARGV[1], ARGV[2], ARGV[3]
 local ver = redis.call('INCR', KEYS[1])
 local out = {}
-for i = 3, #ARGV, 4 do
+for i = 4, #ARGV, 5 do
   local key, paused, bucket = ARGV[i], ARGV[i+1], ARGV[i+2] .. '|' .. ARGV[i+3]
+  if paused ~= '1' then
+    redis.call('HDEL', p .. 'paused', key)
+  elseif replace == '1' or redis.call('HEXISTS', p .. 'paused', key) == 0 then
+    redis.call('HSET', p .. 'paused', key, ARGV[i+4])
+  end
   local since = now
   local old = redis.call('HGET', p .. 'm', key)
   if old then
@@ -139,6 +150,7 @@ if redis.call('EXISTS', p .. 'b:' .. was) == 0 then redis.call('ZREM', p .. 'buc
 redis.call('HDEL', p .. 'm', key)
 redis.call('HDEL', p .. 'c', key)
 redis.call('HDEL', p .. 'last', key)
+redis.call('HDEL', p .. 'paused', key)
 redis.call('INCR', KEYS[1])
 return 1
 `)
@@ -148,6 +160,8 @@ type SetMember struct {
 	Key        string
 	Paused     bool
 	Zone, Expr string
+	// Pause is why and by whom, kept while the member is paused.
+	Pause Pause
 }
 
 // MemberChunk bounds the members one script call or one read carries: at
@@ -156,20 +170,30 @@ type SetMember struct {
 const MemberChunk = 500
 
 // SetMembers writes members in scripts of at most MemberChunk each and
-// reports which were created. now is the creation time of new members.
-func (s *Store) SetMembers(ctx context.Context, family string, now int64, ms []SetMember) ([]bool, error) {
+// reports which were created. now is the creation time of new members;
+// replacePauses makes a paused member's Pause replace the one kept.
+func (s *Store) SetMembers(ctx context.Context, family string, now int64, replacePauses bool, ms []SetMember) ([]bool, error) {
 	fk := s.Keys.Family(family)
 	created := make([]bool, 0, len(ms))
+	replace := "0"
+	if replacePauses {
+		replace = "1"
+	}
 	for start := 0; start < len(ms); start += MemberChunk {
 		part := ms[start:min(start+MemberChunk, len(ms))]
-		args := make([]any, 0, 2+4*len(part))
-		args = append(args, fk.Prefix, now)
+		args := make([]any, 0, 3+5*len(part))
+		args = append(args, fk.Prefix, now, replace)
 		for _, m := range part {
-			paused := ""
+			paused, pause := "", ""
 			if m.Paused {
 				paused = "1"
+				b, err := json.Marshal(m.Pause)
+				if err != nil {
+					return created, err
+				}
+				pause = string(b)
 			}
-			args = append(args, m.Key, paused, m.Zone, m.Expr)
+			args = append(args, m.Key, paused, m.Zone, m.Expr, pause)
 		}
 		res, err := setMembersScript.Run(ctx, s.rdb, []string{s.Keys.FamilyVersion()}, args...).Int64Slice()
 		if err != nil {
@@ -530,4 +554,40 @@ func (s *Store) BucketCursors(ctx context.Context, family string, buckets []stri
 		}
 	}
 	return out, nil
+}
+
+// MemberPauses reads the pauses of members; nil where none is kept.
+func (s *Store) MemberPauses(ctx context.Context, family string, keys []string) ([]*Pause, error) {
+	out := make([]*Pause, len(keys))
+	for start := 0; start < len(keys); start += MemberChunk {
+		vals, err := s.rdb.HMGet(ctx, s.Keys.Family(family).Prefix+"paused", keys[start:min(start+MemberChunk, len(keys))]...).Result()
+		if err != nil {
+			return nil, err
+		}
+		for i, v := range vals {
+			if str, ok := v.(string); ok {
+				var p Pause
+				if json.Unmarshal([]byte(str), &p) == nil {
+					out[start+i] = &p
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// forgetFamily removes the keys of a family that is no longer declared:
+// UNLINK, so that a hash of 100,000 members is freed off Redis's main
+// thread.
+func (s *Store) forgetFamily(ctx context.Context, family string) (int64, error) {
+	fk := s.Keys.Family(family)
+	buckets, err := s.rdb.ZRange(ctx, fk.Buckets, 0, -1).Result()
+	if err != nil {
+		return 0, err
+	}
+	keys := []string{fk.Members, fk.Buckets, fk.Cursors, fk.Last, fk.Prefix + "paused", fk.Prefix + "bc"}
+	for _, b := range buckets {
+		keys = append(keys, fk.Bucket(b))
+	}
+	return s.rdb.Unlink(ctx, keys...).Result()
 }

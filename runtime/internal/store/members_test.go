@@ -15,11 +15,11 @@ func TestMembersMoveBetweenBuckets(t *testing.T) {
 	s, ctx := setup(t)
 	const fam = "weekly"
 	v0, _ := s.FamilyVersion(ctx)
-	created, err := s.SetMembers(ctx, fam, 100, []store.SetMember{{Key: "acme", Zone: "Asia/Tokyo"}, {Key: "globex"}})
+	created, err := s.SetMembers(ctx, fam, 100, false, []store.SetMember{{Key: "acme", Zone: "Asia/Tokyo"}, {Key: "globex"}})
 	if err != nil || !slices.Equal(created, []bool{true, true}) {
 		t.Fatalf("SetMembers = %v, %v", created, err)
 	}
-	created, _ = s.SetMembers(ctx, fam, 200, []store.SetMember{{Key: "acme", Zone: "America/New_York", Paused: true}})
+	created, _ = s.SetMembers(ctx, fam, 200, false, []store.SetMember{{Key: "acme", Zone: "America/New_York", Paused: true}})
 	if created[0] {
 		t.Error("an update reported a creation")
 	}
@@ -51,7 +51,7 @@ func TestCommitFamilyIsFencedAndSkipsDeletedMembers(t *testing.T) {
 	s, ctx := setup(t)
 	const fam = "weekly"
 	hold(t, s, ctx, "r0|1")
-	s.SetMembers(ctx, fam, 100, []store.SetMember{{Key: "acme"}, {Key: "globex"}})
+	s.SetMembers(ctx, fam, 100, false, []store.SetMember{{Key: "acme"}, {Key: "globex"}})
 	if ok, err := s.DeleteMember(ctx, fam, "globex"); !ok || err != nil {
 		t.Fatalf("DeleteMember = %v, %v", ok, err)
 	}
@@ -73,5 +73,22 @@ func TestCommitFamilyIsFencedAndSkipsDeletedMembers(t *testing.T) {
 	}
 	if n, _ := redistest.Shared(t).Exists(ctx, s.Keys.Family(fam).Members).Result(); n != 1 {
 		t.Error("the family's members are gone")
+	}
+}
+
+func TestForgetRemovesAFamilysMembers(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	s.SetMembers(ctx, "gone", 100, false, []store.SetMember{{Key: "acme", Zone: "Asia/Tokyo"}, {Key: "globex", Paused: true}})
+	s.SetMembers(ctx, "kept", 100, false, []store.SetMember{{Key: "acme"}})
+	if _, err := s.Forget(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redistest.Shared(t)
+	if keys, _ := rdb.Keys(ctx, s.Keys.Family("gone").Prefix+"*").Result(); len(keys) != 0 {
+		t.Errorf("keys of the forgotten family remain: %v", keys)
+	}
+	if n, _ := s.MemberCount(ctx, "kept"); n != 1 {
+		t.Errorf("the other family has %d members, want 1", n)
 	}
 }

@@ -349,7 +349,12 @@ func (s *Store) Known(ctx context.Context) ([]string, error) {
 // Forget removes every trace of a schedule and reports how many keys and
 // fields it removed.
 func (s *Store) Forget(ctx context.Context, name string) (int64, error) {
-	return forgetScript.Run(ctx, s.rdb, nil, s.Keys.Prefix, name).Int64()
+	n, err := forgetScript.Run(ctx, s.rdb, nil, s.Keys.Prefix, name).Int64()
+	if err != nil {
+		return n, err
+	}
+	m, err := s.forgetFamily(ctx, name)
+	return n + m, err
 }
 
 // Pause is why and by whom a schedule is paused.

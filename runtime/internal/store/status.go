@@ -1,0 +1,330 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The execution state: two small hashes the worker side keeps so that every
+// schedule's status can be read without reading every schedule's history.
+// Each holds only the schedules it names — failing ones, and ones with an
+// attempt under way — so reading them costs what is wrong, not what is
+// declared.
+//
+//	<ns>:failing  hash schedule -> unix ms of the final failure that made it failing
+//	<ns>:active   hash schedule -> "running" or "retrying": an attempt started (or
+//	              waits to retry) after the schedule's last finished one
+
+// Failing is the hash of schedules whose last finished occurrence failed.
+func (k Keys) Failing() string { return k.Prefix + "failing" }
+
+// Active is the hash of schedules with an attempt running or waiting to
+// retry.
+func (k Keys) Active() string { return k.Prefix + "active" }
+
+// NoteExecution keeps the execution state of name in step with a worker's
+// step, in one transaction: a start or a retry marks it active, a final
+// failure marks it failing, a success clears both. The last step written
+// wins, so the state follows the order in which attempts ended.
+func (s *Store) NoteExecution(ctx context.Context, name, outcome string, atMS int64) error {
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		switch outcome {
+		case "running", "retrying":
+			p.HSet(ctx, s.Keys.Active(), name, outcome)
+		case "failed":
+			p.HSet(ctx, s.Keys.Failing(), name, atMS)
+			p.HDel(ctx, s.Keys.Active(), name)
+		case "succeeded":
+			p.HDel(ctx, s.Keys.Failing(), name)
+			p.HDel(ctx, s.Keys.Active(), name)
+		}
+		return nil
+	})
+	return err
+}
+
+// ForgetExecution drops name's execution state (see Forget).
+func (s *Store) ForgetExecution(ctx context.Context, name string) (int64, error) {
+	var failing, active *redis.IntCmd
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		failing = p.HDel(ctx, s.Keys.Failing(), name)
+		active = p.HDel(ctx, s.Keys.Active(), name)
+		return nil
+	})
+	return failing.Val() + active.Val(), err
+}
+
+// Problems is what the store holds of the schedules that are not plainly
+// fine: paused (raw JSON Pause), failing (unix ms) and active ("running" or
+// "retrying"). Each map holds only the schedules it names.
+type Problems struct {
+	Paused  map[string]string
+	Failing map[string]string
+	Active  map[string]string
+}
+
+// Problems reads the three problem hashes, in one round trip while each is
+// small. Their size is the number of schedules paused, failing or running,
+// whatever the number declared; when that is large (100,000 schedules due
+// at once are all running for a moment) they are read in HSCAN steps, so
+// that no single call holds Redis for long.
+func (s *Store) Problems(ctx context.Context) (Problems, error) {
+	keys := []string{s.Keys.Paused, s.Keys.Failing(), s.Keys.Active()}
+	found := make([]map[string]string, len(keys))
+	cursors := make([]uint64, len(keys))
+	for i := range keys {
+		found[i] = map[string]string{}
+	}
+	first := true
+	for first || slices.ContainsFunc(cursors, func(c uint64) bool { return c != 0 }) {
+		cmds := make([]*redis.ScanCmd, len(keys))
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, key := range keys {
+				if first || cursors[i] != 0 {
+					cmds[i] = p.HScan(ctx, key, cursors[i], "", scanCount)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return Problems{}, err
+		}
+		for i, cmd := range cmds {
+			if cmd == nil {
+				continue
+			}
+			pairs, next := cmd.Val()
+			for k := 0; k+1 < len(pairs); k += 2 {
+				found[i][pairs[k]] = pairs[k+1]
+			}
+			cursors[i] = next
+		}
+		first = false
+	}
+	return Problems{Paused: found[0], Failing: found[1], Active: found[2]}, nil
+}
+
+// StatFields reads the given stats counters of each of names: out[i][j] is
+// counter fields[j] of names[i], 0 where unset. It reads in HMGETs of at
+// most Chunk names each, so no single call holds Redis for long, pipelined
+// over up to statReaders connections at once, so that decoding the replies
+// of many schedules is spread over the cores.
+func (s *Store) StatFields(ctx context.Context, names, fields []string) ([][]int64, error) {
+	out := make([][]int64, len(names))
+	flat := make([]int64, len(names)*len(fields))
+	for i := range out {
+		out[i] = flat[i*len(fields) : (i+1)*len(fields)]
+	}
+	per := max(Chunk, (len(names)+statReaders-1)/statReaders)
+	per = (per + Chunk - 1) / Chunk * Chunk // whole chunks, so positions stay simple
+	errs := make(chan error, statReaders)
+	var wg sync.WaitGroup
+	for start := 0; start < len(names); start += per {
+		part := names[start:min(start+per, len(names))]
+		wg.Go(func() {
+			var cmds []*redis.SliceCmd
+			_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+				cmds = s.queueStatFields(ctx, p, part, fields)
+				return nil
+			})
+			if err != nil {
+				errs <- err
+				return
+			}
+			copy(out[start:], statFieldsOf(cmds, len(part), len(fields)))
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// statReaders bounds the connections one StatFields read uses at once.
+const statReaders = 4
+
+// queueStatFields queues the HMGETs of StatFields on p.
+func (s *Store) queueStatFields(ctx context.Context, p redis.Pipeliner, names, fields []string) []*redis.SliceCmd {
+	var cmds []*redis.SliceCmd
+	for start := 0; start < len(names); start += Chunk {
+		part := names[start:min(start+Chunk, len(names))]
+		keys := make([]string, 0, len(part)*len(fields))
+		for _, n := range part {
+			for _, f := range fields {
+				keys = append(keys, n+":"+f)
+			}
+		}
+		cmds = append(cmds, p.HMGet(ctx, s.Keys.Stats, keys...))
+	}
+	return cmds
+}
+
+// statFieldsOf parses the replies of queueStatFields.
+func statFieldsOf(cmds []*redis.SliceCmd, names, fields int) [][]int64 {
+	out := make([][]int64, names)
+	flat := make([]int64, names*fields)
+	for i := range out {
+		out[i] = flat[i*fields : (i+1)*fields]
+	}
+	for c, cmd := range cmds {
+		for k, v := range cmd.Val() {
+			if str, ok := v.(string); ok {
+				out[c*Chunk+k/fields][k%fields], _ = strconv.ParseInt(str, 10, 64)
+			}
+		}
+	}
+	return out
+}
+
+// ParsePause decodes a stored pause, nil if it is not one.
+func ParsePause(raw string) *Pause {
+	var p Pause
+	if json.Unmarshal([]byte(raw), &p) != nil {
+		return nil
+	}
+	return &p
+}
+
+// ScheduleData is what the store holds of one schedule for a page that
+// shows it.
+type ScheduleData struct {
+	Recent []Record // newest first
+	Stats  []int64  // the counters asked for, in order
+	Pause  *Pause   // nil when it runs
+	// FailingSince is the unix ms of the failure that made it failing, 0
+	// when it is not; Active is "running", "retrying" or "".
+	FailingSince int64
+	Active       string
+}
+
+// ScheduleData reads, for each of names, its newest n records, the given
+// stats counters, its pause and its execution state, in two pipelined
+// round trips (the records' IDs and the rest, then the records): the cost
+// is that of the names asked for, whatever the number of schedules.
+func (s *Store) ScheduleData(ctx context.Context, names []string, n int, fields []string) ([]ScheduleData, error) {
+	var ids []*redis.StringSliceCmd
+	var statCmds, pauseCmds, failingCmds, activeCmds []*redis.SliceCmd
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		if n > 0 {
+			for _, name := range names {
+				ids = append(ids, p.ZRevRange(ctx, s.Keys.History(name), 0, int64(n)-1))
+			}
+		}
+		statCmds = s.queueStatFields(ctx, p, names, fields)
+		for start := 0; start < len(names); start += Chunk {
+			part := names[start:min(start+Chunk, len(names))]
+			pauseCmds = append(pauseCmds, p.HMGet(ctx, s.Keys.Paused, part...))
+			failingCmds = append(failingCmds, p.HMGet(ctx, s.Keys.Failing(), part...))
+			activeCmds = append(activeCmds, p.HMGet(ctx, s.Keys.Active(), part...))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ScheduleData, len(names))
+	for i, st := range statFieldsOf(statCmds, len(names), len(fields)) {
+		out[i].Stats = st
+	}
+	for c := range pauseCmds {
+		for k, v := range pauseCmds[c].Val() {
+			if str, ok := v.(string); ok {
+				out[c*Chunk+k].Pause = ParsePause(str)
+			}
+		}
+		for k, v := range failingCmds[c].Val() {
+			if str, ok := v.(string); ok {
+				out[c*Chunk+k].FailingSince, _ = strconv.ParseInt(str, 10, 64)
+			}
+		}
+		for k, v := range activeCmds[c].Val() {
+			if str, ok := v.(string); ok {
+				out[c*Chunk+k].Active = str
+			}
+		}
+	}
+	var all []string
+	for _, c := range ids {
+		all = append(all, c.Val()...)
+	}
+	if len(all) == 0 {
+		return out, nil
+	}
+	recs, err := s.Records(ctx, all)
+	index := make(map[string]int, len(names))
+	for i, name := range names {
+		index[name] = i
+	}
+	for _, r := range recs {
+		if i, ok := index[r.Schedule]; ok {
+			out[i].Recent = append(out[i].Recent, r)
+		}
+	}
+	return out, err
+}
+
+// scanCount is how many fields one HSCAN step asks for.
+const scanCount = 1000
+
+// KnownScan is Known read with HSCAN steps instead of HKEYS: the stats
+// hash holds a dozen fields per schedule, and one HKEYS of it blocks Redis
+// for hundreds of milliseconds at 100,000 schedules; each step here holds
+// it for a moment.
+func (s *Store) KnownScan(ctx context.Context) ([]string, error) {
+	found := map[string]struct{}{}
+	for _, key := range []string{s.Keys.Cursors, s.Keys.Paused, s.Keys.Stats} {
+		var cursor uint64
+		for {
+			// HSCAN with values: NOVALUES needs Redis 7.4.
+			pairs, next, err := s.rdb.HScan(ctx, key, cursor, "", scanCount).Result()
+			if err != nil {
+				return nil, err
+			}
+			for i := 0; i < len(pairs); i += 2 {
+				f := pairs[i]
+				if key != s.Keys.Stats {
+					found[f] = struct{}{}
+				} else if i := strings.LastIndexByte(f, ':'); i > 0 {
+					found[f[:i]] = struct{}{}
+				}
+			}
+			if cursor = next; cursor == 0 {
+				break
+			}
+		}
+	}
+	return slices.Collect(maps.Keys(found)), nil
+}
+
+// backfilled is the key that says the namespace's failing hash was filled
+// in from the history once.
+func (k Keys) backfilled() string { return k.Failing() + ":backfilled" }
+
+// Backfilled reports whether the failing hash was filled in from the
+// history (see MarkBackfilled).
+func (s *Store) Backfilled(ctx context.Context) (bool, error) {
+	n, err := s.rdb.Exists(ctx, s.Keys.backfilled()).Result()
+	return n == 1, err
+}
+
+// MarkBackfilled records that the failing hash was filled in from the
+// history; replicas that start meanwhile may fill it in too, which
+// MarkFailing makes harmless.
+func (s *Store) MarkBackfilled(ctx context.Context) error {
+	return s.rdb.Set(ctx, s.Keys.backfilled(), 1, 0).Err()
+}
+
+// MarkFailing marks name failing since atMS unless a worker already wrote
+// its state.
+func (s *Store) MarkFailing(ctx context.Context, name string, atMS int64) error {
+	return s.rdb.HSetNX(ctx, s.Keys.Failing(), name, atMS).Err()
+}

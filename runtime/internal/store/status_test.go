@@ -1,0 +1,46 @@
+package store_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// The execution state follows the worker's steps, and Problems reads all
+// of it however many schedules it names: in one round trip while small, in
+// HSCAN steps past that.
+func TestExecutionStateAndProblems(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	const n = 2500 // several HSCAN steps
+	for i := range n {
+		if err := s.NoteExecution(ctx, fmt.Sprintf("job-%04d", i), "running", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now().UnixMilli()
+	for _, step := range []struct{ name, outcome string }{
+		{"job-0001", "retrying"}, {"job-0002", "failed"}, {"job-0003", "failed"}, {"job-0003", "succeeded"},
+		{"job-0004", "failed"}, {"job-0004", "running"},
+	} {
+		if err := s.NoteExecution(ctx, step.name, step.outcome, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := s.Problems(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Active) != n-2 || p.Active["job-0001"] != "retrying" || p.Active["job-0004"] != "running" {
+		t.Errorf("%d active, job-0001 %q, job-0004 %q; want %d, retrying, running", len(p.Active), p.Active["job-0001"], p.Active["job-0004"], n-2)
+	}
+	if _, ok := p.Active["job-0003"]; ok {
+		t.Error("a success left job-0003 active")
+	}
+	if len(p.Failing) != 2 || p.Failing["job-0002"] == "" || p.Failing["job-0004"] == "" {
+		t.Errorf("failing %v, want job-0002 and job-0004: a failure stays until a success", p.Failing)
+	}
+	if n, err := s.ForgetExecution(ctx, "job-0004"); err != nil || n != 2 {
+		t.Errorf("forget: %d fields, %v; want 2", n, err)
+	}
+}

@@ -1,0 +1,470 @@
+package runtime_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/belfry/belfry/registry"
+	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/internal/redistest"
+	"github.com/hibiken/asynq"
+)
+
+// failoverRig is three runtimes and two asynq workers, each on its own
+// Sentinel failover client, running a per-second schedule on a Redis of
+// the test's own (primary, replica, three sentinels).
+type failoverRig struct {
+	t        *testing.T
+	s        *redistest.Sentinel
+	rts      []*runtime.Runtime
+	stops    []func()
+	queue    string
+	runs     *taskRuns
+	schedule string
+}
+
+// taskRuns counts the handler's runs by task ID, as the workers see them:
+// the counts come from what ran, not from what the runtimes claim.
+type taskRuns struct {
+	mu     sync.Mutex
+	byID   map[string]int
+	slotOf map[string]time.Time
+}
+
+func (tr *taskRuns) handler(ctx context.Context, occ registry.Occurrence) error {
+	id, _ := asynq.GetTaskID(ctx)
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.byID[id]++
+	tr.slotOf[id] = occ.Slot
+	return nil
+}
+
+// bySlot returns the runs of each slot and the task IDs that ran it.
+func (tr *taskRuns) bySlot() (runs map[int64]int, ids map[int64][]string) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	runs, ids = map[int64]int{}, map[int64][]string{}
+	for id, n := range tr.byID {
+		slot := tr.slotOf[id].Unix()
+		runs[slot] += n
+		ids[slot] = append(ids[slot], id)
+	}
+	return runs, ids
+}
+
+// newFailoverRig starts the rig; opts are the runtimes' (their Redis,
+// namespace, replica names and logger are the rig's).
+func newFailoverRig(t *testing.T, replicas int, sopts redistest.SentinelOptions, opts runtime.Options) *failoverRig {
+	t.Helper()
+	rig := &failoverRig{t: t, s: redistest.StartSentinel(t, sopts), queue: uniq("q"),
+		runs: &taskRuns{byID: map[string]int{}, slotOf: map[string]time.Time{}}, schedule: "tick"}
+	reg := registry.MustNew(registry.Schedule{Name: rig.schedule, Expr: "* * * * * *", Queue: rig.queue, Handler: rig.runs.handler})
+	opts.Namespace = uniq("ns")
+	for i := range replicas {
+		o := opts
+		o.Redis, o.Replica, o.Logger = rig.s.Client(t), "r"+strconv.Itoa(i), failoverLogger(t)
+		rt, err := runtime.New(reg, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rig.rts = append(rig.rts, rt)
+	}
+	for range 2 {
+		startWorker(t, rig.s.Client(t), rig.queue, func(mux *asynq.ServeMux) { rig.rts[0].RegisterHandlers(mux) })
+	}
+	for _, rt := range rig.rts {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { rt.Run(ctx); close(done) }()
+		rig.stops = append(rig.stops, sync.OnceFunc(func() { cancel(); <-done; rt.Close() }))
+	}
+	t.Cleanup(func() {
+		for _, stop := range rig.stops {
+			stop()
+		}
+	})
+	return rig
+}
+
+// leader returns the index of the runtime that schedules, once one does.
+func (rig *failoverRig) leader() int {
+	rig.t.Helper()
+	i := -1
+	waitFor(rig.t, 10*time.Second, "a runtime to schedule", func() bool {
+		for j, rt := range rig.rts {
+			if rt.Scheduling() {
+				i = j
+				return true
+			}
+		}
+		return false
+	})
+	return i
+}
+
+// failoverLogger logs warnings and errors only: a failover makes every
+// replica log its Redis errors, and the interesting lines are the losses.
+func failoverLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// waitRun waits until some slot after `after` has run: scheduling goes on.
+func (rig *failoverRig) waitRun(within time.Duration, after time.Time) {
+	rig.t.Helper()
+	waitFor(rig.t, within, "a slot after "+after.Format(time.TimeOnly)+" to run", func() bool {
+		runs, _ := rig.runs.bySlot()
+		for slot := range runs {
+			if time.Unix(slot, 0).After(after) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// verdict counts, over the slots from `from` to `to`, the slots that ran
+// more than once (duplicates: the extra runs) and those that never ran
+// (missed), leaving out the slots inside a loss the runtimes detected.
+// It first waits until every slot has run or the runtimes moved 5 s past
+// `to`, so a late duplicate is counted too.
+func (rig *failoverRig) verdict(ctx context.Context, from, to time.Time) (duplicates, missed int, lost []runtime.LostWrites) {
+	rig.t.Helper()
+	rig.waitRun(30*time.Second, to.Add(5*time.Second))
+	lost, err := rig.rts[0].LostWrites(ctx)
+	if err != nil {
+		rig.t.Fatalf("reading the detected losses: %v", err)
+	}
+	runs, ids := rig.runs.bySlot()
+	var inWindow int
+	for slot := from.Truncate(time.Second); !slot.After(to); slot = slot.Add(time.Second) {
+		n := runs[slot.Unix()]
+		if inLostWindow(lost, slot) {
+			inWindow++
+			continue
+		}
+		switch {
+		case n == 0:
+			missed++
+			rig.t.Logf("missed: slot %s", slot.UTC().Format(time.TimeOnly))
+		case n > 1:
+			duplicates += n - 1
+			rig.t.Logf("duplicate: slot %s ran %d times (task IDs %v)", slot.UTC().Format(time.TimeOnly), n, ids[slot.Unix()])
+		}
+	}
+	rig.t.Logf("slots %s..%s: %d, duplicates=%d missed=%d, %d in %d detected loss windows %+v",
+		from.UTC().Format(time.TimeOnly), to.UTC().Format(time.TimeOnly), int(to.Sub(from)/time.Second)+1, duplicates, missed, inWindow, len(lost), lost)
+	return duplicates, missed, lost
+}
+
+// failoversFromEnv is how many failovers the repeated-failover test makes:
+// BELFRY_SENTINEL_FAILOVERS, default 3.
+func failoversFromEnv(t *testing.T) int {
+	n := 3
+	if v := os.Getenv("BELFRY_SENTINEL_FAILOVERS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			t.Fatalf("BELFRY_SENTINEL_FAILOVERS=%q: want a positive number", v)
+		}
+	}
+	return n
+}
+
+// Repeated forced failovers (SENTINEL FAILOVER: no wait for the replica to
+// catch up) under three replicas and real workers, with ReplicaAcks=1:
+// every slot runs exactly once, and no loss of data was ever detected,
+// since no write a replica had not acknowledged was counted.
+func TestSentinelFailoversWithReplicaAcksRunEverySlotOnce(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rig := newFailoverRig(t, 3, redistest.SentinelOptions{MinReplicasToWrite: 1}, runtime.Options{ReplicaAcks: 1})
+	rig.waitRun(20*time.Second, time.Time{})
+	from := time.Now().Truncate(time.Second).Add(time.Second)
+	for i := range failoversFromEnv(t) {
+		old, err := rig.s.Failover(ctx)
+		if err != nil {
+			t.Fatalf("failover %d: %v", i+1, err)
+		}
+		t.Logf("failover %d: %s is no longer primary", i+1, old.Addr)
+		rig.waitRun(20*time.Second, time.Now())
+		if err := rig.s.WaitSynced(ctx); err != nil {
+			t.Fatalf("after failover %d: %v", i+1, err)
+		}
+	}
+	to := time.Now().Truncate(time.Second)
+	duplicates, missed, lost := rig.verdict(ctx, from, to)
+	if duplicates != 0 || missed != 0 || len(lost) != 0 {
+		t.Errorf("over %d failovers: duplicates=%d missed=%d detected losses=%d; want 0, 0 and none", failoversFromEnv(t), duplicates, missed, len(lost))
+	}
+}
+
+// The same failovers with ReplicaAcks alone, the servers without
+// min-replicas-to-write: the old primary takes the enqueue of the slot due
+// at the failover, no replica acknowledges it, and a worker still on the
+// old primary may run it. The leader does not enqueue that slot again on
+// the new primary, where its task is gone: it records the slot as lost
+// (a window of one slot that may not have run). No slot runs twice. This
+// holds when the leader that made the write is the one that retries it:
+// with the default LeaseTTL its lease outlives the failover (Sentinel
+// converts the old primary, the new one's only replica, after about 8 s;
+// until then nothing is acknowledged and nobody leads).
+func TestSentinelFailoversWithReplicaAcksAloneRunNoSlotTwice(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rig := newFailoverRig(t, 3, redistest.SentinelOptions{}, runtime.Options{ReplicaAcks: 1})
+	rig.waitRun(20*time.Second, time.Time{})
+	from := time.Now().Truncate(time.Second).Add(time.Second)
+	for i := range failoversFromEnv(t) {
+		if _, err := rig.s.Failover(ctx); err != nil {
+			t.Fatalf("failover %d: %v", i+1, err)
+		}
+		rig.waitRun(20*time.Second, time.Now())
+		if err := rig.s.WaitSynced(ctx); err != nil {
+			t.Fatalf("after failover %d: %v", i+1, err)
+		}
+	}
+	to := time.Now().Truncate(time.Second)
+	duplicates, missed, lost := rig.verdict(ctx, from, to)
+	if duplicates != 0 || missed != 0 {
+		t.Errorf("over %d failovers: duplicates=%d missed=%d outside %d detected losses; want 0 and 0", failoversFromEnv(t), duplicates, missed, len(lost))
+	}
+	for _, l := range lost {
+		if !l.From.Equal(l.To) {
+			t.Errorf("a loss of more than one slot: %+v", l)
+		}
+	}
+}
+
+// A failover, then a SIGKILL of the new primary before the old one (now
+// its replica) has resynced: Sentinel promotes a replica that lacks what
+// the new primary took. With ReplicaAcks=1 nothing the leader counted was
+// on the killed primary alone, so no slot runs twice and none is missed.
+func TestSentinelFailoverThenKillWithReplicaAcks(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rig := newFailoverRig(t, 3, redistest.SentinelOptions{MinReplicasToWrite: 1}, runtime.Options{ReplicaAcks: 1})
+	rig.waitRun(20*time.Second, time.Time{})
+	from := time.Now().Truncate(time.Second).Add(time.Second)
+	if _, err := rig.s.Failover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Kill the new primary while the old one is still being converted.
+	killed, err := rig.s.KillPrimary(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rig.s.WaitNewPrimary(ctx, killed); err != nil {
+		t.Fatal(err)
+	}
+	killed.Start()
+	if err := rig.s.WaitSynced(ctx); err != nil {
+		t.Fatal(err)
+	}
+	to := time.Now().Truncate(time.Second)
+	duplicates, missed, lost := rig.verdict(ctx, from, to)
+	if duplicates != 0 || missed != 0 {
+		t.Errorf("failover then SIGKILL: duplicates=%d missed=%d (detected losses %+v); want 0 and 0 outside them", duplicates, missed, lost)
+	}
+}
+
+// Without ReplicaAcks a failover can lose what the leader counted as done.
+// Here the replica stalls (SIGSTOP) and loses its link, the leader hands over on shutdown,
+// the new leader takes a new token and schedules slots that workers run,
+// all on the primary alone; then the primary is killed and Sentinel
+// promotes the stalled replica. The token counter went back, and the new
+// leader's next acquire hands it the very token, and lease value, it held
+// before. That is noticed: the loss is recorded, the cursors move past it,
+// and no slot runs twice.
+func TestSentinelLostWritesWithoutReplicaAcksAreDetected(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rig := newFailoverRig(t, 2, redistest.SentinelOptions{}, runtime.Options{LeaseTTL: 2 * time.Second, SkewMargin: 2 * time.Second})
+	first := rig.leader()
+	next := rig.rts[1-first]
+	rig.waitRun(20*time.Second, time.Time{})
+	waitFor(t, 10*time.Second, "the follower to know the store", next.KnowsEpoch)
+	from := time.Now().Truncate(time.Second).Add(time.Second)
+	primary, replica := rig.s.Servers[0], rig.s.Servers[1]
+
+	replica.Pause()
+	// The stalled replica would still read what reached its socket's
+	// buffer on waking: the primary drops it, so nothing written from
+	// now on reaches it.
+	if err := primary.Client(t).ClientKillByFilter(ctx, "TYPE", "replica").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rig.stops[first]() // a graceful handover: the follower leads at once, with a new token
+	waitFor(t, 10*time.Second, "the follower to schedule", next.Scheduling)
+	rig.waitRun(10*time.Second, time.Now().Add(2*time.Second))
+	primary.Kill()
+	replica.Resume()
+	if err := rig.s.WaitNewPrimary(ctx, primary); err != nil {
+		t.Fatal(err)
+	}
+	var lost []runtime.LostWrites
+	waitFor(t, 30*time.Second, "the loss to be detected", func() bool {
+		lost, _ = next.LostWrites(ctx)
+		return len(lost) > 0
+	})
+	t.Logf("detected: %+v", lost[0])
+	primary.Start() // back as a replica of the new primary
+	if err := rig.s.WaitSynced(ctx); err != nil {
+		t.Fatal(err)
+	}
+	to := time.Now().Truncate(time.Second)
+	duplicates, missed, _ := rig.verdict(ctx, from, to)
+	if duplicates != 0 || missed != 0 {
+		t.Errorf("after a detected loss: duplicates=%d missed=%d outside the detected window; want 0 and 0", duplicates, missed)
+	}
+}
+
+// The cost of ReplicaAcks per dispatch: one runtime on a failover client
+// with a per-second schedule, each op one scheduled slot, reporting how
+// long after its slot the occurrence was enqueued and committed (the
+// event's Lag) with and without acknowledgements. Run it with
+// -benchtime=30x: every op waits for a slot.
+func BenchmarkDispatchReplicaAcks(b *testing.B) {
+	for _, acks := range []int{0, 1} {
+		b.Run("acks="+strconv.Itoa(acks), func(b *testing.B) {
+			s := redistest.StartSentinel(b, redistest.SentinelOptions{})
+			reg := registry.MustNew(registry.Schedule{Name: "tick", Expr: "* * * * * *", Queue: uniq("q"),
+				Handler: func(context.Context, registry.Occurrence) error { return nil }})
+			rt, err := runtime.New(reg, runtime.Options{Redis: s.Client(b), Namespace: uniq("ns"), ReplicaAcks: acks,
+				Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			lags := make(chan time.Duration, 100)
+			rt.Observe(func(e runtime.Event) {
+				if e.Outcome == runtime.OutcomeEnqueued && !e.Manual {
+					select {
+					case lags <- e.Lag:
+					default:
+					}
+				}
+			})
+			runUntilTheEnd(b, rt)
+			<-lags // the first slot after taking the lease
+			var got []time.Duration
+			for b.Loop() {
+				got = append(got, <-lags)
+			}
+			slices.Sort(got)
+			b.ReportMetric(float64(got[len(got)/2].Microseconds())/1000, "lag_p50_ms")
+			b.ReportMetric(float64(got[len(got)*9/10].Microseconds())/1000, "lag_p90_ms")
+		})
+	}
+}
+
+// A RedisURL with master_name is a Sentinel URL: the runtime's own client
+// asks the sentinels for the primary and follows it through a failover.
+func TestRedisURLWithMasterNameFollowsTheSentinels(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := redistest.StartSentinel(t, redistest.SentinelOptions{})
+	url := "redis://" + s.SentinelAddrs[0] + "?master_name=" + redistest.SentinelMasterName +
+		"&addr=" + s.SentinelAddrs[1] + "&addr=" + s.SentinelAddrs[2] + "&dial_timeout=200ms"
+	rt, err := runtime.New(registry.MustNew(idleSchedule()), runtime.Options{RedisURL: url, Namespace: uniq("ns"),
+		LeaseTTL: 2 * time.Second, ReplicaAcks: 1, Logger: failoverLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntilTheEnd(t, rt)
+	waitFor(t, 10*time.Second, "the runtime to lead through the sentinels", rt.IsLeader)
+	if _, err := s.Failover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	primary, err := s.Primary(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the runtime to lead on the new primary", func() bool {
+		info, err := rt.RedisClient().Info(ctx, "server").Result()
+		return err == nil && strings.Contains(info, "tcp_port:"+primary.Addr[strings.LastIndexByte(primary.Addr, ':')+1:]+"\r") && rt.IsLeader()
+	})
+}
+
+// ReplicaAcks and its timeout are checked with the other options, with
+// messages that say what to set.
+func TestReplicaAcksOptionsAreValidated(t *testing.T) {
+	t.Parallel()
+	reg := registry.MustNew(idleSchedule())
+	for _, tt := range []struct {
+		opts runtime.Options
+		want string // "" for valid
+	}{
+		{runtime.Options{ReplicaAcks: 1}, ""},
+		{runtime.Options{ReplicaAcks: 2, ReplicaAckTimeout: 200 * time.Millisecond}, ""},
+		{runtime.Options{ReplicaAcks: -1}, "ReplicaAcks must be 0"},
+		{runtime.Options{ReplicaAcks: 1, ReplicaAckTimeout: 5 * time.Second}, "ReplicaAckTimeout must be at least 1ms and below LeaseTTL/3 (5s); got 5s"},
+		{runtime.Options{ReplicaAcks: 1, ReplicaAckTimeout: time.Microsecond}, "ReplicaAckTimeout must be at least 1ms"},
+	} {
+		tt.opts.RedisURL = "redis://" + sharedRedisAddr()
+		rt, err := runtime.New(reg, tt.opts)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%+v: %v, want valid", tt.opts, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("ReplicaAcks=%d ReplicaAckTimeout=%s: error %v, want %q", tt.opts.ReplicaAcks, tt.opts.ReplicaAckTimeout, err, tt.want)
+		}
+		if rt != nil {
+			rt.Close()
+		}
+	}
+}
+
+// A rediss:// RedisURL speaks TLS: the runtime leads on a Redis that
+// accepts nothing else. (skip_verify, since the test's certificate is its
+// own; a service's URL verifies the server against the system's roots.)
+func TestRedissURLSpeaksTLS(t *testing.T) {
+	t.Parallel()
+	addr := redistest.StartTLS(t)
+	rt, err := runtime.New(registry.MustNew(idleSchedule()), runtime.Options{RedisURL: "rediss://" + addr + "/0?skip_verify=true",
+		Namespace: uniq("ns"), LeaseTTL: time.Second, Logger: failoverLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntilTheEnd(t, rt)
+	waitFor(t, 10*time.Second, "the runtime to lead over TLS", rt.IsLeader)
+	plain, err := runtime.New(registry.MustNew(idleSchedule()), runtime.Options{RedisURL: "redis://" + addr + "/0", Namespace: uniq("ns")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if err := plain.RedisClient().Ping(context.Background()).Err(); err == nil {
+		t.Error("a plain redis:// client reached the TLS-only server; the test proves nothing")
+	}
+}
+
+// A Sentinel URL that does not parse is explained by the Sentinel
+// parser, not the plain one (which knows no master_name), and without its
+// password.
+func TestABadSentinelURLSaysWhy(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ url, want string }{
+		{"redis://user:hunter2@127.0.0.1:26379?master_name=m&bogus=1", "bogus"},
+		{"redis://user:hunt/er2@127.0.0.1:26379?master_name=m", "not valid in a URL"},
+	} {
+		_, err := runtime.New(registry.MustNew(idleSchedule()), runtime.Options{RedisURL: tt.url})
+		switch {
+		case err == nil:
+			t.Errorf("RedisURL %q parsed", tt.url)
+		case strings.Contains(err.Error(), "hunt") || strings.Contains(err.Error(), "er2"):
+			t.Errorf("RedisURL %q: error %q shows the password", tt.url, err)
+		case !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "unexpected option: master_name"):
+			t.Errorf("RedisURL %q: error %q, want it to name %q", tt.url, err, tt.want)
+		}
+	}
+}
