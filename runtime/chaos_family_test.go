@@ -229,6 +229,11 @@ func (f *chaosFamilyRun) certain(m *chaosMember, slot time.Time) bool {
 	if !slot.After(m.added.Add(time.Second)) || !m.deleted.IsZero() && slot.After(m.deleted.Add(-margin)) {
 		return false
 	}
+	// Deleted while the leader was catching up after an outage: it may
+	// not have reached the slot before the member was gone.
+	if !m.deleted.IsZero() && slot.Before(m.deleted) && f.h.quietBefore(slot, m.deleted, margin) {
+		return false
+	}
 	for _, g := range f.gaps {
 		if slot.After(g[0].Add(-margin)) && slot.Before(g[1].Add(margin)) {
 			return false
@@ -283,7 +288,10 @@ func (f *chaosFamilyRun) check(t *testing.T, due map[string][]int64, runs, retri
 	for _, m := range f.all {
 		name := chaosFamily + "/" + m.Key
 		for slot, n := range runs[name] {
-			if n > 1 {
+			switch {
+			case n > 1 && f.h.sentinel != nil && f.h.nearSwitch(time.Unix(slot, 0)):
+				t.Logf("chaos: %s slot %d ran %d times as a first attempt, around a change of primary", name, slot, n)
+			case n > 1:
 				duplicates += n - 1
 				t.Errorf("chaos: %s slot %d ran %d times as a first attempt", name, slot, n)
 			}

@@ -48,9 +48,19 @@ type dataWatch struct {
 	epoch     string
 	highToken int64
 	value     string // the lease value highToken came with
+	// intactAt is when this replica last saw Redis still holding what it
+	// knew (a lease whose token had not gone back): a loss found later
+	// happened after it.
+	intactAt time.Time
 	// created is the lease's Created count when this replica last took
 	// its own lease as the normal state (see reissued).
 	created uint64
+}
+
+// tokenBack says whether a lease's token is one a loss took back: lower
+// than the highest seen, or as high under another value.
+func (w *dataWatch) tokenBack(value string, token int64) bool {
+	return token < w.highToken || (token == w.highToken && value != w.value)
 }
 
 // check compares the store's epoch and a lease's token with what this
@@ -66,7 +76,7 @@ func (w *dataWatch) check(epoch, value string, token int64) string {
 	switch {
 	case w.epoch != "" && epoch != w.epoch:
 		return "Redis lost its data (the store's epoch is gone: FLUSHALL, a restart without persistence, or eviction)"
-	case token < w.highToken || (token == w.highToken && value != w.value):
+	case w.tokenBack(value, token):
 		return fmt.Sprintf("Redis lost acknowledged writes (the fencing token went back from %d to %d: a failover to a replica that was behind?)",
 			w.highToken, token)
 	}
@@ -107,11 +117,44 @@ func (w *dataWatch) accept(epoch, value string, token int64) {
 // seeHolder takes the token of another replica's lease, which a follower's
 // acquire found: a follower that takes over later then notices a token gone
 // back. A regression seen here is left for the holder-to-be to find.
-func (r *Runtime) seeHolder(value string) {
+//
+// Only the token is compared: a follower that knows the epoch reads it
+// only when it leads, so comparing an unread epoch would take every lease
+// it sees for a loss, and it would stop learning tokens.
+func (r *Runtime) seeHolder(value string) { r.seeLease(value, true) }
+
+// seeHeld notes that this replica's own acquire or renewal found Redis
+// holding its lease: nothing was lost up to now (a loss takes the lease
+// key, or the token goes back).
+func (r *Runtime) seeHeld(value string) { r.seeLease(value, false) }
+
+// seeLease notes a lease found in Redis whose token has not gone back: the
+// store was intact then; learn also takes its token as the mark.
+func (r *Runtime) seeLease(value string, learn bool) {
 	_, token := lease.ParseValue(value)
-	if r.dataWatch.check("", value, token) == "" {
-		r.dataWatch.accept("", value, token)
+	w := &r.dataWatch
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.tokenBack(value, token) {
+		return
 	}
+	w.intactAt = r.clock.Now()
+	if learn {
+		w.highToken, w.value = token, value
+	}
+}
+
+// lossFrom is where the window of a loss found at now starts: a slot may
+// have waited up to the longest grace for its enqueue when the data went,
+// and the data went after this replica last saw it intact.
+func (r *Runtime) lossFrom(now time.Time) time.Time {
+	r.dataWatch.mu.Lock()
+	since := r.dataWatch.intactAt
+	r.dataWatch.mu.Unlock()
+	if since.IsZero() || since.After(now) {
+		since = now
+	}
+	return since.Add(-max(2*r.opts.LeaseTTL, r.longestGrace()) - r.opts.SkewMargin)
 }
 
 // known reports whether this replica knows the store's epoch.
@@ -191,9 +234,12 @@ func (r *Runtime) checkLostWrites(ctx context.Context, value string) (resume tim
 	// waiting to be enqueued when the data went: a leader that could not
 	// write (Redis slow, failing over, refusing unacknowledged writes) left
 	// its cursors up to grace behind, and the loss took those cursors; a
-	// slot older than that would have been missed anyway.
+	// slot older than that would have been missed anyway. The loss may have
+	// been long before it was noticed (no replica that knew the store led
+	// meanwhile), so grace counts back from when this replica last saw the
+	// store intact.
 	l := store.LostWrites{At: now.UnixMilli(), Replica: r.opts.Replica, Reason: reason,
-		From: now.Add(-max(2*r.opts.LeaseTTL, r.longestGrace()) - r.opts.SkewMargin).Unix(), To: resume.Unix(), Epoch: epoch, Token: token}
+		From: r.lossFrom(now).Unix(), To: resume.Unix(), Epoch: epoch, Token: token}
 	commit = func(ctx context.Context) {
 		r.log.Error("lost writes detected: "+reason+"; slots in the window may not have run, and none runs twice",
 			"from", time.Unix(l.From, 0).UTC(), "to", resume.UTC())

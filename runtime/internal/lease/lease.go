@@ -38,6 +38,10 @@ type Config struct {
 	// time an acquire finds one, so that a follower knows the fencing tokens
 	// handed out before it leads. Optional; must be quick.
 	OnHolder func(value string)
+	// OnHeld, when set, is told this replica's lease value each time an
+	// acquire or renewal succeeds: the key was there, so Redis still held
+	// the lease at that moment. Optional; must be quick.
+	OnHeld func(value string)
 	// Acks, when on, makes an acquire or renewal count only once replicas
 	// acknowledge it: one that Redis ran but no replica has yet fails
 	// like a lost reply (no lead, or a step-down), and leaves a lease of
@@ -56,6 +60,7 @@ type Lease struct {
 	clock    clock.Clock
 	mayLead  func(context.Context) error
 	onHolder func(value string)
+	onHeld   func(value string)
 	acks     pipeline.Acks
 
 	// instance is random per Lease: it tells this process's leases from
@@ -97,7 +102,7 @@ type Lease struct {
 func New(cfg Config) *Lease {
 	l := &Lease{
 		rdb: cfg.Redis, keys: cfg.Keys, replica: cfg.Replica, ttl: cfg.TTL, log: cfg.Log,
-		onRedis: cfg.OnRedis, clock: cfg.Clock, mayLead: cfg.MayLead, onHolder: cfg.OnHolder, acks: cfg.Acks, instance: newInstanceID(),
+		onRedis: cfg.OnRedis, clock: cfg.Clock, mayLead: cfg.MayLead, onHolder: cfg.OnHolder, onHeld: cfg.OnHeld, acks: cfg.Acks, instance: newInstanceID(),
 		changed: make(chan struct{}, 1), wake: make(chan struct{}, 1),
 	}
 	if l.clock == nil {
@@ -302,6 +307,9 @@ func (l *Lease) setLeader(value string, sent time.Time) {
 	l.mu.Unlock()
 	if gained {
 		l.log.Info("lease acquired: this replica schedules", "lease", value)
+	}
+	if l.onHeld != nil {
+		l.onHeld(value)
 	}
 	if gained || lapsed {
 		signal(l.changed)
