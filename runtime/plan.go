@@ -157,6 +157,23 @@ func (p *slotPlan) pause(now time.Time, grace time.Duration) {
 	p.enqueue = nil
 }
 
+// pausedBetween records as paused, never run, the planned slots that came
+// due while the schedule was paused, from its pause to its resume: a leader
+// that reaches them only after the resume (it was down, partitioned or far
+// behind) does with them what a leader during the pause would have done.
+func (p *slotPlan) pausedBetween(from, to, now time.Time) {
+	keep := p.enqueue[:0]
+	for _, slot := range p.enqueue {
+		if slot.Before(from) || slot.After(to) {
+			keep = append(keep, slot)
+			continue
+		}
+		p.done = append(p.done, store.Rec{ID: p.scope.ID(slot), Slot: slot.Unix(),
+			At: now.UnixMilli(), Outcome: string(OutcomePaused), Score: slot.UnixMilli()})
+	}
+	p.enqueue = keep
+}
+
 // failedAt cuts the plan at its k-th slot, whose enqueue failed: the cursor
 // stays just before it, so the next pass tries it again.
 func (p *slotPlan) failedAt(k int, err error) {

@@ -405,3 +405,19 @@ func TestOnlySchedulesFiringMoreThanOnceAMinuteKeepAShorterHistory(t *testing.T)
 }
 
 func noopHandler(context.Context, registry.Occurrence) error { return nil }
+
+// A leader that reaches slots only after a pause ended records those that
+// came due during the pause as paused and runs the rest.
+func TestSlotsDueDuringAPauseThatEndedAreRecordedPaused(t *testing.T) {
+	s := sched(t, "*/10 * * * * *", "", registry.MisfireSkip)
+	cursor, now := utc("2026-11-29T03:00:00Z"), utc("2026-11-29T03:00:45Z")
+	p := planSlots(registry.Scope{Schedule: s.Name}, s, s.Next(cursor), cursor, now, time.Minute) // due 10..40
+	p.pausedBetween(utc("2026-11-29T03:00:15Z"), utc("2026-11-29T03:00:30Z"), now)
+	if got := rfc(p.enqueue); len(got) != 2 || got[0] != "2026-11-29T03:00:10Z" || got[1] != "2026-11-29T03:00:40Z" {
+		t.Errorf("enqueue %v, want the slots before the pause and after the resume", got)
+	}
+	c := p.commit(now)
+	if c.Counts[string(OutcomePaused)] != 2 || !p.cursor.Equal(utc("2026-11-29T03:00:40Z")) {
+		t.Errorf("counts %v, cursor %s; want 2 paused and the cursor on the newest slot", c.Counts, p.cursor.UTC())
+	}
+}

@@ -185,6 +185,71 @@ func TestPauseHoldsAcrossTakeoverAndResumeDoesNotBackfill(t *testing.T) {
 	}
 }
 
+// A pause and its resume while no replica leads (all down, or cut off from
+// Redis): the leader that comes back within grace records the slots due
+// during the pause as paused and runs none of them, as a leader during the
+// pause would have; the slots after the resume run.
+func TestSlotsDueDuringAPauseNoLeaderSawAreNotRunAfterTheResume(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := sharedRedis(t)
+	ns, queue := uniq("ns"), uniq("q")
+	exec := newExecutions()
+	reg := registry.MustNew(registry.Schedule{Name: "tick", Expr: "* * * * * *", Queue: queue, Handler: exec.handler})
+	opts := runtime.Options{Redis: rdb, Namespace: ns, LeaseTTL: time.Second, Grace: time.Minute, Logger: testLogger(t)}
+	first, err := runtime.New(reg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, rdb, queue, func(mux *asynq.ServeMux) { first.RegisterHandlers(mux) })
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { first.Run(runCtx); close(done) }()
+	waitFor(t, 10*time.Second, "runs before the pause", func() bool { return len(exec.slots("tick")) >= 2 })
+	stop()
+	<-done
+
+	if err := first.Pause(ctx, "tick", "maintenance"); err != nil {
+		t.Fatal(err)
+	}
+	pausedAt := time.Now()
+	waitFor(t, 10*time.Second, "three slots to come due while paused", func() bool { return time.Since(pausedAt) > 3*time.Second })
+	if err := first.Resume(ctx, "tick"); err != nil {
+		t.Fatal(err)
+	}
+	resumedAt := time.Now()
+	first.Close()
+
+	second, err := runtime.New(reg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntilTheEnd(t, second)
+	waitFor(t, 10*time.Second, "runs after the resume", func() bool {
+		for slot := range exec.slots("tick") {
+			if time.Unix(slot, 0).After(resumedAt.Add(time.Second)) {
+				return true
+			}
+		}
+		return false
+	})
+	for slot := range exec.slots("tick") {
+		if at := time.Unix(slot, 0); !at.Before(pausedAt.Add(time.Second)) && at.Before(resumedAt) {
+			t.Errorf("slot %s ran although it came due while paused", at.UTC())
+		}
+	}
+	waitFor(t, 10*time.Second, "the paused slots' records", func() bool {
+		hist, _ := second.History(ctx, "tick", 50)
+		paused := 0
+		for _, r := range hist {
+			if r.Outcome == runtime.OutcomePaused {
+				paused++
+			}
+		}
+		return paused >= 3
+	})
+}
+
 // Re-running a past slot gives the handler that slot and the scheduled
 // occurrence's key, whether the original failed (and was archived) or
 // succeeded; a double submit runs once; only real past slots are accepted;

@@ -271,9 +271,16 @@ func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) 
 	if err != nil {
 		return err
 	}
+	windows, err := r.store.PauseWindows(ctx, names)
+	if err != nil {
+		return err
+	}
 	for i, p := range pauses {
-		if p != nil {
+		switch w := windows[i]; {
+		case p != nil:
 			plans[i].pause(now, r.Grace(plans[i].sched))
+		case w.To > 0:
+			plans[i].pausedBetween(time.UnixMilli(w.From), time.UnixMilli(w.To), now)
 		}
 	}
 	r.enqueueAll(ctx, st.value, plans)

@@ -16,6 +16,7 @@ type Keys struct {
 	LastID   string // hash schedule -> last enqueued occurrence ID
 	Stats    string // hash "<schedule>:<counter>" -> count or unix ms
 	Paused   string // hash schedule -> JSON Pause
+	Resumed  string // hash schedule -> "<paused at> <resumed at>" (unix ms) of its last pause
 	Epoch    string // string: a random ID the store was started with; gone or changed = data lost
 	Lost     string // list of JSON LostWrites, newest first
 	// Registries is a zset "<registry identity>|<replica>" -> last beat
@@ -37,6 +38,7 @@ func NewKeys(ns string) Keys {
 		LastID:   p + "lastid",
 		Stats:    p + "stats",
 		Paused:   p + "paused",
+		Resumed:  p + "resumed",
 		Epoch:    p + "epoch",
 		Lost:     p + "lost",
 		Prefix:   p,

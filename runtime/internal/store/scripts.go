@@ -148,7 +148,7 @@ return redis.call('EXISTS', KEYS[1])
 var forgetScript = redis.NewScript(`
 local p, name = ARGV[1], ARGV[2]
 local n = redis.call('HDEL', p .. 'cursors', name) + redis.call('HDEL', p .. 'lastid', name) +
-  redis.call('HDEL', p .. 'paused', name)
+  redis.call('HDEL', p .. 'paused', name) + redis.call('HDEL', p .. 'resumed', name)
 local want = name .. ':'
 for _, field in ipairs(redis.call('HKEYS', p .. 'stats')) do
   local i = string.len(field)
@@ -161,14 +161,22 @@ return n + redis.call('DEL', index)
 `)
 
 // resumeScript ends a pause and records when, in one step, so that a
-// reader never sees a schedule unpaused without its resume time.
+// reader never sees a schedule unpaused without its resume time, and keeps
+// the pause's window, so that a leader that reaches the slots due in it
+// only after the resume records them paused rather than running them.
 //
-//	KEYS[1] paused hash, KEYS[2] stats
+//	KEYS[1] paused hash, KEYS[2] stats, KEYS[3] resumed hash
 //	ARGV[1] name, ARGV[2] unix ms
 //	returns 1 if the schedule was paused.
 var resumeScript = redis.NewScript(`
-if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then return 0 end
+local pause = redis.call('HGET', KEYS[1], ARGV[1])
+if not pause then return 0 end
+redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('HSET', KEYS[2], ARGV[1] .. ':last_resume', ARGV[2])
+local ok, p = pcall(cjson.decode, pause)
+if ok and type(p) == 'table' and tonumber(p['at']) then
+  redis.call('HSET', KEYS[3], ARGV[1], tostring(p['at']) .. ' ' .. ARGV[2])
+end
 return 1
 `)
 

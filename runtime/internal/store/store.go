@@ -376,8 +376,36 @@ func (s *Store) SetPause(ctx context.Context, name string, p Pause) error {
 // ClearPause resumes a schedule and notes when, so that slots paused before
 // it are never reported late. It reports whether the schedule was paused.
 func (s *Store) ClearPause(ctx context.Context, name string, at int64) (bool, error) {
-	n, err := resumeScript.Run(ctx, s.rdb, []string{s.Keys.Paused, s.Keys.Stats}, name, at).Int()
+	n, err := resumeScript.Run(ctx, s.rdb, []string{s.Keys.Paused, s.Keys.Stats, s.Keys.Resumed}, name, at).Int()
 	return n == 1, err
+}
+
+// PauseWindow is a schedule's last pause, from its start to its resume
+// (unix ms); zero when it was never paused and resumed.
+type PauseWindow struct{ From, To int64 }
+
+// PauseWindows returns the last pause window of names, in chunks.
+func (s *Store) PauseWindows(ctx context.Context, names []string) ([]PauseWindow, error) {
+	out := make([]PauseWindow, len(names))
+	for start := 0; start < len(names); start += Chunk {
+		vals, err := s.rdb.HMGet(ctx, s.Keys.Resumed, names[start:min(start+Chunk, len(names))]...).Result()
+		if err != nil {
+			return nil, err
+		}
+		for i, v := range vals {
+			str, _ := v.(string)
+			from, to, ok := strings.Cut(str, " ")
+			if !ok {
+				continue
+			}
+			f, err1 := strconv.ParseInt(from, 10, 64)
+			t, err2 := strconv.ParseInt(to, 10, 64)
+			if err1 == nil && err2 == nil {
+				out[start+i] = PauseWindow{From: f, To: t}
+			}
+		}
+	}
+	return out, nil
 }
 
 // Pauses returns the pauses of names (nil where not paused), in chunks.
