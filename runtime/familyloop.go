@@ -283,6 +283,12 @@ func (r *Runtime) dispatchBucket(ctx context.Context, st *familyState, b *famBuc
 		return false, err
 	}
 	famPaused := pauses[0] != nil
+	// The family's past pauses hold for members whose slots in them a
+	// leader reaches only after the resume, as a schedule's do.
+	famWindows, err := r.store.PauseWindows(ctx, []string{fam.Name})
+	if err != nil {
+		return false, err
+	}
 	var firstErr error
 	after, members := "", 0
 	for {
@@ -292,7 +298,7 @@ func (r *Runtime) dispatchBucket(ctx context.Context, st *familyState, b *famBuc
 		}
 		members += len(keys)
 		last := len(keys) < familyPage
-		plans, prior, err := r.planMembers(ctx, b, keys, famPaused, st.lostFloor, now)
+		plans, prior, err := r.planMembers(ctx, b, keys, famPaused, famWindows[0], st.lostFloor, now)
 		if err != nil {
 			return false, err
 		}
@@ -331,9 +337,10 @@ func cmp2(a, b error) error {
 	return b
 }
 
-// planMembers plans the slots due at now of the members keys of bucket b.
-// prior holds each plan's member's last enqueued slot before it.
-func (r *Runtime) planMembers(ctx context.Context, b *famBucket, keys []string, famPaused bool, floor, now time.Time) ([]*slotPlan, []int64, error) {
+// planMembers plans the slots due at now of the members keys of bucket b,
+// famWindows being the family's past pauses. prior holds each plan's
+// member's last enqueued slot before it.
+func (r *Runtime) planMembers(ctx context.Context, b *famBucket, keys []string, famPaused bool, famWindows []store.PauseWindow, floor, now time.Time) ([]*slotPlan, []int64, error) {
 	if len(keys) == 0 {
 		return nil, nil, nil
 	}
@@ -364,6 +371,9 @@ func (r *Runtime) planMembers(ctx context.Context, b *famBucket, keys []string, 
 		}
 		if ms[i].Paused || famPaused {
 			p.pause(now, grace)
+		}
+		for _, w := range famWindows {
+			p.pausedBetween(time.UnixMilli(w.From), time.UnixMilli(w.To), now)
 		}
 		plans = append(plans, p)
 		prior = append(prior, cursors[i].LastEnqueued)

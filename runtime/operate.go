@@ -36,7 +36,8 @@ type Pause struct {
 // Pause pauses a schedule until Resume, on every replica: whichever replica
 // leads records the slots that come due meanwhile as paused and runs none
 // of them. The pause is stored in Redis, so it survives restarts and leader
-// changes. Pausing a paused schedule replaces its reason.
+// changes. Pausing a paused schedule replaces its reason and actor; it
+// stays paused since the first pause.
 func (r *Runtime) Pause(ctx context.Context, name, reason string) error {
 	if _, ok := r.reg.Lookup(name); !ok {
 		return fmt.Errorf("%w %q", ErrUnknownSchedule, name)

@@ -175,7 +175,9 @@ func (p *slotPlan) pausedBetween(from, to, now time.Time) {
 }
 
 // failedAt cuts the plan at its k-th slot, whose enqueue failed: the cursor
-// stays just before it, so the next pass tries it again.
+// stays just before it, so the next pass tries it again. Slots recorded
+// paused after the cursor (pausedBetween) are dropped from the records,
+// since the next pass records them again.
 func (p *slotPlan) failedAt(k int, err error) {
 	p.err = err
 	if k == 0 {
@@ -184,6 +186,7 @@ func (p *slotPlan) failedAt(k int, err error) {
 		p.cursor = p.enqueue[k-1]
 	}
 	p.enqueue = p.enqueue[:k]
+	p.done = slices.DeleteFunc(p.done, func(rec store.Rec) bool { return rec.Slot > p.cursor.Unix() })
 }
 
 // lastID is the newest occurrence this plan enqueued, for overlap=skip's

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/registry"
+	"github.com/belfry/belfry/runtime/internal/store"
 )
 
 // The planner's decisions, without Redis or real time.
@@ -419,5 +420,25 @@ func TestSlotsDueDuringAPauseThatEndedAreRecordedPaused(t *testing.T) {
 	c := p.commit(now)
 	if c.Counts[string(OutcomePaused)] != 2 || !p.cursor.Equal(utc("2026-11-29T03:00:40Z")) {
 		t.Errorf("counts %v, cursor %s; want 2 paused and the cursor on the newest slot", c.Counts, p.cursor.UTC())
+	}
+}
+
+// An enqueue that fails before a pause window leaves the cursor before the
+// window: the slots in it are recorded paused by the pass that passes
+// them, once, not also by the failed one.
+func TestAFailedEnqueueBeforeAPauseWindowRecordsItsSlotsOnce(t *testing.T) {
+	s := sched(t, "*/10 * * * * *", "", registry.MisfireSkip)
+	cursor, now := utc("2026-11-29T03:00:00Z"), utc("2026-11-29T03:00:45Z")
+	for k, wantCursor := range []string{"2026-11-29T03:00:09Z", "2026-11-29T03:00:10Z"} {
+		p := planSlots(registry.Scope{Schedule: s.Name}, s, s.Next(cursor), cursor, now, time.Minute) // due 10..40
+		p.pausedBetween(utc("2026-11-29T03:00:15Z"), utc("2026-11-29T03:00:30Z"), now)
+		if k == 1 {
+			p.done = append(p.done, store.Rec{Slot: p.enqueue[0].Unix(), Outcome: string(OutcomeEnqueued)})
+		}
+		p.failedAt(k, errTest)
+		c := p.commit(now)
+		if c.Counts[string(OutcomePaused)] != 0 || !p.cursor.Equal(utc(wantCursor)) {
+			t.Errorf("enqueue %d failed: counts %v, cursor %s; want none paused yet and the cursor at %s", k, c.Counts, p.cursor.UTC(), wantCursor)
+		}
 	}
 }

@@ -191,17 +191,63 @@ func TestPauseHoldsAcrossTakeoverAndResumeDoesNotBackfill(t *testing.T) {
 // pause would have; the slots after the resume run.
 func TestSlotsDueDuringAPauseNoLeaderSawAreNotRunAfterTheResume(t *testing.T) {
 	t.Parallel()
+	pauseWhileNoneLeads(t, pauseCase{pauses: 1})
+}
+
+// Two pauses, each resumed, while no replica leads: the slots of both are
+// recorded paused, not only those of the last one.
+func TestSlotsDueDuringTwoPausesNoLeaderSawAreNotRun(t *testing.T) {
+	t.Parallel()
+	pauseWhileNoneLeads(t, pauseCase{pauses: 2})
+}
+
+// A pause whose reason changes (the schedule paused again) while no
+// replica leads still counts from its start: the slots before the second
+// pause stay paused too, and the pause shows when it began.
+func TestAPausePausedAgainCountsFromItsStart(t *testing.T) {
+	t.Parallel()
+	pauseWhileNoneLeads(t, pauseCase{pauses: 1, repause: true})
+}
+
+// A family paused and resumed while no replica leads: its members' slots
+// due during the pause are not run either.
+func TestAFamilysSlotsDueDuringAPauseNoLeaderSawAreNotRun(t *testing.T) {
+	t.Parallel()
+	pauseWhileNoneLeads(t, pauseCase{pauses: 1, family: true})
+}
+
+// pauseCase is how pauseWhileNoneLeads pauses: how many times, whether
+// it pauses again midway, and whether tick is a family (of one member).
+type pauseCase struct {
+	pauses          int
+	repause, family bool
+}
+
+// pauseWhileNoneLeads pauses and resumes the schedule tick `pauses` times,
+// a few slots apart (pausing it again midway when repause), while no
+// replica leads, then starts a leader and checks that no slot due during a
+// pause ran and that they are recorded.
+func pauseWhileNoneLeads(t *testing.T, c pauseCase) {
 	ctx := context.Background()
 	rdb := sharedRedis(t)
 	ns, queue := uniq("ns"), uniq("q")
 	exec := newExecutions()
-	reg := registry.MustNew(registry.Schedule{Name: "tick", Expr: "* * * * * *", Queue: queue, Handler: exec.handler})
+	s := registry.Schedule{Name: "tick", Expr: "* * * * * *", Queue: queue, Handler: exec.handler}
+	if c.family {
+		s.Per = "tenant"
+	}
+	reg := registry.MustNew(s)
 	opts := runtime.Options{Redis: rdb, Namespace: ns, LeaseTTL: time.Second, Grace: time.Minute, Logger: testLogger(t)}
 	first, err := runtime.New(reg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	startWorker(t, rdb, queue, func(mux *asynq.ServeMux) { first.RegisterHandlers(mux) })
+	if c.family {
+		if err := first.SetMembers(ctx, "tick", []runtime.Member{{Key: "acme"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { first.Run(runCtx); close(done) }()
@@ -209,15 +255,39 @@ func TestSlotsDueDuringAPauseNoLeaderSawAreNotRunAfterTheResume(t *testing.T) {
 	stop()
 	<-done
 
-	if err := first.Pause(ctx, "tick", "maintenance"); err != nil {
-		t.Fatal(err)
+	var windows [][2]time.Time
+	for i := range c.pauses {
+		if i > 0 {
+			resumed := windows[i-1][1]
+			waitFor(t, 10*time.Second, "slots to come due between the pauses", func() bool { return time.Since(resumed) > 2*time.Second })
+		}
+		if err := first.Pause(ctx, "tick", "maintenance"); err != nil {
+			t.Fatal(err)
+		}
+		pausedAt := time.Now()
+		if c.repause {
+			waitFor(t, 10*time.Second, "two slots to come due while paused", func() bool { return time.Since(pausedAt) > 2*time.Second })
+			before, err := first.Paused(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := first.Pause(ctx, "tick", "maintenance, longer"); err != nil {
+				t.Fatal(err)
+			}
+			after, err := first.Paused(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p := after["tick"]; !p.At.Equal(before["tick"].At) || p.Reason != "maintenance, longer" {
+				t.Errorf("paused again: %+v, want the new reason and the first pause's time %s", p, before["tick"].At)
+			}
+		}
+		waitFor(t, 10*time.Second, "three slots to come due while paused", func() bool { return time.Since(pausedAt) > 3*time.Second })
+		if err := first.Resume(ctx, "tick"); err != nil {
+			t.Fatal(err)
+		}
+		windows = append(windows, [2]time.Time{pausedAt, time.Now()})
 	}
-	pausedAt := time.Now()
-	waitFor(t, 10*time.Second, "three slots to come due while paused", func() bool { return time.Since(pausedAt) > 3*time.Second })
-	if err := first.Resume(ctx, "tick"); err != nil {
-		t.Fatal(err)
-	}
-	resumedAt := time.Now()
 	first.Close()
 
 	second, err := runtime.New(reg, opts)
@@ -225,6 +295,7 @@ func TestSlotsDueDuringAPauseNoLeaderSawAreNotRunAfterTheResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	runUntilTheEnd(t, second)
+	resumedAt := windows[len(windows)-1][1]
 	waitFor(t, 10*time.Second, "runs after the resume", func() bool {
 		for slot := range exec.slots("tick") {
 			if time.Unix(slot, 0).After(resumedAt.Add(time.Second)) {
@@ -234,8 +305,10 @@ func TestSlotsDueDuringAPauseNoLeaderSawAreNotRunAfterTheResume(t *testing.T) {
 		return false
 	})
 	for slot := range exec.slots("tick") {
-		if at := time.Unix(slot, 0); !at.Before(pausedAt.Add(time.Second)) && at.Before(resumedAt) {
-			t.Errorf("slot %s ran although it came due while paused", at.UTC())
+		for _, w := range windows {
+			if at := time.Unix(slot, 0); !at.Before(w[0].Add(time.Second)) && at.Before(w[1]) {
+				t.Errorf("slot %s ran although it came due while paused", at.UTC())
+			}
 		}
 	}
 	waitFor(t, 10*time.Second, "the paused slots' records", func() bool {
@@ -246,7 +319,7 @@ func TestSlotsDueDuringAPauseNoLeaderSawAreNotRunAfterTheResume(t *testing.T) {
 				paused++
 			}
 		}
-		return paused >= 3
+		return paused >= 3*c.pauses
 	})
 }
 

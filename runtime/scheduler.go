@@ -276,10 +276,11 @@ func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) 
 		return err
 	}
 	for i, p := range pauses {
-		switch w := windows[i]; {
-		case p != nil:
+		if p != nil {
 			plans[i].pause(now, r.Grace(plans[i].sched))
-		case w.To > 0:
+			continue
+		}
+		for _, w := range windows[i] {
 			plans[i].pausedBetween(time.UnixMilli(w.From), time.UnixMilli(w.To), now)
 		}
 	}

@@ -160,13 +160,34 @@ for _, id in ipairs(redis.call('ZRANGE', index, 0, -1)) do n = n + redis.call('D
 return n + redis.call('DEL', index)
 `)
 
+// pauseScript pauses a schedule with ARGV[2], a JSON Pause, and keeps the
+// start ("at", its last field) of a pause already in place: pausing again
+// to change the reason does not move the start of the window resumeScript
+// keeps, so the slots due before the second pause stay paused.
+//
+//	KEYS[1] paused hash
+//	ARGV[1] name, ARGV[2] JSON Pause
+var pauseScript = redis.NewScript(`
+local old = redis.call('HGET', KEYS[1], ARGV[1])
+local at = old and string.match(old, '"at":(%d+)}$')
+local pause = ARGV[2]
+if at then pause = string.gsub(pause, '"at":%d+}$', '"at":' .. at .. '}') end
+return redis.call('HSET', KEYS[1], ARGV[1], pause)
+`)
+
 // resumeScript ends a pause and records when, in one step, so that a
 // reader never sees a schedule unpaused without its resume time, and keeps
 // the pause's window, so that a leader that reaches the slots due in it
-// only after the resume records them paused rather than running them.
+// only after the resume records them paused rather than running them. It
+// keeps every window the schedule's cursor has not yet passed (a schedule
+// paused and resumed twice while no replica led has two), at most
+// MaxPauseWindows of the newest. A window ends at Redis's time, not the
+// resuming replica's: any replica may resume, however far its clock is
+// off, and a window ending in the future would have the leader record
+// slots due after the resume paused and never run them.
 //
-//	KEYS[1] paused hash, KEYS[2] stats, KEYS[3] resumed hash
-//	ARGV[1] name, ARGV[2] unix ms
+//	KEYS[1] paused hash, KEYS[2] stats, KEYS[3] resumed hash, KEYS[4] cursors
+//	ARGV[1] name, ARGV[2] unix ms, ARGV[3] MaxPauseWindows
 //	returns 1 if the schedule was paused.
 var resumeScript = redis.NewScript(`
 local pause = redis.call('HGET', KEYS[1], ARGV[1])
@@ -175,7 +196,16 @@ redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('HSET', KEYS[2], ARGV[1] .. ':last_resume', ARGV[2])
 local ok, p = pcall(cjson.decode, pause)
 if ok and type(p) == 'table' and tonumber(p['at']) then
-  redis.call('HSET', KEYS[3], ARGV[1], tostring(p['at']) .. ' ' .. ARGV[2])
+  local passed = (tonumber(redis.call('HGET', KEYS[4], ARGV[1])) or 0) * 1000
+  local keep, nums = {}, {}
+  for n in string.gmatch(redis.call('HGET', KEYS[3], ARGV[1]) or '', '%S+') do nums[#nums + 1] = n end
+  for i = 1, #nums - 1, 2 do
+    if (tonumber(nums[i + 1]) or 0) > passed then keep[#keep + 1] = nums[i] .. ' ' .. nums[i + 1] end
+  end
+  local t = redis.call('TIME')
+  keep[#keep + 1] = string.format('%d', tonumber(p['at'])) .. ' ' .. string.format('%d', t[1] * 1000 + math.floor(t[2] / 1000))
+  while #keep > tonumber(ARGV[3]) do table.remove(keep, 1) end
+  redis.call('HSET', KEYS[3], ARGV[1], table.concat(keep, ' '))
 end
 return 1
 `)

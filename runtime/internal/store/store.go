@@ -364,29 +364,36 @@ type Pause struct {
 	At     int64  `json:"at"` // unix ms
 }
 
-// SetPause pauses a schedule, replacing an earlier pause's reason.
+// SetPause pauses a schedule, replacing an earlier pause's reason and
+// actor; a pause already in place keeps its start.
 func (s *Store) SetPause(ctx context.Context, name string, p Pause) error {
 	b, err := json.Marshal(p)
 	if err != nil {
 		return err
 	}
-	return s.rdb.HSet(ctx, s.Keys.Paused, name, b).Err()
+	return pauseScript.Run(ctx, s.rdb, []string{s.Keys.Paused}, name, b).Err()
 }
 
 // ClearPause resumes a schedule and notes when, so that slots paused before
 // it are never reported late. It reports whether the schedule was paused.
 func (s *Store) ClearPause(ctx context.Context, name string, at int64) (bool, error) {
-	n, err := resumeScript.Run(ctx, s.rdb, []string{s.Keys.Paused, s.Keys.Stats, s.Keys.Resumed}, name, at).Int()
+	n, err := resumeScript.Run(ctx, s.rdb, []string{s.Keys.Paused, s.Keys.Stats, s.Keys.Resumed, s.Keys.Cursors},
+		name, at, MaxPauseWindows).Int()
 	return n == 1, err
 }
 
-// PauseWindow is a schedule's last pause, from its start to its resume
-// (unix ms); zero when it was never paused and resumed.
+// MaxPauseWindows bounds the pause windows kept per schedule that its
+// cursor has not passed yet.
+const MaxPauseWindows = 16
+
+// PauseWindow is one of a schedule's past pauses, from its start to its
+// resume (unix ms).
 type PauseWindow struct{ From, To int64 }
 
-// PauseWindows returns the last pause window of names, in chunks.
-func (s *Store) PauseWindows(ctx context.Context, names []string) ([]PauseWindow, error) {
-	out := make([]PauseWindow, len(names))
+// PauseWindows returns, for each of names, its past pauses that its cursor
+// had not passed when it was last resumed, oldest first; in chunks.
+func (s *Store) PauseWindows(ctx context.Context, names []string) ([][]PauseWindow, error) {
+	out := make([][]PauseWindow, len(names))
 	for start := 0; start < len(names); start += Chunk {
 		vals, err := s.rdb.HMGet(ctx, s.Keys.Resumed, names[start:min(start+Chunk, len(names))]...).Result()
 		if err != nil {
@@ -394,14 +401,13 @@ func (s *Store) PauseWindows(ctx context.Context, names []string) ([]PauseWindow
 		}
 		for i, v := range vals {
 			str, _ := v.(string)
-			from, to, ok := strings.Cut(str, " ")
-			if !ok {
-				continue
-			}
-			f, err1 := strconv.ParseInt(from, 10, 64)
-			t, err2 := strconv.ParseInt(to, 10, 64)
-			if err1 == nil && err2 == nil {
-				out[start+i] = PauseWindow{From: f, To: t}
+			nums := strings.Fields(str)
+			for j := 0; j+1 < len(nums); j += 2 {
+				f, err1 := strconv.ParseInt(nums[j], 10, 64)
+				t, err2 := strconv.ParseInt(nums[j+1], 10, 64)
+				if err1 == nil && err2 == nil {
+					out[start+i] = append(out[start+i], PauseWindow{From: f, To: t})
+				}
 			}
 		}
 	}
