@@ -278,17 +278,13 @@ func (r *Runtime) dispatchBuckets(ctx context.Context, st *familyState, now time
 // had no member left.
 func (r *Runtime) dispatchBucket(ctx context.Context, st *familyState, b *famBucket, now time.Time) (empty bool, err error) {
 	fam, leaseValue := b.fam, st.value
-	pauses, err := r.store.Pauses(ctx, []string{fam.Name})
+	// The family's past pauses hold for members whose slots in them a
+	// leader reaches only after the resume, as a schedule's do.
+	pauses, famWindows, err := r.store.PauseStates(ctx, []string{fam.Name})
 	if err != nil {
 		return false, err
 	}
 	famPaused := pauses[0] != nil
-	// The family's past pauses hold for members whose slots in them a
-	// leader reaches only after the resume, as a schedule's do.
-	famWindows, err := r.store.PauseWindows(ctx, []string{fam.Name})
-	if err != nil {
-		return false, err
-	}
 	var firstErr error
 	after, members := "", 0
 	for {

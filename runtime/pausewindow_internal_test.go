@@ -32,7 +32,7 @@ func TestAPauseWindowEndsWhenRedisSawTheResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	resumed := time.Now()
-	windows, err := r.store.PauseWindows(ctx, []string{"tick"})
+	_, windows, err := r.store.PauseStates(ctx, []string{"tick"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -267,11 +267,7 @@ func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) 
 	}
 	// Pauses are read when slots come due, so a pause set on any replica
 	// holds from the next slot on, whoever leads.
-	pauses, err := r.store.Pauses(ctx, names)
-	if err != nil {
-		return err
-	}
-	windows, err := r.store.PauseWindows(ctx, names)
+	pauses, windows, err := r.store.PauseStates(ctx, names)
 	if err != nil {
 		return err
 	}

@@ -390,48 +390,82 @@ const MaxPauseWindows = 16
 // resume (unix ms).
 type PauseWindow struct{ From, To int64 }
 
-// PauseWindows returns, for each of names, its past pauses that its cursor
-// had not passed when it was last resumed, oldest first; in chunks.
-func (s *Store) PauseWindows(ctx context.Context, names []string) ([][]PauseWindow, error) {
-	out := make([][]PauseWindow, len(names))
-	for start := 0; start < len(names); start += Chunk {
-		vals, err := s.rdb.HMGet(ctx, s.Keys.Resumed, names[start:min(start+Chunk, len(names))]...).Result()
-		if err != nil {
-			return nil, err
-		}
-		for i, v := range vals {
-			str, _ := v.(string)
-			nums := strings.Fields(str)
-			for j := 0; j+1 < len(nums); j += 2 {
-				f, err1 := strconv.ParseInt(nums[j], 10, 64)
-				t, err2 := strconv.ParseInt(nums[j+1], 10, 64)
-				if err1 == nil && err2 == nil {
-					out[start+i] = append(out[start+i], PauseWindow{From: f, To: t})
-				}
-			}
-		}
+// PauseStates returns, for each of names, its pause (nil when not paused)
+// and the windows of its past pauses that a leader may not have passed: the
+// two hashes' fields in chunks, all in one pipeline, so a dispatch of
+// thousands of schedules pays one round trip for them, not one per chunk.
+func (s *Store) PauseStates(ctx context.Context, names []string) ([]*Pause, [][]PauseWindow, error) {
+	pauses, windows, err := s.hmgetChunks(ctx, names, s.Keys.Paused, s.Keys.Resumed)
+	if err != nil {
+		return nil, nil, err
 	}
-	return out, nil
+	return parsePauses(pauses), parseWindows(windows), nil
 }
 
-// Pauses returns the pauses of names (nil where not paused), in chunks.
+// Pauses returns the pauses of names (nil where not paused).
 func (s *Store) Pauses(ctx context.Context, names []string) ([]*Pause, error) {
-	out := make([]*Pause, len(names))
+	vals, _, err := s.hmgetChunks(ctx, names, s.Keys.Paused, "")
+	if err != nil {
+		return nil, err
+	}
+	return parsePauses(vals), nil
+}
+
+// hmgetChunks reads the fields names of hash a (and of hash b unless it is
+// "") in chunks of Chunk, in one pipeline.
+func (s *Store) hmgetChunks(ctx context.Context, names []string, a, b string) (av, bv []any, err error) {
+	pipe := s.rdb.Pipeline()
+	var ac, bc []*redis.SliceCmd
 	for start := 0; start < len(names); start += Chunk {
-		vals, err := s.rdb.HMGet(ctx, s.Keys.Paused, names[start:min(start+Chunk, len(names))]...).Result()
-		if err != nil {
-			return nil, err
+		chunk := names[start:min(start+Chunk, len(names))]
+		ac = append(ac, pipe.HMGet(ctx, a, chunk...))
+		if b != "" {
+			bc = append(bc, pipe.HMGet(ctx, b, chunk...))
 		}
-		for i, v := range vals {
-			if str, ok := v.(string); ok {
-				var p Pause
-				if json.Unmarshal([]byte(str), &p) == nil {
-					out[start+i] = &p
-				}
+	}
+	if len(ac) == 0 {
+		return nil, nil, nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, nil, err
+	}
+	for _, c := range ac {
+		av = append(av, c.Val()...)
+	}
+	for _, c := range bc {
+		bv = append(bv, c.Val()...)
+	}
+	return av, bv, nil
+}
+
+func parsePauses(vals []any) []*Pause {
+	out := make([]*Pause, len(vals))
+	for i, v := range vals {
+		if str, ok := v.(string); ok {
+			var p Pause
+			if json.Unmarshal([]byte(str), &p) == nil {
+				out[i] = &p
 			}
 		}
 	}
-	return out, nil
+	return out
+}
+
+// parseWindows reads "<from> <to> <from> <to> ..." (unix ms) per field.
+func parseWindows(vals []any) [][]PauseWindow {
+	out := make([][]PauseWindow, len(vals))
+	for i, v := range vals {
+		str, _ := v.(string)
+		nums := strings.Fields(str)
+		for j := 0; j+1 < len(nums); j += 2 {
+			f, err1 := strconv.ParseInt(nums[j], 10, 64)
+			t, err2 := strconv.ParseInt(nums[j+1], 10, 64)
+			if err1 == nil && err2 == nil {
+				out[i] = append(out[i], PauseWindow{From: f, To: t})
+			}
+		}
+	}
+	return out
 }
 
 // Epoch returns the store's epoch, creating it with candidate if there is
