@@ -132,19 +132,29 @@ func TestEveryReplicaSlowDoesNotMakeTheLeaseFlap(t *testing.T) {
 	}
 }
 
-// A slow leader with nobody to hand over to keeps the lease.
+// A slow leader with nobody to hand over to keeps the lease: lateness
+// alone never makes it step down. (A renewal that itself outlasts
+// CallTimeout on a loaded machine is a different, legitimate loss; the
+// replica then takes the lease back at once, so the test asserts the
+// handover count and that the lone replica leads, not an unbroken token.)
 func TestASlowLeaderAloneKeepsTheLease(t *testing.T) {
 	t.Parallel()
 	c := newSlowCluster(t, 1)
-	before := c.token(t)
+	r := c.rts[0]
 	c.proxies[0].Delay(slowLatency)
 	waitFor(t, 30*time.Second, "enqueues to fall behind the bound", func() bool {
-		return c.rts[0].EnqueueLateness() > 2*time.Second
+		return r.EnqueueLateness() > 2*time.Second
 	})
 	late := time.Now()
-	waitFor(t, 20*time.Second, "several more late dispatches", func() bool { return time.Since(late) > 8*time.Second })
-	if n := c.token(t) - before; n != 0 || !c.rts[0].IsLeader() {
-		t.Errorf("a slow leader alone gave the lease up (%d new leases, leading %v)", n, c.rts[0].IsLeader())
+	waitFor(t, 20*time.Second, "several more late dispatches", func() bool {
+		if n := r.HandoversForLateness(); n != 0 {
+			t.Fatalf("a slow leader alone handed the lease over %d times for lateness", n)
+		}
+		return time.Since(late) > 8*time.Second
+	})
+	waitFor(t, 2*slowTTL, "the lone slow replica to lead", r.IsLeader)
+	if n := r.HandoversForLateness(); n != 0 {
+		t.Errorf("a slow leader alone handed the lease over %d times for lateness", n)
 	}
 	c.proxies[0].Pass()
 }
