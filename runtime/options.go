@@ -80,8 +80,11 @@ type Options struct {
 	// acknowledged within ReplicaAckTimeout counts as failed: an enqueue is
 	// tried again (its task ID makes that safe; one whose task a failover
 	// lost meanwhile is recorded lost, not run again), a renewal makes the
-	// holder step down. Each write then costs a round trip to a replica more, and
-	// scheduling stops while fewer replicas answer. See the README.
+	// holder step down. The operator's writes (Pause, Resume, member
+	// changes, manual runs) wait too, and return ErrNotAcked when too few
+	// replicas answer: Redis ran them, but a failover may undo them. Each
+	// write then costs a round trip to a replica more, and scheduling stops
+	// while fewer replicas answer. See the README.
 	ReplicaAcks int
 	// ReplicaAckTimeout bounds each wait for ReplicaAcks; default 1s (or
 	// LeaseTTL/5 if that is shorter), and below LeaseTTL/3, a lease call's

@@ -511,9 +511,24 @@ func (r *Runtime) backfill(ctx context.Context, s *registry.Schedule, sc registr
 // actor; a double submit (its ID already enqueued) does neither again.
 func (r *Runtime) enqueueManual(ctx context.Context, s *registry.Schedule, occ registry.Occurrence) error {
 	inserted, err := r.enqueue(ctx, s, occ, manualRetention)
-	if err != nil || !inserted {
+	if err != nil {
 		return err
 	}
+	if inserted {
+		r.recordManual(ctx, s, occ)
+	}
+	// With ReplicaAcks the operator hears "done" only once a failover can
+	// no longer lose the task (or its record); a repeat with the same
+	// request key, which finds the task already there, waits for the same
+	// acknowledgement.
+	if err := r.store.Acknowledged(ctx); err != nil {
+		return fmt.Errorf("manual occurrence %s: %w", occ.ID, err)
+	}
+	return nil
+}
+
+// recordManual writes a manual occurrence's record once its task is in.
+func (r *Runtime) recordManual(ctx context.Context, s *registry.Schedule, occ registry.Occurrence) {
 	at := r.clock.Now().UnixMilli()
 	rec := store.Rec{ID: occ.ID, Slot: occ.Slot.Unix(), Manual: true, At: at, Outcome: string(OutcomeEnqueued),
 		Score: at, Actor: ActorFrom(ctx), Member: occ.Member}
@@ -525,5 +540,4 @@ func (r *Runtime) enqueueManual(ctx context.Context, s *registry.Schedule, occ r
 		Counts: map[string]int64{counterManual: 1, counterLastEnqueue: at}}); err != nil {
 		r.log.Warn("manual occurrence enqueued but not recorded in history", "id", occ.ID, "err", err)
 	}
-	return nil
 }

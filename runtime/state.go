@@ -1,6 +1,10 @@
 package runtime
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/belfry/belfry/runtime/internal/pipeline"
+)
 
 // Outcome is what happened to one occurrence, as the ledger records it.
 type Outcome string
@@ -67,4 +71,10 @@ var (
 	// ErrScheduleInUse: Forget was asked to remove a schedule the registry
 	// still declares.
 	ErrScheduleInUse = errors.New("schedule is still in the registry")
+	// ErrNotAcked: with Options.ReplicaAcks, Redis ran the write (a pause,
+	// a resume, a member's change, a manual run's enqueue) but too few
+	// replicas acknowledged it in time, so a failover may still undo it.
+	// Repeating the call is safe: a manual run with the same request key is
+	// enqueued once.
+	ErrNotAcked = pipeline.ErrNotAcked
 )

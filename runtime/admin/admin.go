@@ -207,6 +207,8 @@ func (a *admin) trigger(req *http.Request) (id string, status int, msg string) {
 		return "", http.StatusBadRequest, err.Error()
 	case errors.Is(err, runtime.ErrNoMember):
 		return "", http.StatusBadRequest, familyRefusal(req.PathValue("name"))
+	case errors.Is(err, runtime.ErrNotAcked):
+		return "", http.StatusServiceUnavailable, notAckedMessage
 	case err != nil:
 		a.r.Logger().Warn("manual trigger failed", "schedule", req.PathValue("name"), "err", err)
 		return "", http.StatusServiceUnavailable, "could not enqueue: Redis unreachable"
@@ -511,6 +513,11 @@ func decodeBody(w http.ResponseWriter, req *http.Request, v any) bool {
 	return true
 }
 
+// notAckedMessage answers a write Redis ran but its replicas did not
+// acknowledge in time (Options.ReplicaAcks).
+const notAckedMessage = "written, but too few Redis replicas acknowledged it in time, so a failover could still undo it: " +
+	"repeat the request (a repeat is safe)"
+
 // actionError maps a runtime error of a state-changing request to a status
 // and a message, logging the ones that are not the caller's fault.
 func (a *admin) actionError(req *http.Request, err error) (int, string) {
@@ -525,6 +532,8 @@ func (a *admin) actionError(req *http.Request, err error) (int, string) {
 		return http.StatusBadRequest, err.Error()
 	case errors.Is(err, runtime.ErrNoMember):
 		return http.StatusBadRequest, familyRefusal(name)
+	case errors.Is(err, runtime.ErrNotAcked):
+		return http.StatusServiceUnavailable, notAckedMessage
 	}
 	a.r.Logger().Warn("admin request failed", "path", req.URL.Path, "schedule", name, "err", err)
 	return http.StatusServiceUnavailable, "Redis unreachable"

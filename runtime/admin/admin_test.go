@@ -533,3 +533,31 @@ func TestAdminLimitsManualRunsPerSchedule(t *testing.T) {
 		t.Errorf("another schedule's trigger: %d, want 202", rec.Code)
 	}
 }
+
+// With ReplicaAcks, a write the replicas do not acknowledge is a 503 that
+// says so and that repeating is safe, not "Redis unreachable" and not a
+// success. The shared Redis has no replicas to acknowledge anything.
+func TestAdminSaysWhenReplicasDidNotAcknowledgeAWrite(t *testing.T) {
+	t.Parallel()
+	reg := registry.MustNew(registry.Schedule{Name: "nightly", Expr: "17 3 * * *", Handler: func(context.Context, registry.Occurrence) error { return nil }})
+	rt, err := runtime.New(reg, runtime.Options{Redis: sharedRedis(t), Namespace: redistest.Uniq("ns"),
+		ReplicaAcks: 1, ReplicaAckTimeout: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	h := admin.New(rt, admin.Options{})
+	for _, tt := range []struct{ path, body string }{
+		{"/api/schedules/nightly/pause", `{"reason":"x"}`},
+		{"/api/schedules/nightly/trigger", ``},
+	} {
+		req := httptest.NewRequest("POST", tt.path, strings.NewReader(tt.body))
+		req.Host = "localhost"
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "replicas acknowledged") {
+			t.Errorf("POST %s unacknowledged: %d %s, want 503 naming the replicas", tt.path, rec.Code, rec.Body)
+		}
+	}
+}

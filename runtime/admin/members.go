@@ -96,6 +96,8 @@ func (a *admin) memberError(req *http.Request, err error) (int, string) {
 		return http.StatusBadRequest, err.Error()
 	case errors.Is(err, runtime.ErrDisabled):
 		return http.StatusServiceUnavailable, "the scheduler is disabled: " + a.r.Disabled()
+	case errors.Is(err, runtime.ErrNotAcked):
+		return http.StatusServiceUnavailable, notAckedMessage
 	}
 	a.r.Logger().Warn("admin member request failed", "path", req.URL.Path, "schedule", name, "member", member, "err", err)
 	return http.StatusServiceUnavailable, "Redis unreachable"

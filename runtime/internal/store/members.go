@@ -195,7 +195,7 @@ func (s *Store) SetMembers(ctx context.Context, family string, now int64, replac
 			}
 			args = append(args, m.Key, paused, m.Zone, m.Expr, pause)
 		}
-		res, err := setMembersScript.Run(ctx, s.rdb, []string{s.Keys.FamilyVersion()}, args...).Int64Slice()
+		res, err := s.Acks.Run(ctx, s.rdb, setMembersScript, []string{s.Keys.FamilyVersion()}, args...).Int64Slice()
 		if err != nil {
 			return created, err
 		}
@@ -208,7 +208,7 @@ func (s *Store) SetMembers(ctx context.Context, family string, now int64, replac
 
 // DeleteMember removes a member and reports whether it existed.
 func (s *Store) DeleteMember(ctx context.Context, family, key string) (bool, error) {
-	n, err := deleteMemberScript.Run(ctx, s.rdb, []string{s.Keys.FamilyVersion()}, s.Keys.Family(family).Prefix, key).Int()
+	n, err := s.Acks.Run(ctx, s.rdb, deleteMemberScript, []string{s.Keys.FamilyVersion()}, s.Keys.Family(family).Prefix, key).Int()
 	return n == 1, err
 }
 

@@ -371,16 +371,32 @@ func (s *Store) SetPause(ctx context.Context, name string, p Pause) error {
 	if err != nil {
 		return err
 	}
-	return pauseScript.Run(ctx, s.rdb, []string{s.Keys.Paused}, name, b).Err()
+	return s.Acks.Run(ctx, s.rdb, pauseScript, []string{s.Keys.Paused}, name, b).Err()
 }
 
 // ClearPause resumes a schedule and notes when, so that slots paused before
 // it are never reported late. It reports whether the schedule was paused.
 func (s *Store) ClearPause(ctx context.Context, name string, at int64) (bool, error) {
-	n, err := resumeScript.Run(ctx, s.rdb, []string{s.Keys.Paused, s.Keys.Stats, s.Keys.Resumed, s.Keys.Cursors},
+	n, err := s.Acks.Run(ctx, s.rdb, resumeScript, []string{s.Keys.Paused, s.Keys.Stats, s.Keys.Resumed, s.Keys.Cursors},
 		name, at, MaxPauseWindows).Int()
 	return n == 1, err
 }
+
+// Acknowledged returns once replicas acknowledge every write Redis ran
+// before it (Acks; at once when off), or ErrNotAcked: a write and a WAIT on
+// one connection, whose acknowledgement covers the earlier writes of every
+// connection, replication being in order. It is for the writes that go
+// through asynq's client (a manual run's enqueue), which cannot carry a
+// WAIT of their own.
+func (s *Store) Acknowledged(ctx context.Context) error {
+	if !s.Acks.On() {
+		return nil
+	}
+	return s.Acks.Run(ctx, s.rdb, ackBarrierScript, []string{s.Keys.Prefix + "acked"}, int64(ackBarrierLife/time.Millisecond)).Err()
+}
+
+// ackBarrierLife is how long the write Acknowledged makes stays.
+const ackBarrierLife = time.Minute
 
 // MaxPauseWindows bounds the pause windows kept per schedule that its
 // cursor has not passed yet.
