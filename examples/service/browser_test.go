@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -91,12 +92,22 @@ func must(t *testing.T, what string, err error) {
 	}
 }
 
-// textOf returns the text of the first node sel matches.
+// textOf returns the visible text of the first node sel matches, waiting
+// for one to exist. It reads the live page in one script: the page
+// replaces its rows on every refresh (500 ms here), and a node found by one
+// DevTools call and read by the next may have been replaced in between,
+// which reads as empty text.
 func textOf(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
-	text, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-	must(t, "read "+sel, err)
-	return strings.TrimSpace(text)
+	script := fmt.Sprintf(`(() => { const n = document.querySelector(%q); return n === null ? null : n.innerText })()`, sel)
+	var text *string
+	waitFor(t, 10*time.Second, "the page to show "+sel, func() bool {
+		var err error
+		text, err = chromedp.Run(ctx, chromedp.Evaluate[*string](script))
+		must(t, "read "+sel, err)
+		return text != nil
+	})
+	return strings.TrimSpace(*text)
 }
 
 // waitForRefresh waits until the page has refreshed itself: its "as of"
