@@ -592,7 +592,10 @@ func TestFamilyTakeoverMidSpike(t *testing.T) {
 	if k, _ := rdb.HLen(ctx, cursors).Result(); k >= n {
 		t.Logf("the leader had committed all %d members before it stopped: the takeover only proved nothing ran twice", k)
 	}
-	waitFor(t, 30*time.Second, "every member's spike slot and the next to run", func() bool {
+	// 12,000 runs through four workers: seconds here, but under -race on a
+	// loaded 2-core machine the workers run a few hundred a second, so the
+	// deadline only bounds a hang.
+	waitFor(t, 120*time.Second, "every member's spike slot and the next to run", func() bool {
 		for _, m := range []string{"t00000", "t02999", "t05999"} {
 			if len(c.runs.of(m)) < 2 {
 				return false
