@@ -286,13 +286,17 @@ func (a *admin) toAPI(st runtime.ScheduleState, missing []runtime.Missing) apiSc
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
+	setJSONHeaders(w)
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.Encode(v)
+}
+
+func setJSONHeaders(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 }
 
 func writeJSONError(w http.ResponseWriter, status int, msg string) {
@@ -316,7 +320,9 @@ func (a *admin) apiList(w http.ResponseWriter, req *http.Request) {
 		for _, st := range snap.Schedules {
 			out = append(out, a.withFamily(ctx, a.toAPI(st, snap.Missing)))
 		}
-		writeJSON(w, http.StatusOK, out)
+		setJSONHeaders(w)
+		w.WriteHeader(http.StatusOK)
+		writeIndentedArray(w, out)
 		return
 	}
 	q, err := parseListQuery(req.URL.Query())

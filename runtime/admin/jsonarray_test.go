@@ -1,0 +1,66 @@
+package admin
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// The parted, parallel array writes exactly what json.Encoder with the
+// admin's indentation writes for the whole slice, at every size around a
+// part's edge, so the unpaged list's bytes did not change.
+func TestWriteIndentedArrayMatchesTheEncoder(t *testing.T) {
+	t.Parallel()
+	type row struct {
+		Name   string            `json:"name"`
+		Next   *string           `json:"next_run"`
+		Counts map[string]int    `json:"counts,omitempty"`
+		Nested []map[string]bool `json:"nested"`
+	}
+	for _, n := range []int{0, 1, 2, 511, 512, 513, 1025, 3000} {
+		items := make([]any, n)
+		for i := range items {
+			next := fmt.Sprintf("2026-12-0%dT03:17:00+01:00", i%9+1)
+			r := row{Name: fmt.Sprintf("job-%06d <&>", i), Nested: []map[string]bool{{"x": i%2 == 0}}}
+			if i%3 == 0 {
+				r.Next, r.Counts = &next, map[string]int{"failed": i}
+			}
+			items[i] = r
+		}
+		var want, got bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(items); err != nil {
+			t.Fatal(err)
+		}
+		if err := writeIndentedArray(&got, items); err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != want.String() {
+			t.Errorf("%d items: the parted array differs from the encoder's\ngot  %.300q\nwant %.300q", n, got.String(), want.String())
+		}
+	}
+}
+
+// A value that does not marshal is an error, not a truncated array that
+// looks whole.
+func TestWriteIndentedArrayReportsAnUnmarshallableItem(t *testing.T) {
+	t.Parallel()
+	items := make([]any, 1500)
+	for i := range items {
+		items[i] = i
+	}
+	items[700] = func() {}
+	var got bytes.Buffer
+	err := writeIndentedArray(&got, items)
+	var unsupported *json.UnsupportedTypeError
+	if !errors.As(err, &unsupported) {
+		t.Errorf("error %v, want json's UnsupportedTypeError", err)
+	}
+	if strings.HasSuffix(got.String(), "]\n") {
+		t.Error("the array was closed as if whole")
+	}
+}
