@@ -313,10 +313,14 @@ func TestSentinelLostWritesWithoutReplicaAcksAreDetected(t *testing.T) {
 		t.Fatal(err)
 	}
 	var lost []runtime.LostWrites
-	waitFor(t, 30*time.Second, "the loss to be detected", func() bool {
-		lost, _ = next.LostWrites(ctx)
-		return len(lost) > 0
-	})
+	deadline := time.Now().Add(60 * time.Second) // under -race and load a re-dial through the sentinels is slow
+	for lost, _ = next.LostWrites(ctx); len(lost) == 0; lost, _ = next.LostWrites(ctx) {
+		if time.Now().After(deadline) {
+			state, err := next.RedisState()
+			t.Fatalf("the loss was not detected within 60s; the follower's Redis is %s (%v), scheduling %v", state, err, next.Scheduling())
+		}
+		time.Sleep(50 * time.Millisecond) // polls the detection; the deadline is the assertion
+	}
 	t.Logf("detected: %+v", lost[0])
 	primary.Start() // back as a replica of the new primary
 	if err := rig.s.WaitSynced(ctx); err != nil {
