@@ -294,6 +294,7 @@ func spikeLarge(addr string, n int) (spikeLargeResult, error) {
 	if err := watchSlowCalls(ctx, rdb); err != nil { // the spike's calls only
 		return res, err
 	}
+	watch := watchCost(ctx, rdb, "spike100k")
 	for count.Load() < int64(n) || time.Unix(0, lastCommit.Load()).Before(time.Unix(0, lastEnqueue.Load())) {
 		if time.Now().After(due.Add(60 * time.Second)) {
 			return res, fmt.Errorf("only %d of %d enqueued 60s after the slot", count.Load(), n)
@@ -301,6 +302,7 @@ func spikeLarge(addr string, n int) (spikeLargeResult, error) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	time.Sleep(200 * time.Millisecond) // a commit after the one seen
+	watch.done(ctx)
 	res.lastEnqueue = time.Unix(0, lastEnqueue.Load()).Sub(due)
 	res.commit = time.Unix(0, lastCommit.Load()).Sub(due)
 	if res.slow, err = slowCalls(ctx, rdb); err != nil {
