@@ -7,7 +7,20 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/runtime/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
+
+// markSetup returns a client and a fence its holder holds.
+func markSetup(t *testing.T) (context.Context, redis.UniversalClient, *Client, *Fence) {
+	t.Helper()
+	ctx := context.Background()
+	rdb := redistest.Shared(t)
+	lease := redistest.Uniq("lease")
+	if err := rdb.Set(ctx, lease, "r0|1", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, rdb, NewClient(rdb), &Fence{Key: lease, Value: "r0|1"}
+}
 
 // The marks of one transaction are written by one script, and each only if
 // its own call left its task key in Redis: a call that failed beside calls
@@ -15,12 +28,8 @@ import (
 // cover) marks nothing, whichever place it has in the transaction.
 func TestMarksOfOneTransactionAreEachWrittenOnlyWhereTheTaskExists(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	rdb := redistest.Shared(t)
-	c := NewClient(rdb)
-	lease, task, cursors, lastID := redistest.Uniq("lease"), redistest.Uniq("task"), redistest.Uniq("cursors"), redistest.Uniq("lastid")
-	rdb.Set(ctx, lease, "r0|1", time.Minute)
-	f := &Fence{Key: lease, Value: "r0|1"}
+	ctx, rdb, c, f := markSetup(t)
+	task, cursors, lastID := redistest.Uniq("task"), redistest.Uniq("cursors"), redistest.Uniq("lastid")
 	const insert = `if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('SET', KEYS[1], ARGV[1])
 return 1`
@@ -67,12 +76,8 @@ return 1`
 // alone, and a transaction whose tasks all exist writes each one.
 func TestMarksOfOneTransactionKeepTheLastOfAField(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	rdb := redistest.Shared(t)
-	c := NewClient(rdb)
-	lease, task, cursors, lastID := redistest.Uniq("lease"), redistest.Uniq("task"), redistest.Uniq("cursors"), redistest.Uniq("lastid")
-	rdb.Set(ctx, lease, "r0|1", time.Minute)
-	f := &Fence{Key: lease, Value: "r0|1"}
+	ctx, rdb, c, f := markSetup(t)
+	task, cursors, lastID := redistest.Uniq("task"), redistest.Uniq("cursors"), redistest.Uniq("lastid")
 	var calls []*pipelinedCall
 	for i := range 5 {
 		key := fmt.Sprintf("%s:%d", task, i)

@@ -26,10 +26,12 @@ const Chunk = 500
 const InitChunk = 100
 
 // CommitChunk bounds the schedules one commit script carries: each costs
-// Redis a dozen commands (cursor, last ID, record, index, counters), 15-30
-// µs on a busy machine, so 100 keep one script to 1.5-3 ms, under the 5 ms
-// that any one call may block Redis for.
-const CommitChunk = 100
+// Redis a record (HSET, EXPIRE, ZADD, and a ZCARD for its index) and its
+// part of the batch's reads and writes of the cursors and counters, 25-40
+// µs in the 100k spike on a busy machine, so 50 keep one script to 1.2-2
+// ms, well under the 5 ms that any one call may block Redis for; 100 went
+// past it when the machine was busy.
+const CommitChunk = 50
 
 // Store reads and writes one namespace's state.
 type Store struct {
