@@ -249,6 +249,8 @@ func (r *Runtime) loadLeaderState(ctx context.Context, value string) (*leaderSta
 // commit that follows. A crash between the two leaves the next holder
 // nothing to enqueue again.
 func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) (err error) {
+	var plans []*slotPlan
+	var names []string
 	// A dispatch that falls behind its slots, or fails, counts toward
 	// handing the lease over (handover.go).
 	earliest, enqueued := st.queue[0].slotTime(), time.Time{}
@@ -258,11 +260,9 @@ func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) 
 			err = herr
 		}
 	}()
-	var dues []due
-	var names []string
-	for len(st.queue) > 0 && !st.queue[0].slotTime().After(now) && len(dues) < dispatchBatch {
+	for len(st.queue) > 0 && !st.queue[0].slotTime().After(now) && len(plans) < dispatchBatch {
 		d := heap.Pop(&st.queue).(due)
-		dues = append(dues, d)
+		plans = append(plans, planSlots(r.scope(d.sched), d.sched, d.slotTime(), d.cursorTime(), now, r.Grace(d.sched)))
 		names = append(names, d.sched.Name)
 	}
 	// Pauses are read when slots come due, so a pause set on any replica
@@ -271,34 +271,19 @@ func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) 
 	if err != nil {
 		return err
 	}
-	// Each schedule is planned as the workers take the ones before it, and
-	// each worker works out the step and the next slot of the schedules it
-	// enqueued: at 100,000 due at once, planning the batch before its first
-	// enqueue, and the rest after its last, left Redis idle between
-	// batches.
-	plans := make([]*slotPlan, len(dues))
-	commits := make([]store.Commit, len(dues))
-	nexts := make([]due, len(dues))
-	again := make([]bool, len(dues))
-	r.enqueueEach(ctx, st.value, len(dues), func(i int) *slotPlan {
-		d := dues[i]
-		p := planSlots(r.scope(d.sched), d.sched, d.slotTime(), d.cursorTime(), now, r.Grace(d.sched))
-		if pauses[i] != nil {
-			p.pause(now, r.Grace(p.sched))
-		} else {
-			for _, w := range windows[i] {
-				p.pausedBetween(time.UnixMilli(w.From), time.UnixMilli(w.To), now)
-			}
+	for i, p := range pauses {
+		if p != nil {
+			plans[i].pause(now, r.Grace(plans[i].sched))
+			continue
 		}
-		plans[i] = p
-		return p
-	}, func(i int, p *slotPlan) {
-		commits[i] = p.commit(now)
-		nexts[i], again[i] = dueAt(p.sched, p.cursor)
-	})
+		for _, w := range windows[i] {
+			plans[i].pausedBetween(time.UnixMilli(w.From), time.UnixMilli(w.To), now)
+		}
+	}
+	r.enqueueAll(ctx, st.value, plans)
 	enqueued = r.clock.Now()
 	var firstErr error
-	for i, p := range plans {
+	for _, p := range plans {
 		if errors.Is(p.err, store.ErrNotLeader) {
 			return store.ErrNotLeader // the commit would be refused too
 		}
@@ -306,9 +291,9 @@ func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) 
 			firstErr = p.err
 		}
 		st.uncommitted = append(st.uncommitted, p)
-		st.commits = append(st.commits, commits[i])
-		if again[i] {
-			heap.Push(&st.queue, nexts[i])
+		st.commits = append(st.commits, p.commit(now))
+		if d, ok := dueAt(p.sched, p.cursor); ok {
+			heap.Push(&st.queue, d)
 		}
 	}
 	return firstErr // the state is rebuilt from Redis once this batch is committed
@@ -359,41 +344,23 @@ func (r *Runtime) flushCommits(ctx context.Context, st *leaderState) error {
 // schedule's slots go in order, and a schedule stops at its first failure
 // so its cursor never passes an un-enqueued slot.
 func (r *Runtime) enqueueAll(ctx context.Context, leaseValue string, plans []*slotPlan) {
-	r.enqueueEach(ctx, leaseValue, len(plans), func(i int) *slotPlan { return plans[i] }, nil)
-}
-
-// enqueueEach is enqueueAll of n plans made one after another by plan(i),
-// each while the workers enqueue those before it. done(i, p), when not
-// nil, is called for each plan once its enqueues are over, on the
-// goroutine that did them.
-func (r *Runtime) enqueueEach(ctx context.Context, leaseValue string, n int, plan func(int) *slotPlan, done func(int, *slotPlan)) {
 	// Every enqueue is fenced: Redis runs it only while the lease holds
 	// this holder's value, so one that arrives after a takeover (a held
 	// connection, a pause after the check below) is refused, not run twice.
 	fence := &pipeline.Fence{Key: r.store.Keys.Lease, Value: leaseValue}
 	ctx = pipeline.WithFence(ctx, fence)
-	type job struct {
-		i int
-		p *slotPlan
-	}
-	work := make(chan job)
+	work := make(chan *slotPlan)
 	var wg sync.WaitGroup
-	for range min(r.opts.EnqueueConcurrency, n) {
+	for range min(r.opts.EnqueueConcurrency, len(plans)) {
 		wg.Go(func() {
-			for j := range work {
-				r.enqueuePlan(ctx, fence, j.p)
-				if done != nil {
-					done(j.i, j.p)
-				}
+			for p := range work {
+				r.enqueuePlan(ctx, fence, p)
 			}
 		})
 	}
-	for i := range n {
-		switch p := plan(i); {
-		case len(p.enqueue) > 0:
-			work <- job{i, p}
-		case done != nil:
-			done(i, p)
+	for _, p := range plans {
+		if len(p.enqueue) > 0 {
+			work <- p
 		}
 	}
 	close(work)

@@ -108,24 +108,15 @@ func (c *Client) handOff() {
 	go c.drain()
 }
 
-// drain sends the queue a transaction's worth at a time, and when more
-// waits than that and a slot is free, hands the rest to another drain: a
-// spike's queue then goes out on every slot at once, not one transaction
-// after another on one slot while the other idles.
 func (c *Client) drain() {
 	for {
 		c.mu.Lock()
-		n := min(len(c.waiting), fencedChunk)
-		if n == 0 {
+		batch := c.waiting
+		c.waiting = nil
+		if len(batch) == 0 {
 			c.sending--
 			c.mu.Unlock()
 			return
-		}
-		batch := slices.Clone(c.waiting[:n])
-		c.waiting = slices.Delete(c.waiting, 0, n)
-		if len(c.waiting) > 0 && c.sending < pipelinesInFlight {
-			c.sending++
-			go c.drain()
 		}
 		c.mu.Unlock()
 		c.send(batch)
