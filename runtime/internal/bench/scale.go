@@ -379,7 +379,9 @@ func (h *commitHook) note(cmd redis.Cmder) {
 	default:
 		return
 	}
-	if n, err := cmd.(*redis.Cmd).Int(); err != nil || n != 1 {
+	if c, ok := cmd.(*redis.Cmd); !ok {
+		return
+	} else if n, err := c.Int(); err != nil || n != 1 {
 		return // refused: not committed
 	}
 	var batch []byte
