@@ -40,11 +40,12 @@ func markOf(ctx context.Context) *Mark {
 	return m
 }
 
-// markLua writes a transaction's marks, in one HSET per hash: two calls a
-// hash and one EXISTS for the whole transaction, where one EXISTS and an
-// HSET a mark cost Redis 0.18 s of the 100k spike's 1.14 s. When every
-// task key exists (the spike: every enqueue went in or was there) the one
-// EXISTS of them all says so; otherwise each mark asks about its own key.
+// markLua writes a transaction's marks with one EXISTS and one HSET per
+// hash, where an EXISTS and an HSET or two a mark cost Redis 0.18 s of the
+// 100k spike's 1.14 s (5.4 µs a mark on a busy machine, 3.9 µs now: the
+// rest is the script's share of its arguments). When every task key
+// exists (the spike: every enqueue went in or was there) the one EXISTS of
+// them all says so; otherwise each mark asks about its own key.
 // The marks of one field come in rising order, and HSET sets repeated
 // fields left to right, so the last, highest, stays.
 //
