@@ -39,6 +39,10 @@ func TestABatchCommitsAsIfEachScheduleCameAlone(t *testing.T) {
 			{Name: "behind", Cursor: 990, LastID: rec("behind", 990, "").ID, Recs: []store.Rec{rec("behind", 990, "enqueued")},
 				Counts: map[string]int64{"enqueued": 1, "last_enqueue": 990250}},
 			{Name: "quiet", Cursor: 1000},
+			// Out of order (an earlier batch's step after a later one's):
+			// neither the cursor nor the last ID goes back.
+			{Name: "late", Cursor: 1020, LastID: rec("late", 1020, "").ID},
+			{Name: "late", Cursor: 1015, LastID: rec("late", 1015, "").ID},
 		}
 	}
 	// The same state before each: a worker's record of tick's 1010 slot,
@@ -78,8 +82,8 @@ func TestABatchCommitsAsIfEachScheduleCameAlone(t *testing.T) {
 	}
 	// And what they leave is right.
 	for key, v := range map[string]string{
-		"cursors":              "behind=995 quiet=1000 report:daily=1000 tick=1010",
-		"lastid":               "behind=cron:behind:995 tick=cron:tick:001650",
+		"cursors":              "behind=995 late=1020 quiet=1000 report:daily=1000 tick=1010",
+		"lastid":               "behind=cron:behind:995 late=cron:late:001700 tick=cron:tick:001650",
 		"occ:cron:tick:001650": "attempt=0 enqueued_at=1010250 id=cron:tick:001650 manual=0 outcome=running schedule=tick slot=1010 started_at=1010300 (expires)",
 		"occ:cron:tick:001649": "enqueued_at=1009250 id=cron:tick:001649 manual=0 outcome=enqueued schedule=tick slot=1009 (expires)",
 		"hist:report:daily":    "cron:report:daily:001639=999000 cron:report:daily:001640=1000000",
