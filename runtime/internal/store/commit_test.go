@@ -133,3 +133,46 @@ func dump(t *testing.T, rdb redis.UniversalClient, prefix string) map[string]str
 	}
 	return out
 }
+
+// A batch may carry more records than Lua's unpack takes in one call (50
+// schedules each catching up hundreds of slots after an outage): it
+// commits, whether or not a worker got to one of them first.
+func TestABatchOfManyRecordsCommits(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Shared(t)
+	ctx := context.Background()
+	for _, workerFirst := range []bool{false, true} {
+		s := store.New(rdb, redistest.Uniq("many"), 1000, time.Hour)
+		hold(t, s, ctx, "r0|1")
+		var items []store.Commit
+		for i := range store.CommitChunk {
+			name := "s" + strconv.Itoa(i)
+			c := store.Commit{Name: name, Cursor: 1300, Counts: map[string]int64{"enqueued": 300}}
+			for slot := int64(1001); slot <= 1300; slot++ {
+				c.Recs = append(c.Recs, store.Rec{ID: "cron:" + name + ":" + strconv.FormatInt(slot, 10), Slot: slot,
+					At: slot * 1000, Outcome: "enqueued", Score: slot * 1000})
+			}
+			items = append(items, c)
+		}
+		last := items[len(items)-1].Recs[299].ID
+		if workerFirst {
+			if err := s.RecordExecution(ctx, store.Execution{ID: last, Schedule: items[len(items)-1].Name, Slot: time.Unix(1300, 0),
+				Fields: []any{"outcome", "running"}, At: time.Unix(1300, 0)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Commit(ctx, "r0|1", items); err != nil {
+			t.Fatalf("a batch of %d records (a worker first: %v): %v", len(items)*300, workerFirst, err)
+		}
+		want := "enqueued"
+		if workerFirst {
+			want = "running"
+		}
+		if got := rdb.HGet(ctx, s.Keys.Occurrence(last), "outcome").Val(); got != want {
+			t.Errorf("a worker first %v: the last record's outcome %q, want %q", workerFirst, got, want)
+		}
+		if n := rdb.ZCard(ctx, s.Keys.History("s0")).Val(); n != 300 {
+			t.Errorf("s0's history holds %d records, want 300", n)
+		}
+	}
+}

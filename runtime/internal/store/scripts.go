@@ -103,7 +103,13 @@ hsetAll(p .. 'lastid', lastIDs)
 -- A record's outcome is set only if absent, as a fast worker may have
 -- recorded "running" or a result already; when no record of the batch
 -- exists yet (the usual case) the outcome goes with the record's HSET.
-local fresh = #recKeys > 0 and redis.call('EXISTS', unpack(recKeys)) == 0
+-- In parts: unpack is bounded (a few thousand values), and a batch of
+-- schedules catching up many slots each carries more records than that.
+local fresh = #recKeys > 0
+for i = 1, #recKeys, 1000 do
+  if not fresh then break end
+  fresh = redis.call('EXISTS', unpack(recKeys, i, math.min(i + 999, #recKeys))) == 0
+end
 local written = {}
 for _, s in ipairs(items) do
   local index = p .. 'hist:' .. s.name
