@@ -70,7 +70,10 @@ func benchDST(addr string, s settings, r *results) error {
 	}
 	done := make(chan struct{})
 	go func() { rt.Run(ctx); close(done) }()
-	time.Sleep(s.dstLead + s.dstAfter)
+	time.Sleep(s.dstLead / 2)
+	watch := watchCost(ctx, rdb, "dst") // the run's steady state, not its takeover
+	time.Sleep(s.dstLead/2 + s.dstAfter)
+	watch.done(ctx)
 	cancel()
 	<-done
 	rt.Close()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha1"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -275,14 +276,15 @@ func spikeLarge(addr string, n int) (spikeLargeResult, error) {
 	if err != nil {
 		return res, err
 	}
-	var count, lastEnqueue, lastCommit atomic.Int64
+	var count, lastEnqueue atomic.Int64
+	commits := &commitHook{}
 	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 32})
 	defer rdb.Close()
 	rdb.AddHook(newEnqueueHook(ns, func(e enqueueEvent) {
 		count.Add(1)
 		lastEnqueue.Store(e.at.UnixNano())
 	}))
-	rdb.AddHook(commitHook{last: &lastCommit})
+	rdb.AddHook(commits)
 	rt, err := runtime.New(reg, runtime.Options{Redis: rdb, Namespace: ns, Logger: quietLogger()})
 	if err != nil {
 		return res, err
@@ -294,15 +296,19 @@ func spikeLarge(addr string, n int) (spikeLargeResult, error) {
 	if err := watchSlowCalls(ctx, rdb); err != nil { // the spike's calls only
 		return res, err
 	}
-	for count.Load() < int64(n) || time.Unix(0, lastCommit.Load()).Before(time.Unix(0, lastEnqueue.Load())) {
+	watch := watchCost(ctx, rdb, fmt.Sprintf("spike%d", n))
+	// Until every schedule's step is committed, not only the first commit
+	// after the last enqueue: the records of a spike take longer to write
+	// than its enqueues.
+	for count.Load() < int64(n) || commits.schedules.Load() < int64(n) {
 		if time.Now().After(due.Add(60 * time.Second)) {
-			return res, fmt.Errorf("only %d of %d enqueued 60s after the slot", count.Load(), n)
+			return res, fmt.Errorf("only %d of %d enqueued and %d committed 60s after the slot", count.Load(), n, commits.schedules.Load())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	time.Sleep(200 * time.Millisecond) // a commit after the one seen
+	watch.done(ctx)
 	res.lastEnqueue = time.Unix(0, lastEnqueue.Load()).Sub(due)
-	res.commit = time.Unix(0, lastCommit.Load()).Sub(due)
+	res.commit = time.Unix(0, commits.last.Load()).Sub(due)
 	if res.slow, err = slowCalls(ctx, rdb); err != nil {
 		return res, err
 	}
@@ -339,21 +345,54 @@ func dropKeys(ctx context.Context, rdb *redis.Client, pattern string) error {
 	return flush()
 }
 
-// commitHook notes when a fenced commit script last returned.
-type commitHook struct{ last *atomic.Int64 }
+// commitHook notes when a fenced commit script last returned, and counts
+// the schedules the commits carried (each a JSON object with a "name").
+type commitHook struct{ last, schedules atomic.Int64 }
 
-func (h commitHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h commitHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-func (h commitHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		if args := cmd.Args(); err == nil && len(args) > 1 && args[0] == "evalsha" && args[1] == store.CommitScriptHash() {
-			h.last.Store(time.Now().UnixNano())
+func (h *commitHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *commitHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			h.note(cmd)
 		}
 		return err
 	}
+}
+func (h *commitHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.note(cmd)
+		return err
+	}
+}
+
+func (h *commitHook) note(cmd redis.Cmder) {
+	args := cmd.Args()
+	if cmd.Err() != nil || len(args) < 2 {
+		return
+	}
+	switch body, _ := args[1].(string); {
+	case args[0] == "evalsha" && body == store.CommitScriptHash():
+	case args[0] == "eval" && fmt.Sprintf("%x", sha1.Sum([]byte(body))) == store.CommitScriptHash():
+		// The script's first run, after Redis answered NOSCRIPT.
+	default:
+		return
+	}
+	if c, ok := cmd.(*redis.Cmd); !ok {
+		return
+	} else if n, err := c.Int(); err != nil || n != 1 {
+		return // refused: not committed
+	}
+	var batch []byte
+	switch b := args[len(args)-1].(type) {
+	case []byte:
+		batch = b
+	case string:
+		batch = []byte(b)
+	}
+	h.schedules.Add(int64(bytes.Count(batch, []byte(`"name":`))))
+	h.last.Store(time.Now().UnixNano())
 }
 
 func (c slowCall) String() string {
