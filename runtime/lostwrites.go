@@ -26,7 +26,8 @@ import (
 // SkewMargin before it noticed — a slot that old may still have been
 // waiting for a leader that could not write — to the new cursors), in the
 // log, the admin, health and metrics. A replica that starts after the loss has nothing to compare and
-// notices nothing; the slots then start from now, as for a new schedule.
+// notices nothing; the slots then start from now, as for a new schedule, and a
+// follower that knew the store records the loss it saw (reportLossSeen).
 
 // LostWrites is a detected loss of Redis data.
 type LostWrites struct {
