@@ -26,7 +26,8 @@ import (
 // SkewMargin before it noticed — a slot that old may still have been
 // waiting for a leader that could not write — to the new cursors), in the
 // log, the admin, health and metrics. A replica that starts after the loss has nothing to compare and
-// notices nothing; the slots then start from now, as for a new schedule.
+// notices nothing; the slots then start from now, as for a new schedule, and a
+// follower that knew the store records the loss it saw (reportLossSeen).
 
 // LostWrites is a detected loss of Redis data.
 type LostWrites struct {
@@ -55,6 +56,13 @@ type dataWatch struct {
 	// created is the lease's Created count when this replica last took
 	// its own lease as the normal state (see reissued).
 	created uint64
+	// backValue is another replica's lease whose token had gone back,
+	// seen as a follower since backSince; reportedFor is the highToken
+	// whose loss this replica has reported as a follower (see
+	// reportLossSeen).
+	backValue   string
+	backSince   time.Time
+	reportedFor int64
 }
 
 // tokenBack says whether a lease's token is one a loss took back: lower
@@ -112,6 +120,7 @@ func (w *dataWatch) accept(epoch, value string, token int64) {
 		w.epoch = epoch
 	}
 	w.highToken, w.value = token, value
+	w.backValue = ""
 }
 
 // seeHolder takes the token of another replica's lease, which a follower's
@@ -136,12 +145,72 @@ func (r *Runtime) seeLease(value string, learn bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.tokenBack(value, token) {
+		if learn && w.backValue != value {
+			w.backValue, w.backSince = value, r.clock.Now()
+		}
 		return
 	}
+	w.backValue = "" // a token not gone back: none is waiting for a report
 	w.intactAt = r.clock.Now()
 	if learn {
 		w.highToken, w.value = token, value
 	}
+}
+
+// reportLossSeen records a loss this replica saw as a follower (a holder's
+// token gone back) that nobody has recorded after a while. The holder may
+// be a replica with no memory of the store before the loss (one started
+// after it), which has nothing to compare, finds nothing and moves no
+// cursor; without this record the slots the loss took would be missed
+// without a word. It carries no token, so a replica that knew the store
+// and leads later still finds the loss and moves the cursors (see
+// newestStoreLoss); the holder's own slots from now on may already run,
+// so the window ends SkewMargin after Redis's now.
+func (r *Runtime) reportLossSeen(ctx context.Context) {
+	w := &r.dataWatch
+	w.mu.Lock()
+	value, since, high := w.backValue, w.backSince, w.highToken
+	due := value != "" && w.reportedFor != high && r.clock.Now().Sub(since) >= 2*r.opts.LeaseTTL
+	w.mu.Unlock()
+	if !due {
+		return
+	}
+	// The holder that took the lease after the loss records it when it
+	// knew the store (checkLostWrites): then there is nothing to add.
+	_, token := lease.ParseValue(value)
+	epoch, err := r.store.CurrentEpoch(ctx)
+	if err != nil {
+		return
+	}
+	seen, err := r.store.Lost(ctx)
+	if err != nil {
+		return
+	}
+	if l, ok := newestStoreLoss(seen); ok && l.Epoch == epoch && l.Token <= token {
+		w.mu.Lock()
+		w.reportedFor = high
+		w.mu.Unlock()
+		return
+	}
+	now, err := r.store.Time(ctx)
+	if err != nil {
+		return
+	}
+	to := now.Add(r.opts.SkewMargin).Truncate(time.Second).Add(time.Second)
+	holder, _ := lease.ParseValue(value)
+	reason := fmt.Sprintf("Redis lost acknowledged writes (the fencing token went back from %d to %d: %s leads now and did not find the loss, "+
+		"as a replica started after it cannot; a FLUSHALL, or a failover to a replica that was behind?)", high, token, holder)
+	l := store.LostWrites{At: now.UnixMilli(), Replica: r.opts.Replica, Reason: reason, From: r.lossFrom(now).Unix(), To: to.Unix()}
+	if err := r.store.RecordLost(ctx, l); err != nil {
+		r.log.Warn("could not record the lost writes", "err", err)
+		return
+	}
+	r.log.Error("lost writes detected: "+reason+"; slots in the window may not have run, and the leader may run some again",
+		"from", time.Unix(l.From, 0).UTC(), "to", to.UTC())
+	r.emit(Event{Outcome: OutcomeLost})
+	w.mu.Lock()
+	w.reportedFor = high
+	w.mu.Unlock()
 }
 
 // lossFrom is where the window of a loss found at now starts: a slot may

@@ -185,19 +185,26 @@ func TestAFollowerThatTakesOverAfterALossRunsNoSlotTwice(t *testing.T) {
 	}
 }
 
+// followerThatSawTheLease runs two replicas until the follower knows the
+// store's epoch and the leader's token.
+func followerThatSawTheLease(t *testing.T) (redis.UniversalClient, *cluster, store.Keys, int, *runtime.Runtime) {
+	t.Helper()
+	rdb := sharedRedis(t)
+	c := newCluster(t, rdb, 2, runtime.Options{LeaseTTL: time.Second}, idleSchedule())
+	leader := c.leaderIndex(t)
+	follower := c.rts[1-leader]
+	waitFor(t, 5*time.Second, "the follower to know the store", follower.KnowsEpoch)
+	waitFor(t, 5*time.Second, "the follower to have seen the leader's lease", func() bool { return follower.SeenToken() == 1 })
+	return rdb, c, store.NewKeys(c.ns), leader, follower
+}
+
 // A follower learns the fencing tokens of the leases it finds held, so the
 // follower that takes over after a failover to a replica that was behind
 // notices the token gone back, not only the replica that led.
 func TestAFollowerNoticesATokenGoneBack(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rdb := sharedRedis(t)
-	c := newCluster(t, rdb, 2, runtime.Options{LeaseTTL: time.Second}, idleSchedule())
-	keys := store.NewKeys(c.ns)
-	leader := c.leaderIndex(t)
-	follower := c.rts[1-leader]
-	waitFor(t, 5*time.Second, "the follower to know the store", follower.KnowsEpoch)
-	waitFor(t, 5*time.Second, "the follower to have seen the leader's lease", func() bool { return follower.SeenToken() == 1 })
+	rdb, c, keys, leader, follower := followerThatSawTheLease(t)
 	// The promoted replica was behind: an older counter, no lease, and the
 	// epoch it already had. The old leader goes away at the same moment.
 	if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
@@ -296,5 +303,47 @@ func TestSlotsPendingWhenDataIsLostAreInTheWindow(t *testing.T) {
 			t.Errorf("slot %s never ran and is outside the recorded window %s to %s", slot.UTC().Format(time.TimeOnly),
 				l.From.Format(time.TimeOnly), l.To.Format(time.TimeOnly))
 		}
+	}
+}
+
+// A loss followed by a replica that has no memory of the store before it
+// (one started after a FLUSHALL) taking the lease: that holder finds nothing
+// to compare and reports nothing. The follower that knew the store sees the
+// token gone back; if it never leads, it must still record the loss, or the
+// slots the loss took are missed without a word.
+func TestAFollowerThatNeverLeadsStillRecordsALossItSaw(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, c, keys, leader, follower := followerThatSawTheLease(t)
+	// The data goes, and a replica started after it leads at once and
+	// stays: token 1 again under another value, a new epoch.
+	if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, keys.Token, 1, 0)
+		p.Set(ctx, keys.Epoch, "after-the-loss", 0)
+		p.Set(ctx, keys.Lease, "fresh|0123456789abcdef|1", time.Minute)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c.cancels[leader]()
+	waitFor(t, 10*time.Second, "the follower to record the loss", func() bool {
+		lost, _ := follower.LostWrites(ctx)
+		return len(lost) == 1 && lost[0].Replica == follower.Replica() && strings.Contains(lost[0].Reason, "fencing token went back from 1 to 1")
+	})
+	if follower.IsLeader() {
+		t.Fatal("the follower leads: the test meant it never to")
+	}
+	lost, _ := follower.LostWrites(ctx)
+	if now := time.Now(); lost[0].From.After(now.Add(-30*time.Second)) || lost[0].To.Before(now) {
+		t.Errorf("loss window %s..%s does not reach back over grace and up to now", lost[0].From, lost[0].To)
+	}
+	// It records the loss once, not at every look at the lease: let the
+	// follower look a few more times (its lease attempts come every TTL/3).
+	waitFor(t, 10*time.Second, "three seconds of the fresh holder's lease to pass", func() bool {
+		pttl, err := rdb.PTTL(ctx, keys.Lease).Result()
+		return err == nil && pttl < time.Minute-3*time.Second
+	})
+	if lost, _ := follower.LostWrites(ctx); len(lost) != 1 {
+		t.Errorf("losses recorded: %+v, want the one", lost)
 	}
 }

@@ -111,6 +111,7 @@ func (r *Runtime) scheduleLoop(ctx context.Context) {
 			}
 			st = nil
 			r.learnEpoch(ctx)
+			r.reportLossSeen(ctx)
 			// Woken when the lease changes; the cap is a backstop against
 			// a missed signal and costs no Redis traffic.
 			wait = r.opts.LeaseTTL / 3

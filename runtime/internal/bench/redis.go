@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/belfry/belfry/runtime/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -114,60 +115,15 @@ type enqueueEvent struct {
 	at     time.Time
 }
 
-// enqueueHook reports every successful asynq enqueue of a queue's tasks:
-// asynq's enqueue script takes the task key "asynq:{queue}:t:<id>" as its
-// first key and returns 1 when it inserted the task (0 on an ID conflict).
-// Both belfry and asynq's Scheduler go through it, so both are timed alike.
-type enqueueHook struct {
-	prefix  string
-	onEvent func(enqueueEvent)
-}
-
-func newEnqueueHook(queue string, onEvent func(enqueueEvent)) *enqueueHook {
-	return &enqueueHook{prefix: "asynq:{" + queue + "}:t:", onEvent: onEvent}
-}
-
-func (h *enqueueHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *enqueueHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		if err == nil {
-			h.inspect(cmd)
+// newEnqueueHook reports every successful asynq enqueue of a queue's tasks
+// (asynq's enqueue script returned 1). Both belfry and asynq's Scheduler go
+// through that script, so both are timed alike.
+func newEnqueueHook(queue string, onEvent func(enqueueEvent)) redis.Hook {
+	return redistest.EnqueueHook(queue, func(e redistest.Enqueue) {
+		if e.Inserted {
+			onEvent(enqueueEvent{taskID: e.TaskID, at: e.At})
 		}
-		return err
-	}
-}
-
-func (h *enqueueHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		err := next(ctx, cmds)
-		for _, cmd := range cmds {
-			if cmd.Err() == nil {
-				h.inspect(cmd)
-			}
-		}
-		return err
-	}
-}
-
-func (h *enqueueHook) inspect(cmd redis.Cmder) {
-	args := cmd.Args()
-	if len(args) < 4 {
-		return
-	}
-	if name, _ := args[0].(string); !strings.EqualFold(name, "evalsha") && !strings.EqualFold(name, "eval") {
-		return
-	}
-	key, _ := args[3].(string)
-	if !strings.HasPrefix(key, h.prefix) {
-		return
-	}
-	if c, ok := cmd.(*redis.Cmd); ok {
-		if n, err := c.Int64(); err == nil && n == 1 {
-			h.onEvent(enqueueEvent{taskID: strings.TrimPrefix(key, h.prefix), at: time.Now()})
-		}
-	}
+	}, nil)
 }
 
 // eventLog collects enqueue events from any goroutine.

@@ -1,0 +1,77 @@
+package redistest_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/belfry/belfry/runtime/internal/redistest"
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+)
+
+// The hook sees asynq's enqueues of its queue, inserted or conflicting,
+// and the WAITs the client sends; nothing else.
+func TestEnqueueHookSeesInsertsConflictsAndWaits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr()})
+	defer rdb.Close()
+	queue := "enqueue-hook-" + t.Name()
+	var mu sync.Mutex
+	var seen []redistest.Enqueue
+	var acks []redistest.Ack
+	rdb.AddHook(redistest.EnqueueHook(queue, func(e redistest.Enqueue) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, e)
+	}, func(a redistest.Ack) {
+		mu.Lock()
+		defer mu.Unlock()
+		acks = append(acks, a)
+	}))
+	client := asynq.NewClientFromRedisClient(rdb)
+	insp := asynq.NewInspectorFromRedisClient(rdb)
+	t.Cleanup(func() { insp.DeleteQueue(queue, true); insp.DeleteQueue(queue+"-other", true) })
+
+	task := asynq.NewTask("hooked", nil)
+	if _, err := client.Enqueue(task, asynq.TaskID("a"), asynq.Queue(queue)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Enqueue(task, asynq.TaskID("a"), asynq.Queue(queue)); !errors.Is(err, asynq.ErrTaskIDConflict) {
+		t.Fatalf("second enqueue of one ID: %v, want a conflict", err)
+	}
+	if _, err := client.Enqueue(task, asynq.TaskID("b"), asynq.Queue(queue+"-other")); err != nil {
+		t.Fatal(err)
+	}
+	// In a MULTI/EXEC, as the runtime's fenced enqueues go.
+	if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Eval(ctx, "return 1", []string{"asynq:{" + queue + "}:t:c"})
+		p.Set(ctx, "enqueue-hook-unrelated", "1", 0)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Wait(ctx, 0, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	var got []redistest.Enqueue
+	for _, e := range seen {
+		if e.At.IsZero() {
+			t.Errorf("enqueue of %s seen without its time", e.TaskID)
+		}
+		got = append(got, redistest.Enqueue{TaskID: e.TaskID, Inserted: e.Inserted})
+	}
+	want := []redistest.Enqueue{{TaskID: "a", Inserted: true}, {TaskID: "a", Inserted: false}, {TaskID: "c", Inserted: true}}
+	if !slices.Equal(got, want) {
+		t.Errorf("enqueues seen %+v, want %+v", got, want)
+	}
+	if len(acks) != 1 || acks[0].Err != nil {
+		t.Errorf("acks seen %+v, want the one WAIT's reply", acks)
+	}
+}
