@@ -19,7 +19,7 @@ func TestEnqueueHookSeesInsertsConflictsAndWaits(t *testing.T) {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr()})
 	defer rdb.Close()
-	queue := "enqueue-hook-" + t.Name()
+	queue := redistest.Uniq("enqueue-hook") // shared Redis: a rerun must not meet an earlier run's task IDs
 	var mu sync.Mutex
 	var seen []redistest.Enqueue
 	var acks []redistest.Ack
