@@ -396,8 +396,8 @@ type statusIndex struct {
 }
 
 // lateInstant is a lateAt moment in unix nanoseconds: 0 for the zero
-// time (not late yet), math.MaxInt64 for neverLate and any moment past
-// what nanoseconds hold (year 2262), all of which no now reaches.
+// time (never seen, so not late yet), math.MaxInt64 for neverLate and for
+// any moment past what nanoseconds hold (year 2262), which no now reaches.
 type lateInstant int64
 
 func lateInstantOf(t time.Time) lateInstant {
@@ -410,7 +410,7 @@ func lateInstantOf(t time.Time) lateInstant {
 	return lateInstant(t.UnixNano())
 }
 
-// maxLateInstant is the first moment lateInstant does not hold.
+// maxLateInstant is the moment from which lateInstant keeps never.
 var maxLateInstant = time.Unix(0, math.MaxInt64)
 
 // time returns the moment: the zero time for 0, neverLate for the end.
