@@ -74,6 +74,9 @@ type cronConfig struct {
 	name  string
 	phase time.Duration
 	flags bool
+	// hashed is set by the parse when an H field took its value from
+	// name: only then does the result depend on the name.
+	hashed bool
 }
 
 // WithName gives the schedule's name, from which an H field takes its
@@ -107,6 +110,11 @@ func ParseCron(expr string, loc *time.Location, opts ...CronOption) (*Cron, erro
 	for _, o := range opts {
 		o(&cfg)
 	}
+	return parseCron(expr, loc, &cfg)
+}
+
+// parseCron is ParseCron with its options applied; it sets cfg.hashed.
+func parseCron(expr string, loc *time.Location, cfg *cronConfig) (*Cron, error) {
 	if loc == nil {
 		loc = time.UTC
 	}
@@ -124,7 +132,7 @@ func ParseCron(expr string, loc *time.Location, opts ...CronOption) (*Cron, erro
 		}
 	}
 	if strings.HasPrefix(trimmed, "@every") {
-		if err := c.parseEvery(trimmed, lead, &cfg); err != nil {
+		if err := c.parseEvery(trimmed, lead, cfg); err != nil {
 			return nil, err
 		}
 		return c, nil
@@ -159,10 +167,10 @@ func ParseCron(expr string, loc *time.Location, opts ...CronOption) (*Cron, erro
 	}
 	var sets [6]fieldSet
 	for i, f := range fields {
-		set, err := parseField(i, f, &cfg)
+		set, err := parseField(i, f, cfg)
 		if err != nil {
 			if withSeconds {
-				if e := trailingFieldError(fields, offsets, &cfg); e != nil {
+				if e := trailingFieldError(fields, offsets, cfg); e != nil {
 					return nil, e
 				}
 			}

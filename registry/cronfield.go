@@ -344,6 +344,7 @@ func (set *fieldSet) addHash(sp *fieldSpec, fi int, item string, cfg *cronConfig
 		}
 		return fmt.Sprintf("H picks a value from the schedule's name, and none is given; add %s%s", cfg.setting("name", "nightly-report"), why)
 	}
+	cfg.hashed = true
 	h := hashField(cfg.name, sp.name)
 	if step == 0 {
 		v := lo + int(h%uint64(hi-lo+1))

@@ -303,7 +303,34 @@ func LoadZone(name string) (*time.Location, error) {
 	return cached.(*time.Location), nil
 }
 
-func (s *Schedule) normalize() error {
+// parsedExprs shares one parse among the schedules of a registry that
+// give the same expression in the same zone with the same phase: a Cron is
+// immutable, and 100,000 schedules commonly hold a few thousand distinct
+// expressions. A parse whose H fields took values from the schedule's name
+// differs by name and is not shared.
+type parsedExprs map[parsedExpr]*Cron
+
+type parsedExpr struct {
+	expr, zone string
+	phase      time.Duration
+}
+
+// parse returns s's parsed expression, the one already made for the same
+// expression, zone and phase when there is one.
+func (p parsedExprs) parse(s *Schedule, loc *time.Location) (*Cron, error) {
+	key := parsedExpr{expr: s.Expr, zone: s.Zone, phase: s.Phase}
+	if c, ok := p[key]; ok {
+		return c, nil
+	}
+	cfg := cronConfig{name: s.Name, phase: s.Phase}
+	c, err := parseCron(s.Expr, loc, &cfg)
+	if err == nil && !cfg.hashed {
+		p[key] = c
+	}
+	return c, err
+}
+
+func (s *Schedule) normalize(parsed parsedExprs) error {
 	s.Zone = cmp.Or(s.Zone, ZoneDefault)
 	s.Queue = cmp.Or(s.Queue, QueueDefault)
 	s.Timeout = cmp.Or(s.Timeout, TimeoutDefault)
@@ -341,7 +368,7 @@ func (s *Schedule) normalize() error {
 	if err != nil {
 		return fmt.Errorf("schedule %s: %w", s.Name, err)
 	}
-	if s.cron, err = ParseCron(s.Expr, loc, WithName(s.Name), WithPhase(s.Phase)); err != nil {
+	if s.cron, err = parsed.parse(s, loc); err != nil {
 		return fmt.Errorf("schedule %s: expression %q: %w", s.Name, s.Expr, err)
 	}
 	return nil
@@ -350,8 +377,9 @@ func (s *Schedule) normalize() error {
 // Registry is the set of schedules of a service, usually built by the code
 // crongen generates.
 type Registry struct {
-	schedules []*Schedule // sorted by name
-	byName    map[string]*Schedule
+	// schedules are sorted by name, which Lookup searches: a name index
+	// beside them would cost more than 30 bytes a schedule.
+	schedules []*Schedule
 	// packages are the schedules' distinct Package paths in the order
 	// they were first given (New's arguments, Merge's registries).
 	packages []string
@@ -360,19 +388,25 @@ type Registry struct {
 // New validates schedules, fills defaults and returns them as a Registry.
 // Names must be unique.
 func New(schedules ...Schedule) (*Registry, error) {
-	r := &Registry{byName: make(map[string]*Schedule, len(schedules)), schedules: make([]*Schedule, 0, len(schedules))}
+	// One array holds the registry's copies of the schedules: the
+	// registry keeps them all as long as it lives.
+	copies := slices.Clone(schedules)
+	r := &Registry{schedules: make([]*Schedule, 0, len(schedules))}
+	seen := make(map[string]*Schedule, len(schedules))
+	parsed := parsedExprs{}
 	var errs []error
-	for i := range schedules {
-		s := schedules[i]
-		if err := s.normalize(); err != nil {
+	for i := range copies {
+		s := &copies[i]
+		if err := s.normalize(parsed); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if prev, dup := r.byName[s.Name]; dup {
+		if prev, dup := seen[s.Name]; dup {
 			errs = append(errs, fmt.Errorf("schedule name %q is declared twice (%s and %s); names must be unique, set name= on one", s.Name, cmp.Or(prev.Source, "?"), cmp.Or(s.Source, "?")))
 			continue
 		}
-		r.add(&s)
+		seen[s.Name] = s
+		r.add(s)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -397,19 +431,25 @@ func Merge(regs ...*Registry) (*Registry, error) {
 	for _, reg := range regs {
 		n += reg.Len()
 	}
-	r := &Registry{byName: make(map[string]*Schedule, n)}
-	from := make(map[string]int, n) // name -> index in regs
+	r := &Registry{schedules: make([]*Schedule, 0, n)}
+	copies := make([]Schedule, 0, n) // never grows past n, so the pointers into it hold
+	type first struct {
+		s   *Schedule
+		reg int // index in regs
+	}
+	seen := make(map[string]first, n)
 	var errs []error
 	for i, reg := range regs {
 		for _, s := range reg.Schedules() {
-			if prev, dup := r.byName[s.Name]; dup {
+			if prev, dup := seen[s.Name]; dup {
 				errs = append(errs, fmt.Errorf("schedule name %q is in registries %d and %d (declared at %s and %s); names must be unique across the service, set name= on one",
-					s.Name, from[s.Name]+1, i+1, cmp.Or(prev.Source, "?"), cmp.Or(s.Source, "?")))
+					s.Name, prev.reg+1, i+1, cmp.Or(prev.s.Source, "?"), cmp.Or(s.Source, "?")))
 				continue
 			}
-			copied := *s
-			from[s.Name] = i
-			r.add(&copied)
+			copies = append(copies, *s)
+			copied := &copies[len(copies)-1]
+			seen[s.Name] = first{s: copied, reg: i}
+			r.add(copied)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -420,7 +460,6 @@ func Merge(regs ...*Registry) (*Registry, error) {
 }
 
 func (r *Registry) add(s *Schedule) {
-	r.byName[s.Name] = s
 	r.schedules = append(r.schedules, s)
 	if s.Package != "" && !slices.Contains(r.packages, s.Package) {
 		r.packages = append(r.packages, s.Package)
@@ -447,8 +486,11 @@ func (r *Registry) Schedules() []*Schedule { return r.schedules }
 
 // Lookup returns the schedule called name.
 func (r *Registry) Lookup(name string) (*Schedule, bool) {
-	s, ok := r.byName[name]
-	return s, ok
+	i, ok := slices.BinarySearchFunc(r.schedules, name, func(s *Schedule, name string) int { return strings.Compare(s.Name, name) })
+	if !ok {
+		return nil, false
+	}
+	return r.schedules[i], true
 }
 
 // Len returns the number of schedules.

@@ -101,6 +101,53 @@ func TestLoadZoneLoadsEachZoneOnce(t *testing.T) {
 	}
 }
 
+// TestNewSharesIdenticalParses checks that schedules giving the same
+// expression in the same zone with the same phase share one parse, and
+// that those whose parse differs do not: another zone, another phase, or H
+// fields, whose values come from each schedule's name.
+func TestNewSharesIdenticalParses(t *testing.T) {
+	t.Parallel()
+	r, err := New(
+		Schedule{Name: "a", Expr: "0 3 * * *", Zone: "Europe/Berlin", Handler: nopHandler},
+		Schedule{Name: "b", Expr: "0 3 * * *", Zone: "Europe/Berlin", Handler: nopHandler},
+		Schedule{Name: "c", Expr: "0 3 * * *", Zone: "Asia/Tokyo", Handler: nopHandler},
+		Schedule{Name: "d", Expr: "H H * * *", Handler: nopHandler},
+		Schedule{Name: "e", Expr: "H H * * *", Handler: nopHandler},
+		Schedule{Name: "f", Expr: "@every 1h", Phase: 17 * time.Minute, Handler: nopHandler},
+		Schedule{Name: "g", Expr: "@every 1h", Phase: 17 * time.Minute, Handler: nopHandler},
+		Schedule{Name: "h", Expr: "@every 1h", Handler: nopHandler},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cron := func(name string) *Cron {
+		s, ok := r.Lookup(name)
+		if !ok {
+			t.Fatalf("Lookup(%q) found nothing", name)
+		}
+		return s.Cron()
+	}
+	for _, tt := range []struct {
+		a, b  string
+		share bool
+	}{{"a", "b", true}, {"a", "c", false}, {"d", "e", false}, {"f", "g", true}, {"f", "h", false}} {
+		if got := cron(tt.a) == cron(tt.b); got != tt.share {
+			t.Errorf("%s and %s share a parse: %v, want %v", tt.a, tt.b, got, tt.share)
+		}
+	}
+	from := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	for _, name := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
+		s, _ := r.Lookup(name)
+		want := MustParseCron(s.Expr, s.Location(), WithName(name), WithPhase(s.Phase)).Next(from)
+		if got := s.Next(from); !got.Equal(want) {
+			t.Errorf("%s: Next(%s) = %s, its own parse says %s", name, from, got, want)
+		}
+	}
+	if _, ok := r.Lookup("zz"); ok {
+		t.Error(`Lookup("zz") found a schedule`)
+	}
+}
+
 // zonedSchedules returns n schedules spread over a few zones, as a large
 // service declares them.
 func zonedSchedules(n int) []Schedule {

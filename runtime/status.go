@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -384,12 +385,43 @@ type Statuses struct {
 // late as last read (see lateAt): until then Statuses need not read its
 // counters again.
 type statusIndex struct {
-	mu     sync.Mutex
-	lateAt []time.Time
+	mu sync.Mutex
+	// lateAt holds each moment as lateInstant encodes it: 8 bytes a
+	// schedule where a time.Time is 24.
+	lateAt []lateInstant
 	// answered is when a Redis call last succeeded, unix ns: a Redis
 	// that answered within a lease TTL and now times out is slow; one
 	// silent for longer is down.
 	answered atomic.Int64
+}
+
+// lateInstant is a lateAt moment in unix nanoseconds: 0 for the zero
+// time (never seen, so not late yet), math.MaxInt64 for neverLate and for
+// any moment past what nanoseconds hold (year 2262), which no now reaches.
+type lateInstant int64
+
+func lateInstantOf(t time.Time) lateInstant {
+	switch {
+	case t.IsZero():
+		return 0
+	case !t.Before(maxLateInstant):
+		return math.MaxInt64
+	}
+	return lateInstant(t.UnixNano())
+}
+
+// maxLateInstant is the moment from which lateInstant keeps never.
+var maxLateInstant = time.Unix(0, math.MaxInt64)
+
+// time returns the moment: the zero time for 0, neverLate for the end.
+func (l lateInstant) time() time.Time {
+	switch l {
+	case 0:
+		return time.Time{}
+	case math.MaxInt64:
+		return neverLate
+	}
+	return time.Unix(0, int64(l))
 }
 
 // warmReadTimeout bounds the first read of every schedule's lateness.
@@ -469,12 +501,12 @@ func (r *Runtime) Statuses(ctx context.Context) (Statuses, error) {
 	idx := &r.statusIndex
 	idx.mu.Lock()
 	if len(idx.lateAt) != len(scheds) {
-		idx.lateAt = make([]time.Time, len(scheds))
+		idx.lateAt = make([]lateInstant, len(scheds))
 	}
 	var stale []int
 	var staleNames []string
 	for i, at := range idx.lateAt {
-		if at.IsZero() || !now.Before(at) {
+		if at == 0 || !now.Before(at.time()) {
 			stale, staleNames = append(stale, i), append(staleNames, scheds[i].Name)
 		}
 	}
@@ -490,7 +522,7 @@ func (r *Runtime) Statuses(ctx context.Context) (Statuses, error) {
 			for k, i := range stale {
 				s, v := scheds[i], vals[k]
 				c := Counters{FirstSeen: unixMilli(v[0]), LastResume: unixMilli(v[1]), LastSlotSuccess: unixMilli(v[2])}
-				idx.lateAt[i] = lateAt(s, c, r.Grace(s))
+				idx.lateAt[i] = lateInstantOf(lateAt(s, c, r.Grace(s)))
 			}
 			idx.mu.Unlock()
 		}
@@ -505,7 +537,7 @@ func (r *Runtime) Statuses(ctx context.Context) (Statuses, error) {
 		if probErr == nil {
 			_, paused := problems.Paused[s.Name]
 			_, failing := problems.Failing[s.Name]
-			in := statusInputs{paused: paused, failing: failing, active: Outcome(problems.Active[s.Name]), lateAt: idx.lateAt[i]}
+			in := statusInputs{paused: paused, failing: failing, active: Outcome(problems.Active[s.Name]), lateAt: idx.lateAt[i].time()}
 			status = scheduleStatus(in, now)
 			if lateErr != nil && !paused && !failing && (in.lateAt.IsZero() || !now.Before(in.lateAt)) {
 				status = StatusUnknown // whether it is late was not read

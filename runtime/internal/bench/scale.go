@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	goruntime "runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -188,6 +189,10 @@ func scaleMain() {
 		fmt.Fprintln(os.Stderr, "scale:", err)
 		os.Exit(1)
 	}
+	profile := os.Getenv("BENCH_HEAPPROFILE") // a heap profile of the settled leader, by owner
+	if profile != "" {
+		goruntime.MemProfileRate = 1
+	}
 	before := settledRSSKB()
 	reg, err := zonedRegistry(n, "bench-scale")
 	if err != nil {
@@ -222,9 +227,29 @@ func scaleMain() {
 		return took
 	}
 	var rss int64
-	cold := takeover("cold", func() { rss = settledRSSKB() - before })
+	cold := takeover("cold", func() {
+		rss = settledRSSKB() - before
+		if profile != "" {
+			if err := writeHeapProfile(profile); err != nil {
+				fail(err)
+			}
+		}
+	})
 	warm := takeover("warm", nil)
 	fmt.Printf("SCALE n=%d cold_ms=%.1f warm_ms=%.1f rss_kb_per_sched=%.3f\n", n, msf(cold), msf(warm), float64(rss)/float64(n))
+}
+
+// writeHeapProfile writes the live heap to path, for go tool pprof.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // readyHandler signals the runtime's "scheduling" log line: its leader

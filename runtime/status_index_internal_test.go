@@ -1,0 +1,34 @@
+package runtime
+
+import (
+	"testing"
+	"time"
+)
+
+// TestLateInstantKeepsWhatStatusesCompare checks that the status index's
+// 8-byte moments give back what lateAt gave it: the zero time (not late
+// yet), neverLate, and any moment to the nanosecond, with moments past
+// what nanoseconds hold read as never.
+func TestLateInstantKeepsWhatStatusesCompare(t *testing.T) {
+	exact := time.Date(2026, 12, 1, 3, 42, 0, 123456789, time.FixedZone("X", 5*3600))
+	for _, tt := range []struct {
+		name   string
+		in     time.Time
+		want   time.Time
+		isZero bool
+	}{
+		{"zero", time.Time{}, time.Time{}, true},
+		{"a moment to the nanosecond", exact, exact, false},
+		{"never", neverLate, neverLate, false},
+		{"past year 2262", time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC), neverLate, false},
+	} {
+		got := lateInstantOf(tt.in).time()
+		if got.IsZero() != tt.isZero || !got.Equal(tt.want) {
+			t.Errorf("%s: %s comes back as %s, want %s", tt.name, tt.in, got, tt.want)
+		}
+	}
+	now := time.Date(2260, 1, 1, 0, 0, 0, 0, time.UTC)
+	if !now.Before(lateInstantOf(time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)).time()) {
+		t.Error("a moment past year 2262 reads as passed")
+	}
+}
