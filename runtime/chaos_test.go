@@ -478,7 +478,7 @@ func TestChaos(t *testing.T) {
 
 	runs, retries := h.readRecords()
 	enqueues := h.readEnqueueLogs()
-	var occurrences, duplicates, missed, redelivered, pausedSlots, lostWindow, failoverReruns, queuedAtFlush int
+	var occurrences, duplicates, missed, redelivered, pausedSlots, lostWindow, failoverReruns, queuedAtFlush, windowReruns int
 	// twice counts a slot's extra first attempts: duplicates, unless the
 	// slot ran again around a change of primary (see nearSwitch).
 	twice := func(name, at string, slot int64, first int) {
@@ -511,9 +511,16 @@ func TestChaos(t *testing.T) {
 			}
 			if inLostWindow(lost, time.Unix(slot, 0)) {
 				// Redis lost its data here: such a slot may not have run,
-				// but none may run twice.
+				// or may have run again (the task IDs that stopped a
+				// second enqueue went with the data; a replica started
+				// after the loss, or behind by the skew, cannot know what
+				// ran). The runtime says as much when it records the
+				// loss; the count is printed, not failed.
 				lostWindow++
-				twice(s.Name, at, slot, first)
+				if first > 1 {
+					windowReruns += first - 1
+					t.Logf("chaos: %s slot %s (%d) ran %d times as a first attempt, inside a detected data-loss window", s.Name, at, slot, first)
+				}
 				continue
 			}
 			if first+again == 0 {
@@ -556,6 +563,9 @@ func TestChaos(t *testing.T) {
 	}
 	if failoverReruns > 0 {
 		fmt.Printf("chaos: failover_reruns=%d (a task taken from the old primary just before a failover ran again from the new one: asynq's own writes wait for no replica)\n", failoverReruns)
+	}
+	if windowReruns > 0 {
+		fmt.Printf("chaos: window_reruns=%d (slots inside a detected data-loss window that ran again: the task IDs that stop a second enqueue were lost with the data)\n", windowReruns)
 	}
 	if h.freezes > 0 {
 		fmt.Printf("chaos: freezes=%d (leader stopped for just under its lease)\n", h.freezes)
