@@ -254,8 +254,24 @@ func (r *Runtime) pollFamilies(ctx context.Context, st *familyState, now time.Ti
 	return nil
 }
 
-// dispatchBuckets handles every bucket due at now.
-func (r *Runtime) dispatchBuckets(ctx context.Context, st *familyState, now time.Time) error {
+// dispatchBuckets handles every bucket due at now. Its lateness counts
+// toward handing the lease over as the schedules' dispatches do
+// (handover.go): a leader behind a slow link falls behind its members'
+// slots as it does behind its schedules'. Its commits are done by then
+// (each bucket commits its pages as it goes); a background commit of the
+// schedules that a handover from here overtakes is refused, as after any
+// loss of the lease, and its enqueues raised their cursors already.
+func (r *Runtime) dispatchBuckets(ctx context.Context, st *familyState, now time.Time) (err error) {
+	earliest := st.queue[0].next
+	defer func() {
+		enqueued := time.Time{}
+		if err == nil {
+			enqueued = r.clock.Now()
+		}
+		if herr := r.noteDispatch(ctx, earliest, enqueued, func() error { return nil }); err == nil {
+			err = herr
+		}
+	}()
 	for len(st.queue) > 0 && !st.queue[0].next.After(now) {
 		b := heap.Pop(&st.queue).(*famBucket)
 		empty, err := r.dispatchBucket(ctx, st, b, now)

@@ -33,9 +33,17 @@ const slowTTL, slowLatency = 6 * time.Second, 500 * time.Millisecond
 
 func newSlowCluster(t *testing.T, n int) *slowCluster {
 	t.Helper()
+	return newSlowClusterOf(t, n, func(queue string, h registry.HandlerFunc) registry.Schedule {
+		return registry.Schedule{Name: "tick", Expr: "* * * * * *", Queue: queue, Handler: h}
+	})
+}
+
+// newSlowClusterOf is newSlowCluster with a schedule of the caller's.
+func newSlowClusterOf(t *testing.T, n int, schedule func(queue string, h registry.HandlerFunc) registry.Schedule) *slowCluster {
+	t.Helper()
 	queue := uniq("q")
 	c := &slowCluster{ns: uniq("slow"), exec: newExecutions()}
-	c.reg = registry.MustNew(registry.Schedule{Name: "tick", Expr: "* * * * * *", Queue: queue, Handler: c.exec.handler})
+	c.reg = registry.MustNew(schedule(queue, c.exec.handler))
 	for i := range n {
 		p := redistest.NewProxy(t, "tcp", sharedRedisAddr())
 		rt, err := runtime.New(c.reg, runtime.Options{Redis: p.Client(t, redis.Options{}), Namespace: c.ns,
@@ -168,5 +176,24 @@ func TestASlowLeaderAloneKeepsTheLease(t *testing.T) {
 	if n := r.HandoversForLateness(); n != 0 {
 		t.Errorf("a slow leader alone handed the lease over %d times for lateness", n)
 	}
+	c.proxies[0].Pass()
+}
+
+// A family's dispatches count toward the handover as a schedule's do: a
+// leader whose members' enqueues fall behind its slow link hands the
+// lease to the replica with a good one.
+func TestASlowLeaderOfAFamilyHandsTheLeaseOver(t *testing.T) {
+	t.Parallel()
+	c := newSlowClusterOf(t, 2, func(queue string, h registry.HandlerFunc) registry.Schedule {
+		return registry.Schedule{Name: "reports", Expr: "* * * * * *", Per: "tenant", Zone: "UTC", Queue: queue, Handler: h}
+	})
+	slow, fast := c.rts[0], c.rts[1]
+	if err := slow.SetMembers(context.Background(), "reports", []runtime.Member{{Key: "acme"}, {Key: "globex", Zone: "Asia/Tokyo"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "a member's run", func() bool { return len(c.exec.slots("reports")) > 0 })
+	c.proxies[0].Delay(slowLatency)
+	waitFor(t, 40*time.Second, "the slow leader of the family to hand the lease over", fast.IsLeader)
+	waitFor(t, 5*time.Second, "the slow replica to count its handover", func() bool { return slow.HandoversForLateness() == 1 })
 	c.proxies[0].Pass()
 }
