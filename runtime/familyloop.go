@@ -254,22 +254,26 @@ func (r *Runtime) pollFamilies(ctx context.Context, st *familyState, now time.Ti
 	return nil
 }
 
+// familyDispatch is one family dispatch's lateness: its earliest slot,
+// and when its enqueues were done (zero when it failed before them).
+type familyDispatch struct{ earliest, enqueued time.Time }
+
 // dispatchBuckets handles every bucket due at now. Its lateness counts
 // toward handing the lease over as the schedules' dispatches do
 // (handover.go): a leader behind a slow link falls behind its members'
-// slots as it does behind its schedules'. Its commits are done by then
-// (each bucket commits its pages as it goes); a background commit of the
-// schedules that a handover from here overtakes is refused, as after any
-// loss of the lease, and its enqueues raised their cursors already.
+// slots as it does behind its schedules'. The schedule loop judges it, as
+// a handover must first flush that loop's commits; when that loop is
+// still busy with the last one, this one is dropped, and the next counts.
 func (r *Runtime) dispatchBuckets(ctx context.Context, st *familyState, now time.Time) (err error) {
 	earliest := st.queue[0].next
 	defer func() {
-		enqueued := time.Time{}
+		d := familyDispatch{earliest: earliest}
 		if err == nil {
-			enqueued = r.clock.Now()
+			d.enqueued = r.clock.Now()
 		}
-		if herr := r.noteDispatch(ctx, earliest, enqueued, func() error { return nil }); err == nil {
-			err = herr
+		select {
+		case r.familyLate <- d:
+		default:
 		}
 	}()
 	for len(st.queue) > 0 && !st.queue[0].next.After(now) {

@@ -56,6 +56,9 @@ type Runtime struct {
 	redisCheck  redisCheck
 	dataWatch   dataWatch
 	lateness    lateness
+	// familyLate carries the family loop's dispatches to the schedule
+	// loop, which owns the commits a handover must flush first.
+	familyLate chan familyDispatch
 	inDoubt     inDoubt // enqueues no replica acknowledged (ReplicaAcks)
 	statusIndex statusIndex
 
@@ -93,6 +96,7 @@ func newRuntime(reg *registry.Registry, opts Options, clk clock.Clock) (*Runtime
 	}
 	r := &Runtime{reg: reg, opts: opts, clock: clk, identity: identity, derivedNamespace: derived}
 	r.namespace.looked = make(chan struct{})
+	r.familyLate = make(chan familyDispatch, 1)
 	r.redisCheck.every = redisCheckEvery
 	r.log = opts.Logger.With("replica", opts.Replica)
 	switch {

@@ -180,6 +180,15 @@ func (r *Runtime) scheduleLoop(ctx context.Context) {
 		case <-r.lease.Changed():
 		case <-timer.C:
 		case <-committed:
+		case d := <-r.familyLate:
+			if st == nil {
+				break // not leading: nothing to hand over
+			}
+			flush := func() error { return r.flushCommits(ctx, st) }
+			if err := r.noteDispatch(ctx, d.earliest, d.enqueued, flush); err != nil {
+				st = nil // the cursors in Redis are the truth: rebuild from them
+				r.noteRedis(err)
+			}
 		}
 	}
 }
