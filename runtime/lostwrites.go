@@ -187,9 +187,7 @@ func (r *Runtime) reportLossSeen(ctx context.Context) {
 		return
 	}
 	if l, ok := newestStoreLoss(seen); ok && l.Epoch == epoch && l.Token <= token {
-		w.mu.Lock()
-		w.reportedFor = high
-		w.mu.Unlock()
+		r.acceptReported(epoch, value, token, high)
 		return
 	}
 	now, err := r.store.Time(ctx)
@@ -208,9 +206,20 @@ func (r *Runtime) reportLossSeen(ctx context.Context) {
 	r.log.Error("lost writes detected: "+reason+"; slots in the window may not have run, and the leader may run some again",
 		"from", time.Unix(l.From, 0).UTC(), "to", to.UTC())
 	r.emit(Event{Outcome: OutcomeLost})
+	r.acceptReported(epoch, value, token, high)
+}
+
+// acceptReported takes the store after a loss that is now recorded as the
+// normal: were this replica to lead later, it would otherwise find the same
+// loss again, record a second window over slots the holder since ran, and
+// move every cursor past its own now.
+func (r *Runtime) acceptReported(epoch, value string, token, high int64) {
+	w := &r.dataWatch
+	w.accept(epoch, value, token)
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.reportedFor = high
-	w.mu.Unlock()
+	w.intactAt = r.clock.Now()
 }
 
 // lossFrom is where the window of a loss found at now starts: a slot may

@@ -347,3 +347,34 @@ func TestAFollowerThatNeverLeadsStillRecordsALossItSaw(t *testing.T) {
 		t.Errorf("losses recorded: %+v, want the one", lost)
 	}
 }
+
+// A follower that recorded a loss it saw takes the store after the loss as
+// the normal from then on: when it leads later it does not find the same
+// loss again, record a second window over slots the holder since ran, and
+// move every cursor past its own now.
+func TestAFollowerThatRecordedALossDoesNotFindItAgainWhenItLeads(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, c, keys, leader, follower := followerThatSawTheLease(t)
+	if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, keys.Token, 1, 0)
+		p.Set(ctx, keys.Epoch, "after-the-loss", 0)
+		p.Set(ctx, keys.Lease, "fresh|0123456789abcdef|1", time.Minute)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c.cancels[leader]()
+	waitFor(t, 10*time.Second, "the follower to record the loss", func() bool {
+		lost, _ := follower.LostWrites(ctx)
+		return len(lost) == 1
+	})
+	// The fresh holder goes away; the follower leads.
+	if err := rdb.Del(ctx, keys.Lease).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the follower to schedule", follower.Scheduling)
+	if lost, _ := follower.LostWrites(ctx); len(lost) != 1 {
+		t.Errorf("losses recorded: %+v, want the one the follower saw", lost)
+	}
+}
