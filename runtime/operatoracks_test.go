@@ -45,6 +45,15 @@ func TestOperatorWritesWaitForReplicaAcks(t *testing.T) {
 	_, err = rt.Trigger(ctx, "nightly", "req-1")
 	notAcked("a repeated Trigger", err)
 
+	// A backfill waits once, after its last enqueue, and returns every
+	// occurrence it enqueued with the error.
+	now := time.Now()
+	occs, err := rt.Backfill(ctx, "nightly", now.Add(-72*time.Hour), now, "bf-1")
+	notAcked("Backfill", err)
+	if len(occs) != 3 {
+		t.Errorf("an unacknowledged backfill of three nights returned %d occurrences, want the 3 it enqueued", len(occs))
+	}
+
 	_, err = rt.SetMember(ctx, "reports:weekly", runtime.Member{Key: "acme", Zone: "Europe/Paris"})
 	notAcked("SetMember", err)
 	notAcked("SetMembers", rt.SetMembers(ctx, "reports:weekly", []runtime.Member{{Key: "globex", Zone: "Asia/Tokyo"}}))

@@ -52,13 +52,13 @@ type Runtime struct {
 	scheduling atomic.Bool
 
 	observers
-	unserved    unservedLog
-	redisCheck  redisCheck
-	dataWatch   dataWatch
-	lateness    lateness
+	unserved   unservedLog
+	redisCheck redisCheck
+	dataWatch  dataWatch
+	lateness   lateness
 	// familyLate carries the family loop's dispatches to the schedule
 	// loop, which owns the commits a handover must flush first.
-	familyLate chan familyDispatch
+	familyLate  chan familyDispatch
 	inDoubt     inDoubt // enqueues no replica acknowledged (ReplicaAcks)
 	statusIndex statusIndex
 
@@ -503,17 +503,29 @@ func (r *Runtime) backfill(ctx context.Context, s *registry.Schedule, sc registr
 	occs := make([]registry.Occurrence, 0, len(slots))
 	for _, slot := range slots {
 		occ := rerunOccurrence(sc, s, slot.In(s.Location()), requestKey)
-		if err := r.enqueueManual(ctx, s, occ); err != nil {
+		if err := r.enqueueManualUnacked(ctx, s, occ); err != nil {
 			return occs, err
 		}
 		occs = append(occs, occ)
 	}
-	return occs, nil
+	// One acknowledgement covers every enqueue before it.
+	return occs, r.acknowledged(ctx, fmt.Sprintf("%d re-runs of %s", len(occs), s.Name))
 }
 
 // enqueueManual enqueues an operator's occurrence and records it with its
-// actor; a double submit (its ID already enqueued) does neither again.
+// actor; a double submit (its ID already enqueued) records nothing again.
+// With ReplicaAcks the operator hears "done" only once a failover can no
+// longer lose the task (or its record); a double submit, which finds the
+// task already there, waits for the same acknowledgement.
 func (r *Runtime) enqueueManual(ctx context.Context, s *registry.Schedule, occ registry.Occurrence) error {
+	if err := r.enqueueManualUnacked(ctx, s, occ); err != nil {
+		return err
+	}
+	return r.acknowledged(ctx, "manual occurrence "+occ.ID)
+}
+
+// enqueueManualUnacked is enqueueManual without waiting for replicas.
+func (r *Runtime) enqueueManualUnacked(ctx context.Context, s *registry.Schedule, occ registry.Occurrence) error {
 	inserted, err := r.enqueue(ctx, s, occ, manualRetention)
 	if err != nil {
 		return err
@@ -521,14 +533,21 @@ func (r *Runtime) enqueueManual(ctx context.Context, s *registry.Schedule, occ r
 	if inserted {
 		r.recordManual(ctx, s, occ)
 	}
-	// With ReplicaAcks the operator hears "done" only once a failover can
-	// no longer lose the task (or its record); a repeat with the same
-	// request key, which finds the task already there, waits for the same
-	// acknowledgement.
-	if err := r.store.Acknowledged(ctx); err != nil {
-		return fmt.Errorf("manual occurrence %s: %w", occ.ID, err)
-	}
 	return nil
+}
+
+// acknowledged waits for the replicas to have every write before it
+// (store.Acknowledged). Any failure of that wait is ErrNotAcked: what was
+// written is in Redis, so the caller must not hear "could not enqueue".
+func (r *Runtime) acknowledged(ctx context.Context, what string) error {
+	err := r.store.Acknowledged(ctx)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrNotAcked):
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return fmt.Errorf("%s: written, but the replicas' acknowledgement could not be read: %w", what, errors.Join(ErrNotAcked, err))
 }
 
 // recordManual writes a manual occurrence's record once its task is in.

@@ -32,13 +32,25 @@ func writeIndentedArray(w io.Writer, items []any) error {
 	for i := range ready {
 		ready[i] = make(chan struct{})
 	}
-	next := make(chan int, parts)
-	for i := range parts {
-		next <- i
-	}
-	close(next)
 	workers := min(parts, runtime.GOMAXPROCS(0))
+	// At most ahead parts are marshalled and not yet written: a slow
+	// client holds back the marshalling, not the memory.
+	ahead := make(chan struct{}, 2*workers)
+	next, stop := make(chan int), make(chan struct{})
 	var wg sync.WaitGroup
+	defer wg.Wait()   // second: the workers end once the feeder closes next
+	defer close(stop) // first: the feeder stops feeding
+	go func() {
+		defer close(next)
+		for i := range parts {
+			select {
+			case ahead <- struct{}{}:
+			case <-stop:
+				return
+			}
+			next <- i
+		}
+	}()
 	for range workers {
 		wg.Go(func() {
 			for i := range next {
@@ -56,7 +68,6 @@ func writeIndentedArray(w io.Writer, items []any) error {
 			}
 		})
 	}
-	defer wg.Wait()
 	bw := bufio.NewWriterSize(w, 64<<10)
 	var err error
 	write := func(b []byte) {
@@ -72,6 +83,10 @@ func writeIndentedArray(w io.Writer, items []any) error {
 		}
 		write(out[i].buf.Bytes())
 		out[i].buf = bytes.Buffer{} // written: let it go
+		<-ahead
+		if err != nil {
+			return err // the client is gone, or an item does not marshal: stop marshalling
+		}
 	}
 	write([]byte("\n]\n"))
 	if err != nil {

@@ -64,3 +64,30 @@ func TestWriteIndentedArrayReportsAnUnmarshallableItem(t *testing.T) {
 		t.Error("the array was closed as if whole")
 	}
 }
+
+// A writer that fails (a client gone) stops the marshalling and returns,
+// without a goroutine left behind (the package's TestMain checks leaks).
+func TestWriteIndentedArrayStopsWhenTheWriterFails(t *testing.T) {
+	t.Parallel()
+	items := make([]any, 20000)
+	for i := range items {
+		items[i] = map[string]int{"n": i}
+	}
+	err := writeIndentedArray(&failingWriter{after: 100 << 10}, items)
+	if !errors.Is(err, errGone) {
+		t.Errorf("error %v, want the writer's", err)
+	}
+}
+
+var errGone = errors.New("client gone")
+
+// failingWriter accepts after bytes, then fails.
+type failingWriter struct{ after int }
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	if len(p) > w.after {
+		return 0, errGone
+	}
+	w.after -= len(p)
+	return len(p), nil
+}

@@ -19,6 +19,7 @@ type Keys struct {
 	Resumed  string // hash schedule -> "<paused at> <resumed at>" (unix ms) of its last pause
 	Epoch    string // string: a random ID the store was started with; gone or changed = data lost
 	Lost     string // list of JSON LostWrites, newest first
+	Acked    string // string, short-lived: the write Store.Acknowledged has replicas acknowledge
 	// Registries is a zset "<registry identity>|<replica>" -> last beat
 	// (Redis time, ms); Owner the identity the namespace belongs to.
 	Registries string
@@ -41,6 +42,7 @@ func NewKeys(ns string) Keys {
 		Resumed:  p + "resumed",
 		Epoch:    p + "epoch",
 		Lost:     p + "lost",
+		Acked:    p + "acked",
 		Prefix:   p,
 
 		Registries: p + "registries",

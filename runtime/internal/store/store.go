@@ -404,7 +404,7 @@ func (s *Store) Acknowledged(ctx context.Context) error {
 	if !s.Acks.On() {
 		return nil
 	}
-	return s.Acks.Run(ctx, s.rdb, ackBarrierScript, []string{s.Keys.Prefix + "acked"}, int64(ackBarrierLife/time.Millisecond)).Err()
+	return s.Acks.Run(ctx, s.rdb, ackBarrierScript, []string{s.Keys.Acked}, int64(ackBarrierLife/time.Millisecond)).Err()
 }
 
 // ackBarrierLife is how long the write Acknowledged makes stays.
