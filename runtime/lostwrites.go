@@ -162,9 +162,10 @@ func (r *Runtime) seeLease(value string, learn bool) {
 // be a replica with no memory of the store before the loss (one started
 // after it), which has nothing to compare, finds nothing and moves no
 // cursor; without this record the slots the loss took would be missed
-// without a word. It carries no token, so a replica that knew the store
-// and leads later still finds the loss and moves the cursors (see
-// newestStoreLoss); the holder's own slots from now on may already run,
+// without a word. It carries no token, so another replica that knew the
+// store and leads later still finds the loss and moves the cursors (see
+// newestStoreLoss), while this one takes the store after it as the normal
+// (acceptReported); the holder's own slots from now on may already run,
 // so the window ends SkewMargin after Redis's now.
 func (r *Runtime) reportLossSeen(ctx context.Context) {
 	w := &r.dataWatch
