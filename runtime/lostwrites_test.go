@@ -315,16 +315,7 @@ func TestAFollowerThatNeverLeadsStillRecordsALossItSaw(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb, c, keys, leader, follower := followerThatSawTheLease(t)
-	// The data goes, and a replica started after it leads at once and
-	// stays: token 1 again under another value, a new epoch.
-	if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Set(ctx, keys.Token, 1, 0)
-		p.Set(ctx, keys.Epoch, "after-the-loss", 0)
-		p.Set(ctx, keys.Lease, "fresh|0123456789abcdef|1", time.Minute)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	freshHolderAfterALoss(t, rdb, keys)
 	c.cancels[leader]()
 	waitFor(t, 10*time.Second, "the follower to record the loss", func() bool {
 		lost, _ := follower.LostWrites(ctx)
@@ -356,14 +347,7 @@ func TestAFollowerThatRecordedALossDoesNotFindItAgainWhenItLeads(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb, c, keys, leader, follower := followerThatSawTheLease(t)
-	if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Set(ctx, keys.Token, 1, 0)
-		p.Set(ctx, keys.Epoch, "after-the-loss", 0)
-		p.Set(ctx, keys.Lease, "fresh|0123456789abcdef|1", time.Minute)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	freshHolderAfterALoss(t, rdb, keys)
 	c.cancels[leader]()
 	waitFor(t, 10*time.Second, "the follower to record the loss", func() bool {
 		lost, _ := follower.LostWrites(ctx)
@@ -376,5 +360,21 @@ func TestAFollowerThatRecordedALossDoesNotFindItAgainWhenItLeads(t *testing.T) {
 	waitFor(t, 10*time.Second, "the follower to schedule", follower.Scheduling)
 	if lost, _ := follower.LostWrites(ctx); len(lost) != 1 {
 		t.Errorf("losses recorded: %+v, want the one the follower saw", lost)
+	}
+}
+
+// freshHolderAfterALoss makes the store look as it does when the data went
+// and a replica started after it leads at once and stays: token 1 again
+// under another value, a new epoch.
+func freshHolderAfterALoss(t *testing.T, rdb redis.UniversalClient, keys store.Keys) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, keys.Token, 1, 0)
+		p.Set(ctx, keys.Epoch, "after-the-loss", 0)
+		p.Set(ctx, keys.Lease, "fresh|0123456789abcdef|1", time.Minute)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -59,6 +59,24 @@ func markUnacked(ctx context.Context) {
 	}
 }
 
+// Barrier writes key (for life) and WAITs on the same connection, so the
+// acknowledgement covers every write Redis ran before it, on any
+// connection (replication is in order): for writes that cannot carry a
+// WAIT of their own, such as asynq's enqueues. The write gives Redis 6.2,
+// which waits for the connection's last write, something to count. At
+// once when a is off; ErrNotAcked when too few replicas answer.
+func (a Acks) Barrier(ctx context.Context, rdb redis.UniversalClient, key string, life time.Duration) error {
+	if !a.On() {
+		return nil
+	}
+	return rdb.Watch(ctx, func(tx *redis.Tx) error {
+		if err := tx.Set(ctx, key, "1", life).Err(); err != nil {
+			return err
+		}
+		return a.Wait(ctx, tx)
+	})
+}
+
 // waiter is a single connection: a *redis.Tx or *redis.Conn.
 type waiter interface {
 	Wait(ctx context.Context, numReplicas int, timeout time.Duration) *redis.IntCmd

@@ -313,14 +313,3 @@ if epoch then return {epoch, 0} end
 redis.call('SET', KEYS[2], ARGV[2])
 return {ARGV[2], 1}
 `)
-
-// ackBarrierScript writes one short-lived key, so that a WAIT after it on
-// the same connection has a write of its own to count (Redis 6.2 waits for
-// the connection's last write, not the primary's offset).
-//
-//	KEYS[1] the barrier key
-//	ARGV[1] its life (ms)
-var ackBarrierScript = redis.NewScript(`
-redis.call('SET', KEYS[1], '1', 'PX', ARGV[1])
-return 1
-`)

@@ -401,10 +401,7 @@ func (s *Store) ClearPause(ctx context.Context, name string, at int64) (bool, er
 // through asynq's client (a manual run's enqueue), which cannot carry a
 // WAIT of their own.
 func (s *Store) Acknowledged(ctx context.Context) error {
-	if !s.Acks.On() {
-		return nil
-	}
-	return s.Acks.Run(ctx, s.rdb, ackBarrierScript, []string{s.Keys.Acked}, int64(ackBarrierLife/time.Millisecond)).Err()
+	return s.Acks.Barrier(ctx, s.rdb, s.Keys.Acked, ackBarrierLife)
 }
 
 // ackBarrierLife is how long the write Acknowledged makes stays.
