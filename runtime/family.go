@@ -160,12 +160,14 @@ func checkMember(cache *memberSchedules, m Member) (store.SetMember, error) {
 // SetMember creates or replaces a member of the family and reports
 // whether it was created. A new member's first slot is its first after
 // now: one added at 08:59:58 runs at 09:00, not for a slot before. A
-// member whose zone or expression changes never gets a slot at or before
-// the last one it had, nor a slot whose local time (in its new zone) is at
-// or before the local time of the last one it had (in the old zone): its
+// change of a member's zone or expression moves its next run and never
+// adds one (familychange.go): the run it would have had next on its old
+// schedule happens at the new schedule's slot nearest to it, after the
+// change and after the last slot it had and that slot's local time. A
 // weekly report moved from Tokyo to New York after Monday 09:00 in Tokyo
-// next runs the Monday after, not again on Monday 09:00 in New York. The
-// leader sees the change within about a second.
+// next runs the Monday after, not again on Monday 09:00 in New York; one
+// moved from 09:00 to 10:00 on a Monday at 09:30 next runs the Monday
+// after, at 10:00. The leader sees the change within about a second.
 func (r *Runtime) SetMember(ctx context.Context, family string, m Member) (created bool, err error) {
 	fam, err := r.family(family)
 	if err != nil {
@@ -176,7 +178,8 @@ func (r *Runtime) SetMember(ctx context.Context, family string, m Member) (creat
 		return false, err
 	}
 	sm.Pause = r.memberPause(ctx, "")
-	c, err := r.store.SetMembers(ctx, family, r.clock.Now().Unix(), false, []store.SetMember{sm})
+	now := r.clock.Now()
+	c, err := r.store.SetMembers(ctx, family, now.Unix(), false, []store.SetMember{sm}, r.changeFloorFunc(fam, &memberSchedules{fam: fam}, now))
 	if err != nil {
 		return false, err
 	}
@@ -207,7 +210,8 @@ func (r *Runtime) SetMembers(ctx context.Context, family string, ms []Member) er
 	for i := range out {
 		out[i].Pause = pause
 	}
-	_, err = r.store.SetMembers(ctx, family, r.clock.Now().Unix(), false, out)
+	now := r.clock.Now()
+	_, err = r.store.SetMembers(ctx, family, now.Unix(), false, out, r.changeFloorFunc(fam, cache, now))
 	return err
 }
 
@@ -248,7 +252,7 @@ func (r *Runtime) setPaused(ctx context.Context, family, key string, paused bool
 	}
 	v := vs[0]
 	sm := store.SetMember{Key: key, Paused: paused, Zone: v.Zone, Expr: v.Expr, Pause: r.memberPause(ctx, reason)}
-	if _, err := r.store.SetMembers(ctx, family, r.clock.Now().Unix(), paused, []store.SetMember{sm}); err != nil {
+	if _, err := r.store.SetMembers(ctx, family, r.clock.Now().Unix(), paused, []store.SetMember{sm}, nil); err != nil {
 		return err
 	}
 	what := "family member resumed"
@@ -371,7 +375,10 @@ func (r *Runtime) MemberSchedule(family string, m Member) (*registry.Schedule, e
 
 // FamilyNext returns the family's next run over all its members: the
 // earliest slot after now of any (zone, expression) its members have,
-// in UTC; zero when it has no members.
+// in UTC; zero when it has no members. It reads the buckets, not the
+// members: a member whose change of zone or expression moved its next
+// run later (familychange.go) still counts its bucket's next slot, so
+// this can be earlier than any member's own next run (MemberInfos).
 func (r *Runtime) FamilyNext(ctx context.Context, family string) (time.Time, error) {
 	fam, err := r.family(family)
 	if err != nil {
@@ -434,6 +441,12 @@ func (r *Runtime) MemberInfos(ctx context.Context, family string, ms []Member) (
 	if err != nil {
 		return nil, err
 	}
+	// The next run is the leader's: after the member's since (a change's
+	// floor) and its cursor's floor, as planMembers reckons it.
+	stored, known, cursors, hasCursor, err := r.store.MemberStates(ctx, family, keys)
+	if err != nil {
+		return nil, err
+	}
 	now := r.clock.Now()
 	cache := &memberSchedules{fam: fam}
 	out := make([]MemberInfo, len(ms))
@@ -444,7 +457,14 @@ func (r *Runtime) MemberInfos(ctx context.Context, family string, ms []Member) (
 			out[i].Pause = &pause
 		}
 		if s, err := cache.get(m.Zone, m.Expr); err == nil {
-			if next := s.Next(now); !next.IsZero() {
+			from := now
+			if known[i] {
+				from = later(from, time.Unix(stored[i].Since, 0))
+			}
+			if hasCursor[i] {
+				from = later(from, cursorFloor(cursors[i], s.Location()))
+			}
+			if next := s.Next(from); !next.IsZero() {
 				out[i].Next = next.In(s.Location())
 			}
 		}

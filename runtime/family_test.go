@@ -555,6 +555,60 @@ func TestFamilyZoneChangeMidWeek(t *testing.T) {
 	}
 }
 
+// A change of expression moves a member's next run and adds none
+// (familychange.go): a weekly report that ran Monday 09:00 and is moved
+// to 10:00 that morning does not run again at 10:00, and a daily member
+// made every ten minutes is not given the ten-minute slots since its last
+// run, neither run nor recorded missed. Before the rule, the first ran
+// twice that Monday and the second had five slots recorded missed.
+func TestFamilyExpressionChangeMovesTheRunAndAddsNone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	monday := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	c := newFamCluster(t, 1, newJumpClock(monday.Add(-4*time.Second)), "0 9 * * MON", "UTC")
+	rt := c.waitLeader(t)
+	if err := rt.SetMembers(ctx, family, []runtime.Member{{Key: "weekly"}, {Key: "daily", Expr: "0 9 * * *"}}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitRun(t, "weekly", monday)
+	c.waitRun(t, "daily", monday)
+	ten := monday.Add(time.Hour)
+	c.clock.jumpTo(ten.Add(-5 * time.Second))
+	for _, m := range []runtime.Member{{Key: "weekly", Expr: "0 10 * * MON"}, {Key: "daily", Expr: "*/10 * * * *"},
+		// Members new to the same buckets, whose runs at 10:00 say the
+		// buckets were dispatched.
+		{Key: "control-weekly", Expr: "0 10 * * MON"}, {Key: "control-ten", Expr: "*/10 * * * *"}} {
+		if _, err := rt.SetMember(ctx, family, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	infos, err := rt.MemberInfos(ctx, family, []runtime.Member{{Key: "weekly", Zone: "UTC", Expr: "0 10 * * MON"},
+		{Key: "daily", Zone: "UTC", Expr: "*/10 * * * *"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := monday.AddDate(0, 0, 7).Add(time.Hour); !infos[0].Next.Equal(want) {
+		t.Errorf("weekly's next run is shown as %s; want %s", infos[0].Next.UTC(), want)
+	}
+	if want := monday.AddDate(0, 0, 1); !infos[1].Next.Equal(want) {
+		t.Errorf("daily's next run is shown as %s; want %s (its moved daily run)", infos[1].Next.UTC(), want)
+	}
+	c.waitRun(t, "control-weekly", ten)
+	c.waitRun(t, "control-ten", ten)
+	for _, m := range []string{"weekly", "daily"} {
+		if runs := c.runs.of(m); len(runs) != 1 || runs[monday.Unix()] != 1 {
+			t.Errorf("%s ran %v; want Monday 09:00 only", m, runs)
+		}
+	}
+	counters, err := rt.Counters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fc := counters[family]; fc.Missed != 0 {
+		t.Errorf("%d slots recorded missed; want none: the slots before a change were never intended", fc.Missed)
+	}
+}
+
 // The leader stops in the middle of a slot's 6,000 enqueues (members
 // committed page by page): the next one enqueues the rest, each member
 // once.

@@ -76,3 +76,73 @@ func TestFamilyCommitRecordsPerMember(t *testing.T) {
 		t.Errorf("member commits %+v", mcs)
 	}
 }
+
+// A change of zone or expression moves a member's next run to the new
+// schedule's slot nearest the one it replaces, and never adds a run: in
+// each case the member's next run (the new schedule's first slot after
+// the floor) is the one the rule in familychange.go names.
+func TestChangeFloorMovesTheNextRunAndAddsNone(t *testing.T) {
+	t.Parallel()
+	ny, _ := registry.LoadZone("America/New_York")
+	fam := registry.MustNew(registry.Schedule{Name: "report", Expr: "0 9 * * MON", Zone: "UTC", Per: "tenant",
+		Handler: func(context.Context, registry.Occurrence) error { return nil }}).Schedules()[0]
+	sched := func(zone, expr string) *registry.Schedule {
+		s, err := fam.ForMember(zone, expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	cursorAt := func(at time.Time) *store.MemberCursor {
+		_, off := at.Zone()
+		return &store.MemberCursor{Slot: at.Unix(), Offset: off}
+	}
+	utc := func(d, h, m int) time.Time { return time.Date(2026, 3, d, h, m, 0, 0, time.UTC) } // 2 March 2026 is a Monday
+	created := utc(1, 12, 0)
+	for _, tt := range []struct {
+		name     string
+		from, to *registry.Schedule
+		cursor   *store.MemberCursor // nil: the member never had a slot
+		now      time.Time
+		want     time.Time
+	}{
+		{"weekly 09:00 moved to 10:00 after this Monday's run", sched("", "0 9 * * MON"), sched("", "0 10 * * MON"),
+			cursorAt(utc(2, 9, 0)), utc(2, 9, 30), utc(9, 10, 0)},
+		{"weekly 09:00 moved to 10:00 before this Monday's run", sched("", "0 9 * * MON"), sched("", "0 10 * * MON"),
+			cursorAt(utc(23, 9, 0).AddDate(0, -1, 0)), utc(2, 8, 30), utc(2, 10, 0)},
+		{"daily made weekly on a Wednesday: no slot before the change", sched("", "0 9 * * *"), sched("", "0 9 * * MON"),
+			cursorAt(utc(4, 9, 0)), utc(4, 10, 0), utc(9, 9, 0)},
+		{"weekly made daily on a Wednesday: the moved run first", sched("", "0 9 * * MON"), sched("", "0 9 * * *"),
+			cursorAt(utc(2, 9, 0)), utc(4, 10, 0), utc(9, 9, 0)},
+		{"daily made hourly: the moved run first", sched("", "0 9 * * *"), sched("", "0 * * * *"),
+			cursorAt(utc(4, 9, 0)), utc(4, 10, 30), utc(5, 9, 0)},
+		{"New York to Tokyo on a Wednesday: Monday in Tokyo, not a week later", sched("America/New_York", ""), sched("Asia/Tokyo", ""),
+			cursorAt(time.Date(2026, 3, 2, 9, 0, 0, 0, ny)), utc(4, 10, 0), utc(9, 0, 0)},
+		{"Tokyo to New York after Monday in Tokyo: not Monday again in New York", sched("Asia/Tokyo", ""), sched("America/New_York", ""),
+			cursorAt(utc(2, 0, 0)), utc(2, 1, 0), time.Date(2026, 3, 9, 9, 0, 0, 0, ny)},
+		{"never ran: the first slot after the change nearest the one replaced", sched("", "0 9 * * MON"), sched("", "0 10 * * MON"),
+			nil, utc(2, 8, 30), utc(2, 10, 0)},
+	} {
+		var cur store.MemberCursor
+		if tt.cursor != nil {
+			cur = *tt.cursor
+		}
+		due, floor, _ := changeFloors(tt.from, tt.to, created, cur, tt.cursor != nil, tt.now)
+		if !due.IsZero() {
+			t.Errorf("%s: slot %s due at the change; want none", tt.name, due.UTC())
+		}
+		if got := tt.to.Next(floor); !got.Equal(tt.want) {
+			t.Errorf("%s: next run %s, want %s", tt.name, got.UTC().Format(time.RFC3339), tt.want.UTC().Format(time.RFC3339))
+		}
+	}
+	// The old slot due at the change and not yet shown handled: had (its
+	// task in asynq), the next Monday's run moves; not had, the member
+	// keeps its since and is planned from its cursor, backlog and all.
+	lastWeek := cursorAt(utc(23, 9, 0).AddDate(0, -1, 0))
+	due, ifHad, ifNot := changeFloors(sched("", "0 9 * * MON"), sched("", "0 10 * * MON"), created, *lastWeek, true,
+		utc(2, 9, 0).Add(300*time.Millisecond))
+	if !due.Equal(utc(2, 9, 0)) || !sched("", "0 10 * * MON").Next(ifHad).Equal(utc(9, 10, 0)) || !ifNot.IsZero() {
+		t.Errorf("due at the change: due %s, next run if had %s, since if not %s; want Monday 09:00, the next Monday 10:00, kept",
+			due.UTC(), sched("", "0 10 * * MON").Next(ifHad).UTC(), ifNot)
+	}
+}

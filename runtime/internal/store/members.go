@@ -15,8 +15,9 @@ import (
 // no braces):
 //
 //	m        hash member -> "<since>|<paused>|<zone>|<expr>" (since: unix s
-//	         the member was created; paused "1" or ""; zone and expr as
-//	         given, empty meaning the family's)
+//	         before which no slot runs: when the member was created, or the
+//	         floor its last change of zone or expression set; paused "1"
+//	         or ""; zone and expr as given, empty meaning the family's)
 //	b:<zone>|<expr>   zset of the members of one bucket (score 0, read
 //	         in lexical pages when the bucket is due)
 //	buckets  zset bucket -> version of the last change that put a member
@@ -87,8 +88,13 @@ func parseMember(key, v string) (MemberValue, bool) {
 
 // setMembersScript creates or updates members: each goes into the bucket
 // of its zone and expression (leaving its old one, which is dropped from
-// the bucket index when it empties), keeps the time it was created, and
-// marks its bucket changed for the leader.
+// the bucket index when it empties), keeps its since (the time it was
+// created), and marks its bucket changed for the leader. A member whose
+// bucket changes takes the floor the caller computed for the change as
+// its since, but only if the member and its cursor are still what the
+// caller read: otherwise nothing is written and the script returns
+// {-1}, and the caller reads again (a leader handled one of its slots
+// meanwhile, or another writer changed it).
 //
 // A paused member's pause (reason, actor, time) is kept beside it: written
 // when it becomes paused, or always when ARGV[3] is "1" (a pause replaces
@@ -96,14 +102,26 @@ func parseMember(key, v string) (MemberValue, bool) {
 //
 //	KEYS[1] the namespace's family version counter
 //	ARGV[1] the family's key prefix, ARGV[2] now (unix s), ARGV[3] "1" to
-//	replace pauses, ARGV[4..] quintuples member, paused ("1" or ""),
-//	zone, expr, JSON Pause
-//	returns per member 1 if created, 0 if updated.
+//	replace pauses, ARGV[4..] per member (setMemberArgs): member, paused
+//	("1" or ""), zone, expr, JSON Pause, "1" if its bucket changes, its
+//	value and cursor as read ("" if absent), and its Floor: since, task
+//	key, since if the task exists (0 keeps since)
+//	returns per member 1 if created, 0 if updated; {-1} if a changed
+//	member or its cursor is not what was read.
 var setMembersScript = redis.NewScript(`
 local p, now, replace = ARGV[1], ARGV[2], ARGV[3]
+for i = 4, #ARGV, 11 do
+  if ARGV[i+5] ~= '' then
+    local key = ARGV[i]
+    if (redis.call('HGET', p .. 'm', key) or '') ~= ARGV[i+6] or
+       (redis.call('HGET', p .. 'c', key) or '') ~= ARGV[i+7] then
+      return {-1}
+    end
+  end
+end
 local ver = redis.call('INCR', KEYS[1])
 local out = {}
-for i = 4, #ARGV, 5 do
+for i = 4, #ARGV, 11 do
   local key, paused, bucket = ARGV[i], ARGV[i+1], ARGV[i+2] .. '|' .. ARGV[i+3]
   if paused ~= '1' then
     redis.call('HDEL', p .. 'paused', key)
@@ -120,6 +138,11 @@ for i = 4, #ARGV, 5 do
     if was ~= bucket then
       redis.call('ZREM', p .. 'b:' .. was, key)
       if redis.call('EXISTS', p .. 'b:' .. was) == 0 then redis.call('ZREM', p .. 'buckets', was) end
+      if ARGV[i+5] == '1' then
+        local floor = ARGV[i+8]
+        if ARGV[i+9] ~= '' and redis.call('EXISTS', ARGV[i+9]) == 1 then floor = ARGV[i+10] end
+        if tonumber(floor) > tonumber(since) then since = floor end
+      end
     end
     out[#out + 1] = 0
   else
@@ -164,6 +187,34 @@ type SetMember struct {
 	Pause Pause
 }
 
+// A ChangeFloor returns the since of member m, stored as old with its
+// cursor (if it has one), whose zone or expression m changes. SetMembers
+// calls it for each such member with what it read just before its write,
+// and writes only if neither changed since.
+type ChangeFloor func(m SetMember, old MemberValue, cursor MemberCursor, hasCursor bool) Floor
+
+// Floor is the since (unix s; no slot at or before it runs) a changed
+// member takes: SinceIfTask if Task is not "" and that key exists when
+// the write lands, Since otherwise. 0 keeps the member's since; a since
+// never goes back.
+type Floor struct {
+	Since       int64
+	Task        string
+	SinceIfTask int64
+}
+
+// ErrMembersBusy: members kept changing between SetMembers' read and its
+// write (a leader handling their slots each time); try again.
+var ErrMembersBusy = errors.New("members changed while being written; try again")
+
+// setMembersTries bounds the reads and writes of one chunk whose members
+// or cursors change in between: a cursor moves once per handled slot, so
+// even per-second members settle within a few.
+const setMembersTries = 8
+
+// setMemberArgs is how many of setMembersScript's ARGV each member takes.
+const setMemberArgs = 11
+
 // MemberChunk bounds the members one script call or one read carries: at
 // about 10 µs of Redis time each, no call blocks Redis for more than a few
 // milliseconds.
@@ -171,8 +222,10 @@ const MemberChunk = 500
 
 // SetMembers writes members in scripts of at most MemberChunk each and
 // reports which were created. now is the creation time of new members;
-// replacePauses makes a paused member's Pause replace the one kept.
-func (s *Store) SetMembers(ctx context.Context, family string, now int64, replacePauses bool, ms []SetMember) ([]bool, error) {
+// replacePauses makes a paused member's Pause replace the one kept. floor,
+// if not nil, sets the since of members whose zone or expression changes
+// (see ChangeFloor).
+func (s *Store) SetMembers(ctx context.Context, family string, now int64, replacePauses bool, ms []SetMember, floor ChangeFloor) ([]bool, error) {
 	fk := s.Keys.Family(family)
 	created := make([]bool, 0, len(ms))
 	replace := "0"
@@ -181,29 +234,78 @@ func (s *Store) SetMembers(ctx context.Context, family string, now int64, replac
 	}
 	for start := 0; start < len(ms); start += MemberChunk {
 		part := ms[start:min(start+MemberChunk, len(ms))]
-		args := make([]any, 0, 3+5*len(part))
-		args = append(args, fk.Prefix, now, replace)
-		for _, m := range part {
-			paused, pause := "", ""
-			if m.Paused {
-				paused = "1"
-				b, err := json.Marshal(m.Pause)
-				if err != nil {
+		var res []int64
+		for try := 0; ; try++ {
+			if try == setMembersTries {
+				return created, ErrMembersBusy
+			}
+			args := make([]any, 0, 3+setMemberArgs*len(part))
+			args = append(args, fk.Prefix, now, replace)
+			var olds, cursors []string
+			if floor != nil {
+				var err error
+				if olds, cursors, err = s.rawMemberStates(ctx, fk, part); err != nil {
 					return created, err
 				}
-				pause = string(b)
 			}
-			args = append(args, m.Key, paused, m.Zone, m.Expr, pause)
-		}
-		res, err := s.Acks.Run(ctx, s.rdb, setMembersScript, []string{s.Keys.FamilyVersion()}, args...).Int64Slice()
-		if err != nil {
-			return created, err
+			for i, m := range part {
+				paused, pause := "", ""
+				if m.Paused {
+					paused = "1"
+					b, err := json.Marshal(m.Pause)
+					if err != nil {
+						return created, err
+					}
+					pause = string(b)
+				}
+				changed, f, oldRaw, curRaw := "", Floor{}, "", ""
+				if floor != nil && olds[i] != "" {
+					old, ok := parseMember(m.Key, olds[i])
+					if ok && BucketOf(old.Zone, old.Expr) != BucketOf(m.Zone, m.Expr) {
+						cur, hasCursor := parseCursor(cursors[i])
+						changed, f, oldRaw, curRaw = "1", floor(m, old, cur, hasCursor), olds[i], cursors[i]
+					}
+				}
+				args = append(args, m.Key, paused, m.Zone, m.Expr, pause, changed, oldRaw, curRaw, f.Since, f.Task, f.SinceIfTask)
+			}
+			var err error
+			res, err = s.Acks.Run(ctx, s.rdb, setMembersScript, []string{s.Keys.FamilyVersion()}, args...).Int64Slice()
+			if err != nil {
+				return created, err
+			}
+			if len(res) != 1 || res[0] != -1 {
+				break
+			}
 		}
 		for _, n := range res {
 			created = append(created, n == 1)
 		}
 	}
 	return created, nil
+}
+
+// rawMemberStates reads ms's stored values and cursors as they are stored
+// ("" where absent), in one round trip.
+func (s *Store) rawMemberStates(ctx context.Context, fk FamilyKeys, ms []SetMember) (values, cursors []string, err error) {
+	keys := make([]string, len(ms))
+	for i, m := range ms {
+		keys[i] = m.Key
+	}
+	var vcmd, ccmd *redis.SliceCmd
+	if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		vcmd, ccmd = p.HMGet(ctx, fk.Members, keys...), p.HMGet(ctx, fk.Cursors, keys...)
+		return nil
+	}); err != nil {
+		return nil, nil, err
+	}
+	values, cursors = make([]string, len(keys)), make([]string, len(keys))
+	for i, v := range vcmd.Val() {
+		values[i], _ = v.(string)
+	}
+	for i, v := range ccmd.Val() {
+		cursors[i], _ = v.(string)
+	}
+	return values, cursors, nil
 }
 
 // DeleteMember removes a member and reports whether it existed.

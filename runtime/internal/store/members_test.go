@@ -1,8 +1,11 @@
 package store_test
 
 import (
+	"errors"
+	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/belfry/belfry/runtime/internal/redistest"
 	"github.com/belfry/belfry/runtime/internal/store"
@@ -15,11 +18,11 @@ func TestMembersMoveBetweenBuckets(t *testing.T) {
 	s, ctx := setup(t)
 	const fam = "weekly"
 	v0, _ := s.FamilyVersion(ctx)
-	created, err := s.SetMembers(ctx, fam, 100, false, []store.SetMember{{Key: "acme", Zone: "Asia/Tokyo"}, {Key: "globex"}})
+	created, err := s.SetMembers(ctx, fam, 100, false, []store.SetMember{{Key: "acme", Zone: "Asia/Tokyo"}, {Key: "globex"}}, nil)
 	if err != nil || !slices.Equal(created, []bool{true, true}) {
 		t.Fatalf("SetMembers = %v, %v", created, err)
 	}
-	created, _ = s.SetMembers(ctx, fam, 200, false, []store.SetMember{{Key: "acme", Zone: "America/New_York", Paused: true}})
+	created, _ = s.SetMembers(ctx, fam, 200, false, []store.SetMember{{Key: "acme", Zone: "America/New_York", Paused: true}}, nil)
 	if created[0] {
 		t.Error("an update reported a creation")
 	}
@@ -44,6 +47,68 @@ func TestMembersMoveBetweenBuckets(t *testing.T) {
 	}
 }
 
+// A member whose bucket changes takes the floor computed from what was
+// read just before the write; if a leader handled one of its slots in
+// between (its cursor moved), the write reads again and computes anew,
+// instead of writing a floor from a cursor that is no longer true.
+func TestAChangeFloorIsWrittenOnlyOverWhatItWasComputedFrom(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	const fam = "weekly"
+	if _, err := s.SetMembers(ctx, fam, 100, false, []store.SetMember{{Key: "acme"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	cursors := s.Keys.Family(fam).Cursors
+	rdb := redistest.Shared(t)
+	rdb.HSet(ctx, cursors, "acme", "1000 0")
+	var seen []int64
+	floor := func(m store.SetMember, old store.MemberValue, c store.MemberCursor, has bool) store.Floor {
+		seen = append(seen, c.Slot)
+		if len(seen) == 1 {
+			rdb.HSet(ctx, cursors, "acme", "2000 0") // a leader handles a slot now
+		}
+		return store.Floor{Since: c.Slot + 10}
+	}
+	if _, err := s.SetMembers(ctx, fam, 300, false, []store.SetMember{{Key: "acme", Zone: "Asia/Tokyo"}}, floor); err != nil {
+		t.Fatal(err)
+	}
+	ms, _, _ := s.Members(ctx, fam, []string{"acme"})
+	if !slices.Equal(seen, []int64{1000, 2000}) || ms[0].Since != 2010 || ms[0].Zone != "Asia/Tokyo" {
+		t.Errorf("cursors seen %v, since %d, zone %q; want 1000 then 2000, 2010, Asia/Tokyo", seen, ms[0].Since, ms[0].Zone)
+	}
+	// A write that keeps the bucket asks for no floor, and keeps since.
+	seen = nil
+	s.SetMembers(ctx, fam, 400, false, []store.SetMember{{Key: "acme", Zone: "Asia/Tokyo", Paused: true}}, floor)
+	if ms, _, _ = s.Members(ctx, fam, []string{"acme"}); len(seen) != 0 || ms[0].Since != 2010 {
+		t.Errorf("a pause computed floors %v and left since %d; want none and 2010", seen, ms[0].Since)
+	}
+	// A cursor that never settles ends in ErrMembersBusy, with nothing written.
+	busy := func(store.SetMember, store.MemberValue, store.MemberCursor, bool) store.Floor {
+		rdb.HSet(ctx, cursors, "acme", fmt.Sprintf("%d 0", time.Now().UnixNano()))
+		return store.Floor{Since: 1}
+	}
+	if _, err := s.SetMembers(ctx, fam, 500, false, []store.SetMember{{Key: "acme"}}, busy); !errors.Is(err, store.ErrMembersBusy) {
+		t.Errorf("SetMembers with a cursor moving each time: %v; want ErrMembersBusy", err)
+	}
+	if ms, _, _ = s.Members(ctx, fam, []string{"acme"}); ms[0].Zone != "Asia/Tokyo" {
+		t.Errorf("a refused write moved the member to %q", ms[0].Zone)
+	}
+	// The task named decides between the floors when the write lands.
+	task := redistest.Uniq("task")
+	byTask := func(store.SetMember, store.MemberValue, store.MemberCursor, bool) store.Floor {
+		return store.Floor{Since: 0, Task: task, SinceIfTask: 5000}
+	}
+	s.SetMembers(ctx, fam, 600, false, []store.SetMember{{Key: "acme", Zone: "Europe/Paris"}}, byTask)
+	if ms, _, _ = s.Members(ctx, fam, []string{"acme"}); ms[0].Since != 2010 {
+		t.Errorf("since %d without the task; want 2010 kept", ms[0].Since)
+	}
+	rdb.Set(ctx, task, "1", time.Minute)
+	s.SetMembers(ctx, fam, 700, false, []store.SetMember{{Key: "acme", Zone: "Asia/Tokyo"}}, byTask)
+	if ms, _, _ = s.Members(ctx, fam, []string{"acme"}); ms[0].Since != 5000 {
+		t.Errorf("since %d with the task; want 5000", ms[0].Since)
+	}
+}
+
 // The leader's commit is fenced, and does not give a deleted member its
 // cursor back.
 func TestCommitFamilyIsFencedAndSkipsDeletedMembers(t *testing.T) {
@@ -51,7 +116,7 @@ func TestCommitFamilyIsFencedAndSkipsDeletedMembers(t *testing.T) {
 	s, ctx := setup(t)
 	const fam = "weekly"
 	hold(t, s, ctx, "r0|1")
-	s.SetMembers(ctx, fam, 100, false, []store.SetMember{{Key: "acme"}, {Key: "globex"}})
+	s.SetMembers(ctx, fam, 100, false, []store.SetMember{{Key: "acme"}, {Key: "globex"}}, nil)
 	if ok, err := s.DeleteMember(ctx, fam, "globex"); !ok || err != nil {
 		t.Fatalf("DeleteMember = %v, %v", ok, err)
 	}
@@ -79,8 +144,8 @@ func TestCommitFamilyIsFencedAndSkipsDeletedMembers(t *testing.T) {
 func TestForgetRemovesAFamilysMembers(t *testing.T) {
 	t.Parallel()
 	s, ctx := setup(t)
-	s.SetMembers(ctx, "gone", 100, false, []store.SetMember{{Key: "acme", Zone: "Asia/Tokyo"}, {Key: "globex", Paused: true}})
-	s.SetMembers(ctx, "kept", 100, false, []store.SetMember{{Key: "acme"}})
+	s.SetMembers(ctx, "gone", 100, false, []store.SetMember{{Key: "acme", Zone: "Asia/Tokyo"}, {Key: "globex", Paused: true}}, nil)
+	s.SetMembers(ctx, "kept", 100, false, []store.SetMember{{Key: "acme"}}, nil)
 	if _, err := s.Forget(ctx, "gone"); err != nil {
 		t.Fatal(err)
 	}

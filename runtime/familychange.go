@@ -1,0 +1,119 @@
+package runtime
+
+import (
+	"time"
+
+	"github.com/belfry/belfry/registry"
+	"github.com/belfry/belfry/runtime/internal/store"
+)
+
+// A change of a member's zone or expression moves its next run; it does
+// not add one. The run the member would have had next on its old
+// schedule happens instead at the new schedule's slot nearest to it,
+// and the new schedule goes on from there. Whatever the change, that slot
+// is after the change was made (no slot of the new schedule before it is
+// run or recorded missed), after the last slot the member had, and after
+// that slot's local time in the new zone (cursorFloor): a report moved
+// from Tokyo to New York after Monday 09:00 in Tokyo is not run again at
+// Monday 09:00 in New York.
+//
+// So one intended occurrence never runs twice because of a change:
+//
+//	weekly Monday 09:00, changed at Monday 09:30 to Monday 10:00:
+//	    this Monday's run happened; the next is next Monday at 10:00
+//	daily 09:00, changed on Wednesday at 10:00 to Mondays 09:00:
+//	    next Monday 09:00; Tuesday and Wednesday are not recorded missed
+//	weekly Monday 09:00, changed on Wednesday to daily 09:00:
+//	    next Monday 09:00 (the run the change moved), then every day
+//	Monday 09:00 in New York, moved on Wednesday to Tokyo:
+//	    next Monday 09:00 in Tokyo, 13 hours before the New York run
+//	    it replaces (not the Monday after, a week later than intended)
+//
+// An old slot that was due when the change was made, and that the
+// member's cursor does not show handled, is either being enqueued at
+// that moment or waits for a leader that is behind or down. The write
+// tells the two apart by whether asynq holds the slot's task, in the
+// same script that writes the change: if it does, the slot counts as had
+// and the rule above moves the run after it; if not, the member keeps
+// its since and a leader plans it from its last handled slot, on its new
+// schedule, as it would any backlog, so that no slot is dropped unsaid.
+// (A leader that read the member before the write and enqueues the old
+// slot just after it can still give that one occurrence a second run,
+// at its new time: a window of the leader's read-to-enqueue, as for a
+// deletion.) Use TriggerMember to run a member now after a change.
+//
+// The floor is computed by the writer, from the member and cursor it
+// read, and written only if both are unchanged when the write lands.
+
+// changeFloors returns the since a member takes when it changes from
+// schedule old to next at now: ifHad if due is zero or asynq holds due's
+// task, else ifNot; a zero time keeps the member's since. next's first
+// slot after the since is the member's next run.
+func changeFloors(old, next *registry.Schedule, since time.Time, cursor store.MemberCursor, hasCursor bool, now time.Time) (due, ifHad, ifNot time.Time) {
+	// The old schedule's next run, as its leader would plan it.
+	base := since
+	if hasCursor {
+		base = later(base, cursorFloor(cursor, old.Location()))
+	}
+	moved := old.Next(base)
+	if moved.IsZero() || moved.After(now) {
+		return time.Time{}, movedRunFloor(next, moved, since, cursor, hasCursor, now), time.Time{}
+	}
+	// Due already. Had, the run that moves is the one after it; if that
+	// is due too, a backlog stands either way and the member is planned
+	// from its cursor.
+	if after := old.Next(moved); !after.IsZero() && after.After(now) {
+		ifHad = movedRunFloor(next, after, since, cursor, hasCursor, now)
+	}
+	return moved, ifHad, time.Time{}
+}
+
+// movedRunFloor is the since that makes next's slot nearest to moved (the
+// run the change moves) the member's next run, never at or before now,
+// the member's since, or its cursor's floor in next's zone.
+func movedRunFloor(next *registry.Schedule, moved, since time.Time, cursor store.MemberCursor, hasCursor bool, now time.Time) time.Time {
+	floor := later(since, now)
+	if hasCursor {
+		floor = later(floor, cursorFloor(cursor, next.Location()))
+	}
+	if moved.IsZero() {
+		return floor
+	}
+	before := next.Prev(moved.Add(-time.Second)) // the newest slot before moved
+	after := next.Next(moved.Add(-time.Second))  // the first at or after it
+	nearest := after
+	if !before.IsZero() && before.After(floor) && (after.IsZero() || moved.Sub(before) < after.Sub(moved)) {
+		nearest = before
+	}
+	if nearest.IsZero() || !nearest.After(floor) {
+		return floor
+	}
+	return nearest.Add(-time.Second)
+}
+
+// changeFloorFunc is the store's ChangeFloor for a write at now of
+// members of fam whose schedules cache knows.
+func (r *Runtime) changeFloorFunc(fam *registry.Schedule, cache *memberSchedules, now time.Time) store.ChangeFloor {
+	unix := func(t time.Time) int64 {
+		if t.IsZero() {
+			return 0
+		}
+		return t.Unix()
+	}
+	return func(m store.SetMember, old store.MemberValue, cursor store.MemberCursor, hasCursor bool) store.Floor {
+		since := time.Unix(old.Since, 0)
+		from, err1 := cache.get(old.Zone, old.Expr)
+		to, err2 := cache.get(m.Zone, m.Expr)
+		if err1 != nil || err2 != nil {
+			// The old zone or expression no longer parses (a zone
+			// database without it): the change starts the member afresh.
+			return store.Floor{Since: later(since, now).Unix()}
+		}
+		due, ifHad, ifNot := changeFloors(from, to, since, cursor, hasCursor, now)
+		if due.IsZero() {
+			return store.Floor{Since: unix(ifHad)}
+		}
+		task := asynqTaskKey(fam.Queue, r.memberScope(fam, m.Key).ID(due))
+		return store.Floor{Since: unix(ifNot), Task: task, SinceIfTask: unix(ifHad)}
+	}
+}
