@@ -98,6 +98,10 @@ func TestMembersAPI(t *testing.T) {
 	crossSite := http.Header{"Origin": {"https://evil.example"}, "Sec-Fetch-Site": {"cross-site"}}
 	badExpr := directiveError(t, `//cron:schedule "61 * * * *"`)
 	badZone := directiveError(t, `//cron:schedule "0 9 * * MON" tz=Mars/Olympus`)
+	// globex's (UTC, Mondays 09:00) three newest slots, for a backfill.
+	fam, _ := c.rt.Registry().Lookup(family)
+	last := fam.Prev(time.Now())
+	lastSlots := []string{last.AddDate(0, 0, -14).Format(time.RFC3339), last.AddDate(0, 0, -7).Format(time.RFC3339), last.Format(time.RFC3339)}
 	for _, tt := range []struct {
 		name, method, path string
 		header             http.Header
@@ -125,6 +129,8 @@ func TestMembersAPI(t *testing.T) {
 		{"list", "GET", family + "/members", nil, "", 200, []string{`"member": "acme"`, `"member": "globex"`, `"next_cursor": ""`}},
 		{"search", "GET", family + "/members?q=glo", nil, "", 200, []string{`"member": "globex"`}},
 		{"bad limit", "GET", family + "/members?limit=0", nil, "", 400, []string{"limit \\\"0\\\": want a number from 1 to 1000"}},
+		{"limit not a number", "GET", family + "/members?limit=abc", nil, "", 400, []string{"limit \\\"abc\\\": want a number from 1 to 1000"}},
+		{"limit too large", "GET", family + "/members?limit=1001", nil, "", 400, []string{"limit \\\"1001\\\": want a number from 1 to 1000"}},
 		{"bad cursor", "GET", family + "/members?cursor=xyz", nil, "", 400, []string{`bad cursor \"xyz\"`}},
 		{"list of ordinary", "GET", "nightly/members", nil, "", 404, []string{"not a family"}},
 		{"one", "GET", family + "/members/globex", nil, "", 200, []string{`"member": "globex"`, `"history": []`}},
@@ -139,6 +145,11 @@ func TestMembersAPI(t *testing.T) {
 			[]string{`"task_id": "` + c.idPrefix(family) + `:member:globex:manual:k1"`}},
 		{"trigger an unknown member", "POST", family + "/members/nobody/trigger", nil, "", 404, []string{"no member"}},
 		{"rerun a member's non-slot", "POST", family + "/members/globex/runs", nil, `{"slot": "2026-11-30T09:00:01Z"}`, 400, []string{"not a slot"}},
+		{"backfill a member's last three slots", "POST", family + "/members/globex/runs", nil,
+			`{"from": "` + lastSlots[0] + `", "to": "` + lastSlots[2] + `"}`, 202,
+			[]string{`"task_ids": [`, ":member:globex:rerun:", ":member:globex:rerun:" + strconv.FormatInt(last.AddDate(0, 0, -7).Unix(), 10) + ":"}},
+		{"backfill over the cap", "POST", family + "/members/globex/runs", nil,
+			`{"from": "2020-01-06T09:00:00Z", "to": "` + lastSlots[2] + `"}`, 400, []string{"more than 100 slots"}},
 		{"pause a member", "POST", family + "/members/globex/pause", nil, `{"reason": "moving to a new plan"}`, 200, []string{`"status": "paused"`}},
 		{"a paused member says why", "GET", family + "/members/globex", nil, "", 200, []string{`"paused": true`, `"reason": "moving to a new plan"`}},
 		{"resume a member", "POST", family + "/members/globex/resume", nil, "", 200, []string{`"status": "resumed"`}},
