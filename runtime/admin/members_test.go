@@ -3,6 +3,7 @@ package admin_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"go/ast"
 	"net/http"
@@ -376,6 +377,41 @@ func TestMembersPage(t *testing.T) {
 	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != "../acme?rerun=400" {
 		t.Errorf("POST rerun of a non-slot: %d to %q, want ../acme?rerun=400", resp.StatusCode, loc)
 	}
+}
+
+// A family's one row on the overview carries its members' runs: a
+// member's failed run shows as the family's newest run, its failure and
+// the error's excerpt, and the family is failing, in the page and the
+// JSON alike.
+func TestAFamilyRowShowsItsMembersFailures(t *testing.T) {
+	t.Parallel()
+	c := newFixture(t, sharedRedis(t), registry.Schedule{Name: family, Expr: "0 9 * * MON", Zone: "UTC", Per: "tenant", MaxRetry: 0,
+		Handler: func(_ context.Context, occ registry.Occurrence) error {
+			if occ.Member == "broken" {
+				return errors.New("tenant broken: no invoice template")
+			}
+			return nil
+		}})
+	waitFor(t, 5*time.Second, "the replica to lead", c.rt.IsLeader)
+	mux := http.NewServeMux()
+	mux.Handle("/cron/", http.StripPrefix("/cron", admin.New(c.rt, admin.Options{})))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	ctx := context.Background()
+	if err := c.rt.SetMembers(ctx, family, []runtime.Member{{Key: "fine"}, {Key: "broken"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.rt.TriggerMember(ctx, family, "broken", "once"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the member's failure to be recorded", func() bool {
+		snap, err := c.rt.SnapshotOf(ctx, []string{family}, 5)
+		return err == nil && len(snap.Schedules) == 1 && snap.Schedules[0].Status == runtime.StatusFailing
+	})
+	checkResponse(t, "GET", srv.URL+"/cron/", nil, "", 200, "text/html", []string{
+		"2 members · per tenant", `<span class="badge failed"`, "tenant broken: no invoice template"})
+	checkResponse(t, "GET", srv.URL+"/cron/api/schedules/"+family, nil, "", 200, "application/json", []string{
+		`"status": "failing"`, `"members": 2`, `"member": "broken"`, `"outcome": "failed"`, `"error": "tenant broken: no invoice template"`, `"failed": 1`})
 }
 
 // Without Redis a family's row and JSON do not pass its default
