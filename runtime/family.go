@@ -67,6 +67,10 @@ var (
 	// ErrBadMember: a member's key, zone or expression is not valid. The
 	// error's text is the reason, in crongen's words.
 	ErrBadMember = errors.New("bad member")
+	// ErrMembersBusy: members kept changing while a write computed the
+	// next runs of those whose zone or expression it changes (a leader
+	// handling their slots at every try, or another writer); try again.
+	ErrMembersBusy = store.ErrMembersBusy
 )
 
 // Member is one member of a family.
@@ -179,7 +183,7 @@ func (r *Runtime) SetMember(ctx context.Context, family string, m Member) (creat
 	}
 	sm.Pause = r.memberPause(ctx, "")
 	now := r.clock.Now()
-	c, err := r.store.SetMembers(ctx, family, now.Unix(), false, []store.SetMember{sm}, r.changeFloorFunc(fam, &memberSchedules{fam: fam}, now))
+	c, err := r.store.SetMembers(ctx, family, now.Unix(), false, []store.SetMember{sm}, r.changeFloorFunc(fam, &memberSchedules{fam: fam}))
 	if err != nil {
 		return false, err
 	}
@@ -211,7 +215,7 @@ func (r *Runtime) SetMembers(ctx context.Context, family string, ms []Member) er
 		out[i].Pause = pause
 	}
 	now := r.clock.Now()
-	_, err = r.store.SetMembers(ctx, family, now.Unix(), false, out, r.changeFloorFunc(fam, cache, now))
+	_, err = r.store.SetMembers(ctx, family, now.Unix(), false, out, r.changeFloorFunc(fam, cache))
 	return err
 }
 
@@ -243,17 +247,27 @@ func (r *Runtime) setPaused(ctx context.Context, family, key string, paused bool
 	if err != nil {
 		return err
 	}
-	vs, ok, err := r.store.Members(ctx, family, []string{key})
-	if err != nil {
-		return err
-	}
-	if !ok[0] {
-		return fmt.Errorf("%w %q in %s", ErrNoMember, key, family)
-	}
-	v := vs[0]
-	sm := store.SetMember{Key: key, Paused: paused, Zone: v.Zone, Expr: v.Expr, Pause: r.memberPause(ctx, reason)}
-	if _, err := r.store.SetMembers(ctx, family, r.clock.Now().Unix(), paused, []store.SetMember{sm}, nil); err != nil {
-		return err
+	var sm store.SetMember
+	// The member is written back with the zone and expression it was read
+	// with; a change that lands in between makes the store refuse the
+	// write (ErrMembersBusy), and it is read again.
+	for try := 0; ; try++ {
+		vs, ok, err := r.store.Members(ctx, family, []string{key})
+		if err != nil {
+			return err
+		}
+		if !ok[0] {
+			return fmt.Errorf("%w %q in %s", ErrNoMember, key, family)
+		}
+		v := vs[0]
+		sm = store.SetMember{Key: key, Paused: paused, Zone: v.Zone, Expr: v.Expr, Pause: r.memberPause(ctx, reason)}
+		_, err = r.store.SetMembers(ctx, family, r.clock.Now().Unix(), paused, []store.SetMember{sm}, nil)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, store.ErrMembersBusy) || try == 3 {
+			return err
+		}
 	}
 	what := "family member resumed"
 	if paused {

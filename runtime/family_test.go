@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -568,7 +569,7 @@ func TestFamilyLeaderCutOffMidSpike(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	runs, queue, ns := newMemberRuns(), uniq("q"), uniq("fam")
-	reg := familyRegistry(t, runs, queue, "*/5 * * * * *", "UTC")
+	reg := familyRegistry(t, runs, queue, "*/10 * * * * *", "UTC")
 	proxy := redistest.NewProxy(t, "tcp", sharedRedisAddr())
 	var rts []*runtime.Runtime
 	for i, rdb := range []redis.UniversalClient{proxy.Client(t, redis.Options{}), sharedRedis(t)} {
@@ -600,7 +601,15 @@ func TestFamilyLeaderCutOffMidSpike(t *testing.T) {
 		return k > 0
 	})
 	proxy.BlackHole()
-	spike := time.Now().Unix() / 5 * 5 // the slot whose enqueues were under way
+	// The slot whose enqueues were under way: a committed member's cursor.
+	kv, err := rdb.HRandFieldWithValues(ctx, cursors, 1).Result()
+	if err != nil || len(kv) != 1 {
+		t.Fatalf("reading a member's cursor: %v %v", kv, err)
+	}
+	spike, err := strconv.ParseInt(strings.Fields(kv[0].Value)[0], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if k, _ := rdb.HLen(ctx, cursors).Result(); k >= n {
 		t.Logf("r0 had committed all %d members when it was cut off: the takeover only proved nothing ran twice", k)
 	}
@@ -624,7 +633,7 @@ func TestFamilyLeaderCutOffMidSpike(t *testing.T) {
 	waitFor(t, 10*time.Second, "r0 to see it lost the lease", func() bool { return !rts[0].IsLeader() })
 	// A late enqueue that got through would have run by the time every
 	// member ran a slot after the partition healed.
-	after := (time.Now().Unix()/5 + 1) * 5
+	after := (time.Now().Unix()/10 + 1) * 10
 	waitFor(t, 120*time.Second, "every member's slot after the partition to run", allRan(after))
 	if d := runs.duplicates(); len(d) > 0 {
 		t.Errorf("%d duplicates, e.g. %v", len(d), d[:min(5, len(d))])
@@ -671,6 +680,13 @@ func TestFamilyExpressionChangeMovesTheRunAndAddsNone(t *testing.T) {
 	}
 	c.waitRun(t, "control-weekly", ten)
 	c.waitRun(t, "control-ten", ten)
+	// Each bucket's page (a control and the changed member) is committed
+	// as one: once the counters hold the controls' enqueues and every
+	// enqueue has run, whatever the 10:00 dispatches did is in.
+	waitFor(t, 10*time.Second, "the 10:00 dispatches to be committed and run", func() bool {
+		counters, err := rt.Counters(ctx)
+		return err == nil && counters[family].Enqueued >= 4 && int64(c.runs.total()) == counters[family].Enqueued
+	})
 	for _, m := range []string{"weekly", "daily"} {
 		if runs := c.runs.of(m); len(runs) != 1 || runs[monday.Unix()] != 1 {
 			t.Errorf("%s ran %v; want Monday 09:00 only", m, runs)

@@ -9,13 +9,13 @@ import (
 
 // A change of a member's zone or expression moves its next run; it does
 // not add one. The run the member would have had next on its old
-// schedule happens instead at the new schedule's slot nearest to it,
-// and the new schedule goes on from there. Whatever the change, that slot
-// is after the change was made (no slot of the new schedule before it is
-// run or recorded missed), after the last slot the member had, and after
-// that slot's local time in the new zone (cursorFloor): a report moved
-// from Tokyo to New York after Monday 09:00 in Tokyo is not run again at
-// Monday 09:00 in New York.
+// schedule happens instead at the new schedule's slot nearest to it (of
+// two as near, the later), and the new schedule goes on from there. That
+// slot is after the change was made (no slot of the new schedule before
+// it is run or recorded missed), after the last slot the member had, and
+// after that slot's local time in the new zone (cursorFloor): a report
+// moved from Tokyo to New York after Monday 09:00 in Tokyo is not run
+// again at Monday 09:00 in New York.
 //
 // So one intended occurrence never runs twice because of a change:
 //
@@ -33,22 +33,24 @@ import (
 // member's cursor does not show handled, is either being enqueued at
 // that moment or waits for a leader that is behind or down. The write
 // tells the two apart by whether asynq holds the slot's task, in the
-// same script that writes the change: if it does, the slot counts as had
-// and the rule above moves the run after it; if not, the member keeps
-// its since and a leader plans it from its last handled slot, on its new
-// schedule, as it would any backlog, so that no slot is dropped unsaid.
-// (A leader that read the member before the write and enqueues the old
-// slot just after it can still give that one occurrence a second run,
-// at its new time: a window of the leader's read-to-enqueue, as for a
-// deletion.) Use TriggerMember to run a member now after a change.
+// same script that writes the change. If it does, the slot counts as the
+// member's last (its local time included) and the run after it moves.
+// If not, that slot itself moves, to the new schedule's slot nearest it,
+// which may be due already: a leader then plans it, and the new
+// schedule's slots after it, as the backlog they are (run within grace,
+// recorded missed beyond), never dropping one unsaid. (A leader that read
+// the member before the write and enqueues the old slot just after it
+// can still give that one occurrence a second run, at its new time: a
+// window of the leader's read-to-enqueue, as for a deletion.) Use
+// TriggerMember to run a member now after a change.
 //
 // The floor is computed by the writer, from the member and cursor it
 // read, and written only if both are unchanged when the write lands.
 
 // changeFloors returns the since a member takes when it changes from
 // schedule old to next at now: ifHad if due is zero or asynq holds due's
-// task, else ifNot; a zero time keeps the member's since. next's first
-// slot after the since is the member's next run.
+// task, else ifNot. next's first slot after the since is the member's
+// next run.
 func changeFloors(old, next *registry.Schedule, since time.Time, cursor store.MemberCursor, hasCursor bool, now time.Time) (due, ifHad, ifNot time.Time) {
 	// The old schedule's next run, as its leader would plan it.
 	base := since
@@ -57,22 +59,28 @@ func changeFloors(old, next *registry.Schedule, since time.Time, cursor store.Me
 	}
 	moved := old.Next(base)
 	if moved.IsZero() || moved.After(now) {
-		return time.Time{}, movedRunFloor(next, moved, since, cursor, hasCursor, now), time.Time{}
+		return time.Time{}, movedRunFloor(next, moved, later(since, now), cursor, hasCursor), time.Time{}
 	}
-	// Due already. Had, the run that moves is the one after it; if that
-	// is due too, a backlog stands either way and the member is planned
-	// from its cursor.
-	if after := old.Next(moved); !after.IsZero() && after.After(now) {
-		ifHad = movedRunFloor(next, after, since, cursor, hasCursor, now)
+	// Due already. Had: it is the member's last slot, and the run after
+	// it moves (to after the change, unless that one is due too).
+	_, offset := moved.In(old.Location()).Zone()
+	had := store.MemberCursor{Slot: moved.Unix(), Offset: offset}
+	after, notBefore := old.Next(moved), since
+	if after.IsZero() || after.After(now) {
+		notBefore = later(since, now)
 	}
-	return moved, ifHad, time.Time{}
+	ifHad = movedRunFloor(next, after, notBefore, had, true)
+	// Not had: that slot moves, however long ago it was due.
+	ifNot = movedRunFloor(next, moved, since, cursor, hasCursor)
+	return moved, ifHad, ifNot
 }
 
 // movedRunFloor is the since that makes next's slot nearest to moved (the
-// run the change moves) the member's next run, never at or before now,
-// the member's since, or its cursor's floor in next's zone.
-func movedRunFloor(next *registry.Schedule, moved, since time.Time, cursor store.MemberCursor, hasCursor bool, now time.Time) time.Time {
-	floor := later(since, now)
+// run the change moves) the member's next run, never at or before
+// notBefore or its cursor's floor in next's zone; with moved zero, next's
+// first slot after those.
+func movedRunFloor(next *registry.Schedule, moved, notBefore time.Time, cursor store.MemberCursor, hasCursor bool) time.Time {
+	floor := notBefore
 	if hasCursor {
 		floor = later(floor, cursorFloor(cursor, next.Location()))
 	}
@@ -91,9 +99,9 @@ func movedRunFloor(next *registry.Schedule, moved, since time.Time, cursor store
 	return nearest.Add(-time.Second)
 }
 
-// changeFloorFunc is the store's ChangeFloor for a write at now of
-// members of fam whose schedules cache knows.
-func (r *Runtime) changeFloorFunc(fam *registry.Schedule, cache *memberSchedules, now time.Time) store.ChangeFloor {
+// changeFloorFunc is the store's ChangeFloor for a write of members of
+// fam whose schedules cache knows.
+func (r *Runtime) changeFloorFunc(fam *registry.Schedule, cache *memberSchedules) store.ChangeFloor {
 	unix := func(t time.Time) int64 {
 		if t.IsZero() {
 			return 0
@@ -101,6 +109,9 @@ func (r *Runtime) changeFloorFunc(fam *registry.Schedule, cache *memberSchedules
 		return t.Unix()
 	}
 	return func(m store.SetMember, old store.MemberValue, cursor store.MemberCursor, hasCursor bool) store.Floor {
+		// Now as the write is made: a bulk write takes seconds, and a slot
+		// that falls due meanwhile must be asked about.
+		now := r.clock.Now()
 		since := time.Unix(old.Since, 0)
 		from, err1 := cache.get(old.Zone, old.Expr)
 		to, err2 := cache.get(m.Zone, m.Expr)

@@ -18,10 +18,11 @@ package runtime
 // then, so the leader knows the local time of that slot whatever zone the
 // member has moved to since. A member's next slot is the first after
 // both the cursor's instant and the instant the cursor's local time has
-// in the member's zone now, and after the member's creation: a zone or
-// expression change never yields a slot at or before the last one, nor
-// the same local time again (Tokyo's Monday 09:00 handled, New York's
-// Monday 09:00 is not another run of it).
+// in the member's zone now, and after the member's since (its creation,
+// or the floor its last change of zone or expression set, see
+// familychange.go): a change never yields a slot at or before the last
+// one, nor the same local time again (Tokyo's Monday 09:00 handled, New
+// York's Monday 09:00 is not another run of it).
 //
 // Changes: every write of a member bumps "<ns>:fam:ver" and stamps the
 // member's bucket with that version. The leader GETs the counter every

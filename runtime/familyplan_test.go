@@ -122,6 +122,14 @@ func TestChangeFloorMovesTheNextRunAndAddsNone(t *testing.T) {
 			cursorAt(utc(2, 0, 0)), utc(2, 1, 0), time.Date(2026, 3, 9, 9, 0, 0, 0, ny)},
 		{"never ran: the first slot after the change nearest the one replaced", sched("", "0 9 * * MON"), sched("", "0 10 * * MON"),
 			nil, utc(2, 8, 30), utc(2, 10, 0)},
+		{"a change within a second: the same", sched("", "0 9 * * MON"), sched("", "0 10 * * MON"),
+			cursorAt(utc(2, 9, 0)), utc(2, 9, 30).Add(700 * time.Millisecond), utc(9, 10, 0)},
+		{"a tie between two slots goes to the later", sched("", "0 12 * * *"), sched("", "0 0 * * *"),
+			cursorAt(utc(2, 12, 0)), utc(2, 13, 0), utc(4, 0, 0)},
+		{"New York daily moved to 02:30 before spring forward: the skipped hour's slot is nearest",
+			sched("America/New_York", "0 9 * * *"), sched("America/New_York", "30 2 * * *"),
+			cursorAt(time.Date(2026, 3, 7, 9, 0, 0, 0, ny)), utc(7, 15, 0),
+			sched("America/New_York", "30 2 * * *").Next(time.Date(2026, 3, 8, 0, 0, 0, 0, ny))},
 	} {
 		var cur store.MemberCursor
 		if tt.cursor != nil {
@@ -136,13 +144,29 @@ func TestChangeFloorMovesTheNextRunAndAddsNone(t *testing.T) {
 		}
 	}
 	// The old slot due at the change and not yet shown handled: had (its
-	// task in asynq), the next Monday's run moves; not had, the member
-	// keeps its since and is planned from its cursor, backlog and all.
-	lastWeek := cursorAt(utc(23, 9, 0).AddDate(0, -1, 0))
-	due, ifHad, ifNot := changeFloors(sched("", "0 9 * * MON"), sched("", "0 10 * * MON"), created, *lastWeek, true,
-		utc(2, 9, 0).Add(300*time.Millisecond))
-	if !due.Equal(utc(2, 9, 0)) || !sched("", "0 10 * * MON").Next(ifHad).Equal(utc(9, 10, 0)) || !ifNot.IsZero() {
-		t.Errorf("due at the change: due %s, next run if had %s, since if not %s; want Monday 09:00, the next Monday 10:00, kept",
-			due.UTC(), sched("", "0 10 * * MON").Next(ifHad).UTC(), ifNot)
+	// task in asynq), the run after it moves; not had, that slot itself
+	// moves, even to a slot already due.
+	for _, tt := range []struct {
+		name              string
+		from, to          *registry.Schedule
+		cursor            *store.MemberCursor
+		now               time.Time
+		due, ifHad, ifNot time.Time
+	}{
+		{"09:00 moved to 10:00 as 09:00 comes due", sched("", "0 9 * * MON"), sched("", "0 10 * * MON"),
+			cursorAt(utc(23, 9, 0).AddDate(0, -1, 0)), utc(2, 9, 0).Add(300 * time.Millisecond),
+			utc(2, 9, 0), utc(9, 10, 0), utc(2, 10, 0)},
+		{"09:00 moved to 08:00 with no leader since 07:00: 08:00 is due, run or recorded missed", sched("", "0 9 * * MON"), sched("", "0 8 * * MON"),
+			cursorAt(utc(23, 9, 0).AddDate(0, -1, 0)), utc(2, 9, 30),
+			utc(2, 9, 0), utc(9, 8, 0), utc(2, 8, 0)},
+		{"Tokyo to New York as Tokyo's 09:00 comes due: had, its local time holds", sched("Asia/Tokyo", ""), sched("America/New_York", ""),
+			cursorAt(utc(23, 0, 0).AddDate(0, -1, 0)), utc(2, 0, 0).Add(300 * time.Millisecond),
+			utc(2, 0, 0), time.Date(2026, 3, 9, 9, 0, 0, 0, ny), time.Date(2026, 3, 2, 9, 0, 0, 0, ny)},
+	} {
+		due, ifHad, ifNot := changeFloors(tt.from, tt.to, created, *tt.cursor, true, tt.now)
+		if !due.Equal(tt.due) || !tt.to.Next(ifHad).Equal(tt.ifHad) || !tt.to.Next(ifNot).Equal(tt.ifNot) {
+			t.Errorf("%s: due %s, next run if had %s, if not %s; want %s, %s, %s", tt.name, due.UTC(),
+				tt.to.Next(ifHad).UTC(), tt.to.Next(ifNot).UTC(), tt.due.UTC(), tt.ifHad.UTC(), tt.ifNot.UTC())
+		}
 	}
 }

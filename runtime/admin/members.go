@@ -5,7 +5,8 @@ package admin
 //
 //	PUT    /api/schedules/{name}/members/{member}  {"zone": "Europe/Paris", "expr": "0 8 * * MON", "paused": false}
 //	                                               -> 201 created, 200 updated; every field optional: an
-//	                                               absent zone or expr is the family's (tz= and expression)
+//	                                               absent zone or expr is the family's (tz= and expression);
+//	                                               409 if the member kept changing under the write (retry)
 //	DELETE /api/schedules/{name}/members/{member}  -> 204; 404 if the family has no such member
 //	GET    /api/schedules/{name}/members           ?limit=(1-1000, default 100)&cursor=&q=<substring of the key>
 //	                                               -> {"members": [...], "next_cursor": "" after the last page};
@@ -98,6 +99,9 @@ func (a *admin) memberError(req *http.Request, err error) (int, string) {
 		return http.StatusServiceUnavailable, "the scheduler is disabled: " + a.r.Disabled()
 	case errors.Is(err, runtime.ErrNotAcked):
 		return http.StatusServiceUnavailable, notAckedMessage
+	case errors.Is(err, runtime.ErrMembersBusy):
+		// Not Redis down: the member changed under the write each time.
+		return http.StatusConflict, err.Error()
 	}
 	a.r.Logger().Warn("admin member request failed", "path", req.URL.Path, "schedule", name, "member", member, "err", err)
 	return http.StatusServiceUnavailable, "Redis unreachable"

@@ -92,9 +92,10 @@ func parseMember(key, v string) (MemberValue, bool) {
 // created), and marks its bucket changed for the leader. A member whose
 // bucket changes takes the floor the caller computed for the change as
 // its since, but only if the member and its cursor are still what the
-// caller read: otherwise nothing is written and the script returns
-// {-1}, and the caller reads again (a leader handled one of its slots
-// meanwhile, or another writer changed it).
+// caller read; and a member written as keeping its bucket must still be
+// in it. Otherwise nothing is written and the script returns {-1}, and
+// the caller reads again (a leader handled one of its slots meanwhile, or
+// another writer moved it).
 //
 // A paused member's pause (reason, actor, time) is kept beside it: written
 // when it becomes paused, or always when ARGV[3] is "1" (a pause replaces
@@ -111,12 +112,17 @@ func parseMember(key, v string) (MemberValue, bool) {
 var setMembersScript = redis.NewScript(`
 local p, now, replace = ARGV[1], ARGV[2], ARGV[3]
 for i = 4, #ARGV, 11 do
-  if ARGV[i+5] ~= '' then
-    local key = ARGV[i]
-    if (redis.call('HGET', p .. 'm', key) or '') ~= ARGV[i+6] or
-       (redis.call('HGET', p .. 'c', key) or '') ~= ARGV[i+7] then
+  local key = ARGV[i]
+  local cur = redis.call('HGET', p .. 'm', key)
+  if ARGV[i+5] == '1' then
+    if (cur or '') ~= ARGV[i+6] or (redis.call('HGET', p .. 'c', key) or '') ~= ARGV[i+7] then
       return {-1}
     end
+  elseif cur then
+    -- Written as keeping its bucket: it must still be in that bucket.
+    local a = string.find(cur, '|', 1, true)
+    local b = string.find(cur, '|', a + 1, true)
+    if string.sub(cur, b + 1) ~= ARGV[i+2] .. '|' .. ARGV[i+3] then return {-1} end
   end
 end
 local ver = redis.call('INCR', KEYS[1])
@@ -203,8 +209,10 @@ type Floor struct {
 	SinceIfTask int64
 }
 
-// ErrMembersBusy: members kept changing between SetMembers' read and its
-// write (a leader handling their slots each time); try again.
+// ErrMembersBusy: members changed between SetMembers' read and its write
+// (a leader handling their slots each time, or another writer moving
+// them), or, with no ChangeFloor, a member written as keeping its zone and
+// expression has other ones now; read again and retry.
 var ErrMembersBusy = errors.New("members changed while being written; try again")
 
 // setMembersTries bounds the reads and writes of one chunk whose members
@@ -222,9 +230,10 @@ const MemberChunk = 500
 
 // SetMembers writes members in scripts of at most MemberChunk each and
 // reports which were created. now is the creation time of new members;
-// replacePauses makes a paused member's Pause replace the one kept. floor,
-// if not nil, sets the since of members whose zone or expression changes
-// (see ChangeFloor).
+// replacePauses makes a paused member's Pause replace the one kept. floor
+// sets the since of members whose zone or expression changes (see
+// ChangeFloor); without one, every member must keep the zone and
+// expression it has (ErrMembersBusy if not).
 func (s *Store) SetMembers(ctx context.Context, family string, now int64, replacePauses bool, ms []SetMember, floor ChangeFloor) ([]bool, error) {
 	fk := s.Keys.Family(family)
 	created := make([]bool, 0, len(ms))
@@ -275,6 +284,9 @@ func (s *Store) SetMembers(ctx context.Context, family string, now int64, replac
 			}
 			if len(res) != 1 || res[0] != -1 {
 				break
+			}
+			if floor == nil {
+				return created, ErrMembersBusy // what the caller read is stale: its to read again
 			}
 		}
 		for _, n := range res {

@@ -22,9 +22,14 @@ func TestMembersMoveBetweenBuckets(t *testing.T) {
 	if err != nil || !slices.Equal(created, []bool{true, true}) {
 		t.Fatalf("SetMembers = %v, %v", created, err)
 	}
-	created, _ = s.SetMembers(ctx, fam, 200, false, []store.SetMember{{Key: "acme", Zone: "America/New_York", Paused: true}}, nil)
-	if created[0] {
-		t.Error("an update reported a creation")
+	// Without a ChangeFloor a write must keep each member's bucket.
+	if _, err := s.SetMembers(ctx, fam, 200, false, []store.SetMember{{Key: "acme", Zone: "America/New_York", Paused: true}}, nil); !errors.Is(err, store.ErrMembersBusy) {
+		t.Errorf("a move without a ChangeFloor: %v; want ErrMembersBusy", err)
+	}
+	keep := func(store.SetMember, store.MemberValue, store.MemberCursor, bool) store.Floor { return store.Floor{} }
+	created, err = s.SetMembers(ctx, fam, 200, false, []store.SetMember{{Key: "acme", Zone: "America/New_York", Paused: true}}, keep)
+	if err != nil || created[0] {
+		t.Errorf("an update: created %v, %v; want an update", created, err)
 	}
 	ms, ok, _ := s.Members(ctx, fam, []string{"acme", "nope"})
 	if !ok[0] || ok[1] || ms[0].Since != 100 || !ms[0].Paused || ms[0].Zone != "America/New_York" {
@@ -78,9 +83,21 @@ func TestAChangeFloorIsWrittenOnlyOverWhatItWasComputedFrom(t *testing.T) {
 	}
 	// A write that keeps the bucket asks for no floor, and keeps since.
 	seen = nil
-	s.SetMembers(ctx, fam, 400, false, []store.SetMember{{Key: "acme", Zone: "Asia/Tokyo", Paused: true}}, floor)
+	if _, err := s.SetMembers(ctx, fam, 400, false, []store.SetMember{{Key: "acme", Zone: "Asia/Tokyo", Paused: true}}, floor); err != nil {
+		t.Fatal(err)
+	}
 	if ms, _, _ = s.Members(ctx, fam, []string{"acme"}); len(seen) != 0 || ms[0].Since != 2010 {
 		t.Errorf("a pause computed floors %v and left since %d; want none and 2010", seen, ms[0].Since)
+	}
+	// A floor below the since leaves it: a since never goes back.
+	back := func(store.SetMember, store.MemberValue, store.MemberCursor, bool) store.Floor {
+		return store.Floor{Since: 5}
+	}
+	if _, err := s.SetMembers(ctx, fam, 450, false, []store.SetMember{{Key: "acme", Zone: "Europe/Oslo"}}, back); err != nil {
+		t.Fatal(err)
+	}
+	if ms, _, _ = s.Members(ctx, fam, []string{"acme"}); ms[0].Since != 2010 || ms[0].Zone != "Europe/Oslo" {
+		t.Errorf("since %d in %q after a floor of 5; want 2010 kept, Europe/Oslo", ms[0].Since, ms[0].Zone)
 	}
 	// A cursor that never settles ends in ErrMembersBusy, with nothing written.
 	busy := func(store.SetMember, store.MemberValue, store.MemberCursor, bool) store.Floor {
@@ -90,7 +107,7 @@ func TestAChangeFloorIsWrittenOnlyOverWhatItWasComputedFrom(t *testing.T) {
 	if _, err := s.SetMembers(ctx, fam, 500, false, []store.SetMember{{Key: "acme"}}, busy); !errors.Is(err, store.ErrMembersBusy) {
 		t.Errorf("SetMembers with a cursor moving each time: %v; want ErrMembersBusy", err)
 	}
-	if ms, _, _ = s.Members(ctx, fam, []string{"acme"}); ms[0].Zone != "Asia/Tokyo" {
+	if ms, _, _ = s.Members(ctx, fam, []string{"acme"}); ms[0].Zone != "Europe/Oslo" {
 		t.Errorf("a refused write moved the member to %q", ms[0].Zone)
 	}
 	// The task named decides between the floors when the write lands.
@@ -98,12 +115,16 @@ func TestAChangeFloorIsWrittenOnlyOverWhatItWasComputedFrom(t *testing.T) {
 	byTask := func(store.SetMember, store.MemberValue, store.MemberCursor, bool) store.Floor {
 		return store.Floor{Since: 0, Task: task, SinceIfTask: 5000}
 	}
-	s.SetMembers(ctx, fam, 600, false, []store.SetMember{{Key: "acme", Zone: "Europe/Paris"}}, byTask)
+	if _, err := s.SetMembers(ctx, fam, 600, false, []store.SetMember{{Key: "acme", Zone: "Europe/Paris"}}, byTask); err != nil {
+		t.Fatal(err)
+	}
 	if ms, _, _ = s.Members(ctx, fam, []string{"acme"}); ms[0].Since != 2010 {
 		t.Errorf("since %d without the task; want 2010 kept", ms[0].Since)
 	}
 	rdb.Set(ctx, task, "1", time.Minute)
-	s.SetMembers(ctx, fam, 700, false, []store.SetMember{{Key: "acme", Zone: "Asia/Tokyo"}}, byTask)
+	if _, err := s.SetMembers(ctx, fam, 700, false, []store.SetMember{{Key: "acme", Zone: "Asia/Tokyo"}}, byTask); err != nil {
+		t.Fatal(err)
+	}
 	if ms, _, _ = s.Members(ctx, fam, []string{"acme"}); ms[0].Since != 5000 {
 		t.Errorf("since %d with the task; want 5000", ms[0].Since)
 	}
