@@ -111,6 +111,12 @@ func parseMember(key, v string) (MemberValue, bool) {
 //	member or its cursor is not what was read.
 var setMembersScript = redis.NewScript(`
 local p, now, replace = ARGV[1], ARGV[2], ARGV[3]
+-- A stored member's since and bucket.
+local function split(v)
+  local a = string.find(v, '|', 1, true)
+  local b = string.find(v, '|', a + 1, true)
+  return string.sub(v, 1, a - 1), string.sub(v, b + 1)
+end
 for i = 4, #ARGV, 11 do
   local key = ARGV[i]
   local cur = redis.call('HGET', p .. 'm', key)
@@ -120,9 +126,8 @@ for i = 4, #ARGV, 11 do
     end
   elseif cur then
     -- Written as keeping its bucket: it must still be in that bucket.
-    local a = string.find(cur, '|', 1, true)
-    local b = string.find(cur, '|', a + 1, true)
-    if string.sub(cur, b + 1) ~= ARGV[i+2] .. '|' .. ARGV[i+3] then return {-1} end
+    local _, was = split(cur)
+    if was ~= ARGV[i+2] .. '|' .. ARGV[i+3] then return {-1} end
   end
 end
 local ver = redis.call('INCR', KEYS[1])
@@ -137,10 +142,8 @@ for i = 4, #ARGV, 11 do
   local since = now
   local old = redis.call('HGET', p .. 'm', key)
   if old then
-    local a = string.find(old, '|', 1, true)
-    local b = string.find(old, '|', a + 1, true)
-    since = string.sub(old, 1, a - 1)
-    local was = string.sub(old, b + 1)
+    local was
+    since, was = split(old)
     if was ~= bucket then
       redis.call('ZREM', p .. 'b:' .. was, key)
       if redis.call('EXISTS', p .. 'b:' .. was) == 0 then redis.call('ZREM', p .. 'buckets', was) end
