@@ -182,8 +182,7 @@ func (r *Runtime) SetMember(ctx context.Context, family string, m Member) (creat
 		return false, err
 	}
 	sm.Pause = r.memberPause(ctx, "")
-	now := r.clock.Now()
-	c, err := r.store.SetMembers(ctx, family, now.Unix(), false, []store.SetMember{sm}, r.changeFloorFunc(fam, &memberSchedules{fam: fam}))
+	c, err := r.store.SetMembers(ctx, family, r.clock.Now().Unix(), false, []store.SetMember{sm}, r.changeFloorFunc(fam, &memberSchedules{fam: fam}))
 	if err != nil {
 		return false, err
 	}
@@ -214,8 +213,7 @@ func (r *Runtime) SetMembers(ctx context.Context, family string, ms []Member) er
 	for i := range out {
 		out[i].Pause = pause
 	}
-	now := r.clock.Now()
-	_, err = r.store.SetMembers(ctx, family, now.Unix(), false, out, r.changeFloorFunc(fam, cache))
+	_, err = r.store.SetMembers(ctx, family, r.clock.Now().Unix(), false, out, r.changeFloorFunc(fam, cache))
 	return err
 }
 
@@ -471,14 +469,11 @@ func (r *Runtime) MemberInfos(ctx context.Context, family string, ms []Member) (
 			out[i].Pause = &pause
 		}
 		if s, err := cache.get(m.Zone, m.Expr); err == nil {
-			from := now
+			since := now
 			if known[i] {
-				from = later(from, time.Unix(stored[i].Since, 0))
+				since = later(since, time.Unix(stored[i].Since, 0))
 			}
-			if hasCursor[i] {
-				from = later(from, cursorFloor(cursors[i], s.Location()))
-			}
-			if next := s.Next(from); !next.IsZero() {
+			if next := s.Next(memberFloor(since, cursors[i], hasCursor[i], s.Location())); !next.IsZero() {
 				out[i].Next = next.In(s.Location())
 			}
 		}

@@ -53,11 +53,7 @@ import (
 // next run.
 func changeFloors(old, next *registry.Schedule, since time.Time, cursor store.MemberCursor, hasCursor bool, now time.Time) (due, ifHad, ifNot time.Time) {
 	// The old schedule's next run, as its leader would plan it.
-	base := since
-	if hasCursor {
-		base = later(base, cursorFloor(cursor, old.Location()))
-	}
-	moved := old.Next(base)
+	moved := old.Next(memberFloor(since, cursor, hasCursor, old.Location()))
 	if moved.IsZero() || moved.After(now) {
 		return time.Time{}, movedRunFloor(next, moved, later(since, now), cursor, hasCursor), time.Time{}
 	}
@@ -80,10 +76,7 @@ func changeFloors(old, next *registry.Schedule, since time.Time, cursor store.Me
 // notBefore or its cursor's floor in next's zone; with moved zero, next's
 // first slot after those.
 func movedRunFloor(next *registry.Schedule, moved, notBefore time.Time, cursor store.MemberCursor, hasCursor bool) time.Time {
-	floor := notBefore
-	if hasCursor {
-		floor = later(floor, cursorFloor(cursor, next.Location()))
-	}
+	floor := memberFloor(notBefore, cursor, hasCursor, next.Location())
 	if moved.IsZero() {
 		return floor
 	}

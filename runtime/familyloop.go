@@ -372,12 +372,7 @@ func (r *Runtime) planMembers(ctx context.Context, b *famBucket, keys []string, 
 		if !known[i] || store.BucketOf(ms[i].Zone, ms[i].Expr) != b.key {
 			continue // deleted or moved since the page was read: its new bucket has it
 		}
-		start := later(time.Unix(ms[i].Since, 0), floor)
-		if hasCursor[i] {
-			if floor := cursorFloor(cursors[i], s.Location()); floor.After(start) {
-				start = floor
-			}
-		}
+		start := memberFloor(later(time.Unix(ms[i].Since, 0), floor), cursors[i], hasCursor[i], s.Location())
 		first := s.Next(start)
 		if first.IsZero() || first.After(now) {
 			continue
@@ -396,6 +391,15 @@ func (r *Runtime) planMembers(ctx context.Context, b *famBucket, keys []string, 
 		prior = append(prior, cursors[i].LastEnqueued)
 	}
 	return plans, prior, nil
+}
+
+// memberFloor is the instant after which a member in loc has its next
+// slot: its since, or, if later, its cursor's floor (if it has a cursor).
+func memberFloor(since time.Time, c store.MemberCursor, hasCursor bool, loc *time.Location) time.Time {
+	if !hasCursor {
+		return since
+	}
+	return later(since, cursorFloor(c, loc))
 }
 
 // cursorFloor is the instant after which a member's next slot lies: the
