@@ -88,6 +88,7 @@ func (h *bucketHeap) Pop() any {
 // familyState is what the leader holds about families while it leads.
 type familyState struct {
 	value    string // the lease value it leads with
+	created  uint64 // and the lease's Created count (see leaderState)
 	version  int64  // the change counter it has seen
 	seen     map[string]int64
 	buckets  map[string]map[string]*famBucket // family -> bucket key
@@ -115,7 +116,7 @@ func (r *Runtime) familyLoop(ctx context.Context) {
 		case !leader || !r.scheduling.Load():
 			st = nil
 			wait = familyIdle
-		case st == nil || st.value != value:
+		case st == nil || st.value != value || st.created != r.lease.Created():
 			var err error
 			if st, err = r.loadFamilies(ctx, value); err != nil {
 				st = nil
@@ -168,12 +169,13 @@ func (r *Runtime) familyLoop(ctx context.Context) {
 func (r *Runtime) loadFamilies(ctx context.Context, value string) (*familyState, error) {
 	// The counter first: a change made while the buckets are read is
 	// then seen again by the next poll, never missed.
+	created := r.lease.Created()
 	ver, err := r.store.FamilyVersion(ctx)
 	if err != nil {
 		return nil, err
 	}
 	now := r.clock.Now()
-	st := &familyState{value: value, version: ver, seen: map[string]int64{},
+	st := &familyState{value: value, created: created, version: ver, seen: map[string]int64{},
 		buckets: map[string]map[string]*famBucket{}, nextPoll: now.Add(familyPoll)}
 	lost, err := r.store.Lost(ctx)
 	if err != nil {

@@ -52,7 +52,12 @@ func (h *dueHeap) Pop() any {
 // lease changes hands, since another leader may have advanced the cursors.
 type leaderState struct {
 	value string
-	queue dueHeap
+	// created is the lease's Created count it was loaded under: a lease
+	// created again with the same value (the token counter went back, see
+	// lostwrites.go) is a new lease all the same, and the state is loaded
+	// again so that checkLostWrites sees it.
+	created uint64
+	queue   dueHeap
 	// uncommitted are the plans enqueued since the last commit started.
 	// They are committed once nothing more is due, so that a spike's
 	// commits do not take Redis from its enqueues: each enqueue has raised
@@ -115,7 +120,7 @@ func (r *Runtime) scheduleLoop(ctx context.Context) {
 			// Woken when the lease changes; the cap is a backstop against
 			// a missed signal and costs no Redis traffic.
 			wait = r.opts.LeaseTTL / 3
-		case st == nil || st.value != value:
+		case st == nil || st.value != value || st.created != r.lease.Created():
 			var err error
 			if st, err = r.loadLeaderState(ctx, value); err != nil {
 				st = nil
@@ -197,6 +202,7 @@ func (r *Runtime) scheduleLoop(ctx context.Context) {
 // first time from now.
 func (r *Runtime) loadLeaderState(ctx context.Context, value string) (*leaderState, error) {
 	scheds := r.reg.Schedules()
+	created := r.lease.Created() // before the check, which reads it too
 	resume, commitLoss, err := r.checkLostWrites(ctx, value)
 	if err != nil {
 		return nil, err
@@ -206,7 +212,7 @@ func (r *Runtime) loadLeaderState(ctx context.Context, value string) (*leaderSta
 		return nil, err
 	}
 	now := r.clock.Now().Truncate(time.Second)
-	st := &leaderState{value: value, queue: make(dueHeap, 0, len(scheds))}
+	st := &leaderState{value: value, created: created, queue: make(dueHeap, 0, len(scheds))}
 	var fresh, movedNames []string
 	var moved []store.Commit
 	for i, s := range scheds {

@@ -22,6 +22,7 @@ import (
 // the test's own (primary, replica, three sentinels).
 type failoverRig struct {
 	t        *testing.T
+	ns       string
 	s        *redistest.Sentinel
 	rts      []*runtime.Runtime
 	stops    []func()
@@ -68,6 +69,7 @@ func newFailoverRig(t *testing.T, replicas int, sopts redistest.SentinelOptions,
 		runs: &taskRuns{byID: map[string]int{}, slotOf: map[string]time.Time{}}, schedule: "tick"}
 	reg := registry.MustNew(registry.Schedule{Name: rig.schedule, Expr: "* * * * * *", Queue: rig.queue, Handler: rig.runs.handler})
 	opts.Namespace = uniq("ns")
+	rig.ns = opts.Namespace
 	for i := range replicas {
 		o := opts
 		o.Redis, o.Replica, o.Logger = rig.s.Client(t), "r"+strconv.Itoa(i), failoverLogger(t)
@@ -287,6 +289,26 @@ func TestSentinelFailoverThenKillWithReplicaAcks(t *testing.T) {
 // and no slot runs twice.
 func TestSentinelLostWritesWithoutReplicaAcksAreDetected(t *testing.T) {
 	t.Parallel()
+	// The fault is staged with real processes and Sentinel's own timing,
+	// and on a loaded machine it sometimes loses nothing (the sentinels
+	// promote a replica that had the writes after all, or fail over on
+	// their own first): the new primary's token counter then says so, and
+	// the test stages it again on a fresh rig rather than ask the runtime
+	// to detect a loss that did not happen.
+	const stagings = 3
+	for try := 1; try <= stagings; try++ {
+		var staged bool
+		if !t.Run("staging "+strconv.Itoa(try), func(t *testing.T) { staged = stageLostWritesAndDetect(t) }) || staged {
+			return // failed, or a loss was staged and detected
+		}
+	}
+	t.Fatalf("in %d stagings the failover never lost a write: nothing was tested", stagings)
+}
+
+// stageLostWritesAndDetect stages the loss (see above), reports whether
+// the failover lost writes, and if it did, checks that the loss is
+// detected. When it lost nothing it skips, with the tokens it saw.
+func stageLostWritesAndDetect(t *testing.T) (staged bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	rig := newFailoverRig(t, 2, redistest.SentinelOptions{}, runtime.Options{LeaseTTL: 2 * time.Second, SkewMargin: 2 * time.Second})
@@ -314,6 +336,12 @@ func TestSentinelLostWritesWithoutReplicaAcksAreDetected(t *testing.T) {
 	if err := primary.Client(t).ClientKillByFilter(ctx, "TYPE", "replica").Err(); err != nil {
 		t.Fatal(err)
 	}
+	// Written after the cut and before the new token: a new primary that
+	// has it got every write since, and nothing was lost.
+	marker := uniq("cut")
+	if err := primary.Client(t).Set(ctx, marker, "1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
 	rig.stops[first]() // a graceful handover: the follower leads at once, with a new token
 	waitFor(t, 10*time.Second, "the follower to schedule", next.Scheduling)
 	rig.waitRun(10*time.Second, time.Now().Add(2*time.Second))
@@ -322,6 +350,16 @@ func TestSentinelLostWritesWithoutReplicaAcksAreDetected(t *testing.T) {
 	if err := rig.s.WaitNewPrimary(ctx, primary); err != nil {
 		t.Fatal(err)
 	}
+	promoted, err := rig.s.Primary(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := promoted.Client(t).Exists(ctx, marker).Result(); err != nil {
+		t.Fatal(err)
+	} else if n == 1 {
+		t.Skip("the failover lost nothing (the new primary has what was written after the cut): staged again")
+	}
+	staged = true
 	var lost []runtime.LostWrites
 	deadline := time.Now().Add(60 * time.Second) // under -race and load a re-dial through the sentinels is slow
 	for lost, _ = next.LostWrites(ctx); len(lost) == 0; lost, _ = next.LostWrites(ctx) {
@@ -341,6 +379,7 @@ func TestSentinelLostWritesWithoutReplicaAcksAreDetected(t *testing.T) {
 	if duplicates != 0 || missed != 0 {
 		t.Errorf("after a detected loss: duplicates=%d missed=%d outside the detected window; want 0 and 0", duplicates, missed)
 	}
+	return staged
 }
 
 // The cost of ReplicaAcks per dispatch: one runtime on a failover client
