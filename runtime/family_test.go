@@ -701,6 +701,39 @@ func TestFamilyExpressionChangeMovesTheRunAndAddsNone(t *testing.T) {
 	}
 }
 
+// A member added in a (zone, expression) no member had makes a new bucket,
+// whose first slot the leader takes from as far back as grace; that
+// catch-up is not the leader's lateness. It was counted as such: a leader
+// that had led for a few seconds measured the new bucket's first dispatch
+// as seconds late and handed the lease over (or, alone, logged that its
+// enqueues fell behind).
+func TestANewBucketIsNoLateness(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newFamCluster(t, 2, nil, "*/2 * * * * *", "UTC")
+	rt := c.waitLeader(t)
+	if _, err := rt.SetMember(ctx, family, runtime.Member{Key: "steady"}); err != nil {
+		t.Fatal(err)
+	}
+	// Leading for longer than three handover bounds (2 s each here).
+	waitFor(t, 30*time.Second, "steady to run four slots", func() bool { return len(c.runs.of("steady")) >= 4 })
+	if _, err := rt.SetMember(ctx, family, runtime.Member{Key: "new", Expr: "*/30 * * * * *"}); err != nil {
+		t.Fatal(err)
+	}
+	bucketCursors := c.ns + ":fam:{" + family + "}:bc"
+	waitFor(t, 10*time.Second, "the new bucket's first dispatch", func() bool {
+		ok, _ := sharedRedis(t).HExists(ctx, bucketCursors, "|*/30 * * * * *").Result()
+		return ok
+	})
+	// The schedule loop judges the family's dispatches between its own
+	// turns: two more of steady's slots and it has.
+	runs := len(c.runs.of("steady"))
+	waitFor(t, 10*time.Second, "steady to run two more slots", func() bool { return len(c.runs.of("steady")) >= runs+2 })
+	if n := rt.HandoversForLateness(); n != 0 || !rt.IsLeader() {
+		t.Errorf("after a new bucket: %d handovers for lateness, leading %v; want none, still leading", n, rt.IsLeader())
+	}
+}
+
 // The leader stops in the middle of a slot's 6,000 enqueues (members
 // committed page by page): the next one enqueues the rest, each member
 // once.

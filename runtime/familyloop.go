@@ -70,6 +70,10 @@ type famBucket struct {
 	key   string             // store.BucketOf(zone, expr), as stored
 	sched *registry.Schedule // the family in that zone, by that expression
 	next  time.Time
+	// added is when this leader took the bucket: the slots before it that
+	// a new bucket catches up within grace are no lateness of this
+	// leader's, as a takeover's catch-up is not (handover.go).
+	added time.Time
 }
 
 type bucketHeap []*famBucket
@@ -233,7 +237,7 @@ func (r *Runtime) addBuckets(ctx context.Context, st *familyState, fam *registry
 		if cursors[i] > 0 {
 			from = time.Unix(cursors[i], 0)
 		}
-		b := &famBucket{fam: fam, key: key, sched: s, next: s.Next(from)}
+		b := &famBucket{fam: fam, key: key, sched: s, next: s.Next(from), added: now}
 		st.buckets[fam.Name][key] = b
 		if !b.next.IsZero() {
 			heap.Push(&st.queue, b)
@@ -268,7 +272,7 @@ type familyDispatch struct{ earliest, enqueued time.Time }
 // a handover must first flush that loop's commits; when that loop is
 // still busy with the last one, this one is dropped, and the next counts.
 func (r *Runtime) dispatchBuckets(ctx context.Context, st *familyState, now time.Time) (err error) {
-	earliest := st.queue[0].next
+	var earliest time.Time // the earliest slot handled, or when its bucket came if later
 	defer func() {
 		d := familyDispatch{earliest: earliest}
 		if err == nil {
@@ -281,6 +285,9 @@ func (r *Runtime) dispatchBuckets(ctx context.Context, st *familyState, now time
 	}()
 	for len(st.queue) > 0 && !st.queue[0].next.After(now) {
 		b := heap.Pop(&st.queue).(*famBucket)
+		if from := later(b.next, b.added); earliest.IsZero() || from.Before(earliest) {
+			earliest = from
+		}
 		empty, err := r.dispatchBucket(ctx, st, b, now)
 		if err != nil {
 			return err
