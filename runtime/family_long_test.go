@@ -51,10 +51,7 @@ func TestFamilyOfAHundredThousandMembersRunsEachOnceAtItsLocalTime(t *testing.T)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { rt.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done; rt.Close() })
+	runUntilTheEnd(t, rt)
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{Queues: map[string]int{queue: 1}, Concurrency: 64,
 		TaskCheckInterval: 20 * time.Millisecond, ShutdownTimeout: 5 * time.Second, Logger: quietAsynq{}, LogLevel: asynq.FatalLevel})
 	mux := asynq.NewServeMux()
