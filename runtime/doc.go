@@ -42,9 +42,9 @@
 // enqueues. A holder that crashes is replaced within LeaseTTL; one that
 // shuts down hands over at once. A holder trusts its lease only for LeaseTTL
 // minus a margin after it last renewed, by its own clock, and every write it
-// makes is fenced — its enqueues (sent inside WATCH/MULTI/EXEC on the lease
-// key) and its cursor and ledger commits (scripts that compare the lease
-// first): refused by Redis if the lease moved on, whatever the delay.
+// makes is fenced — its enqueues and its cursor and ledger commits are
+// scripts that compare the lease first — refused by Redis if the lease
+// moved on, whatever the delay.
 //
 // # Scheduling
 //

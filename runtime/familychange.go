@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/registry"
+	"github.com/belfry/belfry/runtime/internal/pipeline"
 	"github.com/belfry/belfry/runtime/internal/store"
 )
 
@@ -117,7 +118,7 @@ func (r *Runtime) changeFloorFunc(fam *registry.Schedule, cache *memberSchedules
 		if due.IsZero() {
 			return store.Floor{Since: unix(ifHad)}
 		}
-		task := asynqTaskKey(fam.Queue, r.memberScope(fam, m.Key).ID(due))
+		task := pipeline.TaskKey(fam.Queue, r.memberScope(fam, m.Key).ID(due))
 		return store.Floor{Since: unix(ifNot), Task: task, SinceIfTask: unix(ifHad)}
 	}
 }

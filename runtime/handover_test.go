@@ -29,7 +29,10 @@ type slowCluster struct {
 // with room to spare on a loaded machine (at 1s, CI's load made renewals
 // time out, and the lease moved for that reason instead of the one under
 // test), and the handover bound max(2s, TTL/3) = 2s.
-const slowTTL, slowLatency = 6 * time.Second, 500 * time.Millisecond
+// A per-second dispatch costs two round trips (the pause read and the
+// fenced enqueue script): at 800 ms each it falls 0.6 s further behind
+// every slot, while a renewal's one round trip stays well within 2s.
+const slowTTL, slowLatency = 6 * time.Second, 800 * time.Millisecond
 
 func newSlowCluster(t *testing.T, n int) *slowCluster {
 	t.Helper()
@@ -90,7 +93,7 @@ func TestASlowLeaderHandsTheLeaseOver(t *testing.T) {
 	waitFor(t, 30*time.Second, "the slow leader to hand the lease over", fast.IsLeader)
 	t.Logf("handed over %s after the link slowed", time.Since(slowSince).Round(time.Millisecond))
 	// The slow replica learns its handover landed one slow reply later.
-	waitFor(t, 5*time.Second, "the slow replica to count its handover", func() bool { return slow.HandoversForLateness() == 1 })
+	waitFor(t, 15*time.Second, "the slow replica to count its handover", func() bool { return slow.HandoversForLateness() == 1 })
 	if !slow.CoolingDown() {
 		t.Error("the slow replica is not cooling down after handing over")
 	}
@@ -194,6 +197,6 @@ func TestASlowLeaderOfAFamilyHandsTheLeaseOver(t *testing.T) {
 	waitFor(t, 10*time.Second, "a member's run", func() bool { return len(c.exec.slots("reports")) > 0 })
 	c.proxies[0].Delay(slowLatency)
 	waitFor(t, 40*time.Second, "the slow leader of the family to hand the lease over", fast.IsLeader)
-	waitFor(t, 5*time.Second, "the slow replica to count its handover", func() bool { return slow.HandoversForLateness() == 1 })
+	waitFor(t, 15*time.Second, "the slow replica to count its handover", func() bool { return slow.HandoversForLateness() == 1 })
 	c.proxies[0].Pass()
 }

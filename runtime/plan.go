@@ -189,6 +189,13 @@ func (p *slotPlan) failedAt(k int, err error) {
 	p.done = slices.DeleteFunc(p.done, func(rec store.Rec) bool { return rec.Slot > p.cursor.Unix() })
 }
 
+// recordSlot notes what became of an enqueued, skipped or lost slot, for
+// the commit's records.
+func (p *slotPlan) recordSlot(occ registry.Occurrence, outcome Outcome, at time.Time) {
+	p.done = append(p.done, store.Rec{ID: occ.ID, Slot: occ.Slot.Unix(), At: at.UnixMilli(),
+		Outcome: string(outcome), Score: occ.Slot.UnixMilli()})
+}
+
 // lastID is the newest occurrence this plan enqueued, for overlap=skip's
 // check of the next slot in the same batch.
 func (p *slotPlan) lastID() string {

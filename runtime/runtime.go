@@ -39,7 +39,7 @@ type Runtime struct {
 	rdb        redis.UniversalClient
 	redisURL   string // Options.RedisURL, to redact its password from errors
 	ownsClient bool
-	client     *asynq.Client
+	enqueuer   *pipeline.Client
 	inspector  *asynq.Inspector
 	lease      *lease.Lease
 	store      *store.Store
@@ -116,9 +116,8 @@ func newRuntime(reg *registry.Registry, opts Options, clk clock.Clock) (*Runtime
 	r.store = store.New(r.rdb, opts.Namespace, opts.HistoryLimit, recordTTL)
 	r.store.Acks = opts.acks()
 	r.store.Limits = historyLimits(reg, opts.HistoryLimit)
-	enqueuer := pipeline.NewClient(r.rdb)
-	enqueuer.Acks = opts.acks()
-	r.client = asynq.NewClientFromRedisClient(enqueuer)
+	r.enqueuer = pipeline.NewClient(r.rdb)
+	r.enqueuer.Acks = opts.acks()
 	r.inspector = asynq.NewInspectorFromRedisClient(r.rdb)
 	r.lease = lease.New(lease.Config{Redis: r.rdb, Keys: r.store.Keys, Replica: opts.Replica,
 		TTL: opts.LeaseTTL, Log: r.log, OnRedis: r.noteRedis, Clock: clk, MayLead: r.mayLeadInNamespace, OnHolder: r.seeHolder, OnHeld: r.seeHeld,
@@ -242,8 +241,8 @@ func (r *Runtime) Run(ctx context.Context) error {
 // Close releases the clients the runtime owns. A shared Options.Redis
 // client is left open: closing it is the caller's job.
 func (r *Runtime) Close() error {
-	// asynq's Client and Inspector hold nothing but the redis client they
-	// were built on (their Close only says so, as an error).
+	// asynq's Inspector holds nothing but the redis client it was built
+	// on (its Close only says so, as an error).
 	if r.ownsClient {
 		return r.rdb.Close()
 	}

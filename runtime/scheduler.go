@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/belfry/belfry/registry"
@@ -359,117 +358,221 @@ func (r *Runtime) flushCommits(ctx context.Context, st *leaderState) error {
 // enqueueAll enqueues every planned slot, several schedules at once. Each
 // schedule's slots go in order, and a schedule stops at its first failure
 // so its cursor never passes an un-enqueued slot.
+//
+// The slots go in rounds: the first slot of every plan together, in one
+// handover to the pipeline (a few scripts of taskChunk tasks, one round
+// trip), then every plan's second, and so on; a spike is one round. A
+// schedule that skips overlapping runs asks Redis about its previous run
+// before each slot, so those go one plan at a time, EnqueueConcurrency of
+// them at once, beside the rounds.
 func (r *Runtime) enqueueAll(ctx context.Context, leaseValue string, plans []*slotPlan) {
 	// Every enqueue is fenced: Redis runs it only while the lease holds
 	// this holder's value, so one that arrives after a takeover (a held
 	// connection, a pause after the check below) is refused, not run twice.
 	fence := &pipeline.Fence{Key: r.store.Keys.Lease, Value: leaseValue}
 	ctx = pipeline.WithFence(ctx, fence)
-	work := make(chan *slotPlan)
+	var rounds, alone []*slotPlan
+	for _, p := range plans {
+		switch {
+		case len(p.enqueue) == 0:
+		case p.sched.Overlap == registry.OverlapSkip:
+			alone = append(alone, p)
+		default:
+			rounds = append(rounds, p)
+		}
+	}
 	var wg sync.WaitGroup
-	for range min(r.opts.EnqueueConcurrency, len(plans)) {
+	work := make(chan *slotPlan)
+	for range min(r.opts.EnqueueConcurrency, len(alone)) {
 		wg.Go(func() {
 			for p := range work {
 				r.enqueuePlan(ctx, fence, p)
 			}
 		})
 	}
-	for _, p := range plans {
-		if len(p.enqueue) > 0 {
+	wg.Go(func() {
+		for _, p := range alone {
 			work <- p
 		}
-	}
-	close(work)
+		close(work)
+	})
+	r.enqueueRounds(ctx, fence, rounds)
 	wg.Wait()
 }
 
-func (r *Runtime) enqueuePlan(ctx context.Context, fence *pipeline.Fence, p *slotPlan) {
-	s := p.sched
-	for k, slot := range p.enqueue {
-		// A zombie that wakes after its lease expired stops here; if it
-		// slipped past this check, the fence makes Redis refuse its enqueue.
-		if v, ok := r.lease.Current(); !ok || v != fence.Value || fence.Rejected() {
-			p.failedAt(k, store.ErrNotLeader)
-			return
-		}
-		outcome := OutcomeEnqueued
-		if s.Overlap == registry.OverlapSkip {
-			busy, err := r.previousStillRunning(ctx, s, p.lastID())
-			if err != nil {
-				p.failedAt(k, err)
+// enqueueRounds enqueues the k-th slot of every plan in round k. A round's
+// slots go to the pipeline a chunk at a time, as soon as the chunk is
+// prepared, so Redis runs one chunk while the next is prepared.
+func (r *Runtime) enqueueRounds(ctx context.Context, fence *pipeline.Fence, plans []*slotPlan) {
+	for k := 0; len(plans) > 0; k++ {
+		var wg sync.WaitGroup
+		inFlight := make(chan struct{}, roundChunksInFlight)
+		send := func(slots []slotEnqueue) {
+			if len(slots) == 0 {
 				return
 			}
-			if busy {
-				outcome = OutcomeSkipped
-			}
-		}
-		occ := p.occurrence(r.opts.Namespace, slot)
-		if outcome == OutcomeEnqueued {
-			if gone, err := r.unackedGone(ctx, s, occ); err != nil {
-				p.failedAt(k, err)
-				return
-			} else if gone {
-				outcome = OutcomeLost
-			}
-		}
-		if outcome == OutcomeEnqueued {
-			// The cursor rises to the slot in the enqueue's own
-			// transaction, so a crash before the commit below leaves no
-			// enqueued slot after the cursor for the next holder to
-			// enqueue again once the task's ID is free.
-			enqueueCtx, retention := ctx, r.retention(s)
-			if p.scope.Member == "" {
-				mark := &pipeline.Mark{Exists: asynqTaskKey(s.Queue, occ.ID), Hash: r.store.Keys.Cursors,
-					Field: s.Name, Value: slot.Unix()}
-				if s.Overlap == registry.OverlapSkip {
-					// Its next slot asks whether this one still runs.
-					mark.Also, mark.AlsoValue = r.store.Keys.LastID, occ.ID
+			inFlight <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-inFlight }()
+				items := make([]pipeline.Item, len(slots))
+				for i := range slots {
+					items[i] = *slots[i].item
 				}
-				enqueueCtx = pipeline.WithMark(ctx, mark)
-			} else {
-				// A family member's cursor is not a number in the
-				// schedules' cursor hash (store/members.go), so no mark
-				// raises it with the enqueue: its task ID stays reserved
-				// for as long as the next holder could enqueue the slot
-				// again, as every schedule's did before marks.
-				retention = r.memberRetention(s, slot)
-			}
-			var unacked atomic.Bool
-			_, err := r.enqueue(pipeline.WithUnacked(enqueueCtx, &unacked), s, occ, retention)
-			r.inDoubt.noteEnqueue(occ.ID, err, unacked.Load(), r.clock.Now())
-			if err != nil {
-				if fence.Rejected() {
-					err = store.ErrNotLeader
+				// Each plan has one slot in a round: no two goroutines
+				// finish slots of one plan.
+				for i, res := range r.enqueuer.EnqueueAll(ctx, items) {
+					r.finishSlot(fence, slots[i], res)
 				}
-				p.failedAt(k, err)
-				return
+			})
+		}
+		var chunk []slotEnqueue
+		for _, p := range plans {
+			if se, ok := r.prepareSlot(ctx, fence, p, k); ok && se.item != nil {
+				if chunk = append(chunk, se); len(chunk) == roundChunk {
+					send(chunk)
+					chunk = nil
+				}
 			}
 		}
-		p.done = append(p.done, store.Rec{ID: occ.ID, Slot: slot.Unix(), At: r.clock.Now().UnixMilli(),
-			Outcome: string(outcome), Score: slot.UnixMilli()})
+		send(chunk)
+		wg.Wait()
+		next := plans[:0]
+		for _, p := range plans {
+			if p.err == nil && k+1 < len(p.enqueue) {
+				next = append(next, p)
+			}
+		}
+		plans = next
 	}
 }
 
-// asynqTaskKey is the key of asynq's hash for a task (asynq v0.26's
-// layout, which its enqueue script checks for an ID conflict): it exists
-// once the task is in, whatever became of it since, until asynq deletes it.
-func asynqTaskKey(queue, id string) string { return "asynq:{" + queue + "}:t:" + id }
+// roundChunk is the slots handed to the pipeline at once, a script's
+// worth (pipeline's taskChunk); roundChunksInFlight bounds those waiting
+// for their reply.
+const (
+	roundChunk          = 128
+	roundChunksInFlight = 4
+)
+
+// enqueuePlan enqueues a plan's slots one after another.
+func (r *Runtime) enqueuePlan(ctx context.Context, fence *pipeline.Fence, p *slotPlan) {
+	for k := range p.enqueue {
+		se, ok := r.prepareSlot(ctx, fence, p, k)
+		if !ok {
+			return
+		}
+		if se.item == nil {
+			continue
+		}
+		if !r.finishSlot(fence, se, r.enqueuer.EnqueueAll(ctx, []pipeline.Item{*se.item})[0]) {
+			return
+		}
+	}
+}
+
+// slotEnqueue is one slot on its way into asynq.
+type slotEnqueue struct {
+	plan *slotPlan
+	k    int // the slot's index in plan.enqueue
+	occ  registry.Occurrence
+	item *pipeline.Item // nil: not enqueued (skipped, lost); recorded already
+}
+
+// prepareSlot decides what becomes of a plan's k-th slot before its
+// enqueue. It reports false when the plan stops there (failedAt), and
+// records a slot that is not enqueued (skipped or lost) at once.
+func (r *Runtime) prepareSlot(ctx context.Context, fence *pipeline.Fence, p *slotPlan, k int) (slotEnqueue, bool) {
+	s, slot := p.sched, p.enqueue[k]
+	// A zombie that wakes after its lease expired stops here; if it
+	// slipped past this check, the fence makes Redis refuse its enqueue.
+	if v, ok := r.lease.Current(); !ok || v != fence.Value || fence.Rejected() {
+		p.failedAt(k, store.ErrNotLeader)
+		return slotEnqueue{}, false
+	}
+	outcome := OutcomeEnqueued
+	if s.Overlap == registry.OverlapSkip {
+		busy, err := r.previousStillRunning(ctx, s, p.lastID())
+		if err != nil {
+			p.failedAt(k, err)
+			return slotEnqueue{}, false
+		}
+		if busy {
+			outcome = OutcomeSkipped
+		}
+	}
+	occ := p.occurrence(r.opts.Namespace, slot)
+	if outcome == OutcomeEnqueued {
+		if gone, err := r.unackedGone(ctx, s, occ); err != nil {
+			p.failedAt(k, err)
+			return slotEnqueue{}, false
+		} else if gone {
+			outcome = OutcomeLost
+		}
+	}
+	se := slotEnqueue{plan: p, k: k, occ: occ}
+	if outcome != OutcomeEnqueued {
+		p.recordSlot(occ, outcome, r.clock.Now())
+		return se, true
+	}
+	// The cursor rises to the slot in the enqueue's own script, so a crash
+	// before the commit leaves no enqueued slot after the cursor for the
+	// next holder to enqueue again once the task's ID is free.
+	var mark *pipeline.Mark
+	retention := r.retention(s)
+	if p.scope.Member == "" {
+		mark = &pipeline.Mark{Hash: r.store.Keys.Cursors,
+			Field: s.Name, Value: slot.Unix()}
+		if s.Overlap == registry.OverlapSkip {
+			// Its next slot asks whether this one still runs.
+			mark.Also, mark.AlsoValue = r.store.Keys.LastID, occ.ID
+		}
+	} else {
+		// A family member's cursor is not a number in the schedules'
+		// cursor hash (store/members.go), so no mark raises it with the
+		// enqueue: its task ID stays reserved for as long as the next
+		// holder could enqueue the slot again, as every schedule's did
+		// before marks.
+		retention = r.memberRetention(s, slot)
+	}
+	se.item = &pipeline.Item{Task: r.task(s, occ, retention), Mark: mark}
+	return se, true
+}
+
+// finishSlot takes a slot's enqueue result: it records the slot, or cuts
+// the plan at it and reports false.
+func (r *Runtime) finishSlot(fence *pipeline.Fence, se slotEnqueue, res pipeline.Result) bool {
+	r.inDoubt.noteEnqueue(se.occ.ID, res.Err, res.Unacked, r.clock.Now())
+	if err := res.Err; err != nil {
+		if fence.Rejected() {
+			err = store.ErrNotLeader
+		} else {
+			err = fmt.Errorf("enqueue %s: %w", se.occ.ID, err)
+		}
+		se.plan.failedAt(se.k, err)
+		return false
+	}
+	se.plan.recordSlot(se.occ, OutcomeEnqueued, r.clock.Now())
+	return true
+}
 
 // enqueue puts one occurrence into asynq and reports whether it inserted
 // it. A task ID conflict means another replica (or an earlier attempt of
 // this one, or a double-submitted trigger) already enqueued it: success,
 // with nothing inserted.
 func (r *Runtime) enqueue(ctx context.Context, s *registry.Schedule, occ registry.Occurrence, retention time.Duration) (inserted bool, err error) {
-	task := asynq.NewTask(s.Name, registry.EncodeOccurrence(occ))
-	_, err = r.client.EnqueueContext(ctx, task, asynq.TaskID(occ.ID), asynq.Queue(s.Queue),
-		asynq.Timeout(s.Timeout), asynq.MaxRetry(s.MaxRetry), asynq.Retention(retention))
-	switch {
-	case errors.Is(err, asynq.ErrTaskIDConflict):
-		return false, nil
-	case err != nil:
+	inserted, err = r.enqueuer.Enqueue(ctx, r.task(s, occ, retention))
+	if err != nil {
 		return false, fmt.Errorf("enqueue %s: %w", occ.ID, err)
 	}
-	return true, nil
+	return inserted, nil
+}
+
+// task is an occurrence's asynq task: written as asynq's Client writes it,
+// but sent with the enqueues of other schedules due at the same moment
+// (pipeline.Task says why).
+func (r *Runtime) task(s *registry.Schedule, occ registry.Occurrence, retention time.Duration) pipeline.Task {
+	return pipeline.Task{Type: s.Name, Payload: registry.EncodeOccurrence(occ), ID: occ.ID,
+		Queue: s.Queue, MaxRetry: s.MaxRetry, Timeout: s.Timeout, Retention: retention}
 }
 
 // previousStillRunning reports whether the schedule's last enqueued

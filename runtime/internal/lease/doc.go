@@ -71,9 +71,9 @@
 // write the holder makes to scheduler state (cursors, the ledger of
 // scheduled slots) runs in a script that first compares the lease key with
 // the value the writer acted under (see the store package), and a rejected
-// write makes the replica step down. The enqueue itself goes through asynq's
-// own script inside WATCH/MULTI/EXEC on the lease key (the pipeline
-// package), so Redis refuses it too once the key holds another value.
+// write makes the replica step down. The enqueue itself is such a script
+// too (the pipeline package writes asynq's tasks as asynq's Client would),
+// so Redis refuses it once the key holds another value.
 //
 // # Handing over
 //

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -34,7 +33,11 @@ func (a Acks) Wait(ctx context.Context, c waiter) error {
 	if !a.On() {
 		return nil
 	}
-	n, err := c.Wait(ctx, a.Replicas, a.Timeout).Result()
+	return a.check(c.Wait(ctx, a.Replicas, a.Timeout).Result())
+}
+
+// check is Wait's verdict on a WAIT's reply.
+func (a Acks) check(n int64, err error) error {
 	if err != nil {
 		return fmt.Errorf("%w: WAIT: %w", ErrNotAcked, err)
 	}
@@ -42,21 +45,6 @@ func (a Acks) Wait(ctx context.Context, c waiter) error {
 		return fmt.Errorf("%w: %d of %d replicas within %s", ErrNotAcked, n, a.Replicas, a.Timeout)
 	}
 	return nil
-}
-
-type unackedKey struct{}
-
-// WithUnacked returns a context whose commands set flag when Redis ran
-// them but replicas did not acknowledge them in time (their error is then
-// ErrNotAcked, which callers in between, such as asynq, may not keep).
-func WithUnacked(ctx context.Context, flag *atomic.Bool) context.Context {
-	return context.WithValue(ctx, unackedKey{}, flag)
-}
-
-func markUnacked(ctx context.Context) {
-	if flag, _ := ctx.Value(unackedKey{}).(*atomic.Bool); flag != nil {
-		flag.Store(true)
-	}
 }
 
 // Barrier writes key (for life) and WAITs on the same connection, so the

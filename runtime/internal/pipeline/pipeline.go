@@ -1,5 +1,5 @@
-// Package pipeline sends the enqueues that asynq's Client makes at the same
-// moment as go-redis pipelines, since asynq has no batch enqueue.
+// Package pipeline writes the scheduler's asynq tasks: many at once, each
+// fenced by the lease and carrying its schedule's cursor (task.go).
 package pipeline
 
 import (
@@ -11,30 +11,26 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Client is the Redis client that asynq's Client enqueues
-// through. asynq has no batch enqueue: each task is one EVALSHA of its
-// enqueue script, one round trip. When many enqueue workers call at the
-// same moment (the midnight spike), this client sends their EVALSHAs
-// together as go-redis pipelines, so a burst costs a round trip and a pair
-// of system calls per batch instead of per task. Every other command goes
-// straight to the wrapped client, and a shared client's hooks see these
-// enqueues as pipelines.
+// Client enqueues asynq tasks for callers that come at the same moment
+// (the midnight spike, a round of the scheduler), sending them together:
+// a script per queue and chunk of tasks (task.go), so a burst costs a
+// round trip and a pair of system calls per chunk instead of per task.
 //
-// A caller that finds a free sending slot sends its own command at once: a
-// lone enqueue waits for nothing. Callers that find every slot busy queue,
-// and the first sender to finish hands the queue to a goroutine that sends
-// it in batches until it is empty, while the sender returns with its own
-// reply. There are two slots so that one slow round trip does not hold up
-// every enqueue; one, two and four measured the same on the spike.
+// A caller that finds a free sending slot sends its tasks at once: a lone
+// enqueue waits for nothing. Callers that find every slot busy queue, and
+// the first sender to finish hands the queue to a goroutine that sends it
+// until it is empty, while the sender returns with its own replies. There
+// are two slots so that one slow round trip does not hold up every
+// enqueue.
 //
-// Each caller gets its own command back, with its own reply or error, as the
-// pipeline reports it. A caller whose context ends while it is queued leaves
-// the queue, so its command is never sent; once sent, it waits for the
-// reply, which is the truth about whether its task went in.
+// Each task gets its own reply or error. A caller whose context ends while
+// its tasks are queued takes them out of the queue, so they are never
+// sent; once sent, it waits for the reply, which is the truth about
+// whether its task went in.
 type Client struct {
-	redis.UniversalClient
-	// Acks, when on, makes each fenced transaction count only once
-	// replicas acknowledge it (see sendFenced). Set it before use.
+	rdb redis.UniversalClient
+	// Acks, when on, makes each fenced task count only once replicas
+	// acknowledge it (see sendTaskChunk). Set it before use.
 	Acks Acks
 
 	mu      sync.Mutex
@@ -44,56 +40,60 @@ type Client struct {
 
 const pipelinesInFlight = 2
 
-// fencedChunk bounds the scripts of one MULTI/EXEC: Redis runs a
-// transaction as one step, and 128 enqueues with their marks keep it near
-// 1-2 ms, under the 5 ms any one call may block Redis for.
-const fencedChunk = 128
-
 var errNoReply = errors.New("redis pipeline ended without a reply")
 
+// pipelinedCall is one task on its way.
 type pipelinedCall struct {
 	ctx   context.Context
-	sha   string
-	body  string // for Eval: the script itself, sent instead of sha
-	keys  []string
-	args  []any
+	task  *Task
 	fence *Fence // nil: unconditional
 	mark  *Mark  // nil: none; only with a fence
 	cmd   *redis.Cmd
 	done  chan struct{}
+	// unacked: Redis ran the task's write, too few replicas acknowledged it
+	unacked bool
 }
 
-// NewClient wraps c.
+// NewClient returns a Client that writes through c.
 func NewClient(c redis.UniversalClient) *Client {
-	return &Client{UniversalClient: c}
+	return &Client{rdb: c}
 }
 
-func (c *Client) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
-	call := &pipelinedCall{ctx: ctx, sha: sha, keys: keys, args: args, fence: fenceOf(ctx), mark: markOf(ctx), done: make(chan struct{})}
+// runAll sends calls, with whatever else is being sent, and returns once
+// each has its reply (or its error).
+func (c *Client) runAll(ctx context.Context, calls []*pipelinedCall) {
+	if len(calls) == 0 {
+		return
+	}
 	if err := ctx.Err(); err != nil {
-		return call.fail(err)
+		for _, call := range calls {
+			call.cmd = call.fail(err)
+		}
+		return
 	}
 	c.mu.Lock()
 	if c.sending < pipelinesInFlight {
 		// A slot is only freed when nothing waits, so nothing is queued
-		// ahead of this call.
+		// ahead of these calls.
 		c.sending++
 		c.mu.Unlock()
 		defer c.handOff() // deferred: a panicking hook must not keep the slot
-		c.send([]*pipelinedCall{call})
-		return call.cmd
+		c.send(calls)
+		return
 	}
-	c.waiting = append(c.waiting, call)
+	c.waiting = append(c.waiting, calls...)
 	c.mu.Unlock()
-	select {
-	case <-call.done:
-	case <-ctx.Done():
-		if c.withdraw(call) {
-			return call.fail(ctx.Err())
+	for _, call := range calls {
+		select {
+		case <-call.done:
+		case <-ctx.Done():
+			if c.withdraw(call) {
+				call.cmd = call.fail(ctx.Err())
+				continue
+			}
+			<-call.done
 		}
-		<-call.done
 	}
-	return call.cmd
 }
 
 // handOff frees a sending slot, or gives it to a goroutine that sends
@@ -136,17 +136,17 @@ func (c *Client) withdraw(call *pipelinedCall) bool {
 	return true
 }
 
-// send runs one pipeline. It is detached from the callers' contexts, which
-// differ (the scheduler's, a trigger's HTTP request), so that one caller
-// giving up does not fail the others; go-redis's timeouts bound it as they
-// bound any command. Trace spans from the context belong to the batch's
-// first caller.
+// send sends one batch of calls, those of each fence together. It is
+// detached from the callers' contexts, which differ (the scheduler's, a
+// trigger's HTTP request), so that one caller giving up does not fail the
+// others; go-redis's timeouts bound it as they bound any command. Trace
+// spans from the context belong to the batch's first caller.
 func (c *Client) send(batch []*pipelinedCall) {
 	execErr := errNoReply
 	defer func() {
-		// A hook that fails the pipeline without running it, or panics,
-		// leaves commands with neither reply nor error: no caller may
-		// read that as success.
+		// A hook that fails a command without running it, or panics,
+		// leaves calls with neither reply nor error: no caller may read
+		// that as success.
 		for _, call := range batch {
 			if call.cmd == nil {
 				call.cmd = redis.NewCmd(call.ctx, call.cmdArgs()...)
@@ -158,49 +158,32 @@ func (c *Client) send(batch []*pipelinedCall) {
 		}
 	}()
 	ctx := context.WithoutCancel(batch[0].ctx)
-	var plain []*pipelinedCall
-	fenced := map[Fence][]*pipelinedCall{}
-	var fences []*Fence
+	byFence := map[Fence][]*pipelinedCall{}
+	var fences []*Fence // nil for the unfenced
 	for _, call := range batch {
-		if call.fence == nil {
-			plain = append(plain, call)
-			continue
+		var k Fence
+		if call.fence != nil {
+			k = Fence{Key: call.fence.Key, Value: call.fence.Value}
 		}
-		k := Fence{Key: call.fence.Key, Value: call.fence.Value}
-		if fenced[k] == nil {
+		if byFence[k] == nil {
 			fences = append(fences, call.fence)
 		}
-		fenced[k] = append(fenced[k], call)
+		byFence[k] = append(byFence[k], call)
 	}
 	for _, f := range fences {
-		calls := fenced[Fence{Key: f.Key, Value: f.Value}]
-		for start := 0; start < len(calls); start += fencedChunk {
-			if err := c.sendFenced(ctx, f, calls[start:min(start+fencedChunk, len(calls))]); err != nil {
-				execErr = err
-			}
+		var k Fence
+		if f != nil {
+			k = Fence{Key: f.Key, Value: f.Value}
 		}
-	}
-	if len(plain) == 0 {
-		return
-	}
-	pipe := c.UniversalClient.Pipeline()
-	for _, call := range plain {
-		call.cmd = pipe.EvalSha(ctx, call.sha, call.keys, call.args...)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		execErr = err
+		if err := c.sendTasks(ctx, f, byFence[k]); err != nil {
+			execErr = err
+		}
 	}
 }
 
+// cmdArgs names the call's task in the command its caller gets back.
 func (call *pipelinedCall) cmdArgs() []any {
-	args := []any{"evalsha", call.sha, len(call.keys)}
-	if call.body != "" {
-		args = []any{"eval", call.body, len(call.keys)}
-	}
-	for _, k := range call.keys {
-		args = append(args, k)
-	}
-	return append(args, call.args...)
+	return []any{"enqueue", TaskKey(call.task.Queue, call.task.ID)}
 }
 
 // fail returns the call's command failed with err, never sent.

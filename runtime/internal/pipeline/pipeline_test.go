@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,20 +16,20 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// gatePipelines counts the pipelines of EVALSHAs that reach Redis (not
-// go-redis's own connection handshakes). The i-th of them, while i is
-// below len(gates), reports on entered and waits for gates[i] to close;
-// then it panics if i is below panics, else runs.
-type gatePipelines struct {
-	gates           []chan struct{}
-	opens           []func()
-	panics          int64
-	entered         chan int64
-	pipelines, cmds atomic.Int64
+// gateScripts counts the enqueue scripts that reach Redis (not go-redis's
+// own connection handshakes) and the tasks they carry. The i-th of them,
+// while i is below len(gates), reports on entered and waits for gates[i]
+// to close; then it panics if i is below panics, else runs.
+type gateScripts struct {
+	gates          []chan struct{}
+	opens          []func()
+	panics         int64
+	entered        chan int64
+	scripts, tasks atomic.Int64
 }
 
-func newGatePipelines(t *testing.T, gates int) *gatePipelines {
-	g := &gatePipelines{entered: make(chan int64, gates)}
+func newGateScripts(t *testing.T, gates int) *gateScripts {
+	g := &gateScripts{entered: make(chan int64, gates)}
 	for range gates {
 		gate := make(chan struct{})
 		open := sync.OnceFunc(func() { close(gate) })
@@ -38,17 +39,23 @@ func newGatePipelines(t *testing.T, gates int) *gatePipelines {
 	return g
 }
 
-func (g *gatePipelines) open(i int) { g.opens[i]() }
+func (g *gateScripts) open(i int) { g.opens[i]() }
 
-func (g *gatePipelines) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (g *gatePipelines) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
-func (g *gatePipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if cmds[0].Name() != "evalsha" {
-			return next(ctx, cmds)
+func (g *gateScripts) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (g *gateScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (g *gateScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		if cmd.Name() != "eval" || len(args) < 3 {
+			return next(ctx, cmd)
 		}
-		g.cmds.Add(int64(len(cmds)))
-		i := g.pipelines.Add(1) - 1
+		keys, _ := args[2].(int)
+		if n, ok := args[3+keys].(int); ok { // ARGV[1], the number of tasks
+			g.tasks.Add(int64(n))
+		}
+		i := g.scripts.Add(1) - 1
 		if i < int64(len(g.gates)) {
 			g.entered <- i
 			<-g.gates[i]
@@ -56,41 +63,26 @@ func (g *gatePipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 		if i < g.panics {
 			panic("hook failure")
 		}
-		return next(ctx, cmds)
+		return next(ctx, cmd)
 	}
 }
 
-// echoScript returns its key and argument, and fails on "bad", so every
-// caller can tell its own reply from its neighbours'. Its body is unique
-// to the test, and loaded, so EVALSHA finds it.
-func echoScript(t *testing.T) *redis.Script {
-	script := redis.NewScript(fmt.Sprintf(`-- %s
-if ARGV[1] == 'bad' then return redis.error_reply('bad input') end
-return KEYS[1] .. '=' .. ARGV[1]`, redistest.Uniq("echo")))
-	if err := script.Load(context.Background(), redistest.Shared(t)).Err(); err != nil {
-		t.Fatal(err)
-	}
-	return script
-}
-
-func echo(ctx context.Context, script *redis.Script, c redis.Scripter, i int) (string, error) {
-	arg := fmt.Sprint(i)
-	if i == 7 {
-		arg = "bad"
-	}
-	return script.Run(ctx, c, []string{fmt.Sprintf("k%d", i)}, arg).Text()
-}
-
-func wantEcho(t *testing.T, i int, reply string, err error) {
-	t.Helper()
-	if i == 7 {
-		if err == nil || err.Error() != "bad input" {
-			t.Errorf("caller 7: err %v, want the script's own error", err)
+// taskOf is caller i's task: every third one's ID is in Redis already, so
+// each caller can tell its own reply (a conflict) from its neighbours'.
+func taskOf(t *testing.T, rdb redis.UniversalClient, queue string, i int) pipeline.Task {
+	task := pipeline.Task{Type: "t", Queue: queue, ID: fmt.Sprint(i)}
+	if i%3 == 0 {
+		if err := rdb.HSet(context.Background(), pipeline.TaskKey(queue, task.ID), "msg", "earlier").Err(); err != nil {
+			t.Fatal(err)
 		}
-		return
 	}
-	if want := fmt.Sprintf("k%d=%d", i, i); err != nil || reply != want {
-		t.Errorf("caller %d: %q, %v; want %q", i, reply, err, want)
+	return task
+}
+
+func wantReply(t *testing.T, i int, inserted bool, err error) {
+	t.Helper()
+	if err != nil || inserted != (i%3 != 0) {
+		t.Errorf("caller %d: %v, %v; want inserted %v", i, inserted, err, i%3 != 0)
 	}
 }
 
@@ -108,20 +100,22 @@ func TestPipeliningClientBatchesConcurrentCallsAndKeepsEachReply(t *testing.T) {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr()})
 	t.Cleanup(func() { rdb.Close() })
-	gate := newGatePipelines(t, 3)
+	queue := redistest.Uniq("batching")
+	t.Cleanup(func() { forget(t, rdb, queue) })
+	gate := newGateScripts(t, 3)
 	rdb.AddHook(gate)
 	pc := pipeline.NewClient(rdb)
-	script := echoScript(t)
 
 	const callers = 102
-	replies := make([]string, callers)
+	inserted := make([]bool, callers)
 	errs := make([]error, callers)
 	back := make([]chan struct{}, callers)
 	call := func(ctx context.Context, i int) {
 		back[i] = make(chan struct{})
+		task := taskOf(t, rdb, queue, i)
 		go func() {
 			defer close(back[i])
-			replies[i], errs[i] = echo(ctx, script, pc, i)
+			inserted[i], errs[i] = pc.Enqueue(ctx, task)
 		}()
 	}
 	// Callers 0 and 1 take the two sending slots and are held; the rest
@@ -148,24 +142,27 @@ func TestPipeliningClientBatchesConcurrentCallsAndKeepsEachReply(t *testing.T) {
 	}
 
 	// The senders return with their own replies while the queue goes out
-	// in a third pipeline, held here.
+	// in a third script, held here.
 	gate.open(0)
 	gate.open(1)
 	within(t, 5*time.Second, "caller 0's return", back[0])
 	within(t, 5*time.Second, "caller 1's return", back[1])
 	if batch := <-gate.entered; batch != 2 {
-		t.Fatalf("pipeline %d entered, want the third", batch)
+		t.Fatalf("script %d entered, want the third", batch)
 	}
 	gate.open(2)
 	for i := range callers {
 		<-back[i]
 		if i != 9 {
-			wantEcho(t, i, replies[i], errs[i])
+			wantReply(t, i, inserted[i], errs[i])
 		}
 	}
-	// The impatient caller's command was never sent.
-	if p, c := gate.pipelines.Load(), gate.cmds.Load(); p != 3 || c != callers-1 {
-		t.Errorf("%d pipelines carrying %d commands, want 3 carrying %d", p, c, callers-1)
+	// The impatient caller's task was never sent.
+	if n, c := gate.scripts.Load(), gate.tasks.Load(); n != 3 || c != callers-1 {
+		t.Errorf("%d scripts carrying %d tasks, want 3 carrying %d", n, c, callers-1)
+	}
+	if pending := rdb.LRange(ctx, "asynq:{"+queue+"}:pending", 0, -1).Val(); slices.Contains(pending, "9") || len(pending) != 68 {
+		t.Errorf("pending %q: want the 68 inserted tasks, never the impatient caller's", pending)
 	}
 }
 
@@ -176,30 +173,32 @@ func TestPipeliningClientSurvivesAPanickingSender(t *testing.T) {
 	t.Parallel()
 	rdb := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr()})
 	t.Cleanup(func() { rdb.Close() })
-	gate := newGatePipelines(t, 2)
+	queue := redistest.Uniq("panicking")
+	t.Cleanup(func() { forget(t, rdb, queue) })
+	gate := newGateScripts(t, 2)
 	gate.panics = 2
 	rdb.AddHook(gate)
 	pc := pipeline.NewClient(rdb)
-	script := echoScript(t)
 
 	var recovered atomic.Int64
-	for range 2 {
+	for i := range 2 {
 		go func() {
 			defer func() {
 				if recover() != nil {
 					recovered.Add(1)
 				}
 			}()
-			echo(context.Background(), script, pc, 0)
+			pc.Enqueue(context.Background(), pipeline.Task{Type: "t", Queue: queue, ID: fmt.Sprint("panics-", i)})
 		}()
 		<-gate.entered
 	}
 	const queued = 4
-	replies := make([]string, queued)
+	inserted := make([]bool, queued)
 	errs := make([]error, queued)
 	var wg sync.WaitGroup
 	for i := range queued {
-		wg.Go(func() { replies[i], errs[i] = echo(context.Background(), script, pc, i+1) })
+		task := taskOf(t, rdb, queue, i+1)
+		wg.Go(func() { inserted[i], errs[i] = pc.Enqueue(context.Background(), task) })
 	}
 	redistest.WaitFor(t, 5*time.Second, "4 callers queued", func() bool { return pc.Waiting() == queued })
 	gate.open(0)
@@ -208,21 +207,28 @@ func TestPipeliningClientSurvivesAPanickingSender(t *testing.T) {
 	go func() { wg.Wait(); close(served) }()
 	within(t, 5*time.Second, "serving the queued callers after both senders panicked", served)
 	for i := range queued {
-		wantEcho(t, i+1, replies[i], errs[i])
+		wantReply(t, i+1, inserted[i], errs[i])
 	}
 	if n := recovered.Load(); n != 2 {
 		t.Errorf("%d senders panicked, want 2", n)
 	}
 }
 
-// A hook that fails a pipeline without running it leaves its commands with
-// no reply; each caller must see an error, never a silent success.
-type refusePipelines struct{}
+// A hook that fails a command without running it leaves it with no reply;
+// each caller must see an error, never a silent success.
+type refuseScripts struct{}
 
-func (refusePipelines) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (refusePipelines) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
-func (refusePipelines) ProcessPipelineHook(redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(context.Context, []redis.Cmder) error { return errors.New("circuit open") }
+func (refuseScripts) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (refuseScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (refuseScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "eval" {
+			return errors.New("circuit open")
+		}
+		return next(ctx, cmd)
+	}
 }
 
 func TestPipeliningClientFailsEveryCallItCouldNotSend(t *testing.T) {
@@ -232,15 +238,14 @@ func TestPipeliningClientFailsEveryCallItCouldNotSend(t *testing.T) {
 	t.Cleanup(func() { unreachable.Close() })
 	refused := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr()})
 	t.Cleanup(func() { refused.Close() })
-	refused.AddHook(refusePipelines{})
+	refused.AddHook(refuseScripts{})
 	for name, rdb := range map[string]redis.UniversalClient{"unreachable": unreachable, "refused by a hook": refused} {
 		pc := pipeline.NewClient(rdb)
-		script := redis.NewScript("return 1")
 		var failed atomic.Int64
 		var wg sync.WaitGroup
-		for range 20 {
+		for i := range 20 {
 			wg.Go(func() {
-				if err := script.Run(context.Background(), pc, []string{"k"}).Err(); err != nil {
+				if _, err := pc.Enqueue(context.Background(), pipeline.Task{Type: "t", Queue: "never", ID: fmt.Sprint(i)}); err != nil {
 					failed.Add(1)
 				}
 			})
@@ -256,14 +261,14 @@ func TestPipeliningClientDoesNotSendForACancelledCaller(t *testing.T) {
 	t.Parallel()
 	rdb := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr()})
 	t.Cleanup(func() { rdb.Close() })
-	gate := newGatePipelines(t, 0)
+	gate := newGateScripts(t, 0)
 	rdb.AddHook(gate)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := echo(ctx, echoScript(t), pipeline.NewClient(rdb), 1); !errors.Is(err, context.Canceled) {
+	if _, err := pipeline.NewClient(rdb).Enqueue(ctx, pipeline.Task{Type: "t", Queue: "q", ID: "1"}); !errors.Is(err, context.Canceled) {
 		t.Errorf("err %v, want context.Canceled", err)
 	}
-	if n := gate.pipelines.Load(); n != 0 {
-		t.Errorf("%d pipelines sent for a cancelled caller, want 0", n)
+	if n := gate.scripts.Load(); n != 0 {
+		t.Errorf("%d scripts sent for a cancelled caller, want 0", n)
 	}
 }

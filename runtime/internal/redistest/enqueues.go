@@ -27,14 +27,16 @@ type Ack struct {
 }
 
 // EnqueueHook returns a go-redis hook that calls onEnqueue with every reply
-// of asynq's enqueue script for queue's tasks that the client it is added
-// to receives, alone, in a pipeline or in a MULTI/EXEC. The script takes
-// the task's key "asynq:{queue}:t:<id>" as its first key and returns 1 when
-// it inserted the task, 0 on an ID conflict; no other asynq script a client
-// or server sends has that first key and an integer reply. The reply is the
-// one Redis gave: a caller may still fail the command afterwards (a write
-// no replica acknowledged), but the task was in Redis. onAck, unless nil,
-// gets every WAIT's reply, which says whether a replica had the writes.
+// of an enqueue script for queue's tasks that the client it is added to
+// receives, alone, in a pipeline or in a MULTI/EXEC. Such a script takes
+// its tasks' keys "asynq:{queue}:t:<id>" as its first keys and returns,
+// for each, 1 when it inserted the task, 0 on an ID conflict: asynq's own
+// takes one task and returns an integer, belfry's batch (pipeline.Task)
+// takes several and returns an array. No other script a client or server
+// sends has such a first key and such a reply. The reply is the one Redis
+// gave: a caller may still fail the command afterwards (a write no replica
+// acknowledged), but the task was in Redis. onAck, unless nil, gets every
+// WAIT's reply, which says whether a replica had the writes.
 func EnqueueHook(queue string, onEnqueue func(Enqueue), onAck func(Ack)) redis.Hook {
 	return enqueueHook{prefix: "asynq:{" + queue + "}:t:", onEnqueue: onEnqueue, onAck: onAck}
 }
@@ -80,16 +82,26 @@ func (h enqueueHook) inspect(cmd redis.Cmder) {
 	if name, _ := args[0].(string); !strings.EqualFold(name, "evalsha") && !strings.EqualFold(name, "eval") {
 		return
 	}
-	key, _ := args[3].(string)
-	id, ok := strings.CutPrefix(key, h.prefix)
-	if !ok {
-		return
-	}
 	c, ok := cmd.(*redis.Cmd)
 	if !ok {
 		return
 	}
-	if n, err := c.Int64(); err == nil && (n == 0 || n == 1) {
-		h.onEnqueue(Enqueue{TaskID: id, Inserted: n == 1, At: time.Now()})
+	at := time.Now()
+	replies := []any{c.Val()}
+	if many, ok := c.Val().([]any); ok {
+		replies = many
+	}
+	for i, reply := range replies {
+		if 3+i >= len(args) {
+			return
+		}
+		key, _ := args[3+i].(string)
+		id, ok := strings.CutPrefix(key, h.prefix)
+		if !ok {
+			return
+		}
+		if n, ok := reply.(int64); ok && (n == 0 || n == 1) {
+			h.onEnqueue(Enqueue{TaskID: id, Inserted: n == 1, At: at})
+		}
 	}
 }

@@ -54,6 +54,11 @@ func TestEnqueueHookSeesInsertsConflictsAndWaits(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// A batch: one reply per task key, the keys after them not tasks.
+	if err := rdb.Eval(ctx, "return {1, 0}", []string{"asynq:{" + queue + "}:t:d", "asynq:{" + queue + "}:t:e",
+		"asynq:{" + queue + "}:pending"}).Err(); err != nil {
+		t.Fatal(err)
+	}
 	if err := rdb.Wait(ctx, 0, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +72,8 @@ func TestEnqueueHookSeesInsertsConflictsAndWaits(t *testing.T) {
 		}
 		got = append(got, redistest.Enqueue{TaskID: e.TaskID, Inserted: e.Inserted})
 	}
-	want := []redistest.Enqueue{{TaskID: "a", Inserted: true}, {TaskID: "a", Inserted: false}, {TaskID: "c", Inserted: true}}
+	want := []redistest.Enqueue{{TaskID: "a", Inserted: true}, {TaskID: "a", Inserted: false}, {TaskID: "c", Inserted: true},
+		{TaskID: "d", Inserted: true}, {TaskID: "e", Inserted: false}}
 	if !slices.Equal(got, want) {
 		t.Errorf("enqueues seen %+v, want %+v", got, want)
 	}

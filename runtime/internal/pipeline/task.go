@@ -1,0 +1,361 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// Task is one asynq task, inserted as asynq v0.26's Client.EnqueueContext
+// inserts it with the options TaskID, Queue, MaxRetry, Timeout and
+// Retention: the same hash, the same protobuf message, the same pending
+// list, the same ID-conflict rule.
+//
+// asynq has no batch enqueue, and its Client costs a script call in Redis
+// and about 20 µs of the caller's CPU per task; when thousands of
+// schedules are due in one second (3,000 per-second schedules, the 100k
+// spike) those are the window between the slot and its last enqueue. The
+// Client's Enqueue sends the tasks of concurrent callers of one queue in
+// one script per transaction instead, each task costing its encoding and
+// its three commands. TestTasksAreStoredAsAsynqsClientStoresThem compares
+// the stored result with asynq's own, byte for byte, so an asynq upgrade
+// that changes its layout fails the tests rather than the workers.
+type Task struct {
+	Type      string
+	Payload   []byte
+	ID        string
+	Queue     string
+	MaxRetry  int
+	Timeout   time.Duration // 0: asynq's default, 30 minutes
+	Retention time.Duration
+}
+
+// asynq's defaults and key layout (v0.26: internal/base).
+const (
+	asynqDefaultTimeout = 30 * time.Minute
+	asynqAllQueues      = "asynq:queues"
+)
+
+// TaskKey is asynq's hash for a task: it exists once the task is in,
+// whatever became of it since, until asynq deletes it.
+func TaskKey(queue, id string) string { return "asynq:{" + queue + "}:t:" + id }
+
+func pendingKey(queue string) string { return "asynq:{" + queue + "}:pending" }
+
+// ErrBadTask is the error of a task asynq's Client would refuse.
+var ErrBadTask = errors.New("invalid task")
+
+func (t *Task) validate() error {
+	switch {
+	case strings.TrimSpace(t.Type) == "":
+		return errors.Join(ErrBadTask, errors.New("task typename cannot be empty"))
+	case strings.TrimSpace(t.Queue) == "":
+		return errors.Join(ErrBadTask, errors.New("queue name must contain one or more characters"))
+	case strings.TrimSpace(t.ID) == "":
+		return errors.Join(ErrBadTask, errors.New("task ID cannot be empty"))
+	}
+	return nil
+}
+
+// message is the task's asynq TaskMessage in protobuf's wire format, the
+// fields in number order as proto.Marshal writes them, zero values left
+// out (proto3).
+func (t *Task) message() []byte {
+	timeout := t.Timeout
+	if timeout == 0 {
+		timeout = asynqDefaultTimeout
+	}
+	b := make([]byte, 0, 32+len(t.Type)+len(t.Payload)+len(t.ID)+len(t.Queue))
+	b = appendBytesField(b, 1, t.Type)
+	b = appendBytesField(b, 2, string(t.Payload))
+	b = appendBytesField(b, 3, t.ID)
+	b = appendBytesField(b, 4, t.Queue)
+	b = appendVarintField(b, 5, uint64(int32(max(t.MaxRetry, 0))))
+	b = appendVarintField(b, 8, uint64(int64(timeout.Seconds())))
+	// 9, the deadline: asynq's "none" is the Unix time 0, left out.
+	b = appendVarintField(b, 12, uint64(int64(t.Retention.Seconds())))
+	return b
+}
+
+func appendBytesField(b []byte, num protowire.Number, v string) []byte {
+	if v == "" {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendString(b, v)
+}
+
+func appendVarintField(b []byte, num protowire.Number, v uint64) []byte {
+	if v == 0 {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.VarintType)
+	return protowire.AppendVarint(b, v)
+}
+
+// taskChunk bounds the tasks of one enqueue script: Redis runs a script as
+// one step, and 128 tasks with their marks keep it near 1-2 ms, under the
+// 5 ms any one call may block Redis for.
+const taskChunk = 128
+
+// enqueueLua inserts tasks of one queue as asynq's enqueue script inserts
+// one: a task whose key exists is an ID conflict (0) and is left alone,
+// any other is written pending and pushed on the queue's list (1). The
+// queue joins asynq's set of queues, as asynq's Client adds it before its
+// first enqueue.
+//
+// A fenced script first checks that the lease key holds the fence's
+// value, and writes nothing if not: the check and the writes are one step
+// in Redis, as a WATCH and a MULTI/EXEC would make them, in one round trip
+// and without a renewal's PEXPIRE aborting anything. Each task's mark
+// (mark.go) is written with it: every task's key exists once the loop is
+// done, inserted or found.
+//
+//	KEYS   the tasks' keys, then the queue's pending list and asynq's set
+//	       of queues; fenced, the lease key and its acknowledgement key
+//	       (ackedSuffix); then the marks' hashes. The task keys come first,
+//	       as in asynq's script, so that anything watching for enqueues by
+//	       their first key (a test's hook) finds them.
+//	ARGV   the number of tasks, the queue's name, the fence's value ('' for
+//	       none), the acknowledgement key's life in ms (0: not written);
+//	       then eight per task: its message, its ID, when it became
+//	       pending (Unix ns), the index in KEYS of its mark's hash (0:
+//	       none), the mark's field and value, the index of its Also hash
+//	       (0: none) and the Also value.
+//	returns one integer per task, 1 inserted or 0 conflict; fenced out,
+//	       the error FENCED.
+const enqueueLua = `
+local n = tonumber(ARGV[1])
+if ARGV[3] ~= '' then
+  if redis.call('GET', KEYS[n + 3]) ~= ARGV[3] then
+    return redis.error_reply('FENCED the lease key holds another value')
+  end
+  if tonumber(ARGV[4]) > 0 then
+    redis.call('SET', KEYS[n + 4], ARGV[3], 'PX', ARGV[4])
+  end
+end
+redis.call('SADD', KEYS[n + 2], ARGV[2])
+local out, fields, ids = {}, {}, {}
+local function mark(h, field, value)
+  local f = fields[h]
+  if f == nil then
+    f = {}
+    fields[h] = f
+  end
+  f[#f + 1] = field
+  f[#f + 1] = value
+end
+for i = 1, n do
+  local a = 5 + (i - 1) * 8
+  if redis.call('EXISTS', KEYS[i]) == 1 then
+    out[i] = 0
+  else
+    redis.call('HSET', KEYS[i], 'msg', ARGV[a], 'state', 'pending', 'pending_since', ARGV[a + 2])
+    ids[#ids + 1] = ARGV[a + 1]
+    out[i] = 1
+  end
+  local h = tonumber(ARGV[a + 3])
+  if h > 0 then
+    mark(h, ARGV[a + 4], ARGV[a + 5])
+    local also = tonumber(ARGV[a + 6])
+    if also > 0 then mark(also, ARGV[a + 4], ARGV[a + 7]) end
+  end
+end
+-- One LPUSH of them all leaves the list as one LPUSH each would.
+if #ids > 0 then redis.call('LPUSH', KEYS[n + 1], unpack(ids)) end
+for h, f in pairs(fields) do redis.call('HSET', KEYS[h], unpack(f)) end
+return out`
+
+// Enqueue inserts t as asynq's Client would, sending it with the tasks of
+// other callers of the moment, under ctx's fence and with ctx's mark, as
+// EvalSha sends a script. It reports whether it inserted the task; false
+// with no error is an ID conflict, the task already in.
+func (c *Client) Enqueue(ctx context.Context, t Task) (inserted bool, err error) {
+	r := c.EnqueueAll(ctx, []Item{{Task: t, Mark: markOf(ctx)}})[0]
+	return r.Inserted, r.Err
+}
+
+// Item is one task of EnqueueAll, with its mark (nil: none).
+type Item struct {
+	Task Task
+	Mark *Mark
+}
+
+// Result is what became of an Item.
+type Result struct {
+	// Inserted is false, with no Err, for an ID conflict: the task was in.
+	Inserted bool
+	Err      error
+	// Unacked is set when Redis ran the write but too few replicas
+	// acknowledged it (Err is then ErrNotAcked).
+	Unacked bool
+}
+
+// EnqueueAll inserts the items' tasks under ctx's fence, together with
+// whatever other callers send at the moment: one script per queue and
+// taskChunk tasks, all of them in one pipeline when a sending slot is
+// free. A scheduler with thousands of tasks due at once hands them over
+// in one call rather than from thousands of goroutines.
+func (c *Client) EnqueueAll(ctx context.Context, items []Item) []Result {
+	results := make([]Result, len(items))
+	calls := make([]*pipelinedCall, 0, len(items))
+	index := make([]int, 0, len(items))
+	fence := fenceOf(ctx)
+	for i := range items {
+		t := &items[i].Task
+		if err := t.validate(); err != nil {
+			results[i].Err = err
+			continue
+		}
+		calls = append(calls, &pipelinedCall{ctx: ctx, task: t, fence: fence, mark: items[i].Mark,
+			done: make(chan struct{})})
+		index = append(index, i)
+	}
+	c.runAll(ctx, calls)
+	for k, call := range calls {
+		r := &results[index[k]]
+		r.Err, r.Unacked = call.cmd.Err(), call.unacked
+		if r.Err == nil {
+			n, err := call.cmd.Int64()
+			r.Inserted, r.Err = n == 1, err
+		}
+	}
+	return results
+}
+
+// sendTasks sends tasks under f (nil: unfenced), a script per queue and
+// chunk, up to tasksInFlight chunks at once on their own connections: a
+// chunk's arguments are built while Redis runs the one before, and each
+// chunk's tasks hear their reply as soon as it is in, not when the last
+// chunk's is. When replicas must acknowledge fenced writes, each chunk's
+// WAIT follows it on its connection.
+func (c *Client) sendTasks(ctx context.Context, f *Fence, calls []*pipelinedCall) error {
+	var queues []string
+	byQueue := map[string][]*pipelinedCall{}
+	for _, call := range calls {
+		q := call.task.Queue
+		if byQueue[q] == nil {
+			queues = append(queues, q)
+		}
+		byQueue[q] = append(byQueue[q], call)
+	}
+	var chunks [][]*pipelinedCall
+	for _, q := range queues {
+		for all := byQueue[q]; len(all) > 0; {
+			part := all[:min(taskChunk, len(all))]
+			all = all[len(part):]
+			chunks = append(chunks, part)
+		}
+	}
+	errs := make([]error, len(chunks))
+	if len(chunks) == 1 {
+		errs[0] = c.sendTaskChunk(ctx, f, chunks[0])
+		return errs[0]
+	}
+	var wg sync.WaitGroup
+	inFlight := make(chan struct{}, tasksInFlight)
+	for i, chunk := range chunks {
+		inFlight <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-inFlight }()
+			errs[i] = c.sendTaskChunk(ctx, f, chunk)
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// tasksInFlight bounds the chunks of one batch that Redis has at once: two
+// keep it busy while the next is built; more only queue inside Redis.
+const tasksInFlight = 3
+
+// sendTaskChunk runs one chunk's script and hands each call its reply.
+func (c *Client) sendTaskChunk(ctx context.Context, f *Fence, calls []*pipelinedCall) error {
+	acks := f != nil && c.Acks.On()
+	keys, args := enqueueArgs(calls[0].task.Queue, f, acks, strconv.FormatInt(time.Now().UnixNano(), 10), calls)
+	var cmd *redis.Cmd
+	var notAcked error
+	if !acks {
+		cmd = c.rdb.Eval(ctx, enqueueLua, keys, args...)
+	} else {
+		// The WAIT goes on the connection the script went through.
+		c.rdb.Watch(ctx, func(tx *redis.Tx) error {
+			if cmd = tx.Eval(ctx, enqueueLua, keys, args...); cmd.Err() == nil {
+				notAcked = c.Acks.Wait(ctx, tx)
+			}
+			return nil
+		})
+		if cmd == nil { // no connection: Watch never ran the function
+			cmd = redis.NewCmd(ctx)
+			cmd.SetErr(errNoReply)
+		}
+	}
+	replies, err := cmd.Int64Slice()
+	if err != nil && f != nil && strings.HasPrefix(err.Error(), "FENCED") {
+		f.rejected.Store(true)
+		err = ErrFenced
+	}
+	for i, call := range calls {
+		call.cmd = redis.NewCmd(call.ctx, call.cmdArgs()...)
+		switch {
+		case err != nil:
+			call.cmd.SetErr(err)
+		case i >= len(replies):
+			call.cmd.SetErr(errNoReply)
+		case notAcked != nil:
+			call.cmd.SetErr(notAcked)
+			call.unacked = true
+		default:
+			call.cmd.SetVal(replies[i])
+		}
+	}
+	return err
+}
+
+// enqueueArgs lays out one chunk's keys and arguments for enqueueLua.
+func enqueueArgs(queue string, f *Fence, acks bool, now string, calls []*pipelinedCall) (keys []string, args []any) {
+	keys = make([]string, 0, len(calls)+6)
+	for _, call := range calls {
+		keys = append(keys, TaskKey(queue, call.task.ID))
+	}
+	keys = append(keys, pendingKey(queue), asynqAllQueues)
+	fenceValue, ackedMS := "", int64(0)
+	if f != nil {
+		keys = append(keys, f.Key, f.Key+ackedSuffix)
+		fenceValue = f.Value
+		if acks {
+			ackedMS = ackedLife.Milliseconds()
+		}
+	}
+	hashIndex := func(h string) int {
+		for i := len(calls) + 2; i < len(keys); i++ {
+			if keys[i] == h {
+				return i + 1
+			}
+		}
+		keys = append(keys, h)
+		return len(keys)
+	}
+	args = make([]any, 0, 4+8*len(calls))
+	args = append(args, len(calls), queue, fenceValue, ackedMS)
+	for _, call := range calls {
+		args = append(args, call.task.message(), call.task.ID, now)
+		m := call.mark
+		if m == nil || f == nil { // a mark rides only with a fence, as in a transaction
+			args = append(args, 0, "", "", 0, "")
+			continue
+		}
+		also := 0
+		if m.Also != "" && m.AlsoValue != "" {
+			also = hashIndex(m.Also)
+		}
+		args = append(args, hashIndex(m.Hash), m.Field, m.Value, also, m.AlsoValue)
+	}
+	return keys, args
+}

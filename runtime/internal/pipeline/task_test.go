@@ -1,0 +1,198 @@
+package pipeline_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/belfry/belfry/runtime/internal/pipeline"
+	"github.com/belfry/belfry/runtime/internal/redistest"
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+)
+
+// stored is what one enqueue left in Redis: the task's hash (its
+// pending_since checked for a time and left out), the queue's pending list
+// and whether asynq knows the queue.
+type stored struct {
+	hash    map[string]string
+	pending []string
+	known   bool
+}
+
+func readStored(t *testing.T, rdb redis.UniversalClient, queue, id string) stored {
+	t.Helper()
+	ctx := context.Background()
+	hash, err := rdb.HGetAll(ctx, pipeline.TaskKey(queue, id)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	since, err := strconv.ParseInt(hash["pending_since"], 10, 64)
+	if err != nil || time.Since(time.Unix(0, since)).Abs() > time.Minute {
+		t.Errorf("%s: pending_since %q, want the Unix nanoseconds of about now", id, hash["pending_since"])
+	}
+	delete(hash, "pending_since")
+	pending, err := rdb.LRange(ctx, "asynq:{"+queue+"}:pending", 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	known, err := rdb.SIsMember(ctx, "asynq:queues", queue).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stored{hash: hash, pending: pending, known: known}
+}
+
+func forget(t *testing.T, rdb redis.UniversalClient, queue string) {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := rdb.Keys(ctx, "asynq:{"+queue+"}:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) > 0 {
+		rdb.Del(ctx, keys...)
+	}
+	rdb.SRem(ctx, "asynq:queues", queue)
+}
+
+// The tasks the Client writes are the tasks asynq's Client writes with the
+// same options, byte for byte: the message a worker decodes, the state,
+// the list it pops, the set of queues its inspector reads. An asynq
+// upgrade that changes any of it fails here.
+func TestTasksAreStoredAsAsynqsClientStoresThem(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Shared(t)
+	theirs := asynq.NewClientFromRedisClient(rdb)
+	ours := pipeline.NewClient(rdb)
+	cases := []pipeline.Task{
+		{Type: "prune", Payload: []byte(`{"schedule":"prune","slot":"2026-11-01T05:59:59Z"}`), MaxRetry: 3, Timeout: 20 * time.Minute, Retention: 6 * time.Minute},
+		{Type: "defaults", Payload: nil},                                                       // no retry, asynq's default timeout, no retention
+		{Type: "negative retry", MaxRetry: -1, Timeout: 1500 * time.Millisecond},               // asynq takes -1 as 0, and whole seconds
+		{Type: "big", Payload: make([]byte, 300), MaxRetry: 25, Retention: 7 * 24 * time.Hour}, // a two-byte length
+		{Type: "täsk ✓", Payload: []byte("\x00\xff"), MaxRetry: 1 << 20, Timeout: 90 * 24 * time.Hour},
+	}
+	for i, task := range cases {
+		task.Queue = redistest.Uniq("task-format")
+		task.ID = fmt.Sprintf("cron:ns/sched-%d:%d", i, 1793512860+i)
+		t.Cleanup(func() { forget(t, rdb, task.Queue) })
+
+		_, err := theirs.EnqueueContext(ctx, asynq.NewTask(task.Type, task.Payload), asynq.TaskID(task.ID), asynq.Queue(task.Queue),
+			asynq.MaxRetry(task.MaxRetry), asynq.Timeout(task.Timeout), asynq.Retention(task.Retention))
+		if err != nil {
+			t.Fatalf("%s: asynq: %v", task.Type, err)
+		}
+		want := readStored(t, rdb, task.Queue, task.ID)
+		forget(t, rdb, task.Queue)
+
+		inserted, err := ours.Enqueue(ctx, task)
+		if err != nil || !inserted {
+			t.Fatalf("%s: Enqueue = %v, %v; want inserted", task.Type, inserted, err)
+		}
+		got := readStored(t, rdb, task.Queue, task.ID)
+		if !maps.Equal(got.hash, want.hash) {
+			t.Errorf("%s: task hash\n got %q\nwant %q", task.Type, got.hash, want.hash)
+		}
+		if !slices.Equal(got.pending, want.pending) || got.known != want.known {
+			t.Errorf("%s: pending %q, known %v; want %q, %v", task.Type, got.pending, got.known, want.pending, want.known)
+		}
+
+		// A second enqueue of the ID is a conflict, as asynq's is, and
+		// changes nothing.
+		again := task
+		again.Payload = []byte("other")
+		if inserted, err := ours.Enqueue(ctx, again); err != nil || inserted {
+			t.Errorf("%s: second Enqueue = %v, %v; want a conflict", task.Type, inserted, err)
+		}
+		if after := readStored(t, rdb, task.Queue, task.ID); !maps.Equal(after.hash, got.hash) || len(after.pending) != 1 {
+			t.Errorf("%s: a conflict changed the task: %q, pending %q", task.Type, after.hash, after.pending)
+		}
+		if _, err := theirs.EnqueueContext(ctx, asynq.NewTask(task.Type, nil), asynq.TaskID(task.ID), asynq.Queue(task.Queue)); !errors.Is(err, asynq.ErrTaskIDConflict) {
+			t.Errorf("%s: asynq's enqueue of the same ID: %v, want its conflict", task.Type, err)
+		}
+	}
+}
+
+// Tasks asynq's Client would refuse are refused before anything is sent.
+func TestTasksAsynqWouldRefuseAreRefused(t *testing.T) {
+	t.Parallel()
+	ours := pipeline.NewClient(redistest.Shared(t))
+	for _, task := range []pipeline.Task{
+		{Type: " ", ID: "a", Queue: "q"},
+		{Type: "t", ID: "a", Queue: ""},
+		{Type: "t", ID: " ", Queue: "q"},
+	} {
+		if _, err := ours.Enqueue(context.Background(), task); !errors.Is(err, pipeline.ErrBadTask) {
+			t.Errorf("Enqueue(%+v) = %v, want ErrBadTask", task, err)
+		}
+	}
+}
+
+// Concurrent enqueues of several queues, some of them conflicts, each get
+// their own answer, and a worker runs every inserted task once.
+func TestConcurrentEnqueuesOfSeveralQueuesEachGetTheirOwnReply(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Shared(t)
+	ours := pipeline.NewClient(rdb)
+	queues := []string{redistest.Uniq("task-batch-a"), redistest.Uniq("task-batch-b")}
+	for _, q := range queues {
+		t.Cleanup(func() { forget(t, rdb, q) })
+	}
+	const n = 600 // several chunks of a transaction, several batches
+	var wg sync.WaitGroup
+	inserted := make([]bool, 2*n)
+	errs := make([]error, 2*n)
+	for i := range 2 * n {
+		wg.Go(func() {
+			// Every task twice: the second of each pair is a conflict,
+			// whichever of the two comes first.
+			task := pipeline.Task{Type: "batched", ID: fmt.Sprintf("t-%d", i%n), Queue: queues[i%n%2], Payload: []byte(strconv.Itoa(i % n))}
+			inserted[i], errs[i] = ours.Enqueue(ctx, task)
+		})
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil || errs[i+n] != nil {
+			t.Fatalf("task %d: %v, %v", i, errs[i], errs[i+n])
+		}
+		if inserted[i] == inserted[i+n] {
+			t.Errorf("task %d: inserted %v and %v, want exactly one of its two enqueues", i, inserted[i], inserted[i+n])
+		}
+	}
+	for qi, q := range queues {
+		pending, err := rdb.LRange(ctx, "asynq:{"+q+"}:pending", 0, -1).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pending) != n/2 {
+			t.Errorf("queue %d: %d pending, want %d", qi, len(pending), n/2)
+		}
+	}
+
+	// asynq's own server takes the tasks as it takes its Client's.
+	var ran sync.Map
+	var count sync.WaitGroup
+	count.Add(n)
+	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{Queues: map[string]int{queues[0]: 1, queues[1]: 1}, Concurrency: 8,
+		LogLevel: asynq.FatalLevel})
+	if err := srv.Start(asynq.HandlerFunc(func(_ context.Context, task *asynq.Task) error {
+		if _, again := ran.LoadOrStore(string(task.Payload()), true); !again {
+			count.Done()
+		}
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	done := make(chan struct{})
+	go func() { count.Wait(); close(done) }()
+	within(t, 30*time.Second, "asynq's server running every task", done)
+}
