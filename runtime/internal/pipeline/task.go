@@ -117,17 +117,21 @@ const taskChunk = 128
 // (mark.go) is written with it: every task's key exists once the loop is
 // done, inserted or found.
 //
+// Redis's time per task is most of the cost of a spike, and a good part
+// of it is reading the arguments, so a task carries five and what the
+// tasks of a chunk share (the time, the marks' hashes) is sent once.
+//
 //	KEYS   the tasks' keys, then the queue's pending list and asynq's set
 //	       of queues; fenced, the lease key and its acknowledgement key
-//	       (ackedSuffix); then the marks' hashes. The task keys come first,
-//	       as in asynq's script, so that anything watching for enqueues by
-//	       their first key (a test's hook) finds them.
+//	       (ackedSuffix); then the marks' hash and Also hash. The task keys
+//	       come first, as in asynq's script, so that anything watching for
+//	       enqueues by their first key (a test's hook) finds them.
 //	ARGV   the number of tasks, the queue's name, the fence's value ('' for
-//	       none), the acknowledgement key's life in ms (0: not written);
-//	       then eight per task: its message, its ID, when it became
-//	       pending (Unix ns), the index in KEYS of its mark's hash (0:
-//	       none), the mark's field and value, the index of its Also hash
-//	       (0: none) and the Also value.
+//	       none), the acknowledgement key's life in ms (0: not written),
+//	       when the tasks became pending (Unix ns), the index in KEYS of
+//	       the marks' hash (0: no marks) and of their Also hash (0: none);
+//	       then five per task: its message, its ID, its mark's field (''
+//	       for none) and value, and its Also value ('' for none).
 //	returns one integer per task, 1 inserted or 0 conflict; fenced out,
 //	       the error FENCED.
 const enqueueLua = `
@@ -141,35 +145,30 @@ if ARGV[3] ~= '' then
   end
 end
 redis.call('SADD', KEYS[n + 2], ARGV[2])
-local out, fields, ids = {}, {}, {}
-local function mark(h, field, value)
-  local f = fields[h]
-  if f == nil then
-    f = {}
-    fields[h] = f
-  end
-  f[#f + 1] = field
-  f[#f + 1] = value
-end
+local since, hash, also = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
+local out, ids, marks, alsos = {}, {}, {}, {}
 for i = 1, n do
-  local a = 5 + (i - 1) * 8
+  local a = 8 + (i - 1) * 5
   if redis.call('EXISTS', KEYS[i]) == 1 then
     out[i] = 0
   else
-    redis.call('HSET', KEYS[i], 'msg', ARGV[a], 'state', 'pending', 'pending_since', ARGV[a + 2])
+    redis.call('HSET', KEYS[i], 'msg', ARGV[a], 'state', 'pending', 'pending_since', since)
     ids[#ids + 1] = ARGV[a + 1]
     out[i] = 1
   end
-  local h = tonumber(ARGV[a + 3])
-  if h > 0 then
-    mark(h, ARGV[a + 4], ARGV[a + 5])
-    local also = tonumber(ARGV[a + 6])
-    if also > 0 then mark(also, ARGV[a + 4], ARGV[a + 7]) end
+  if ARGV[a + 2] ~= '' then
+    marks[#marks + 1] = ARGV[a + 2]
+    marks[#marks + 1] = ARGV[a + 3]
+    if ARGV[a + 4] ~= '' then
+      alsos[#alsos + 1] = ARGV[a + 2]
+      alsos[#alsos + 1] = ARGV[a + 4]
+    end
   end
 end
 -- One LPUSH of them all leaves the list as one LPUSH each would.
 if #ids > 0 then redis.call('LPUSH', KEYS[n + 1], unpack(ids)) end
-for h, f in pairs(fields) do redis.call('HSET', KEYS[h], unpack(f)) end
+if #marks > 0 then redis.call('HSET', KEYS[hash], unpack(marks)) end
+if #alsos > 0 then redis.call('HSET', KEYS[also], unpack(alsos)) end
 return out`
 
 // Enqueue inserts t as asynq's Client would, sending it with the tasks of
@@ -236,18 +235,26 @@ func (c *Client) EnqueueAll(ctx context.Context, items []Item) []Result {
 // chunk's is. When replicas must acknowledge fenced writes, each chunk's
 // WAIT follows it on its connection.
 func (c *Client) sendTasks(ctx context.Context, f *Fence, calls []*pipelinedCall) error {
-	var queues []string
-	byQueue := map[string][]*pipelinedCall{}
+	// A chunk's tasks share their queue and their marks' hashes.
+	type shared struct{ queue, hash, also string }
+	var groups []shared
+	byGroup := map[shared][]*pipelinedCall{}
 	for _, call := range calls {
-		q := call.task.Queue
-		if byQueue[q] == nil {
-			queues = append(queues, q)
+		g := shared{queue: call.task.Queue}
+		if m := call.mark; m != nil && f != nil { // a mark rides only with a fence
+			g.hash = m.Hash
+			if m.Also != "" && m.AlsoValue != "" {
+				g.also = m.Also
+			}
 		}
-		byQueue[q] = append(byQueue[q], call)
+		if byGroup[g] == nil {
+			groups = append(groups, g)
+		}
+		byGroup[g] = append(byGroup[g], call)
 	}
 	var chunks [][]*pipelinedCall
-	for _, q := range queues {
-		for all := byQueue[q]; len(all) > 0; {
+	for _, g := range groups {
+		for all := byGroup[g]; len(all) > 0; {
 			part := all[:min(taskChunk, len(all))]
 			all = all[len(part):]
 			chunks = append(chunks, part)
@@ -318,7 +325,8 @@ func (c *Client) sendTaskChunk(ctx context.Context, f *Fence, calls []*pipelined
 	return err
 }
 
-// enqueueArgs lays out one chunk's keys and arguments for enqueueLua.
+// enqueueArgs lays out one chunk's keys and arguments for enqueueLua. The
+// chunk's tasks share their queue and their marks' hashes (sendTasks).
 func enqueueArgs(queue string, f *Fence, acks bool, now string, calls []*pipelinedCall) (keys []string, args []any) {
 	keys = make([]string, 0, len(calls)+6)
 	for _, call := range calls {
@@ -333,29 +341,27 @@ func enqueueArgs(queue string, f *Fence, acks bool, now string, calls []*pipelin
 			ackedMS = ackedLife.Milliseconds()
 		}
 	}
-	hashIndex := func(h string) int {
-		for i := len(calls) + 2; i < len(keys); i++ {
-			if keys[i] == h {
-				return i + 1
-			}
-		}
-		keys = append(keys, h)
-		return len(keys)
-	}
-	args = make([]any, 0, 4+8*len(calls))
-	args = append(args, len(calls), queue, fenceValue, ackedMS)
-	for _, call := range calls {
-		args = append(args, call.task.message(), call.task.ID, now)
-		m := call.mark
-		if m == nil || f == nil { // a mark rides only with a fence, as in a transaction
-			args = append(args, 0, "", "", 0, "")
-			continue
-		}
-		also := 0
+	hash, also := 0, 0
+	if m := calls[0].mark; m != nil && f != nil {
+		keys = append(keys, m.Hash)
+		hash = len(keys)
 		if m.Also != "" && m.AlsoValue != "" {
-			also = hashIndex(m.Also)
+			keys = append(keys, m.Also)
+			also = len(keys)
 		}
-		args = append(args, hashIndex(m.Hash), m.Field, m.Value, also, m.AlsoValue)
+	}
+	args = make([]any, 0, 7+5*len(calls))
+	args = append(args, len(calls), queue, fenceValue, ackedMS, now, hash, also)
+	for _, call := range calls {
+		args = append(args, call.task.message(), call.task.ID)
+		switch m := call.mark; {
+		case also > 0:
+			args = append(args, m.Field, m.Value, m.AlsoValue)
+		case hash > 0:
+			args = append(args, m.Field, m.Value, "")
+		default:
+			args = append(args, "", "", "")
+		}
 	}
 	return keys, args
 }
