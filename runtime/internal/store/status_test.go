@@ -1,9 +1,14 @@
 package store_test
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/belfry/belfry/runtime/internal/redistest"
+	"github.com/belfry/belfry/runtime/internal/store"
 )
 
 // The execution state follows the worker's steps, and Problems reads all
@@ -42,5 +47,46 @@ func TestExecutionStateAndProblems(t *testing.T) {
 	}
 	if n, err := s.ForgetExecution(ctx, "job-0004"); err != nil || n != 2 {
 		t.Errorf("forget: %d fields, %v; want 2", n, err)
+	}
+}
+
+// StatFields reads many names over several HMGETs and connections, each
+// name's counters landing in its own row, whatever the number of fields.
+func TestStatFieldsPutsEachNamesCountersInItsRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Shared(t)
+	s := store.New(rdb, redistest.Uniq("statfields"), 10, time.Hour)
+	const n = 2*store.Chunk*4 + 7 // more than a chunk per reader, and a ragged end
+	names := make([]string, n)
+	values := map[string]any{}
+	for i := range names {
+		names[i] = fmt.Sprintf("s%d", i)
+		values[names[i]+":a"] = i
+		if i%2 == 0 {
+			values[names[i]+":b"] = -i // every other one unset
+		}
+		values[names[i]+":c"] = 3 * i
+	}
+	if err := rdb.HSet(ctx, s.Keys.Stats, values).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, fields := range [][]string{{"a"}, {"a", "b", "c"}} {
+		got, err := s.StatFields(ctx, names, fields)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, row := range got {
+			want := []int64{int64(i), 0, int64(3 * i)}
+			if i%2 == 0 {
+				want[1] = int64(-i)
+			}
+			if len(fields) == 1 {
+				want = want[:1]
+			}
+			if !slices.Equal(row, want) {
+				t.Fatalf("%d fields: row %d = %v, want %v", len(fields), i, row, want)
+			}
+		}
 	}
 }
