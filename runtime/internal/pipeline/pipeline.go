@@ -48,8 +48,10 @@ type pipelinedCall struct {
 	task  *Task
 	fence *Fence // nil: unconditional
 	mark  *Mark  // nil: none; only with a fence
-	cmd   *redis.Cmd
 	done  chan struct{}
+	// The outcome: answered once the call has its reply or its error.
+	answered, inserted bool
+	err                error
 	// unacked: Redis ran the task's write, too few replicas acknowledged it
 	unacked bool
 }
@@ -67,7 +69,7 @@ func (c *Client) runAll(ctx context.Context, calls []*pipelinedCall) {
 	}
 	if err := ctx.Err(); err != nil {
 		for _, call := range calls {
-			call.cmd = call.fail(err)
+			call.fail(err)
 		}
 		return
 	}
@@ -88,7 +90,7 @@ func (c *Client) runAll(ctx context.Context, calls []*pipelinedCall) {
 		case <-call.done:
 		case <-ctx.Done():
 			if c.withdraw(call) {
-				call.cmd = call.fail(ctx.Err())
+				call.fail(ctx.Err())
 				continue
 			}
 			<-call.done
@@ -148,11 +150,8 @@ func (c *Client) send(batch []*pipelinedCall) {
 		// leaves calls with neither reply nor error: no caller may read
 		// that as success.
 		for _, call := range batch {
-			if call.cmd == nil {
-				call.cmd = redis.NewCmd(call.ctx, call.cmdArgs()...)
-			}
-			if call.cmd.Err() == nil && call.cmd.Val() == nil {
-				call.cmd.SetErr(execErr)
+			if !call.answered {
+				call.fail(execErr)
 			}
 			close(call.done)
 		}
@@ -181,16 +180,9 @@ func (c *Client) send(batch []*pipelinedCall) {
 	}
 }
 
-// cmdArgs names the call's task in the command its caller gets back.
-func (call *pipelinedCall) cmdArgs() []any {
-	return []any{"enqueue", TaskKey(call.task.Queue, call.task.ID)}
-}
-
-// fail returns the call's command failed with err, never sent.
-func (call *pipelinedCall) fail(err error) *redis.Cmd {
-	cmd := redis.NewCmd(call.ctx, call.cmdArgs()...)
-	cmd.SetErr(err)
-	return cmd
+// fail answers the call with err.
+func (call *pipelinedCall) fail(err error) {
+	call.answered, call.err = true, err
 }
 
 // Waiting counts the calls waiting for a sending slot.

@@ -219,11 +219,7 @@ func (c *Client) EnqueueAll(ctx context.Context, items []Item) []Result {
 	c.runAll(ctx, calls)
 	for k, call := range calls {
 		r := &results[index[k]]
-		r.Err, r.Unacked = call.cmd.Err(), call.unacked
-		if r.Err == nil {
-			n, err := call.cmd.Int64()
-			r.Inserted, r.Err = n == 1, err
-		}
+		*r = Result{Inserted: call.inserted, Err: call.err, Unacked: call.unacked}
 	}
 	return results
 }
@@ -309,17 +305,16 @@ func (c *Client) sendTaskChunk(ctx context.Context, f *Fence, calls []*pipelined
 		err = ErrFenced
 	}
 	for i, call := range calls {
-		call.cmd = redis.NewCmd(call.ctx, call.cmdArgs()...)
 		switch {
 		case err != nil:
-			call.cmd.SetErr(err)
+			call.fail(err)
 		case i >= len(replies):
-			call.cmd.SetErr(errNoReply)
+			call.fail(errNoReply)
 		case notAcked != nil:
-			call.cmd.SetErr(notAcked)
+			call.fail(notAcked)
 			call.unacked = true
 		default:
-			call.cmd.SetVal(replies[i])
+			call.answered, call.inserted = true, replies[i] == 1
 		}
 	}
 	return err
