@@ -23,7 +23,7 @@
 // The holder's enqueues and cursor commits are fenced (see below): Redis
 // refuses an ex-leader's late enqueue outright, however late it arrives.
 // Each enqueue also raises its schedule's cursor to the slot in the same
-// transaction, so a holder that crashed or stalled before committing its
+// script, so a holder that crashed or stalled before committing its
 // cursor leaves no enqueued slot after it: the next holder (another
 // replica, or the service restarted) starts after the slot instead of
 // enqueueing it again. A finished task therefore keeps its ID only for a

@@ -298,7 +298,7 @@ func (r *Runtime) RedisState() (RedisState, error) {
 // grace: no scheduler path enqueues a slot again once its task is in. An
 // ex-leader's late enqueue is refused by the fence, and a holder that
 // crashed between its enqueue and its commit left its cursor raised to the
-// slot by the enqueue itself (the same transaction), so the next holder
+// slot by the enqueue itself (the same script), so the next holder
 // starts after it. What the retained ID still covers is a replay of one
 // enqueue while its call lasts (go-redis retrying a command whose reply
 // was lost), which a holder's lease bounds. A per-second schedule thus

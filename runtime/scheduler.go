@@ -260,7 +260,7 @@ func (r *Runtime) loadLeaderState(ctx context.Context, value string) (*leaderSta
 
 // dispatch handles the schedules due at now, at most dispatchBatch of
 // them: it enqueues their slots (idempotent by task ID, each raising its
-// cursor in the same transaction) and leaves the rest of the step to the
+// cursor in the same script) and leaves the rest of the step to the
 // commit that follows. A crash between the two leaves the next holder
 // nothing to enqueue again.
 func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) (err error) {

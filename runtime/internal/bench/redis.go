@@ -116,8 +116,9 @@ type enqueueEvent struct {
 }
 
 // newEnqueueHook reports every successful asynq enqueue of a queue's tasks
-// (asynq's enqueue script returned 1). Both belfry and asynq's Scheduler go
-// through that script, so both are timed alike.
+// (asynq's enqueue script, or belfry's batch of them, returned 1 for it),
+// when its reply reaches the client, so belfry and asynq's Scheduler are
+// timed alike.
 func newEnqueueHook(queue string, onEvent func(enqueueEvent)) redis.Hook {
 	return redistest.EnqueueHook(queue, func(e redistest.Enqueue) {
 		if e.Inserted {

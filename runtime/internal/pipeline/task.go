@@ -21,9 +21,9 @@ import (
 // and about 20 µs of the caller's CPU per task; when thousands of
 // schedules are due in one second (3,000 per-second schedules, the 100k
 // spike) those are the window between the slot and its last enqueue. The
-// Client's Enqueue sends the tasks of concurrent callers of one queue in
-// one script per transaction instead, each task costing its encoding and
-// its three commands. TestTasksAreStoredAsAsynqsClientStoresThem compares
+// Client's Enqueue and EnqueueAll send the tasks of one queue in one
+// script per taskChunk instead, each task costing its encoding and its
+// two commands. TestTasksAreStoredAsAsynqsClientStoresThem compares
 // the stored result with asynq's own, byte for byte, so an asynq upgrade
 // that changes its layout fails the tests rather than the workers.
 type Task struct {
@@ -172,9 +172,9 @@ if #alsos > 0 then redis.call('HSET', KEYS[also], unpack(alsos)) end
 return out`
 
 // Enqueue inserts t as asynq's Client would, sending it with the tasks of
-// other callers of the moment, under ctx's fence and with ctx's mark, as
-// EvalSha sends a script. It reports whether it inserted the task; false
-// with no error is an ID conflict, the task already in.
+// other callers of the moment, under ctx's fence and with ctx's mark. It
+// reports whether it inserted the task; false with no error is an ID
+// conflict, the task already in.
 func (c *Client) Enqueue(ctx context.Context, t Task) (inserted bool, err error) {
 	r := c.EnqueueAll(ctx, []Item{{Task: t, Mark: markOf(ctx)}})[0]
 	return r.Inserted, r.Err
@@ -198,9 +198,10 @@ type Result struct {
 
 // EnqueueAll inserts the items' tasks under ctx's fence, together with
 // whatever other callers send at the moment: one script per queue and
-// taskChunk tasks, all of them in one pipeline when a sending slot is
-// free. A scheduler with thousands of tasks due at once hands them over
-// in one call rather than from thousands of goroutines.
+// taskChunk tasks (sendTasks). A scheduler with thousands of tasks due at
+// once hands them over in a few calls rather than from thousands of
+// goroutines. Tasks asynq's Client would refuse fail with ErrBadTask and
+// are not sent.
 func (c *Client) EnqueueAll(ctx context.Context, items []Item) []Result {
 	results := make([]Result, len(items))
 	calls := make([]*pipelinedCall, 0, len(items))
