@@ -359,9 +359,9 @@ func (r *Runtime) flushCommits(ctx context.Context, st *leaderState) error {
 // schedule's slots go in order, and a schedule stops at its first failure
 // so its cursor never passes an un-enqueued slot.
 //
-// The slots go in rounds: the first slot of every plan together, in one
-// handover to the pipeline (a few scripts of taskChunk tasks, one round
-// trip), then every plan's second, and so on; a spike is one round. A
+// The slots go in rounds: the first slot of every plan together, handed to
+// the pipeline a chunk of roundChunk at a time (a script each), then every
+// plan's second, and so on; a spike is one round. A
 // schedule that skips overlapping runs asks Redis about its previous run
 // before each slot, so those go one plan at a time, EnqueueConcurrency of
 // them at once, beside the rounds.
