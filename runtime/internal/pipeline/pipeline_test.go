@@ -272,3 +272,38 @@ func TestPipeliningClientDoesNotSendForACancelledCaller(t *testing.T) {
 		t.Errorf("%d scripts sent for a cancelled caller, want 0", n)
 	}
 }
+
+// A batch of several chunks sends them from goroutines of its own, where a
+// panicking hook would take the service down: the chunk's tasks fail, the
+// others go in.
+func TestAPanicInOneChunkOfABatchFailsItsTasksOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr()})
+	t.Cleanup(func() { rdb.Close() })
+	queue := redistest.Uniq("chunk-panic")
+	t.Cleanup(func() { forget(t, rdb, queue) })
+	gate := newGateScripts(t, 0)
+	gate.panics = 1 // the first script of the batch
+	rdb.AddHook(gate)
+	const n = 300 // three chunks
+	items := make([]pipeline.Item, n)
+	for i := range items {
+		items[i] = pipeline.Item{Task: pipeline.Task{Type: "t", Queue: queue, ID: fmt.Sprint(i)}}
+	}
+	var failed, inserted int
+	for _, r := range pipeline.NewClient(rdb).EnqueueAll(ctx, items) {
+		switch {
+		case r.Err != nil:
+			failed++
+		case r.Inserted:
+			inserted++
+		}
+	}
+	if failed == 0 || failed+inserted != n || inserted == 0 {
+		t.Errorf("%d failed, %d inserted of %d; want one chunk failed and the rest in", failed, inserted, n)
+	}
+	if got := rdb.LLen(ctx, "asynq:{"+queue+"}:pending").Val(); got != int64(inserted) {
+		t.Errorf("%d pending, want the %d reported inserted", got, inserted)
+	}
+}

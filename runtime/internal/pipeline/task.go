@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -267,7 +268,15 @@ func (c *Client) sendTasks(ctx context.Context, f *Fence, calls []*pipelinedCall
 	for i, chunk := range chunks {
 		inFlight <- struct{}{}
 		wg.Go(func() {
-			defer func() { <-inFlight }()
+			defer func() {
+				<-inFlight
+				// A panicking hook here would take the whole service down,
+				// where in the caller's own goroutine its caller (net/http)
+				// may recover: the chunk's tasks fail instead (send).
+				if p := recover(); p != nil {
+					errs[i] = fmt.Errorf("enqueue script: panic: %v", p)
+				}
+			}()
 			errs[i] = c.sendTaskChunk(ctx, f, chunk)
 		})
 	}
