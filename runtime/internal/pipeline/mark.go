@@ -1,7 +1,5 @@
 package pipeline
 
-import "context"
-
 // Mark is a high-water mark written in the same script as the fenced task
 // it rides with: for the scheduler, the schedule's cursor raised to the
 // slot whose task was just enqueued (or found already there), and the
@@ -20,16 +18,4 @@ type Mark struct {
 	// Also, when not "", is a hash whose Field is set to AlsoValue
 	// whenever Hash's is raised.
 	Also, AlsoValue string
-}
-
-type markKey struct{}
-
-// WithMark returns a context whose fenced task carries m.
-func WithMark(ctx context.Context, m *Mark) context.Context {
-	return context.WithValue(ctx, markKey{}, m)
-}
-
-func markOf(ctx context.Context) *Mark {
-	m, _ := ctx.Value(markKey{}).(*Mark)
-	return m
 }

@@ -173,11 +173,11 @@ if #alsos > 0 then redis.call('HSET', KEYS[also], unpack(alsos)) end
 return out`
 
 // Enqueue inserts t as asynq's Client would, sending it with the tasks of
-// other callers of the moment, under ctx's fence and with ctx's mark. It
-// reports whether it inserted the task; false with no error is an ID
-// conflict, the task already in.
+// other callers of the moment, under ctx's fence, with no mark. It reports
+// whether it inserted the task; false with no error is an ID conflict, the
+// task already in.
 func (c *Client) Enqueue(ctx context.Context, t Task) (inserted bool, err error) {
-	r := c.EnqueueAll(ctx, []Item{{Task: t, Mark: markOf(ctx)}})[0]
+	r := c.EnqueueAll(ctx, []Item{{Task: t}})[0]
 	return r.Inserted, r.Err
 }
 

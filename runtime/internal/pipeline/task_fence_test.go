@@ -28,7 +28,8 @@ func TestFencedTasksGoInWithTheirMarksOnlyUnderTheirLease(t *testing.T) {
 	enqueue := func(f *pipeline.Fence, slot int64) (bool, error) {
 		id := fmt.Sprintf("tick:%d", slot)
 		m := &pipeline.Mark{Hash: cursors, Field: "tick", Value: slot, Also: lastID, AlsoValue: id}
-		return pc.Enqueue(pipeline.WithMark(pipeline.WithFence(ctx, f), m), pipeline.Task{Type: "tick", ID: id, Queue: queue})
+		r := pc.EnqueueAll(pipeline.WithFence(ctx, f), []pipeline.Item{{Task: pipeline.Task{Type: "tick", ID: id, Queue: queue}, Mark: m}})[0]
+		return r.Inserted, r.Err
 	}
 	cursor := func() string { return rdb.HGet(ctx, cursors, "tick").Val() }
 	if in, err := enqueue(holder, 10); err != nil || !in {
@@ -56,8 +57,8 @@ func TestFencedTasksGoInWithTheirMarksOnlyUnderTheirLease(t *testing.T) {
 	}
 	// Unfenced (a manual run, on any replica) it goes in, with no mark.
 	m := &pipeline.Mark{Hash: cursors, Field: "tick", Value: 99}
-	if in, err := pc.Enqueue(pipeline.WithMark(ctx, m), pipeline.Task{Type: "tick", ID: "manual", Queue: queue}); err != nil || !in {
-		t.Errorf("an unfenced enqueue: %v %v", in, err)
+	if r := pc.EnqueueAll(ctx, []pipeline.Item{{Task: pipeline.Task{Type: "tick", ID: "manual", Queue: queue}, Mark: m}})[0]; r.Err != nil || !r.Inserted {
+		t.Errorf("an unfenced enqueue: %+v", r)
 	}
 	if cursor() != "11" {
 		t.Errorf("an unfenced enqueue wrote a mark: cursor %q", cursor())
