@@ -32,3 +32,15 @@ func TestLateInstantKeepsWhatStatusesCompare(t *testing.T) {
 		t.Error("a moment past year 2262 reads as passed")
 	}
 }
+
+// countersFrom reads counterFields by position; each position must be the
+// counter countersOf reads by name.
+func TestCountersFromReadsEachFieldAsItsName(t *testing.T) {
+	for i, f := range counterFields {
+		vals := make([]int64, len(counterFields))
+		vals[i] = 1_700_000_000_000 + int64(i)
+		if got, want := countersFrom(vals), countersOf(map[string]int64{f: vals[i]}); got != want {
+			t.Errorf("field %d (%s): countersFrom %+v, countersOf %+v", i, f, got, want)
+		}
+	}
+}

@@ -15,7 +15,8 @@ import (
 // and then re-indents it, which for the unpaged list of 100,000 schedules
 // is a 70 MB buffer grown by copying, and most of the request's time.
 // Here the items are marshalled in parts, on up to GOMAXPROCS goroutines,
-// and written in order as each part is ready.
+// and written in order as each part is ready; a schedule's row (apiSchedule)
+// appends its own JSON, without encoding/json.
 func writeIndentedArray(w io.Writer, items []any) error {
 	if len(items) == 0 {
 		_, err := io.WriteString(w, "[]\n")
@@ -55,9 +56,21 @@ func writeIndentedArray(w io.Writer, items []any) error {
 		wg.Go(func() {
 			for i := range next {
 				e := &out[i]
-				for j := i * part; j < min((i+1)*part, len(items)) && e.err == nil; j++ {
+				first, end := i*part, min((i+1)*part, len(items))
+				for j := first; j < end && e.err == nil; j++ {
 					if j > 0 {
 						e.buf.WriteString(",\n  ")
+					}
+					if j == first+1 {
+						// Room for the part's rest at the first item's
+						// size, rather than doubling the buffer up to it.
+						e.buf.Grow(e.buf.Len() * (end - j) * 9 / 8)
+					}
+					// Not an interface: apiFamily embeds apiSchedule and
+					// would inherit its method, and its fields.
+					if s, ok := items[j].(apiSchedule); ok {
+						e.buf.Write(s.appendIndented(e.buf.AvailableBuffer()))
+						continue
 					}
 					var b []byte
 					if b, e.err = json.MarshalIndent(items[j], "  ", "  "); e.err == nil {

@@ -30,18 +30,25 @@ func TestWriteIndentedArrayMatchesTheEncoder(t *testing.T) {
 			}
 			items[i] = r
 		}
-		var want, got bytes.Buffer
-		enc := json.NewEncoder(&want)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(items); err != nil {
-			t.Fatal(err)
-		}
-		if err := writeIndentedArray(&got, items); err != nil {
-			t.Fatal(err)
-		}
-		if got.String() != want.String() {
-			t.Errorf("%d items: the parted array differs from the encoder's\ngot  %.300q\nwant %.300q", n, got.String(), want.String())
-		}
+		checkArrayIsTheEncoders(t, fmt.Sprintf("%d items", n), items)
+	}
+}
+
+// checkArrayIsTheEncoders fails t unless writeIndentedArray writes for
+// items what json.Encoder with the admin's indentation writes.
+func checkArrayIsTheEncoders(t *testing.T, what string, items []any) {
+	t.Helper()
+	var want, got bytes.Buffer
+	enc := json.NewEncoder(&want)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(items); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeIndentedArray(&got, items); err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != want.String() {
+		t.Errorf("%s: the parted array differs from the encoder's\ngot  %.400q\nwant %.400q", what, got.String(), want.String())
 	}
 }
 

@@ -1,0 +1,264 @@
+package admin
+
+import (
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/belfry/belfry/runtime"
+)
+
+// The unpaged list writes 100,000 schedules; through encoding/json each is
+// reflected over, marshalled compact and then re-indented, which was most
+// of that request's second. apiSchedule writes itself here instead, in
+// one pass, byte for byte what json.MarshalIndent(v, "  ", "  ") writes
+// for it as an element of the array (TestAppendIndentedMatchesEncodingJSON
+// holds the two together, field by field and for every escape). Other
+// values, a family's row among them, still go through encoding/json.
+
+// jsonIndenter appends JSON indented as json.MarshalIndent with prefix and
+// indent "  " writes it: the first line unprefixed, each value of an object
+// or array on its own line one level deeper, empty ones as {} and [].
+type jsonIndenter struct {
+	b     []byte
+	depth int
+	empty bool // the innermost open object or array has no member yet
+}
+
+func (w *jsonIndenter) newline() {
+	w.b = append(w.b, '\n', ' ', ' ')
+	for range w.depth {
+		w.b = append(w.b, ' ', ' ')
+	}
+}
+
+func (w *jsonIndenter) open(c byte) {
+	w.b = append(w.b, c)
+	w.depth++
+	w.empty = true
+}
+
+func (w *jsonIndenter) close(c byte) {
+	w.depth--
+	if !w.empty {
+		w.newline()
+	}
+	w.b = append(w.b, c)
+	w.empty = false
+}
+
+// elem starts an array element.
+func (w *jsonIndenter) elem() {
+	if !w.empty {
+		w.b = append(w.b, ',')
+	}
+	w.newline()
+	w.empty = false
+}
+
+// key starts an object member.
+func (w *jsonIndenter) key(k string) {
+	w.elem()
+	w.b = appendJSONString(w.b, k)
+	w.b = append(w.b, ':', ' ')
+}
+
+func (w *jsonIndenter) str(k, v string) { w.key(k); w.b = appendJSONString(w.b, v) }
+func (w *jsonIndenter) num(k string, v int64) {
+	w.key(k)
+	w.b = strconv.AppendInt(w.b, v, 10)
+}
+func (w *jsonIndenter) boolean(k string, v bool) { w.key(k); w.b = strconv.AppendBool(w.b, v) }
+func (w *jsonIndenter) null(k string)            { w.key(k); w.b = append(w.b, "null"...) }
+
+// time writes t as time.Time's MarshalJSON does (RFC 3339 with the
+// nanoseconds it has).
+func (w *jsonIndenter) time(k string, t time.Time) {
+	w.key(k)
+	w.b = append(w.b, '"')
+	w.b = t.AppendFormat(w.b, time.RFC3339Nano)
+	w.b = append(w.b, '"')
+}
+
+func (w *jsonIndenter) strOmitEmpty(k, v string) {
+	if v != "" {
+		w.str(k, v)
+	}
+}
+
+func (w *jsonIndenter) numOmitEmpty(k string, v int64) {
+	if v != 0 {
+		w.num(k, v)
+	}
+}
+
+func (w *jsonIndenter) timeOmitZero(k string, t time.Time) {
+	if !t.IsZero() {
+		w.time(k, t)
+	}
+}
+
+func (w *jsonIndenter) strOrNull(k string, v *string) {
+	if v == nil {
+		w.null(k)
+		return
+	}
+	w.str(k, *v)
+}
+
+func (w *jsonIndenter) timeOrNull(k string, t *time.Time) {
+	if t == nil {
+		w.null(k)
+		return
+	}
+	w.time(k, *t)
+}
+
+func (s apiSchedule) appendIndented(b []byte) []byte {
+	w := jsonIndenter{b: b}
+	w.open('{')
+	w.str("name", s.Name)
+	w.str("expression", s.Expression)
+	w.str("zone", s.Zone)
+	w.str("queue", s.Queue)
+	w.str("timeout", s.Timeout)
+	w.num("max_retry", int64(s.MaxRetry))
+	w.str("grace", s.Grace)
+	w.str("overlap", s.Overlap)
+	w.str("misfire", s.Misfire)
+	w.strOmitEmpty("source", s.Source)
+	w.strOrNull("next_run", s.NextRun)
+	w.strOrNull("next_run_utc", s.NextRunUTC)
+	w.str("status", string(s.Status))
+	if p := s.Paused; p == nil {
+		w.null("paused")
+	} else {
+		w.key("paused")
+		w.open('{')
+		w.str("reason", p.Reason)
+		w.strOmitEmpty("actor", p.Actor)
+		w.time("at", p.At)
+		w.close('}')
+	}
+	if s.LastRun == nil {
+		w.null("last_run")
+	} else {
+		w.key("last_run")
+		w.record(s.LastRun)
+	}
+	if c := s.Counters; c == nil {
+		w.null("counters")
+	} else {
+		w.key("counters")
+		w.open('{')
+		w.num("enqueued", c.Enqueued)
+		w.num("manual", c.Manual)
+		w.num("missed", c.Missed)
+		w.num("skipped", c.Skipped)
+		w.num("paused", c.Paused)
+		w.num("succeeded", c.Succeeded)
+		w.num("failed", c.Failed)
+		w.timeOrNull("last_enqueue", c.LastEnqueue)
+		w.timeOrNull("last_success", c.LastSuccess)
+		w.timeOrNull("last_failure", c.LastFailure)
+		w.close('}')
+	}
+	if len(s.History) > 0 {
+		w.key("history")
+		w.open('[')
+		for i := range s.History {
+			w.elem()
+			w.record(&s.History[i])
+		}
+		w.close(']')
+	}
+	if len(s.Missing) > 0 {
+		w.key("missing")
+		w.open('[')
+		for _, m := range s.Missing {
+			w.elem()
+			w.open('{')
+			w.str("part", m.Part)
+			w.str("reason", m.Reason)
+			w.close('}')
+		}
+		w.close(']')
+	}
+	w.close('}')
+	return w.b
+}
+
+// record writes a runtime.Record as its struct tags say.
+func (w *jsonIndenter) record(r *runtime.Record) {
+	w.open('{')
+	w.str("task_id", r.ID)
+	w.str("schedule", r.Schedule)
+	w.time("slot", r.Slot)
+	w.boolean("manual", r.Manual)
+	w.str("outcome", string(r.Outcome))
+	w.timeOmitZero("enqueued_at", r.EnqueuedAt)
+	w.timeOmitZero("started_at", r.StartedAt)
+	w.timeOmitZero("finished_at", r.FinishedAt)
+	w.numOmitEmpty("duration_ms", r.DurationMS)
+	w.strOmitEmpty("error", r.Error)
+	w.numOmitEmpty("attempt", int64(r.Attempt))
+	w.numOmitEmpty("max_retry", int64(r.MaxRetry))
+	w.strOmitEmpty("replica", r.Replica)
+	w.strOmitEmpty("actor", r.Actor)
+	w.strOmitEmpty("member", r.Member)
+	w.close('}')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s quoted as encoding/json quotes a string: <, >
+// and & escaped for HTML, U+2028 and U+2029 escaped, invalid UTF-8 written
+// as U+FFFD.
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= ' ' && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
