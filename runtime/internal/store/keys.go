@@ -17,9 +17,12 @@ type Keys struct {
 	Stats    string // hash "<schedule>:<counter>" -> count or unix ms
 	Paused   string // hash schedule -> JSON Pause
 	Resumed  string // hash schedule -> "<paused at> <resumed at>" (unix ms) of its last pause
-	Epoch    string // string: a random ID the store was started with; gone or changed = data lost
-	Lost     string // list of JSON LostWrites, newest first
-	Acked    string // string, short-lived: the write Store.Acknowledged has replicas acknowledge
+	// PauseVersion is a string "<s>.<µs>.<n>" set anew by every write of
+	// Paused or Resumed, so a reader knows its copy of them is current.
+	PauseVersion string
+	Epoch        string // string: a random ID the store was started with; gone or changed = data lost
+	Lost         string // list of JSON LostWrites, newest first
+	Acked        string // string, short-lived: the write Store.Acknowledged has replicas acknowledge
 	// Registries is a zset "<registry identity>|<replica>" -> last beat
 	// (Redis time, ms); Owner the identity the namespace belongs to.
 	Registries string
@@ -31,19 +34,20 @@ type Keys struct {
 func NewKeys(ns string) Keys {
 	p := ns + ":"
 	return Keys{
-		Lease:    p + "lease",
-		Token:    p + "lease:token",
-		Released: p + "lease:released",
-		Replicas: p + "replicas",
-		Cursors:  p + "cursors",
-		LastID:   p + "lastid",
-		Stats:    p + "stats",
-		Paused:   p + "paused",
-		Resumed:  p + "resumed",
-		Epoch:    p + "epoch",
-		Lost:     p + "lost",
-		Acked:    p + "acked",
-		Prefix:   p,
+		Lease:        p + "lease",
+		Token:        p + "lease:token",
+		Released:     p + "lease:released",
+		Replicas:     p + "replicas",
+		Cursors:      p + "cursors",
+		LastID:       p + "lastid",
+		Stats:        p + "stats",
+		Paused:       p + "paused",
+		Resumed:      p + "resumed",
+		PauseVersion: p + "pausever",
+		Epoch:        p + "epoch",
+		Lost:         p + "lost",
+		Acked:        p + "acked",
+		Prefix:       p,
 
 		Registries: p + "registries",
 		Owner:      p + "owner",

@@ -234,10 +234,11 @@ return redis.call('EXISTS', KEYS[1])
 //
 //	ARGV[1] key prefix, ARGV[2] name
 //	returns the number of keys and fields removed.
-var forgetScript = redis.NewScript(`
+var forgetScript = redis.NewScript(bumpPausesLua + `
 local p, name = ARGV[1], ARGV[2]
-local n = redis.call('HDEL', p .. 'cursors', name) + redis.call('HDEL', p .. 'lastid', name) +
-  redis.call('HDEL', p .. 'paused', name) + redis.call('HDEL', p .. 'resumed', name)
+local unpaused = redis.call('HDEL', p .. 'paused', name) + redis.call('HDEL', p .. 'resumed', name)
+if unpaused > 0 then bumpPauses(p .. 'pausever') end
+local n = redis.call('HDEL', p .. 'cursors', name) + redis.call('HDEL', p .. 'lastid', name) + unpaused
 local want = name .. ':'
 for _, field in ipairs(redis.call('HKEYS', p .. 'stats')) do
   local i = string.len(field)
@@ -254,9 +255,10 @@ return n + redis.call('DEL', index)
 // to change the reason does not move the start of the window resumeScript
 // keeps, so the slots due before the second pause stay paused.
 //
-//	KEYS[1] paused hash
+//	KEYS[1] paused hash, KEYS[2] pause version
 //	ARGV[1] name, ARGV[2] JSON Pause
-var pauseScript = redis.NewScript(`
+var pauseScript = redis.NewScript(bumpPausesLua + `
+bumpPauses(KEYS[2])
 local old = redis.call('HGET', KEYS[1], ARGV[1])
 local at = old and string.match(old, '"at":(%d+)}$')
 local pause = ARGV[2]
@@ -275,12 +277,14 @@ return redis.call('HSET', KEYS[1], ARGV[1], pause)
 // off, and a window ending in the future would have the leader record
 // slots due after the resume paused and never run them.
 //
-//	KEYS[1] paused hash, KEYS[2] stats, KEYS[3] resumed hash, KEYS[4] cursors
+//	KEYS[1] paused hash, KEYS[2] stats, KEYS[3] resumed hash, KEYS[4] cursors,
+//	KEYS[5] pause version
 //	ARGV[1] name, ARGV[2] unix ms, ARGV[3] MaxPauseWindows
 //	returns 1 if the schedule was paused.
-var resumeScript = redis.NewScript(`
+var resumeScript = redis.NewScript(bumpPausesLua + `
 local pause = redis.call('HGET', KEYS[1], ARGV[1])
 if not pause then return 0 end
+bumpPauses(KEYS[5])
 redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('HSET', KEYS[2], ARGV[1] .. ':last_resume', ARGV[2])
 local ok, p = pcall(cjson.decode, pause)

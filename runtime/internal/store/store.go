@@ -50,6 +50,8 @@ type Store struct {
 	// Acks, when on, makes the leader's fenced writes (cursors, ledger,
 	// epoch) count only once replicas acknowledge them.
 	Acks pipeline.Acks
+
+	pauses pauseCache
 }
 
 // New returns the store of namespace ns on rdb.
@@ -386,13 +388,13 @@ func (s *Store) SetPause(ctx context.Context, name string, p Pause) error {
 	if err != nil {
 		return err
 	}
-	return s.Acks.Run(ctx, s.rdb, pauseScript, []string{s.Keys.Paused}, name, b).Err()
+	return s.Acks.Run(ctx, s.rdb, pauseScript, []string{s.Keys.Paused, s.Keys.PauseVersion}, name, b).Err()
 }
 
 // ClearPause resumes a schedule and notes when, so that slots paused before
 // it are never reported late. It reports whether the schedule was paused.
 func (s *Store) ClearPause(ctx context.Context, name string, at int64) (bool, error) {
-	n, err := s.Acks.Run(ctx, s.rdb, resumeScript, []string{s.Keys.Paused, s.Keys.Stats, s.Keys.Resumed, s.Keys.Cursors},
+	n, err := s.Acks.Run(ctx, s.rdb, resumeScript, []string{s.Keys.Paused, s.Keys.Stats, s.Keys.Resumed, s.Keys.Cursors, s.Keys.PauseVersion},
 		name, at, MaxPauseWindows).Int()
 	return n == 1, err
 }
@@ -419,10 +421,21 @@ const MaxPauseWindows = 16
 type PauseWindow struct{ From, To int64 }
 
 // PauseStates returns, for each of names, its pause (nil when not paused)
-// and the windows of its past pauses that a leader may not have passed: the
-// two hashes' fields in chunks, all in one pipeline, so a dispatch of
-// thousands of schedules pays one round trip for them, not one per chunk.
+// and the windows of its past pauses that a leader may not have passed.
+// The leader asks at every dispatch, for thousands of names at once: while
+// the two hashes are small it answers from the store's copy of them, which
+// one call checks is current (see pauseCache), and otherwise reads the
+// names' fields in chunks, all in one pipeline.
 func (s *Store) PauseStates(ctx context.Context, names []string) ([]*Pause, [][]PauseWindow, error) {
+	if c, err := s.currentPauses(ctx); err != nil {
+		return nil, nil, err
+	} else if c != nil {
+		pauses, windows := make([]*Pause, len(names)), make([][]PauseWindow, len(names))
+		for i, name := range names {
+			pauses[i], windows[i] = c.pauses[name], c.windows[name]
+		}
+		return pauses, windows, nil
+	}
 	pauses, windows, err := s.hmgetChunks(ctx, names, s.Keys.Paused, s.Keys.Resumed)
 	if err != nil {
 		return nil, nil, err
