@@ -14,8 +14,9 @@ import (
 )
 
 // More schedules due at once than one dispatch takes (4,096): the batches
-// enqueue every slot once, and the commit that follows them advances every
-// cursor and records every slot.
+// enqueue every slot once, and the commit that follows them advances every cursor and
+// records every slot; the paused ones, in whichever batch, are recorded
+// paused and not enqueued.
 func TestASpikeLargerThanABatchIsEnqueuedAndCommittedOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -34,6 +35,13 @@ func TestASpikeLargerThanABatchIsEnqueuedAndCommittedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	paused := map[string]bool{}
+	for i := 7; i < n; i += 500 {
+		paused[scheds[i].Name] = true
+		if err := rt.Pause(ctx, scheds[i].Name, "spike test"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	runUntilTheEnd(t, rt)
 	keys := store.NewKeys(ns)
 	want := strconv.FormatInt(due.Unix(), 10)
@@ -43,12 +51,22 @@ func TestASpikeLargerThanABatchIsEnqueuedAndCommittedOnce(t *testing.T) {
 			return false
 		}
 		for _, s := range scheds {
-			if stats[s.Name+":enqueued"] != "1" {
+			counter := ":enqueued"
+			if paused[s.Name] {
+				counter = ":paused"
+			}
+			if stats[s.Name+counter] != "1" {
 				return false
 			}
 		}
 		return true
 	})
+	stats := rdb.HGetAll(ctx, keys.Stats).Val()
+	for name := range paused {
+		if stats[name+":enqueued"] != "" {
+			t.Errorf("paused %s was enqueued", name)
+		}
+	}
 	cursors := rdb.HGetAll(ctx, keys.Cursors).Val()
 	for _, s := range scheds {
 		if cursors[s.Name] != want {
@@ -62,7 +80,7 @@ func TestASpikeLargerThanABatchIsEnqueuedAndCommittedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Size != n {
-		t.Errorf("queue holds %d tasks, want %d", info.Size, n)
+	if info.Size != n-len(paused) {
+		t.Errorf("queue holds %d tasks, want %d", info.Size, n-len(paused))
 	}
 }
