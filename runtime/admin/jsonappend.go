@@ -71,9 +71,11 @@ func (w *jsonIndenter) num(k string, v int64) {
 func (w *jsonIndenter) boolean(k string, v bool) { w.key(k); w.b = strconv.AppendBool(w.b, v) }
 func (w *jsonIndenter) null(k string)            { w.key(k); w.b = append(w.b, "null"...) }
 
-// time writes t as time.Time's MarshalJSON does (RFC 3339 with the
-// nanoseconds it has).
-func (w *jsonIndenter) time(k string, t time.Time) {
+// timestamp writes t as time.Time's MarshalJSON does (RFC 3339 with the
+// nanoseconds it has). A year past 9999, which only a corrupted counter
+// could give, MarshalJSON refuses, failing the whole list; here it is
+// written as AppendFormat writes it, and the rest of the list still is.
+func (w *jsonIndenter) timestamp(k string, t time.Time) {
 	w.key(k)
 	w.b = append(w.b, '"')
 	w.b = t.AppendFormat(w.b, time.RFC3339Nano)
@@ -94,7 +96,7 @@ func (w *jsonIndenter) numOmitEmpty(k string, v int64) {
 
 func (w *jsonIndenter) timeOmitZero(k string, t time.Time) {
 	if !t.IsZero() {
-		w.time(k, t)
+		w.timestamp(k, t)
 	}
 }
 
@@ -111,7 +113,7 @@ func (w *jsonIndenter) timeOrNull(k string, t *time.Time) {
 		w.null(k)
 		return
 	}
-	w.time(k, *t)
+	w.timestamp(k, *t)
 }
 
 func (s apiSchedule) appendIndented(b []byte) []byte {
@@ -137,7 +139,7 @@ func (s apiSchedule) appendIndented(b []byte) []byte {
 		w.open('{')
 		w.str("reason", p.Reason)
 		w.strOmitEmpty("actor", p.Actor)
-		w.time("at", p.At)
+		w.timestamp("at", p.At)
 		w.close('}')
 	}
 	if s.LastRun == nil {
@@ -193,7 +195,7 @@ func (w *jsonIndenter) record(r *runtime.Record) {
 	w.open('{')
 	w.str("task_id", r.ID)
 	w.str("schedule", r.Schedule)
-	w.time("slot", r.Slot)
+	w.timestamp("slot", r.Slot)
 	w.boolean("manual", r.Manual)
 	w.str("outcome", string(r.Outcome))
 	w.timeOmitZero("enqueued_at", r.EnqueuedAt)
