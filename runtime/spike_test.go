@@ -14,9 +14,9 @@ import (
 )
 
 // More schedules due at once than one dispatch takes (4,096): the batches
-// enqueue every slot once, and the commit that follows them advances every cursor and
-// records every slot; the paused ones, in whichever batch, are recorded
-// paused and not enqueued.
+// enqueue every slot once, and the commit that follows them advances every
+// cursor and records every slot; the paused ones, in whichever batch, are
+// recorded paused and not enqueued.
 func TestASpikeLargerThanABatchIsEnqueuedAndCommittedOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
