@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -56,15 +57,60 @@ func sampleSchedules() []apiSchedule {
 
 // Each schedule's own JSON is what encoding/json writes for it, so the
 // unpaged list's bytes are those of the encoder whatever a schedule holds.
+// Every field of every type written is set in some sample, so a field
+// added to one of them and not to appendIndented fails here.
 func TestAppendIndentedMatchesEncodingJSON(t *testing.T) {
 	t.Parallel()
-	for i, s := range sampleSchedules() {
+	samples := sampleSchedules()
+	var schedules, records, pauses, counters, missing []any
+	for _, s := range samples {
+		schedules = append(schedules, s)
+		for _, r := range s.History {
+			records = append(records, r)
+		}
+		if s.LastRun != nil {
+			records = append(records, *s.LastRun)
+		}
+		if s.Paused != nil {
+			pauses = append(pauses, *s.Paused)
+		}
+		if s.Counters != nil {
+			counters = append(counters, *s.Counters)
+		}
+		for _, m := range s.Missing {
+			missing = append(missing, m)
+		}
+	}
+	for _, values := range [][]any{schedules, records, pauses, counters, missing} {
+		everyFieldSetSomewhere(t, values)
+	}
+	for i, s := range samples {
 		want, err := json.MarshalIndent(s, "  ", "  ")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got := s.appendIndented(nil); !bytes.Equal(got, want) {
 			t.Errorf("schedule %d (%q): got\n%s\nwant\n%s", i, s.Name, got, want)
+		}
+	}
+}
+
+// everyFieldSetSomewhere fails t for each field of the values' struct type
+// that is zero in all of them (a field json does not write is skipped).
+func everyFieldSetSomewhere(t *testing.T, values []any) {
+	t.Helper()
+	typ := reflect.TypeOf(values[0])
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		if f.Tag.Get("json") == "-" {
+			continue
+		}
+		set := false
+		for _, v := range values {
+			set = set || !reflect.ValueOf(v).Field(i).IsZero()
+		}
+		if !set {
+			t.Errorf("%s.%s is not set in any sample: appendIndented's output for it is untested", typ.Name(), f.Name)
 		}
 	}
 }
