@@ -110,6 +110,28 @@ func textOf(t *testing.T, ctx context.Context, sel string) string {
 	return strings.TrimSpace(*text)
 }
 
+// clickLive clicks the first node sel matches, in one script, once one
+// exists. chromedp.Click finds the node with one DevTools call and clicks
+// it with the next, and the page's refresh (500 ms here) may replace the
+// node in between: "Could not find node with given id". In one script the
+// node clicked is the one found.
+func clickLive(sel string) chromedp.Action[chromedp.Void] {
+	script := fmt.Sprintf(`(() => { const n = document.querySelector(%q); if (n === null) return false; n.click(); return true })()`, sel)
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		for {
+			clicked, err := chromedp.Evaluate[bool](script)(ctx, t)
+			if err != nil || clicked {
+				return chromedp.Void{}, err
+			}
+			select {
+			case <-ctx.Done():
+				return chromedp.Void{}, fmt.Errorf("no %s to click: %w", sel, ctx.Err())
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+}
+
 // waitForRefresh waits until the page has refreshed itself: its "as of"
 // time has changed in place.
 func waitForRefresh(t *testing.T, ctx context.Context) {
@@ -165,7 +187,7 @@ func TestAdminInBrowser(t *testing.T) {
 	// Run now is a link to a confirmation form; the form posts and is
 	// answered by a redirect, so the page works without JavaScript.
 	must(t, "click Run now on send-digest", chromedp.Do(ctx,
-		chromedp.Click(chromedp.CSS(`tr[data-schedule="send-digest"] a[data-action="run"]`)),
+		clickLive(`tr[data-schedule="send-digest"] a[data-action="run"]`),
 		chromedp.WaitVisible(chromedp.CSS(`form.confirm button[type="submit"]`)),
 	))
 	if q := textOf(t, ctx, `form.confirm h2`); q != "Run send-digest now?" {
@@ -220,7 +242,7 @@ func TestAdminInBrowser(t *testing.T) {
 	// them with a plain form and links each one's page, where the
 	// per-second member's runs appear.
 	must(t, "open the family's page", chromedp.Do(ctx,
-		chromedp.Click(chromedp.CSS(`tr[data-schedule="weekly-report"] a.name`)),
+		clickLive(`tr[data-schedule="weekly-report"] a.name`),
 		chromedp.WaitVisible(chromedp.CSS(`#members tr[data-member="live-demo"]`)),
 	))
 	members, err := chromedp.Run(ctx, chromedp.Nodes(chromedp.CSSAll(`#members tr[data-member]`)))
@@ -339,12 +361,12 @@ func TestAdminOperatorFlowsInBrowser(t *testing.T) {
 	if summary := textOf(t, ctx, `#summary`); !regexp.MustCompile(`^[12] failing · `).MatchString(summary) {
 		t.Errorf("summary %q, want it to start with the failing count", summary)
 	}
-	must(t, "open render-reports", chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`tr[data-schedule="render-reports"] a.name`)),
+	must(t, "open render-reports", chromedp.Do(ctx, clickLive(`tr[data-schedule="render-reports"] a.name`),
 		chromedp.WaitVisible(chromedp.CSS(`#history tr[data-outcome="failed"]`))))
 	if got := textOf(t, ctx, `#history tr[data-outcome="failed"] details summary`); got != "panic: "+panicText {
 		t.Errorf("the failed row's error reads %q, want the panic value", got)
 	}
-	must(t, "open the stack excerpt", chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#history tr[data-outcome="failed"] details summary`))))
+	must(t, "open the stack excerpt", chromedp.Do(ctx, clickLive(`#history tr[data-outcome="failed"] details summary`)))
 	if stack := textOf(t, ctx, `#history tr[data-outcome="failed"] details pre`); !strings.Contains(stack, "browser_test.go") {
 		t.Errorf("the stack excerpt does not locate the panic:\n%s", stack)
 	}
@@ -367,7 +389,7 @@ func TestAdminOperatorFlowsInBrowser(t *testing.T) {
 	if got := textOf(t, ctx, failedRow+` .excerpt`); got != failureText {
 		t.Errorf("the failed row's error reads %q", got)
 	}
-	must(t, "click Re-run", chromedp.Do(ctx, chromedp.Click(chromedp.CSS(failedRow+` a[data-action="rerun"]`)),
+	must(t, "click Re-run", chromedp.Do(ctx, clickLive(failedRow+` a[data-action="rerun"]`),
 		chromedp.WaitVisible(chromedp.CSS(`form.confirm button[type="submit"]`))))
 	if q := textOf(t, ctx, `form.confirm h2`); q != "Re-run the slot "+failedSlotText+" of sync-ledger?" {
 		t.Errorf("confirmation asks %q, want it to name the slot %s", q, failedSlotText)
@@ -395,7 +417,7 @@ func TestAdminOperatorFlowsInBrowser(t *testing.T) {
 
 	t.Log("pause with a reason, see the badge, resume")
 	must(t, "open the index", chromedp.Do(ctx, chromedp.Navigate(svc.base),
-		chromedp.Click(chromedp.CSS(`tr[data-schedule="send-digest"] a[data-action="pause"]`)),
+		clickLive(`tr[data-schedule="send-digest"] a[data-action="pause"]`),
 		chromedp.WaitVisible(chromedp.CSS(`form.confirm input[name="reason"]`)),
 		chromedp.SendKeys(chromedp.CSS(`form.confirm input[name="reason"]`), pauseReason),
 	))
@@ -428,7 +450,7 @@ func TestAdminOperatorFlowsInBrowser(t *testing.T) {
 	})
 	screenshot(t, ctx, "admin.png", *updateScreenshot)
 	must(t, "resume", chromedp.Do(ctx,
-		chromedp.Click(chromedp.CSS(`tr[data-schedule="send-digest"] a[data-action="resume"]`)),
+		clickLive(`tr[data-schedule="send-digest"] a[data-action="resume"]`),
 		chromedp.WaitVisible(chromedp.CSS(`form.confirm button[type="submit"]`)),
 		chromedp.Click(chromedp.CSS(`form.confirm button[type="submit"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`.notice`)),
@@ -464,7 +486,7 @@ func TestAdminOperatorFlowsInBrowser(t *testing.T) {
 		t.Fatal("the browser meant to run without JavaScript runs it")
 	}
 	must(t, "pause without JavaScript", chromedp.Do(noJS,
-		chromedp.Click(chromedp.CSS(`tr[data-schedule="prune-soft-deleted"] a[data-action="pause"]`)),
+		clickLive(`tr[data-schedule="prune-soft-deleted"] a[data-action="pause"]`),
 		chromedp.WaitVisible(chromedp.CSS(`form.confirm input[name="reason"]`)),
 		chromedp.SendKeys(chromedp.CSS(`form.confirm input[name="reason"]`), "no script"),
 		chromedp.Click(chromedp.CSS(`form.confirm button[type="submit"]`)),
@@ -474,7 +496,7 @@ func TestAdminOperatorFlowsInBrowser(t *testing.T) {
 		t.Errorf("paused note without JavaScript: %q", note)
 	}
 	must(t, "resume without JavaScript", chromedp.Do(noJS,
-		chromedp.Click(chromedp.CSS(`a[data-action="resume"]`)),
+		clickLive(`a[data-action="resume"]`),
 		chromedp.WaitVisible(chromedp.CSS(`form.confirm button[type="submit"]`)),
 		chromedp.Click(chromedp.CSS(`form.confirm button[type="submit"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`.notice`)),
@@ -483,7 +505,7 @@ func TestAdminOperatorFlowsInBrowser(t *testing.T) {
 		t.Errorf("notice after Resume without JavaScript: %q", got)
 	}
 	must(t, "re-run without JavaScript", chromedp.Do(noJS, chromedp.Navigate(svc.base+"schedules/render-reports"),
-		chromedp.Click(chromedp.CSS(`#history tr[data-outcome="failed"] a[data-action="rerun"]`)),
+		clickLive(`#history tr[data-outcome="failed"] a[data-action="rerun"]`),
 		chromedp.WaitVisible(chromedp.CSS(`form.confirm button[type="submit"]`)),
 		chromedp.Click(chromedp.CSS(`form.confirm button[type="submit"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#history tr[data-task-id*=":rerun:"]`)),
