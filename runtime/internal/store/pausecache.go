@@ -15,7 +15,8 @@ import (
 // Resumed) and checks it with one small call: every script that writes
 // either hash sets Keys.PauseVersion anew in the same step, and the copy is
 // current while the version and both hashes' lengths are those it was read
-// with. A version that cannot come back (Redis's time and a count) keeps a
+// with. A version that cannot come back (Redis's time and a count), read
+// with the store's epoch (which a loss of Redis's data changes), keeps a
 // copy from passing for current after Redis loses or restores its data; the
 // lengths catch a pause or resume written by a replica of a release that
 // does not set the version, during a rolling upgrade.
@@ -42,13 +43,13 @@ const pauseCacheFields = 2000
 // pausesScript answers whether the caller's copy is current and, when it
 // is not and the hashes are small, sends them whole, in one atomic step.
 //
-//	KEYS[1] pause version, KEYS[2] paused, KEYS[3] resumed
+//	KEYS[1] pause version, KEYS[2] paused, KEYS[3] resumed, KEYS[4] epoch
 //	ARGV[1] the copy's version, ARGV[2] and ARGV[3] its lengths, ARGV[4] pauseCacheFields
 //	returns {version, paused length, resumed length} when the copy is
 //	current or the hashes are too large, else those and both hashes' fields
-//	and values.
+//	and values; the version is "<pause version>|<epoch>".
 var pausesScript = redis.NewScript(`
-local v = redis.call('GET', KEYS[1]) or ''
+local v = (redis.call('GET', KEYS[1]) or '') .. '|' .. (redis.call('GET', KEYS[4]) or '')
 local np, nr = redis.call('HLEN', KEYS[2]), redis.call('HLEN', KEYS[3])
 if (v == ARGV[1] and np == tonumber(ARGV[2]) and nr == tonumber(ARGV[3])) or np + nr > tonumber(ARGV[4]) then
   return {v, np, nr}
@@ -82,7 +83,7 @@ func (s *Store) currentPauses(ctx context.Context) (*pauseCopy, error) {
 	if have == nil {
 		have = &pauseCopy{pausedLen: -1} // no length is -1: the reply sends the hashes
 	}
-	reply, err := pausesScript.Run(ctx, s.rdb, []string{s.Keys.PauseVersion, s.Keys.Paused, s.Keys.Resumed},
+	reply, err := pausesScript.Run(ctx, s.rdb, []string{s.Keys.PauseVersion, s.Keys.Paused, s.Keys.Resumed, s.Keys.Epoch},
 		have.version, have.pausedLen, have.resumedLen, pauseCacheFields).Slice()
 	if err != nil {
 		return nil, err

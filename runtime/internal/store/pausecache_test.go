@@ -108,6 +108,23 @@ func TestPauseStatesFollowEveryWriteOfThePauses(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantPaused(t, "a loss and other pauses", leader, names, []string{"c"}, []string{"c"})
+	// An older release paused c with no version, and Redis had an epoch;
+	// Redis loses its data, and an older release pauses a: the version is
+	// as absent as before and the lengths the same, the epoch is not.
+	if err := rdb.Set(ctx, leader.Keys.Epoch, "epoch-1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Del(ctx, leader.Keys.Resumed).Err(); err != nil {
+		t.Fatal(err)
+	}
+	wantPaused(t, "an epoch", leader, names, []string{"c"}, nil)
+	if err := rdb.Del(ctx, leader.Keys.Paused, leader.Keys.Epoch).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.HSet(ctx, leader.Keys.Paused, "a", `{"reason":"older release, after the loss","at":3}`).Err(); err != nil {
+		t.Fatal(err)
+	}
+	wantPaused(t, "a loss and an older release's pause", leader, names, []string{"a"}, nil)
 }
 
 // While the hashes are small, a dispatch's pause states cost one call
