@@ -63,6 +63,10 @@ type pauseCache struct {
 	// current is the copy, nil before the first read and while the hashes
 	// are too large to keep.
 	current *pauseCopy
+	// large says the last check found the hashes past pauseCacheFields:
+	// the next read sends the names' fields with its check, in one round
+	// trip.
+	large bool
 }
 
 // pauseCopy is the two hashes as one read found them.
@@ -73,9 +77,13 @@ type pauseCopy struct {
 	windows               map[string][]PauseWindow
 }
 
-// currentPauses returns a copy of the pause hashes that is current as of
-// this call, or nil when they are too large to keep.
-func (s *Store) currentPauses(ctx context.Context) (*pauseCopy, error) {
+// PauseStates returns, for each of names, its pause (nil when not paused)
+// and the windows of its past pauses that a leader may not have passed.
+// The leader asks at every dispatch, for thousands of names at once: while
+// the two hashes are small it answers from the store's copy of them, which
+// one call checks is current; while they are large the names' fields are
+// read in chunks in the same round trip as the check.
+func (s *Store) PauseStates(ctx context.Context, names []string) ([]*Pause, [][]PauseWindow, error) {
 	c := &s.pauses
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -83,25 +91,50 @@ func (s *Store) currentPauses(ctx context.Context) (*pauseCopy, error) {
 	if have == nil {
 		have = &pauseCopy{pausedLen: -1} // no length is -1: the reply sends the hashes
 	}
-	reply, err := pausesScript.Run(ctx, s.rdb, []string{s.Keys.PauseVersion, s.Keys.Paused, s.Keys.Resumed, s.Keys.Epoch},
-		have.version, have.pausedLen, have.resumedLen, pauseCacheFields).Slice()
-	if err != nil {
-		return nil, err
+	pipe := s.rdb.Pipeline()
+	// Eval, not Run: inside a pipeline a NOSCRIPT error cannot fall back.
+	check := pausesScript.Eval(ctx, pipe, []string{s.Keys.PauseVersion, s.Keys.Paused, s.Keys.Resumed, s.Keys.Epoch},
+		have.version, have.pausedLen, have.resumedLen, pauseCacheFields)
+	var pausedCmds, resumedCmds []*redis.SliceCmd
+	if c.large {
+		pausedCmds, resumedCmds = s.queueHMGets(ctx, pipe, names, s.Keys.Paused, s.Keys.Resumed)
 	}
-	if len(reply) != 3 && len(reply) != 5 {
-		return nil, fmt.Errorf("pause states: a reply of %d parts", len(reply))
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, nil, err
+	}
+	reply, err := check.Slice()
+	if err == nil && len(reply) != 3 && len(reply) != 5 {
+		err = fmt.Errorf("pause states: a reply of %d parts", len(reply))
+	}
+	if err != nil {
+		return nil, nil, err
 	}
 	version, _ := reply[0].(string)
 	pausedLen, _ := reply[1].(int64)
 	resumedLen, _ := reply[2].(int64)
+	c.large = pausedLen+resumedLen > pauseCacheFields
 	switch {
 	case len(reply) == 5:
 		c.current = &pauseCopy{version: version, pausedLen: pausedLen, resumedLen: resumedLen,
 			pauses: pausesOf(reply[3]), windows: windowsOf(reply[4])}
-	case version != have.version || pausedLen != have.pausedLen || resumedLen != have.resumedLen:
-		c.current = nil // changed, and too large to keep
+	case c.large:
+		c.current = nil
 	}
-	return c.current, nil
+	if cp := c.current; cp != nil {
+		pauses, windows := make([]*Pause, len(names)), make([][]PauseWindow, len(names))
+		for i, name := range names {
+			pauses[i], windows[i] = cp.pauses[name], cp.windows[name]
+		}
+		return pauses, windows, nil
+	}
+	if pausedCmds == nil {
+		// The hashes grew past the copy's bound since the last read.
+		pausedCmds, resumedCmds = s.queueHMGets(ctx, pipe, names, s.Keys.Paused, s.Keys.Resumed)
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, nil, err
+		}
+	}
+	return parsePauses(valuesOf(pausedCmds)), parseWindows(valuesOf(resumedCmds)), nil
 }
 
 // pausesOf reads an HGETALL of the paused hash.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -127,15 +128,38 @@ func TestPauseStatesFollowEveryWriteOfThePauses(t *testing.T) {
 	wantPaused(t, "a loss and an older release's pause", leader, names, []string{"a"}, nil)
 }
 
+// roundTrips counts the client's round trips to Redis: a command, or a
+// pipeline of them.
+type roundTrips struct{ n atomic.Int64 }
+
+func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); name != "hello" && name != "client" {
+			r.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		r.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
 // While the hashes are small, a dispatch's pause states cost one call
 // whatever the number of names, and none of the names' fields; past
-// pauseCacheFields they are read by name again, and still right.
+// pauseCacheFields they are read by name again, and still right, in the
+// same round trip as the check.
 func TestPauseStatesCostOneCallWhileThePausesAreFew(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb := redistest.Shared(t)
 	counted := redistest.Shared(t).(*redis.Client)
 	calls := redistest.CountCommands(counted)
+	trips := &roundTrips{}
+	counted.AddHook(trips)
 	ns := redistest.Uniq("pausecost")
 	s := store.New(counted, ns, 10, time.Hour)
 	names := make([]string, 5000)
@@ -161,6 +185,11 @@ func TestPauseStatesCostOneCallWhileThePausesAreFew(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantPaused(t, "3,000 pauses", s, names, names[:3000], nil)
+	before, beforeTrips := calls.Load(), trips.n.Load()
+	wantPaused(t, "3,000 pauses, read again", s, names, names[:3000], nil)
+	if n, rt := calls.Load()-before, trips.n.Load()-beforeTrips; n != 1+2*20 || rt != 1 {
+		t.Errorf("with 3,000 pauses a read of 5,000 names sent %d commands in %d round trips, want 41 in 1", n, rt)
+	}
 	if err := rdb.HDel(ctx, s.Keys.Paused, names[1:3000]...).Err(); err != nil {
 		t.Fatal(err)
 	}

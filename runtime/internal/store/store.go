@@ -420,29 +420,6 @@ const MaxPauseWindows = 16
 // resume (unix ms).
 type PauseWindow struct{ From, To int64 }
 
-// PauseStates returns, for each of names, its pause (nil when not paused)
-// and the windows of its past pauses that a leader may not have passed.
-// The leader asks at every dispatch, for thousands of names at once: while
-// the two hashes are small it answers from the store's copy of them, which
-// one call checks is current (see pauseCache), and otherwise reads the
-// names' fields in chunks, all in one pipeline.
-func (s *Store) PauseStates(ctx context.Context, names []string) ([]*Pause, [][]PauseWindow, error) {
-	if c, err := s.currentPauses(ctx); err != nil {
-		return nil, nil, err
-	} else if c != nil {
-		pauses, windows := make([]*Pause, len(names)), make([][]PauseWindow, len(names))
-		for i, name := range names {
-			pauses[i], windows[i] = c.pauses[name], c.windows[name]
-		}
-		return pauses, windows, nil
-	}
-	pauses, windows, err := s.hmgetChunks(ctx, names, s.Keys.Paused, s.Keys.Resumed)
-	if err != nil {
-		return nil, nil, err
-	}
-	return parsePauses(pauses), parseWindows(windows), nil
-}
-
 // Pauses returns the pauses of names (nil where not paused).
 func (s *Store) Pauses(ctx context.Context, names []string) ([]*Pause, error) {
 	vals, _, err := s.hmgetChunks(ctx, names, s.Keys.Paused, "")
@@ -456,27 +433,36 @@ func (s *Store) Pauses(ctx context.Context, names []string) ([]*Pause, error) {
 // "") in chunks of Chunk, in one pipeline.
 func (s *Store) hmgetChunks(ctx context.Context, names []string, a, b string) (av, bv []any, err error) {
 	pipe := s.rdb.Pipeline()
-	var ac, bc []*redis.SliceCmd
-	for start := 0; start < len(names); start += Chunk {
-		chunk := names[start:min(start+Chunk, len(names))]
-		ac = append(ac, pipe.HMGet(ctx, a, chunk...))
-		if b != "" {
-			bc = append(bc, pipe.HMGet(ctx, b, chunk...))
-		}
-	}
+	ac, bc := s.queueHMGets(ctx, pipe, names, a, b)
 	if len(ac) == 0 {
 		return nil, nil, nil
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, nil, err
 	}
-	for _, c := range ac {
-		av = append(av, c.Val()...)
+	return valuesOf(ac), valuesOf(bc), nil
+}
+
+// queueHMGets queues on p the HMGETs of the fields names of hash a (and of
+// hash b unless it is ""), Chunk fields each.
+func (s *Store) queueHMGets(ctx context.Context, p redis.Pipeliner, names []string, a, b string) (ac, bc []*redis.SliceCmd) {
+	for start := 0; start < len(names); start += Chunk {
+		chunk := names[start:min(start+Chunk, len(names))]
+		ac = append(ac, p.HMGet(ctx, a, chunk...))
+		if b != "" {
+			bc = append(bc, p.HMGet(ctx, b, chunk...))
+		}
 	}
-	for _, c := range bc {
-		bv = append(bv, c.Val()...)
+	return ac, bc
+}
+
+// valuesOf joins the replies of HMGETs queued by queueHMGets.
+func valuesOf(cmds []*redis.SliceCmd) []any {
+	var out []any
+	for _, c := range cmds {
+		out = append(out, c.Val()...)
 	}
-	return av, bv, nil
+	return out
 }
 
 func parsePauses(vals []any) []*Pause {
