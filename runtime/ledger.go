@@ -297,15 +297,13 @@ type Counters struct {
 	LastSlotSuccess time.Time
 }
 
+// countersOf reads the counters of m, by their names (counterFields).
 func countersOf(m map[string]int64) Counters {
-	return Counters{
-		Enqueued: m[string(OutcomeEnqueued)], Manual: m[counterManual], Missed: m[string(OutcomeMissed)],
-		Skipped: m[string(OutcomeSkipped)], Paused: m[string(OutcomePaused)],
-		Succeeded: m[string(OutcomeSucceeded)], Failed: m[string(OutcomeFailed)],
-		LastEnqueue: unixMilli(m[counterLastEnqueue]), LastSuccess: unixMilli(m[counterLastSuccess]),
-		LastFailure: unixMilli(m[counterLastFailure]), FirstSeen: unixMilli(m[counterFirstSeen]),
-		LastResume: unixMilli(m[counterLastResume]), LastSlotSuccess: unixMilli(m[counterLastSlotSuccess]),
+	vals := make([]int64, len(counterFields))
+	for i, f := range counterFields {
+		vals[i] = m[f]
 	}
+	return countersFrom(vals)
 }
 
 // Counters returns every schedule's counters in one round trip.

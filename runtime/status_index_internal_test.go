@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"reflect"
 	"testing"
 	"time"
 )
@@ -33,14 +34,29 @@ func TestLateInstantKeepsWhatStatusesCompare(t *testing.T) {
 	}
 }
 
-// countersFrom reads counterFields by position; each position must be the
-// counter countersOf reads by name.
+// countersFrom reads counterFields by position, countersOf by name through
+// it; each counter lands in its own field of Counters.
 func TestCountersFromReadsEachFieldAsItsName(t *testing.T) {
+	fieldOf := map[string]string{
+		string(OutcomeEnqueued): "Enqueued", counterManual: "Manual", string(OutcomeMissed): "Missed",
+		string(OutcomeSkipped): "Skipped", string(OutcomePaused): "Paused", string(OutcomeSucceeded): "Succeeded",
+		string(OutcomeFailed): "Failed", counterLastEnqueue: "LastEnqueue", counterLastSuccess: "LastSuccess",
+		counterLastFailure: "LastFailure", counterFirstSeen: "FirstSeen", counterLastResume: "LastResume",
+		counterLastSlotSuccess: "LastSlotSuccess",
+	}
+	if len(fieldOf) != len(counterFields) || reflect.TypeFor[Counters]().NumField() != len(counterFields) {
+		t.Fatalf("%d counters named, %d read, %d fields in Counters", len(fieldOf), len(counterFields), reflect.TypeFor[Counters]().NumField())
+	}
 	for i, f := range counterFields {
 		vals := make([]int64, len(counterFields))
 		vals[i] = 1_700_000_000_000 + int64(i)
-		if got, want := countersFrom(vals), countersOf(map[string]int64{f: vals[i]}); got != want {
-			t.Errorf("field %d (%s): countersFrom %+v, countersOf %+v", i, f, got, want)
+		for _, c := range []Counters{countersFrom(vals), countersOf(map[string]int64{f: vals[i]})} {
+			v := reflect.ValueOf(c)
+			for k := range v.NumField() {
+				if set, name := !v.Field(k).IsZero(), v.Type().Field(k).Name; set != (name == fieldOf[f]) {
+					t.Errorf("counter %s (position %d): field %s set=%v, want only %s set", f, i, name, set, fieldOf[f])
+				}
+			}
 		}
 	}
 }
