@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/belfry/belfry/internal/jsonquote"
 )
 
 // HandlerFunc is the signature of a scheduled handler. The occurrence says
@@ -172,41 +174,25 @@ func EncodeOccurrence(occ Occurrence) []byte {
 	}
 	b := make([]byte, 0, 64+len(occ.Schedule)+len(slot)+len(occ.Zone)+len(occ.Member)+len(occ.ID)+len(occ.RerunOf))
 	b = append(b, `{"schedule":`...)
-	b = appendJSONString(b, occ.Schedule)
+	b = jsonquote.Append(b, occ.Schedule)
 	b = append(b, `,"slot":`...)
 	b = append(b, slot...)
 	b = append(b, `,"zone":`...)
-	b = appendJSONString(b, occ.Zone)
+	b = jsonquote.Append(b, occ.Zone)
 	if occ.Member != "" {
 		b = append(b, `,"member":`...)
-		b = appendJSONString(b, occ.Member)
+		b = jsonquote.Append(b, occ.Member)
 	}
 	if occ.Manual {
 		b = append(b, `,"manual":true`...)
 	}
 	b = append(b, `,"id":`...)
-	b = appendJSONString(b, occ.ID)
+	b = jsonquote.Append(b, occ.ID)
 	if occ.RerunOf != "" {
 		b = append(b, `,"rerun_of":`...)
-		b = appendJSONString(b, occ.RerunOf)
+		b = jsonquote.Append(b, occ.RerunOf)
 	}
 	return append(b, '}')
-}
-
-// appendJSONString appends s as encoding/json quotes it. Names, zones, IDs
-// and members are plain ASCII, appended as they are; anything else (a
-// quote, a control character, HTML's <, > and &, which json escapes, or
-// any non-ASCII byte) goes through json.Marshal.
-func appendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s) // a string always marshals
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }
 
 // DecodeOccurrence parses a payload written by EncodeOccurrence and restores

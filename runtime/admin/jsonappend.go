@@ -3,8 +3,8 @@ package admin
 import (
 	"strconv"
 	"time"
-	"unicode/utf8"
 
+	"github.com/belfry/belfry/internal/jsonquote"
 	"github.com/belfry/belfry/runtime"
 )
 
@@ -59,11 +59,11 @@ func (w *jsonIndenter) elem() {
 // key starts an object member.
 func (w *jsonIndenter) key(k string) {
 	w.elem()
-	w.b = appendJSONString(w.b, k)
+	w.b = jsonquote.Append(w.b, k)
 	w.b = append(w.b, ':', ' ')
 }
 
-func (w *jsonIndenter) str(k, v string) { w.key(k); w.b = appendJSONString(w.b, v) }
+func (w *jsonIndenter) str(k, v string) { w.key(k); w.b = jsonquote.Append(w.b, v) }
 func (w *jsonIndenter) num(k string, v int64) {
 	w.key(k)
 	w.b = strconv.AppendInt(w.b, v, 10)
@@ -209,58 +209,4 @@ func (w *jsonIndenter) record(r *runtime.Record) {
 	w.strOmitEmpty("actor", r.Actor)
 	w.strOmitEmpty("member", r.Member)
 	w.close('}')
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s quoted as encoding/json quotes a string: <, >
-// and & escaped for HTML, U+2028 and U+2029 escaped, invalid UTF-8 written
-// as U+FFFD.
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= ' ' && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
