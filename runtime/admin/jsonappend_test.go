@@ -4,20 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"testing"
 	"time"
 
+	"github.com/belfry/belfry/internal/jsontest"
 	"github.com/belfry/belfry/runtime"
 )
-
-// awkwardStrings are strings encoding/json escapes in every way it has:
-// quotes, backslashes, control characters, HTML's <, > and &, U+2028 and
-// U+2029, invalid UTF-8, and multi-byte text it leaves alone.
-var awkwardStrings = []string{
-	"", "plain", `say "hi" \ there`, "tab\there\nnew\rline\bback\fform", "\x00\x01\x1f\x7f",
-	"<script>&amp;</script>", "line\u2028para\u2029end", "bad \xff\xfe utf8 \xc3", "é中😀 ok",
-}
 
 // sampleSchedules are apiSchedule values with every optional part absent and
 // present, in several combinations, and awkward text in every string.
@@ -25,7 +17,7 @@ func sampleSchedules() []apiSchedule {
 	at := time.Date(2026, 12, 2, 3, 17, 0, 123456789, time.FixedZone("", 3600))
 	utc := time.Date(2026, 11, 30, 23, 59, 59, 0, time.UTC)
 	var out []apiSchedule
-	for i, text := range awkwardStrings {
+	for i, text := range jsontest.AwkwardStrings {
 		next, nextUTC := "2026-12-03T03:17:00+01:00", text
 		s := apiSchedule{Name: "job-" + text, Expression: "17 3 * * *", Zone: "Europe/Berlin", Queue: text,
 			Timeout: "20m0s", MaxRetry: i, Grace: "1m0s", Overlap: "allow", Misfire: text, Status: runtime.StatusOK}
@@ -82,7 +74,7 @@ func TestAppendIndentedMatchesEncodingJSON(t *testing.T) {
 		}
 	}
 	for _, values := range [][]any{schedules, records, pauses, counters, missing} {
-		everyFieldSetSomewhere(t, values)
+		jsontest.EveryFieldSetSomewhere(t, values)
 	}
 	for i, s := range samples {
 		want, err := json.MarshalIndent(s, "  ", "  ")
@@ -91,26 +83,6 @@ func TestAppendIndentedMatchesEncodingJSON(t *testing.T) {
 		}
 		if got := s.appendIndented(nil); !bytes.Equal(got, want) {
 			t.Errorf("schedule %d (%q): got\n%s\nwant\n%s", i, s.Name, got, want)
-		}
-	}
-}
-
-// everyFieldSetSomewhere fails t for each field of the values' struct type
-// that is zero in all of them (a field json does not write is skipped).
-func everyFieldSetSomewhere(t *testing.T, values []any) {
-	t.Helper()
-	typ := reflect.TypeOf(values[0])
-	for i := range typ.NumField() {
-		f := typ.Field(i)
-		if f.Tag.Get("json") == "-" {
-			continue
-		}
-		set := false
-		for _, v := range values {
-			set = set || !reflect.ValueOf(v).Field(i).IsZero()
-		}
-		if !set {
-			t.Errorf("%s.%s is not set in any sample: appendIndented's output for it is untested", typ.Name(), f.Name)
 		}
 	}
 }
