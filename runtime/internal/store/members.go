@@ -560,10 +560,7 @@ func (s *Store) CommitFamily(ctx context.Context, leaseValue, family string, fam
 		if err != nil {
 			return err
 		}
-		fj, err := json.Marshal(fam)
-		if err != nil {
-			return err
-		}
+		fj := fam.appendJSON(nil)
 		bc := ""
 		if start+MemberChunk >= len(ms) {
 			bc = bucketCursor

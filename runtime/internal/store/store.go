@@ -36,6 +36,10 @@ const InitChunk = 100
 // past it when the machine was busy.
 const CommitChunk = 50
 
+// commitBytesGuess is about the JSON of a schedule's commit with one
+// record (300-350 bytes), so that the first chunk's buffer rarely grows.
+const commitBytesGuess = 384
+
 // Store reads and writes one namespace's state.
 type Store struct {
 	rdb  redis.UniversalClient
@@ -94,42 +98,21 @@ type Commit struct {
 	Limit int `json:"limit"`
 }
 
-// MarshalJSON writes empty lists and maps as [] and {}: Lua's cjson
-// decodes null to a value that ipairs and pairs cannot walk.
-func (c Commit) MarshalJSON() ([]byte, error) {
-	return json.Marshal(c.plain())
-}
-
-// plainCommit is a Commit without its MarshalJSON: encoding/json checks and
-// compacts what a MarshalJSON method returns, which cost the 100k spike's
-// commits as much CPU as the encoding itself.
-type plainCommit Commit
-
-func (c Commit) plain() plainCommit {
-	if c.Recs == nil {
-		c.Recs = []Rec{}
-	}
-	if c.Counts == nil {
-		c.Counts = map[string]int64{}
-	}
-	return plainCommit(c)
-}
-
 // Commit writes the items in fenced script calls of at most CommitChunk each. It
 // returns ErrNotLeader if the lease is not held with leaseValue; chunks
 // before the failing one stay written, which is safe because each item is
 // a schedule's complete step.
 func (s *Store) Commit(ctx context.Context, leaseValue string, items []Commit) error {
-	plain := make([]plainCommit, len(items))
 	for i := range items {
 		items[i].Limit = s.limitOf(items[i].Name)
-		plain[i] = items[i].plain()
 	}
+	var batch []byte
 	for start := 0; start < len(items); start += CommitChunk {
-		batch, err := json.Marshal(plain[start:min(start+CommitChunk, len(items))])
-		if err != nil {
-			return err
-		}
+		// A buffer of its own for each chunk (a hook may keep a command's
+		// arguments), sized by the one before or, the first time, for a
+		// record a schedule.
+		part := items[start:min(start+CommitChunk, len(items))]
+		batch = appendCommits(make([]byte, 0, max(len(batch), commitBytesGuess*len(part))), part)
 		ok, err := s.Acks.Run(ctx, s.rdb, commitScript, []string{s.Keys.Lease}, leaseValue, s.Keys.Prefix,
 			s.HistoryLimit, int(s.RecordTTL.Seconds()), batch).Int()
 		if err != nil {
@@ -157,10 +140,7 @@ func InitCursorsScriptHash() string { return initCursorsScript.Hash() }
 // RecordManual records a manual occurrence (not fenced: any replica may).
 func (s *Store) RecordManual(ctx context.Context, item Commit) error {
 	item.Limit = s.limitOf(item.Name)
-	batch, err := json.Marshal(item)
-	if err != nil {
-		return err
-	}
+	batch := item.appendJSON(nil)
 	return manualRecordScript.Run(ctx, s.rdb, nil, s.Keys.Prefix, s.HistoryLimit,
 		int(s.RecordTTL.Seconds()), batch).Err()
 }
