@@ -9,7 +9,7 @@ import (
 
 // The commit scripts take their batch as JSON. Through encoding/json each
 // Commit and Rec was reflected over, and its Counts map sorted through
-// reflection: in the 100k spike that was a sixth of the service's CPU, and
+// reflection: in the 100k spike that was a seventh of the service's CPU, and
 // with 3,000 per-second schedules a tenth of it every second, on two cores
 // that Redis shares. A Commit writes itself here instead, byte for byte
 // what encoding/json writes for it (TestAppendCommitsMatchesEncodingJSON
