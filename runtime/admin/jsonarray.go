@@ -37,6 +37,11 @@ func writeIndentedArray(w io.Writer, items []any) error {
 	// At most ahead parts are marshalled and not yet written: a slow
 	// client holds back the marshalling, not the memory.
 	ahead := make(chan struct{}, 2*workers)
+	// A written part's buffer goes to the next part: a new buffer for
+	// each of the 200 parts of 100,000 schedules was 70 MB of fresh memory
+	// a request, cleared page by page as it grew, a tenth of the
+	// request's time with the garbage collection it caused.
+	free := make(chan bytes.Buffer, 2*workers+1)
 	next, stop := make(chan int), make(chan struct{})
 	var wg sync.WaitGroup
 	defer wg.Wait()   // second: the workers end once the feeder closes next
@@ -56,6 +61,10 @@ func writeIndentedArray(w io.Writer, items []any) error {
 		wg.Go(func() {
 			for i := range next {
 				e := &out[i]
+				select {
+				case e.buf = <-free:
+				default:
+				}
 				first, end := i*part, min((i+1)*part, len(items))
 				for j := first; j < end && e.err == nil; j++ {
 					if j > 0 {
@@ -63,7 +72,8 @@ func writeIndentedArray(w io.Writer, items []any) error {
 					}
 					if j == first+1 {
 						// Room for the part's rest at the first item's
-						// size, rather than doubling the buffer up to it.
+						// size, rather than doubling the buffer up to it
+						// (a recycled buffer has it already).
 						e.buf.Grow(e.buf.Len() * (end - j) * 9 / 8)
 					}
 					// Not an interface: apiFamily embeds apiSchedule and
@@ -95,7 +105,12 @@ func writeIndentedArray(w io.Writer, items []any) error {
 			err = out[i].err
 		}
 		write(out[i].buf.Bytes())
-		out[i].buf = bytes.Buffer{} // written: let it go
+		out[i].buf.Reset() // written: the next part's
+		select {
+		case free <- out[i].buf:
+		default:
+		}
+		out[i].buf = bytes.Buffer{}
 		<-ahead
 		if err != nil {
 			return err // the client is gone, or an item does not marshal: stop marshalling

@@ -5,8 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/belfry/belfry/runtime"
 )
 
 // The parted, parallel array writes exactly what json.Encoder with the
@@ -20,7 +24,8 @@ func TestWriteIndentedArrayMatchesTheEncoder(t *testing.T) {
 		Counts map[string]int    `json:"counts,omitempty"`
 		Nested []map[string]bool `json:"nested"`
 	}
-	for _, n := range []int{0, 1, 2, 511, 512, 513, 1025, 3000} {
+	// 10,247 items are 21 parts: most are written into a recycled buffer.
+	for _, n := range []int{0, 1, 2, 511, 512, 513, 1025, 3000, 10247} {
 		items := make([]any, n)
 		for i := range items {
 			next := fmt.Sprintf("2026-12-0%dT03:17:00+01:00", i%9+1)
@@ -97,4 +102,28 @@ func (w *failingWriter) Write(p []byte) (int, error) {
 	}
 	w.after -= len(p)
 	return len(p), nil
+}
+
+// The unpaged list's writing at 100,000 schedules, rows as the bench's
+// admin step seeds them, for BENCHMARKS.md:
+// go test -run '^$' -bench WriteIndentedArray -benchmem ./runtime/admin
+func BenchmarkWriteIndentedArray(b *testing.B) {
+	at := time.Date(2026, 12, 2, 3, 17, 0, 123456789, time.UTC)
+	next := "2026-12-02T04:20:00+01:00"
+	items := make([]any, 100_000)
+	for i := range items {
+		name := fmt.Sprintf("job-%06d", i)
+		items[i] = apiSchedule{Name: name, Expression: "*/5 * * * *", Zone: "Europe/Berlin", Queue: "default",
+			Timeout: "30m0s", Grace: "5m0s", Overlap: "allow", Misfire: "skip", Status: runtime.StatusOK,
+			NextRun: &next, NextRunUTC: &next,
+			Counters: &apiCounters{Enqueued: 120, Succeeded: 118, Failed: 2, LastEnqueue: &at, LastSuccess: &at, LastFailure: &at},
+			LastRun: &runtime.Record{ID: "cron:admin/" + name + ":1764645300", Schedule: name, Slot: at,
+				Outcome: runtime.OutcomeSucceeded, EnqueuedAt: at, StartedAt: at, FinishedAt: at, DurationMS: 247,
+				MaxRetry: 3, Replica: "web-1"}}
+	}
+	for b.Loop() {
+		if err := writeIndentedArray(io.Discard, items); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
