@@ -1,7 +1,8 @@
 // Package jsonquote writes a Go string as a JSON string, exactly as
 // encoding/json does, for the few places that write JSON by hand because
-// they write a lot of it: an occurrence's payload (registry) and the admin's
-// unpaged list of every schedule.
+// they write a lot of it: an occurrence's payload (registry), the leader's
+// commit batches (runtime/internal/store) and the admin's unpaged list of
+// every schedule.
 package jsonquote
 
 import "encoding/json"

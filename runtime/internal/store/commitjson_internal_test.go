@@ -9,8 +9,8 @@ import (
 	"github.com/belfry/belfry/internal/jsontest"
 )
 
-// plainCommit is Commit as encoding/json writes it, the reference the
-// hand-written encoder is held to.
+// plainCommit is Commit without any methods, so that the reference stays
+// encoding/json's own even if Commit gains a MarshalJSON.
 type plainCommit Commit
 
 // referenceJSON is encoding/json's array of items, nil lists and maps
