@@ -50,14 +50,21 @@ func benchDST(addr string, s settings, r *results) error {
 	offset := fallBack.Add(-s.dstLead).Sub(time.Now().Truncate(time.Second))
 	var mu sync.Mutex
 	var lags []time.Duration
-	slots := map[int64]bool{}
+	// Each slot's first and last enqueue after it: how long a slot
+	// waits to start and how long its enqueues take, slot by slot.
+	slots := map[int64]*[2]time.Duration{}
 	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 32})
 	defer rdb.Close()
 	rdb.AddHook(newEnqueueHook(queue, func(e enqueueEvent) {
 		slot := slotOf(e.taskID)
+		lag := e.at.Add(offset).Sub(slot)
 		mu.Lock()
-		lags = append(lags, e.at.Add(offset).Sub(slot))
-		slots[slot.Unix()] = true
+		lags = append(lags, lag)
+		if span := slots[slot.Unix()]; span == nil {
+			slots[slot.Unix()] = &[2]time.Duration{lag, lag}
+		} else {
+			span[0], span[1] = min(span[0], lag), max(span[1], lag)
+		}
 		mu.Unlock()
 	}))
 	// Redis's clock stays where it is: SkewMargin is widened past the
@@ -84,13 +91,17 @@ func benchDST(addr string, s settings, r *results) error {
 	}
 	// Every second across the transition had its slot.
 	from, to := fallBack.Add(-s.dstLead/2), fallBack.Add(s.dstAfter/2)
+	var firsts, lasts []time.Duration
 	for t := from; t.Before(to); t = t.Add(time.Second) {
-		if !slots[t.Unix()] {
+		span := slots[t.Unix()]
+		if span == nil {
 			return fmt.Errorf("no enqueue for the slot %s", t.Format(time.RFC3339))
 		}
+		firsts, lasts = append(firsts, span[0]), append(lasts, span[1])
 	}
 	r.dstSchedules, r.dstOccurrences = s.dstSchedules, len(lags)
 	r.dstP50, r.dstP99 = percentile(lags, 50), percentile(lags, 99)
+	r.dstFirstP50, r.dstLastP50, r.dstLastP90 = percentile(firsts, 50), percentile(lasts, 50), percentile(lasts, 90)
 	// The pending tasks (no worker runs them) would only fill Redis.
 	return dropKeys(context.Background(), rdb, "asynq:{"+queue+"}:*")
 }

@@ -112,12 +112,15 @@ type results struct {
 	memOK, memFailing                    memoryRun
 	dstSchedules, dstOccurrences         int
 	dstP50, dstP99                       time.Duration
-	scale                                []scaleRow
-	takeoverSlow                         slowCall
-	spikeLarge                           spikeLargeResult
-	lint                                 []lintRow
-	admin                                adminResults
-	family                               familyResult
+	// Of the slots across the transition: the median first enqueue, and
+	// the median and p90 last, each after its slot.
+	dstFirstP50, dstLastP50, dstLastP90 time.Duration
+	scale                               []scaleRow
+	takeoverSlow                        slowCall
+	spikeLarge                          spikeLargeResult
+	lint                                []lintRow
+	admin                               adminResults
+	family                              familyResult
 }
 
 func run(quick bool) error {
@@ -707,6 +710,8 @@ func (r *results) print(w io.Writer) {
 	fmt.Fprintf(tw, "enqueues per occurrence, 3 replicas\t%.2f (%d slots)\t%.2f\t1.00\n", r.dupBelfry, r.dupSlots, r.dupAsynq)
 	fmt.Fprintf(tw, "fire lag across a New York fall-back, p50 / p99\t%s / %s (%d schedules, %d enqueues)\t\tp99 <= 50 ms\n",
 		ms(r.dstP50), ms(r.dstP99), r.dstSchedules, r.dstOccurrences)
+	fmt.Fprintf(tw, "that fall-back slot by slot: first enqueue p50, last p50 / p90\t%s, %s / %s after the slot\t\t\n",
+		ms(r.dstFirstP50), ms(r.dstLastP50), ms(r.dstLastP90))
 	for _, row := range r.scale {
 		fmt.Fprintf(tw, "%d zoned schedules: takeover cold / warm, RSS\t%.0f / %.0f ms, %.2f kB per schedule\t\t<= 0.5 kB at 100k\n",
 			row.schedules, msf(row.cold), msf(row.warm), row.rssKBPerSchedule)
