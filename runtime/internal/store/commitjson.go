@@ -19,12 +19,17 @@ import (
 
 // appendCommits appends items as a JSON array.
 func appendCommits(b []byte, items []Commit) []byte {
+	return appendArray(b, items, (*Commit).appendJSON)
+}
+
+// appendArray appends items as a JSON array, each written by appendItem.
+func appendArray[T any](b []byte, items []T, appendItem func(*T, []byte) []byte) []byte {
 	b = append(b, '[')
 	for i := range items {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = items[i].appendJSON(b)
+		b = appendItem(&items[i], b)
 	}
 	return append(b, ']')
 }
@@ -38,14 +43,9 @@ func (c *Commit) appendJSON(b []byte) []byte {
 	b = strconv.AppendInt(b, c.Cursor, 10)
 	b = append(b, `,"last_id":`...)
 	b = jsonquote.Append(b, c.LastID)
-	b = append(b, `,"recs":[`...)
-	for i := range c.Recs {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = c.Recs[i].appendJSON(b)
-	}
-	b = append(b, `],"counts":{`...)
+	b = append(b, `,"recs":`...)
+	b = appendArray(b, c.Recs, (*Rec).appendJSON)
+	b = append(b, `,"counts":{`...)
 	// A step counts two or three outcomes: sorting their names costs less
 	// than encoding/json's reflection over the map did.
 	var names [8]string
