@@ -79,7 +79,15 @@ func benchDST(addr string, s settings, r *results) error {
 	go func() { rt.Run(ctx); close(done) }()
 	time.Sleep(s.dstLead / 2)
 	watch := watchCost(ctx, rdb, "dst") // the run's steady state, not its takeover
+	mu.Lock()
+	enqueuedBefore := len(lags)
+	mu.Unlock()
+	heapBefore := readHeapCounters()
 	time.Sleep(s.dstLead/2 + s.dstAfter)
+	heapUse := readHeapCounters().since(heapBefore)
+	mu.Lock()
+	enqueuedInWindow := len(lags) - enqueuedBefore
+	mu.Unlock()
 	watch.done(ctx)
 	cancel()
 	<-done
@@ -102,6 +110,8 @@ func benchDST(addr string, s settings, r *results) error {
 	r.dstSchedules, r.dstOccurrences = s.dstSchedules, len(lags)
 	r.dstP50, r.dstP99 = percentile(lags, 50), percentile(lags, 99)
 	r.dstFirstP50, r.dstLastP50, r.dstLastP90 = percentile(firsts, 50), percentile(lasts, 50), percentile(lasts, 90)
+	r.dstAllocPerEnqueue = float64(heapUse.allocBytes) / float64(max(enqueuedInWindow, 1))
+	r.dstGCPerSlot = float64(heapUse.cycles) / (s.dstLead/2 + s.dstAfter).Seconds()
 	// The pending tasks (no worker runs them) would only fill Redis.
 	return dropKeys(context.Background(), rdb, "asynq:{"+queue+"}:*")
 }

@@ -115,12 +115,16 @@ type results struct {
 	// Of the slots across the transition: the median first enqueue, and
 	// the median and p90 last, each after its slot.
 	dstFirstP50, dstLastP50, dstLastP90 time.Duration
-	scale                               []scaleRow
-	takeoverSlow                        slowCall
-	spikeLarge                          spikeLargeResult
-	lint                                []lintRow
-	admin                               adminResults
-	family                              familyResult
+	// The process's heap allocations per enqueue and its collections per
+	// slot over those slots: on a 2-core machine a collection during a
+	// slot takes CPU from the enqueues and from Redis.
+	dstAllocPerEnqueue, dstGCPerSlot float64
+	scale                            []scaleRow
+	takeoverSlow                     slowCall
+	spikeLarge                       spikeLargeResult
+	lint                             []lintRow
+	admin                            adminResults
+	family                           familyResult
 }
 
 func run(quick bool) error {
@@ -712,6 +716,8 @@ func (r *results) print(w io.Writer) {
 		ms(r.dstP50), ms(r.dstP99), r.dstSchedules, r.dstOccurrences)
 	fmt.Fprintf(tw, "that fall-back slot by slot: first enqueue p50, last p50 / p90\t%s, %s / %s after the slot\t\t\n",
 		ms(r.dstFirstP50), ms(r.dstLastP50), ms(r.dstLastP90))
+	fmt.Fprintf(tw, "that fall-back: heap allocated per enqueue, collections per slot\t%.0f B, %.2f\t\t\n",
+		r.dstAllocPerEnqueue, r.dstGCPerSlot)
 	for _, row := range r.scale {
 		fmt.Fprintf(tw, "%d zoned schedules: takeover cold / warm, RSS\t%.0f / %.0f ms, %.2f kB per schedule\t\t<= 0.5 kB at 100k\n",
 			row.schedules, msf(row.cold), msf(row.warm), row.rssKBPerSchedule)

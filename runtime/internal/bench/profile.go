@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -133,4 +134,18 @@ func (w *costWatch) done(ctx context.Context) {
 		return
 	}
 	after.since(w.before).print(os.Stderr, w.step)
+}
+
+// heapCounters are the process's cumulative heap allocations and garbage
+// collections: their growth over a window is what the window allocated.
+type heapCounters struct{ allocBytes, cycles uint64 }
+
+func readHeapCounters() heapCounters {
+	samples := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(samples)
+	return heapCounters{allocBytes: samples[0].Value.Uint64(), cycles: samples[1].Value.Uint64()}
+}
+
+func (c heapCounters) since(before heapCounters) heapCounters {
+	return heapCounters{allocBytes: c.allocBytes - before.allocBytes, cycles: c.cycles - before.cycles}
 }
