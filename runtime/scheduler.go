@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -66,6 +67,10 @@ type leaderState struct {
 	commits     []store.Commit
 	// committing is the commit running in the background, nil when none.
 	committing *batchCommit
+	// dueBuf and namesBuf are dispatch's scratch, kept between dispatches
+	// so that a slot with thousands due does not grow them again each time.
+	dueBuf   []*slotPlan
+	namesBuf []string
 }
 
 // dispatchBatch bounds the schedules one dispatch takes from the heap, so
@@ -264,8 +269,13 @@ func (r *Runtime) loadLeaderState(ctx context.Context, value string) (*leaderSta
 // commit that follows. A crash between the two leaves the next holder
 // nothing to enqueue again.
 func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) (err error) {
-	var plans []*slotPlan
-	var names []string
+	plans, names := st.dueBuf[:0], st.namesBuf[:0]
+	defer func() {
+		// Kept for the next dispatch, without what they point to.
+		clear(plans)
+		clear(names)
+		st.dueBuf, st.namesBuf = plans[:0], names[:0]
+	}()
 	// A dispatch that falls behind its slots, or fails, counts toward
 	// handing the lease over (handover.go).
 	earliest, enqueued := st.queue[0].slotTime(), time.Time{}
@@ -297,6 +307,8 @@ func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) 
 	}
 	r.enqueueAll(ctx, st.value, plans)
 	enqueued = r.clock.Now()
+	st.uncommitted = slices.Grow(st.uncommitted, len(plans))
+	st.commits = slices.Grow(st.commits, len(plans))
 	var firstErr error
 	for _, p := range plans {
 		if errors.Is(p.err, store.ErrNotLeader) {
@@ -407,17 +419,13 @@ func (r *Runtime) enqueueRounds(ctx context.Context, fence *pipeline.Fence, plan
 	for k := 0; len(plans) > 0; k++ {
 		var wg sync.WaitGroup
 		inFlight := make(chan struct{}, roundChunksInFlight)
-		send := func(slots []slotEnqueue) {
+		send := func(slots []slotEnqueue, items []pipeline.Item) {
 			if len(slots) == 0 {
 				return
 			}
 			inFlight <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-inFlight }()
-				items := make([]pipeline.Item, len(slots))
-				for i := range slots {
-					items[i] = *slots[i].item
-				}
 				// Each plan has one slot in a round: no two goroutines
 				// finish slots of one plan.
 				for i, res := range r.enqueuer.EnqueueAll(ctx, items) {
@@ -425,16 +433,27 @@ func (r *Runtime) enqueueRounds(ctx context.Context, fence *pipeline.Fence, plan
 				}
 			})
 		}
-		var chunk []slotEnqueue
-		for _, p := range plans {
-			if se, ok := r.prepareSlot(ctx, fence, p, k); ok && se.item != nil {
-				if chunk = append(chunk, se); len(chunk) == roundChunk {
-					send(chunk)
-					chunk = nil
-				}
+		// A chunk's slots and their tasks are allocated once, at their
+		// final size: on a 2-core machine every garbage collection a slot
+		// sets off takes CPU from its enqueues and from Redis.
+		var slots []slotEnqueue
+		var items []pipeline.Item
+		for i, p := range plans {
+			se, item, ok := r.prepareSlot(ctx, fence, p, k)
+			if !ok || !se.send {
+				continue
+			}
+			if slots == nil {
+				n := min(roundChunk, len(plans)-i)
+				slots, items = make([]slotEnqueue, 0, n), make([]pipeline.Item, 0, n)
+			}
+			slots, items = append(slots, se), append(items, item)
+			if len(slots) == roundChunk {
+				send(slots, items)
+				slots, items = nil, nil
 			}
 		}
-		send(chunk)
+		send(slots, items)
 		wg.Wait()
 		next := plans[:0]
 		for _, p := range plans {
@@ -457,14 +476,14 @@ const (
 // enqueuePlan enqueues a plan's slots one after another.
 func (r *Runtime) enqueuePlan(ctx context.Context, fence *pipeline.Fence, p *slotPlan) {
 	for k := range p.enqueue {
-		se, ok := r.prepareSlot(ctx, fence, p, k)
+		se, item, ok := r.prepareSlot(ctx, fence, p, k)
 		if !ok {
 			return
 		}
-		if se.item == nil {
+		if !se.send {
 			continue
 		}
-		if !r.finishSlot(fence, se, r.enqueuer.EnqueueAll(ctx, []pipeline.Item{*se.item})[0]) {
+		if !r.finishSlot(fence, se, r.enqueuer.EnqueueAll(ctx, []pipeline.Item{item})[0]) {
 			return
 		}
 	}
@@ -475,26 +494,27 @@ type slotEnqueue struct {
 	plan *slotPlan
 	k    int // the slot's index in plan.enqueue
 	occ  registry.Occurrence
-	item *pipeline.Item // nil: not enqueued (skipped, lost); recorded already
+	send bool // false: not enqueued (skipped, lost), and recorded already
 }
 
 // prepareSlot decides what becomes of a plan's k-th slot before its
-// enqueue. It reports false when the plan stops there (failedAt), and
-// records a slot that is not enqueued (skipped or lost) at once.
-func (r *Runtime) prepareSlot(ctx context.Context, fence *pipeline.Fence, p *slotPlan, k int) (slotEnqueue, bool) {
+// enqueue, and returns the task to send when se.send. It reports false
+// when the plan stops there (failedAt), and records a slot that is not
+// enqueued (skipped or lost) at once.
+func (r *Runtime) prepareSlot(ctx context.Context, fence *pipeline.Fence, p *slotPlan, k int) (se slotEnqueue, item pipeline.Item, ok bool) {
 	s, slot := p.sched, p.enqueue[k]
 	// A zombie that wakes after its lease expired stops here; if it
 	// slipped past this check, the fence makes Redis refuse its enqueue.
 	if v, ok := r.lease.Current(); !ok || v != fence.Value || fence.Rejected() {
 		p.failedAt(k, store.ErrNotLeader)
-		return slotEnqueue{}, false
+		return slotEnqueue{}, pipeline.Item{}, false
 	}
 	outcome := OutcomeEnqueued
 	if s.Overlap == registry.OverlapSkip {
 		busy, err := r.previousStillRunning(ctx, s, p.lastID())
 		if err != nil {
 			p.failedAt(k, err)
-			return slotEnqueue{}, false
+			return slotEnqueue{}, pipeline.Item{}, false
 		}
 		if busy {
 			outcome = OutcomeSkipped
@@ -504,15 +524,15 @@ func (r *Runtime) prepareSlot(ctx context.Context, fence *pipeline.Fence, p *slo
 	if outcome == OutcomeEnqueued {
 		if gone, err := r.unackedGone(ctx, s, occ); err != nil {
 			p.failedAt(k, err)
-			return slotEnqueue{}, false
+			return slotEnqueue{}, pipeline.Item{}, false
 		} else if gone {
 			outcome = OutcomeLost
 		}
 	}
-	se := slotEnqueue{plan: p, k: k, occ: occ}
+	se = slotEnqueue{plan: p, k: k, occ: occ}
 	if outcome != OutcomeEnqueued {
 		p.recordSlot(occ, outcome, r.clock.Now())
-		return se, true
+		return se, pipeline.Item{}, true
 	}
 	// The cursor rises to the slot in the enqueue's own script, so a crash
 	// before the commit leaves no enqueued slot after the cursor for the
@@ -534,8 +554,8 @@ func (r *Runtime) prepareSlot(ctx context.Context, fence *pipeline.Fence, p *slo
 		// before marks.
 		retention = r.memberRetention(s, slot)
 	}
-	se.item = &pipeline.Item{Task: r.task(s, occ, retention), Mark: mark}
-	return se, true
+	se.send = true
+	return se, pipeline.Item{Task: r.task(s, occ, retention), Mark: mark}, true
 }
 
 // finishSlot takes a slot's enqueue result: it records the slot, or cuts

@@ -74,7 +74,7 @@ func (t *Task) message() []byte {
 	}
 	b := make([]byte, 0, 32+len(t.Type)+len(t.Payload)+len(t.ID)+len(t.Queue))
 	b = appendBytesField(b, 1, t.Type)
-	b = appendBytesField(b, 2, string(t.Payload))
+	b = appendBytesField(b, 2, t.Payload)
 	b = appendBytesField(b, 3, t.ID)
 	b = appendBytesField(b, 4, t.Queue)
 	b = appendVarintField(b, 5, uint64(int32(max(t.MaxRetry, 0))))
@@ -84,12 +84,15 @@ func (t *Task) message() []byte {
 	return b
 }
 
-func appendBytesField(b []byte, num protowire.Number, v string) []byte {
-	if v == "" {
+// appendBytesField appends a string or bytes field; generic so that the
+// payload is not copied into a string first.
+func appendBytesField[T string | []byte](b []byte, num protowire.Number, v T) []byte {
+	if len(v) == 0 {
 		return b
 	}
 	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendString(b, v)
+	b = protowire.AppendVarint(b, uint64(len(v)))
+	return append(b, v...)
 }
 
 func appendVarintField(b []byte, num protowire.Number, v uint64) []byte {
