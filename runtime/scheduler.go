@@ -67,9 +67,9 @@ type leaderState struct {
 	commits     []store.Commit
 	// committing is the commit running in the background, nil when none.
 	committing *batchCommit
-	// dueBuf and namesBuf are dispatch's scratch, kept between dispatches
+	// plansBuf and namesBuf are dispatch's scratch, kept between dispatches
 	// so that a slot with thousands due does not grow them again each time.
-	dueBuf   []*slotPlan
+	plansBuf []*slotPlan
 	namesBuf []string
 }
 
@@ -269,12 +269,12 @@ func (r *Runtime) loadLeaderState(ctx context.Context, value string) (*leaderSta
 // commit that follows. A crash between the two leaves the next holder
 // nothing to enqueue again.
 func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) (err error) {
-	plans, names := st.dueBuf[:0], st.namesBuf[:0]
+	plans, names := st.plansBuf[:0], st.namesBuf[:0]
 	defer func() {
 		// Kept for the next dispatch, without what they point to.
 		clear(plans)
 		clear(names)
-		st.dueBuf, st.namesBuf = plans[:0], names[:0]
+		st.plansBuf, st.namesBuf = plans[:0], names[:0]
 	}()
 	// A dispatch that falls behind its slots, or fails, counts toward
 	// handing the lease over (handover.go).
@@ -433,9 +433,10 @@ func (r *Runtime) enqueueRounds(ctx context.Context, fence *pipeline.Fence, plan
 				}
 			})
 		}
-		// A chunk's slots and their tasks are allocated once, at their
-		// final size: on a 2-core machine every garbage collection a slot
-		// sets off takes CPU from its enqueues and from Redis.
+		// A chunk's slots and their tasks are allocated once, at most a
+		// chunk's size, not grown by appending: every garbage collection
+		// a slot sets off takes CPU from its enqueues (and from Redis
+		// when the two share cores).
 		var slots []slotEnqueue
 		var items []pipeline.Item
 		for i, p := range plans {
@@ -505,7 +506,7 @@ func (r *Runtime) prepareSlot(ctx context.Context, fence *pipeline.Fence, p *slo
 	s, slot := p.sched, p.enqueue[k]
 	// A zombie that wakes after its lease expired stops here; if it
 	// slipped past this check, the fence makes Redis refuse its enqueue.
-	if v, ok := r.lease.Current(); !ok || v != fence.Value || fence.Rejected() {
+	if v, held := r.lease.Current(); !held || v != fence.Value || fence.Rejected() {
 		p.failedAt(k, store.ErrNotLeader)
 		return slotEnqueue{}, pipeline.Item{}, false
 	}

@@ -82,9 +82,9 @@ func benchDST(addr string, s settings, r *results) error {
 	mu.Lock()
 	enqueuedBefore := len(lags)
 	mu.Unlock()
-	heapBefore := readHeapCounters()
+	heapBefore, windowStart := readHeapCounters(), time.Now()
 	time.Sleep(s.dstLead/2 + s.dstAfter)
-	heapUse := readHeapCounters().since(heapBefore)
+	heapUse, window := readHeapCounters().since(heapBefore), time.Since(windowStart)
 	mu.Lock()
 	enqueuedInWindow := len(lags) - enqueuedBefore
 	mu.Unlock()
@@ -110,8 +110,10 @@ func benchDST(addr string, s settings, r *results) error {
 	r.dstSchedules, r.dstOccurrences = s.dstSchedules, len(lags)
 	r.dstP50, r.dstP99 = percentile(lags, 50), percentile(lags, 99)
 	r.dstFirstP50, r.dstLastP50, r.dstLastP90 = percentile(firsts, 50), percentile(lasts, 50), percentile(lasts, 90)
-	r.dstAllocPerEnqueue = float64(heapUse.allocBytes) / float64(max(enqueuedInWindow, 1))
-	r.dstGCPerSlot = float64(heapUse.cycles) / (s.dstLead/2 + s.dstAfter).Seconds()
+	if enqueuedInWindow > 0 {
+		r.dstAllocPerEnqueue = float64(heapUse.allocBytes) / float64(enqueuedInWindow)
+	}
+	r.dstGCPerSlot = float64(heapUse.cycles) / window.Seconds()
 	// The pending tasks (no worker runs them) would only fill Redis.
 	return dropKeys(context.Background(), rdb, "asynq:{"+queue+"}:*")
 }

@@ -116,8 +116,10 @@ type results struct {
 	// the median and p90 last, each after its slot.
 	dstFirstP50, dstLastP50, dstLastP90 time.Duration
 	// The process's heap allocations per enqueue and its collections per
-	// slot over those slots: on a 2-core machine a collection during a
-	// slot takes CPU from the enqueues and from Redis.
+	// second (a slot each) over the run's last dstLead/2+dstAfter, the
+	// BENCH_REDIS_STATS window: the process hosts the runtime, and a
+	// collection during a slot takes CPU from its enqueues (and from Redis
+	// when the two share cores).
 	dstAllocPerEnqueue, dstGCPerSlot float64
 	scale                            []scaleRow
 	takeoverSlow                     slowCall
