@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -200,22 +201,74 @@ func (s *Sentinel) Failover(ctx context.Context) (old *Private, err error) {
 	}
 	sc := redis.NewSentinelClient(&redis.Options{Addr: s.SentinelAddrs[0], DialTimeout: 200 * time.Millisecond})
 	defer sc.Close()
-	// A sentinel refuses while it sees no replica fit to promote (just
-	// after a previous failover it may not have its INFO yet) or while a
-	// failover is under way: retry until ctx ends.
+	moved := func(addr string) bool { return addr != oldAddr }
+	// The sentinel gives a failover up when the replica it picked does not
+	// turn primary within failover-timeout (a replica slowed by a loaded
+	// machine); it then names the old primary with no failover under way,
+	// and the failover is asked for again.
+	givenUp := func() bool {
+		m, err := sc.Master(ctx, SentinelMasterName).Result()
+		return err == nil && !strings.Contains(m["flags"], "failover_in_progress") &&
+			net.JoinHostPort(m["ip"], m["port"]) == oldAddr
+	}
 	for {
-		err = sc.Failover(ctx, SentinelMasterName).Err()
-		if err == nil {
-			break
+		if err := forceFailover(ctx, sc); err != nil {
+			return old, err
 		}
-		if ctx.Err() != nil {
-			return old, fmt.Errorf("SENTINEL FAILOVER: %w", err)
-		}
-		if !sleepCtx(ctx, 50*time.Millisecond) {
-			return old, fmt.Errorf("SENTINEL FAILOVER: %w (%w)", err, ctx.Err())
+		if err := s.waitPrimary(ctx, moved, givenUp); !errors.Is(err, errFailoverGivenUp) {
+			return old, err
 		}
 	}
-	return old, s.waitPrimary(ctx, func(addr string) bool { return addr != oldAddr })
+}
+
+// forceFailover asks the sentinel for a failover. A sentinel refuses while
+// it sees no replica fit to promote (just after a previous failover it may
+// not have its INFO yet) or while a failover is under way: it is asked
+// again until ctx ends.
+func forceFailover(ctx context.Context, sc *redis.SentinelClient) error {
+	for {
+		err := sc.Failover(ctx, SentinelMasterName).Err()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("SENTINEL FAILOVER: %w", err)
+		}
+		if !sleepCtx(ctx, 50*time.Millisecond) {
+			return fmt.Errorf("SENTINEL FAILOVER: %w (%w)", err, ctx.Err())
+		}
+	}
+}
+
+var errFailoverGivenUp = errors.New("the sentinel gave the failover up")
+
+// WaitFailoverAbort waits until the first sentinel has a failover under
+// way and then ends it without a new primary: it gave the failover up.
+func (s *Sentinel) WaitFailoverAbort(ctx context.Context) error {
+	sc := redis.NewSentinelClient(&redis.Options{Addr: s.SentinelAddrs[0], DialTimeout: 200 * time.Millisecond})
+	defer sc.Close()
+	from, err := s.masterAddr(ctx, 0)
+	if err != nil {
+		return err
+	}
+	for started := false; ; {
+		m, err := sc.Master(ctx, SentinelMasterName).Result()
+		if err != nil {
+			return err
+		}
+		inProgress := strings.Contains(m["flags"], "failover_in_progress")
+		switch addr := net.JoinHostPort(m["ip"], m["port"]); {
+		case addr != from:
+			return fmt.Errorf("the failover was not given up: %s is primary", addr)
+		case inProgress:
+			started = true
+		case started:
+			return nil
+		}
+		if !sleepCtx(ctx, 20*time.Millisecond) {
+			return fmt.Errorf("waiting for a failover to be given up: %w", ctx.Err())
+		}
+	}
 }
 
 // KillPrimary kills the primary with SIGKILL (no AOF flush, no goodbye to
@@ -233,7 +286,7 @@ func (s *Sentinel) KillPrimary(ctx context.Context) (*Private, error) {
 // WaitNewPrimary waits until every sentinel and a fresh failover client
 // name a primary other than old, and it answers as primary.
 func (s *Sentinel) WaitNewPrimary(ctx context.Context, old *Private) error {
-	return s.waitPrimary(ctx, func(addr string) bool { return addr != old.Addr })
+	return s.waitPrimary(ctx, func(addr string) bool { return addr != old.Addr }, nil)
 }
 
 // WaitSynced waits until the topology is whole again: every server is up
@@ -402,12 +455,16 @@ func (s *Sentinel) masterAddr(ctx context.Context, i int) (string, error) {
 
 // waitPrimary waits until every sentinel names the same primary, ok
 // accepts it, it reports role master, and a new failover client (which
-// asks a sentinel and checks the role) reaches it.
-func (s *Sentinel) waitPrimary(ctx context.Context, ok func(addr string) bool) error {
+// asks a sentinel and checks the role) reaches it. It returns
+// errFailoverGivenUp as soon as givenUp, unless nil, reports true.
+func (s *Sentinel) waitPrimary(ctx context.Context, ok func(addr string) bool, givenUp func() bool) error {
 	var last error
 	for {
 		if last = s.primaryAgreed(ctx, ok); last == nil {
 			return nil
+		}
+		if givenUp != nil && givenUp() {
+			return errFailoverGivenUp
 		}
 		if !sleepCtx(ctx, 20*time.Millisecond) {
 			return fmt.Errorf("waiting for a new primary: %w", last)

@@ -56,3 +56,35 @@ func TestSentinelFailoverAndKill(t *testing.T) {
 		}
 	}
 }
+
+// A failover the sentinel gives up on — the replica it picked did not turn
+// primary within failover-timeout (3 s here), as a stalled or overloaded
+// replica may not — is asked for again: Failover returns once a replica is
+// primary, instead of waiting for a new primary until its context ends.
+func TestFailoverAsksAgainAfterTheSentinelAbortsIt(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	s := redistest.StartSentinel(t, redistest.SentinelOptions{})
+	replica := s.Servers[1]
+	replica.Pause()
+	t.Cleanup(replica.Resume) // a no-op once resumed
+	// The replica is resumed once the sentinel has started the failover
+	// and then given it up.
+	watched := make(chan error, 1)
+	go func() {
+		err := s.WaitFailoverAbort(ctx)
+		replica.Resume()
+		watched <- err
+	}()
+	old, err := s.Failover(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-watched; err != nil {
+		t.Fatal(err)
+	}
+	if p, err := s.Primary(ctx); err != nil || p == old {
+		t.Fatalf("after Failover the primary is %v (%v); want a server other than %s", p, err, old.Addr)
+	}
+}
