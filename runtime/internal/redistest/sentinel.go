@@ -207,9 +207,8 @@ func (s *Sentinel) Failover(ctx context.Context) (old *Private, err error) {
 	// machine); it then names the old primary with no failover under way,
 	// and the failover is asked for again.
 	givenUp := func() bool {
-		m, err := sc.Master(ctx, SentinelMasterName).Result()
-		return err == nil && !strings.Contains(m["flags"], "failover_in_progress") &&
-			net.JoinHostPort(m["ip"], m["port"]) == oldAddr
+		primary, inProgress, err := failoverState(ctx, sc)
+		return err == nil && !inProgress && primary == oldAddr
 	}
 	for {
 		if err := forceFailover(ctx, sc); err != nil {
@@ -252,14 +251,13 @@ func (s *Sentinel) WaitFailoverAbort(ctx context.Context) error {
 		return err
 	}
 	for started := false; ; {
-		m, err := sc.Master(ctx, SentinelMasterName).Result()
+		primary, inProgress, err := failoverState(ctx, sc)
 		if err != nil {
 			return err
 		}
-		inProgress := strings.Contains(m["flags"], "failover_in_progress")
-		switch addr := net.JoinHostPort(m["ip"], m["port"]); {
-		case addr != from:
-			return fmt.Errorf("the failover was not given up: %s is primary", addr)
+		switch {
+		case primary != from:
+			return fmt.Errorf("the failover was not given up: %s is primary", primary)
 		case inProgress:
 			started = true
 		case started:
@@ -269,6 +267,16 @@ func (s *Sentinel) WaitFailoverAbort(ctx context.Context) error {
 			return fmt.Errorf("waiting for a failover to be given up: %w", ctx.Err())
 		}
 	}
+}
+
+// failoverState reads, from one sentinel, the primary it names and
+// whether it has a failover under way.
+func failoverState(ctx context.Context, sc *redis.SentinelClient) (primary string, inProgress bool, err error) {
+	m, err := sc.Master(ctx, SentinelMasterName).Result()
+	if err != nil {
+		return "", false, err
+	}
+	return net.JoinHostPort(m["ip"], m["port"]), strings.Contains(m["flags"], "failover_in_progress"), nil
 }
 
 // KillPrimary kills the primary with SIGKILL (no AOF flush, no goodbye to
