@@ -9,29 +9,8 @@ import (
 
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
-	"github.com/belfry/belfry/runtime/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
-
-// stallRedis makes srv stop answering for d (DEBUG SLEEP, as a long fork
-// or a slow disk does) and returns once it has stopped; the sleep's reply
-// is awaited when the test ends.
-func stallRedis(t *testing.T, srv *redistest.Private, d time.Duration) {
-	t.Helper()
-	ctx := context.Background()
-	sleeper := redis.NewClient(&redis.Options{Network: "unix", Addr: srv.Socket, ReadTimeout: 2 * d, MaxRetries: -1})
-	slept := make(chan error, 1)
-	go func() { slept <- sleeper.Do(ctx, "DEBUG", "SLEEP", d.Seconds()).Err() }()
-	t.Cleanup(func() {
-		if err := <-slept; err != nil {
-			t.Errorf("DEBUG SLEEP: %v", err)
-		}
-		sleeper.Close()
-	})
-	probe := redis.NewClient(&redis.Options{Network: "unix", Addr: srv.Socket, ReadTimeout: 50 * time.Millisecond, MaxRetries: -1})
-	defer probe.Close()
-	waitFor(t, d/2, "Redis to stall", func() bool { return probe.Ping(ctx).Err() != nil })
-}
 
 // The runtime's own reads return by their deadline on a client the service
 // built without ContextTimeoutEnabled (go-redis's default: it would wait out
@@ -50,7 +29,7 @@ func TestTheRuntimesReadsObeyTheirDeadlinesOnAServiceClient(t *testing.T) {
 	if _, err := rt.Snapshot(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	stallRedis(t, srv, 5*time.Second)
+	srv.Stall(t, 5*time.Second)
 
 	const bound = 300 * time.Millisecond
 	for _, read := range []struct {
@@ -100,7 +79,7 @@ func TestARedisURLClientHonoursDeadlines(t *testing.T) {
 	if err := rt.RedisClient().Ping(context.Background()).Err(); err != nil {
 		t.Fatal(err)
 	}
-	stallRedis(t, srv, 5*time.Second)
+	srv.Stall(t, 5*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()

@@ -318,21 +318,12 @@ func TestAStallThatOutlastsAnAcquireDoesNotLockTheReplicaOut(t *testing.T) {
 		t.Fatalf("the stall (%s) must outlast the acquire's bound (%s)", stall, l.CallTimeout())
 	}
 
-	sleeper := redis.NewClient(&redis.Options{Network: "unix", Addr: priv.Socket, ReadTimeout: 2 * stall})
-	t.Cleanup(func() { sleeper.Close() })
-	slept := make(chan error, 1)
-	go func() { slept <- sleeper.Do(ctx, "DEBUG", "SLEEP", stall.Seconds()).Err() }()
-	probe := redis.NewClient(&redis.Options{Network: "unix", Addr: priv.Socket, ReadTimeout: 50 * time.Millisecond, MaxRetries: -1})
-	t.Cleanup(func() { probe.Close() })
-	redistest.WaitFor(t, stall/2, "Redis to stall", func() bool { return probe.Ping(ctx).Err() != nil })
+	priv.Stall(t, stall)
 
 	stalled := time.Now()
 	if _, err := l.Acquire(ctx); err == nil {
 		t.Fatalf("an acquire sent into a %s stall succeeded after %s instead of giving up after %s",
 			stall, time.Since(stalled).Round(time.Millisecond), l.CallTimeout())
-	}
-	if err := <-slept; err != nil {
-		t.Fatal(err)
 	}
 	redistest.WaitFor(t, ttl, "the replica to lead", func() bool {
 		l.Acquire(ctx)

@@ -7,13 +7,17 @@
 package redistest
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -149,6 +153,39 @@ func (p *Private) Client(t testing.TB) redis.UniversalClient {
 		DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second, MaxRetries: -1})
 	t.Cleanup(func() { rdb.Close() })
 	return rdb
+}
+
+// Stall makes the server stop answering everyone for d (DEBUG SLEEP, as
+// a long fork or a slow disk does) and returns once any command sent
+// afterwards, on any connection, waits for the stall to end. The sleep is
+// written to its own socket before Stall returns, so Redis reads it ahead
+// of anything sent later; a client that merely saw a slow reply (a loaded
+// test machine) is not taken for a stalled server. The sleep's reply is
+// awaited when the test ends.
+func (p *Private) Stall(t testing.TB, d time.Duration) {
+	t.Helper()
+	conn, err := net.Dial("unix", p.Socket)
+	if err != nil {
+		t.Fatalf("connecting to stall Redis: %v", err)
+	}
+	secs := strconv.FormatFloat(d.Seconds(), 'f', -1, 64)
+	cmd := fmt.Sprintf("*3\r\n$5\r\nDEBUG\r\n$5\r\nSLEEP\r\n$%d\r\n%s\r\n", len(secs), secs)
+	if _, err := io.WriteString(conn, cmd); err != nil {
+		conn.Close()
+		t.Fatalf("sending DEBUG SLEEP: %v", err)
+	}
+	t.Cleanup(func() {
+		defer conn.Close()
+		conn.SetReadDeadline(time.Now().Add(2*d + 5*time.Second))
+		reply, err := bufio.NewReader(conn).ReadString('\n')
+		if err != nil || reply != "+OK\r\n" {
+			t.Errorf("DEBUG SLEEP %s: reply %q, %v", secs, reply, err)
+		}
+	})
+	// Confirm it: a ping sent now is read after the sleep, so it times out.
+	probe := redis.NewClient(&redis.Options{Network: "unix", Addr: p.Socket, ReadTimeout: 50 * time.Millisecond, MaxRetries: -1})
+	defer probe.Close()
+	WaitFor(t, d/2, "Redis to stall", func() bool { return probe.Ping(context.Background()).Err() != nil })
 }
 
 func canDial(network, address string) bool {

@@ -3,6 +3,7 @@ package redistest_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/belfry/belfry/runtime/internal/redistest"
 	"github.com/redis/go-redis/v9"
@@ -25,5 +26,30 @@ func TestPrivateTCPKeepsItsAddressAcrossRestarts(t *testing.T) {
 	}
 	if got := get(t, priv.Client(t), "k"); got != "v" {
 		t.Errorf("over the unix socket k = %q, want v", got)
+	}
+}
+
+// A command sent on a fresh connection right after Stall returns is served
+// only when the stall ends: tests rely on "after Stall, Redis is stalled",
+// not on a probe's timeout that a loaded machine can fake.
+func TestACommandSentAfterStallWaitsForIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	priv := redistest.StartPrivate(t)
+	rdb := redis.NewClient(&redis.Options{Network: "unix", Addr: priv.Socket, ReadTimeout: 10 * time.Second, MaxRetries: -1})
+	defer rdb.Close()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	const stall = 2 * time.Second
+	began := time.Now()
+	priv.Stall(t, stall)
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// began precedes the sleep, so a ping that waited for the sleep is
+	// served at least the whole stall after began.
+	if served := time.Since(began); served < stall {
+		t.Errorf("a ping sent after Stall(%s) was served %s after the stall began", stall, served.Round(time.Millisecond))
 	}
 }
