@@ -75,6 +75,9 @@ type adminSize struct {
 	warm time.Duration
 	// orphans is the admin's background search for removed schedules.
 	orphans time.Duration
+	// forget is Forget of one removed schedule: one script in Redis,
+	// which must not hold it for long whatever the number of schedules.
+	forget time.Duration
 	// metricsReads is the slowest of a scrape's reads without its
 	// exposition.
 	metricsReads time.Duration
@@ -128,6 +131,11 @@ func adminAt(addr string, n, repeats int) (adminSize, error) {
 		return size, err
 	}
 	if err := seedAdmin(ctx, rdb, ns, reg, now); err != nil {
+		return size, fmt.Errorf("seeding: %w", err)
+	}
+	// One schedule removed from the code, whose state Forget removes.
+	removed, _ := registry.New(registry.Schedule{Name: "removed-job", Expr: "0 * * * *", Zone: "UTC", Queue: "default", Handler: noop})
+	if err := seedAdmin(ctx, rdb, ns, removed, now); err != nil {
 		return size, fmt.Errorf("seeding: %w", err)
 	}
 	var commands atomic.Int64
@@ -258,6 +266,14 @@ func adminAt(addr string, n, repeats int) (adminSize, error) {
 	}
 	slices.Sort(full)
 	size.fullList = full[1]
+	start = time.Now()
+	if err := rt.Forget(ctx, "removed-job"); err != nil {
+		return size, fmt.Errorf("forget: %w", err)
+	}
+	size.forget = time.Since(start)
+	if left, err := rdb.Exists(ctx, ns+":hist:removed-job").Result(); err != nil || left != 0 {
+		return size, fmt.Errorf("forget left the removed schedule's history (%d, %v)", left, err)
+	}
 	return size, nil
 }
 
@@ -378,6 +394,7 @@ func (a adminResults) print(w io.Writer) {
 	line("metrics: the scrape's reads alone", "<= 1 s at 100k", func(s adminSize) string { return fmt.Sprintf("%.1f ms (max)", msf(s.metricsReads)) })
 	line("first status read (once, at Run)", "", func(s adminSize) string { return fmt.Sprintf("%.0f ms", msf(s.warm)) })
 	line("removed-schedule search (background, every 15 min)", "", func(s adminSize) string { return fmt.Sprintf("%.0f ms", msf(s.orphans)) })
+	line("forget a removed schedule (one script)", "<= 5 ms at 100k", func(s adminSize) string { return fmt.Sprintf("%.1f ms", msf(s.forget)) })
 	line("metrics: response size", "", func(s adminSize) string {
 		return fmt.Sprintf("%.1f MB", float64(s.timings[len(s.timings)-1].bytes)/1e6)
 	})

@@ -230,21 +230,21 @@ return redis.call('EXISTS', KEYS[1])
 
 // forgetScript removes every trace of a schedule: cursor, last ID,
 // counters, history index and records. Used for schedules removed from the
-// code, so their state does not stay in Redis for ever.
+// code, so their state does not stay in Redis for ever. Its counters are
+// deleted by name: the stats hash holds a dozen fields of every schedule,
+// and looking through it (HKEYS) held Redis for 1.3 s at 100,000
+// schedules.
 //
-//	ARGV[1] key prefix, ARGV[2] name
+//	ARGV[1] key prefix, ARGV[2] name, ARGV[3..] counter names
 //	returns the number of keys and fields removed.
 var forgetScript = redis.NewScript(bumpPausesLua + `
 local p, name = ARGV[1], ARGV[2]
 local unpaused = redis.call('HDEL', p .. 'paused', name) + redis.call('HDEL', p .. 'resumed', name)
 if unpaused > 0 then bumpPauses(p .. 'pausever') end
 local n = redis.call('HDEL', p .. 'cursors', name) + redis.call('HDEL', p .. 'lastid', name) + unpaused
-local want = name .. ':'
-for _, field in ipairs(redis.call('HKEYS', p .. 'stats')) do
-  local i = string.len(field)
-  while i > 0 and string.sub(field, i, i) ~= ':' do i = i - 1 end
-  if string.sub(field, 1, i) == want then n = n + redis.call('HDEL', p .. 'stats', field) end
-end
+local fields = {}
+for i = 3, #ARGV do fields[#fields + 1] = name .. ':' .. ARGV[i] end
+if #fields > 0 then n = n + redis.call('HDEL', p .. 'stats', unpack(fields)) end
 local index = p .. 'hist:' .. name
 for _, id in ipairs(redis.call('ZRANGE', index, 0, -1)) do n = n + redis.call('DEL', p .. 'occ:' .. id) end
 return n + redis.call('DEL', index)

@@ -344,9 +344,14 @@ func (s *Store) Known(ctx context.Context) ([]string, error) {
 }
 
 // Forget removes every trace of a schedule and reports how many keys and
-// fields it removed.
-func (s *Store) Forget(ctx context.Context, name string) (int64, error) {
-	n, err := forgetScript.Run(ctx, s.rdb, nil, s.Keys.Prefix, name).Int64()
+// fields it removed; counters names every counter a schedule can have.
+func (s *Store) Forget(ctx context.Context, name string, counters []string) (int64, error) {
+	args := make([]any, 0, 2+len(counters))
+	args = append(args, s.Keys.Prefix, name)
+	for _, c := range counters {
+		args = append(args, c)
+	}
+	n, err := forgetScript.Run(ctx, s.rdb, nil, args...).Int64()
 	if err != nil {
 		return n, err
 	}
