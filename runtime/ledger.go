@@ -320,7 +320,8 @@ func countersOf(m map[string]int64) Counters {
 	return countersFrom(vals)
 }
 
-// Counters returns every schedule's counters in one round trip.
+// Counters returns every schedule's counters, the removed schedules'
+// included, read in steps that each hold Redis for a moment.
 func (r *Runtime) Counters(ctx context.Context) (map[string]Counters, error) {
 	out := make(map[string]Counters, r.reg.Len())
 	if r.disabled != "" {
@@ -344,7 +345,7 @@ func (r *Runtime) Orphans(ctx context.Context) ([]string, error) {
 	if r.disabled != "" {
 		return nil, nil
 	}
-	known, err := bounded(ctx, r.store.KnownScan)
+	known, err := bounded(ctx, r.store.Known)
 	if err != nil {
 		return nil, err
 	}

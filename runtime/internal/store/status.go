@@ -282,34 +282,50 @@ func (s *Store) ScheduleData(ctx context.Context, names []string, n int, fields 
 // scanCount is how many fields one HSCAN step asks for.
 const scanCount = 1000
 
-// KnownScan is Known read with HSCAN steps instead of HKEYS: the stats
-// hash holds a dozen fields per schedule, and one HKEYS of it blocks Redis
-// for hundreds of milliseconds at 100,000 schedules; each step here holds
-// it for a moment.
-func (s *Store) KnownScan(ctx context.Context) ([]string, error) {
+// Known returns every schedule name the namespace holds state for: a
+// cursor, a pause or counters. It reads the three hashes in HSCAN steps:
+// the stats hash holds a dozen fields per schedule, and one HKEYS of it
+// blocks Redis for hundreds of milliseconds at 100,000 schedules.
+func (s *Store) Known(ctx context.Context) ([]string, error) {
 	found := map[string]struct{}{}
-	for _, key := range []string{s.Keys.Cursors, s.Keys.Paused, s.Keys.Stats} {
-		var cursor uint64
-		for {
-			// HSCAN with values: NOVALUES needs Redis 7.4.
-			pairs, next, err := s.rdb.HScan(ctx, key, cursor, "", scanCount).Result()
-			if err != nil {
-				return nil, err
-			}
-			for i := 0; i < len(pairs); i += 2 {
-				f := pairs[i]
-				if key != s.Keys.Stats {
-					found[f] = struct{}{}
-				} else if i := strings.LastIndexByte(f, ':'); i > 0 {
-					found[f[:i]] = struct{}{}
-				}
-			}
-			if cursor = next; cursor == 0 {
-				break
-			}
+	byName := func(name, _ string) { found[name] = struct{}{} }
+	if err := s.scanHash(ctx, s.Keys.Cursors, byName); err != nil {
+		return nil, err
+	}
+	if err := s.scanHash(ctx, s.Keys.Paused, byName); err != nil {
+		return nil, err
+	}
+	err := s.scanHash(ctx, s.Keys.Stats, func(field, _ string) {
+		if i := strings.LastIndexByte(field, ':'); i > 0 {
+			found[field[:i]] = struct{}{}
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	return slices.Collect(maps.Keys(found)), nil
+}
+
+// scanHash calls each with every field and value of key, read in HSCAN
+// steps of scanCount, each of which holds Redis for a moment whatever the
+// size of the hash. A field may come more than once (HSCAN's guarantee
+// allows it while Redis resizes the hash): each must take a repeat as the
+// same field, not a new one.
+func (s *Store) scanHash(ctx context.Context, key string, each func(field, value string)) error {
+	var cursor uint64
+	for {
+		// HSCAN with values: NOVALUES needs Redis 7.4.
+		pairs, next, err := s.rdb.HScan(ctx, key, cursor, "", scanCount).Result()
+		if err != nil {
+			return err
+		}
+		for i := 0; i+1 < len(pairs); i += 2 {
+			each(pairs[i], pairs[i+1])
+		}
+		if cursor = next; cursor == 0 {
+			return nil
+		}
+	}
 }
 
 // backfilled is the key that says the namespace's failing hash was filled

@@ -2,12 +2,14 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/belfry/belfry/runtime/internal/redistest"
 	"github.com/belfry/belfry/runtime/internal/store"
+	"github.com/redis/go-redis/v9"
 )
 
 func setup(t *testing.T) (*store.Store, context.Context) {
@@ -167,15 +169,35 @@ func TestForgetRemovesEveryTraceOfOneSchedule(t *testing.T) {
 	}
 }
 
+// onPrivateRedis is a store on a Redis of its own, whose command
+// statistics only the test moves.
+func onPrivateRedis(t *testing.T) (*store.Store, redis.UniversalClient, context.Context) {
+	t.Helper()
+	rdb := redistest.StartPrivate(t).Client(t)
+	return store.New(rdb, redistest.Uniq("store"), 3, time.Hour), rdb, context.Background()
+}
+
+// wantNoCall fails the test if Redis ran any of commands (lower case)
+// since its statistics were last reset: what did is named.
+func wantNoCall(t *testing.T, rdb redis.UniversalClient, what string, commands ...string) {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range commands {
+		if strings.Contains(info, "cmdstat_"+c+":") {
+			t.Errorf("%s called %s, which reads a whole hash or keyspace:\n%s", what, strings.ToUpper(c), info)
+		}
+	}
+}
+
 // Forget touches the schedule's own state only: it deletes its counters by
 // name, never looking through the stats hash that holds every schedule's
 // (at 100,000 schedules an HKEYS of it held Redis for 1.3 s).
 func TestForgetReadsNoOtherSchedulesState(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	priv := redistest.StartPrivate(t)
-	rdb := priv.Client(t)
-	s := store.New(rdb, redistest.Uniq("store"), 3, time.Hour)
+	s, rdb, ctx := onPrivateRedis(t)
 	if err := rdb.Set(ctx, s.Keys.Lease, "r0|1", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -191,21 +213,49 @@ func TestForgetReadsNoOtherSchedulesState(t *testing.T) {
 	if _, err := s.Forget(ctx, "gone", []string{"enqueued", "last_enqueue"}); err != nil {
 		t.Fatal(err)
 	}
-	info, err := rdb.Info(ctx, "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, whole := range []string{"hkeys", "hgetall", "hvals", "hscan", "keys", "scan"} {
-		if strings.Contains(info, "cmdstat_"+whole+":") {
-			t.Errorf("Forget called %s, which reads other schedules' state:\n%s", strings.ToUpper(whole), info)
-		}
-	}
+	wantNoCall(t, rdb, "Forget", "hkeys", "hgetall", "hvals", "hscan", "keys", "scan")
 	stats, err := s.Stats(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if stats["gone"] != nil || stats["kept"]["enqueued"] != 3 || stats["kept"]["last_enqueue"] != 1000 {
 		t.Errorf("stats after Forget(gone): %v; want kept's alone", stats)
+	}
+}
+
+// The reads of every schedule's state go in HSCAN steps: one HGETALL or
+// HKEYS of the stats hash, a dozen fields a schedule, held Redis for
+// hundreds of milliseconds at 100,000 schedules.
+func TestReadsOfEverySchedulesStateGoInSteps(t *testing.T) {
+	t.Parallel()
+	s, rdb, ctx := onPrivateRedis(t)
+	const schedules = 1500 // more fields than one step reads
+	p := rdb.Pipeline()
+	for i := range schedules {
+		name := fmt.Sprintf("job:%d", i) // a name may hold the separator
+		p.HSet(ctx, s.Keys.Cursors, name, 1)
+		p.HSet(ctx, s.Keys.Stats, name+":enqueued", i, name+":last_enqueue", 1000+i)
+	}
+	if _, err := p.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	stats, err := s.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	known, err := s.Known(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantNoCall(t, rdb, "a read of every schedule", "hgetall", "hkeys", "hvals")
+	if len(stats) != schedules || stats["job:7"]["enqueued"] != 7 || stats["job:7"]["last_enqueue"] != 1007 {
+		t.Errorf("Stats: %d schedules, job:7 %v; want %d, enqueued 7, last_enqueue 1007", len(stats), stats["job:7"], schedules)
+	}
+	if len(known) != schedules {
+		t.Errorf("Known: %d names, want %d", len(known), schedules)
 	}
 }
 
