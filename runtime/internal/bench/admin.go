@@ -83,6 +83,15 @@ type adminSize struct {
 	metricsReads time.Duration
 	// metricsSeries is how many series one scrape writes.
 	metricsSeries int
+	// slow is the slowest call Redis logged over all of the above: the
+	// requests, the background search and Forget. SLOWLOG times a call by
+	// the wall clock, so a call during which Redis's thread waited for a
+	// core counts that wait; heaviest is the command whose calls took
+	// longest on average (INFO commandstats) over the same window, with
+	// that average, which such waits barely move.
+	slow          slowCall
+	heaviest      string
+	heaviestPerOp time.Duration
 }
 
 type adminResults struct {
@@ -137,6 +146,13 @@ func adminAt(addr string, n, repeats int) (adminSize, error) {
 	removed, _ := registry.New(registry.Schedule{Name: "removed-job", Expr: "0 * * * *", Zone: "UTC", Queue: "default", Handler: noop})
 	if err := seedAdmin(ctx, rdb, ns, removed, now); err != nil {
 		return size, fmt.Errorf("seeding: %w", err)
+	}
+	if err := watchSlowCalls(ctx, rdb); err != nil {
+		return size, err
+	}
+	before, err := measureCost(ctx, rdb)
+	if err != nil {
+		return size, err
 	}
 	var commands atomic.Int64
 	counted := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 20})
@@ -274,6 +290,19 @@ func adminAt(addr string, n, repeats int) (adminSize, error) {
 	if left, err := rdb.Exists(ctx, ns+":hist:removed-job").Result(); err != nil || left != 0 {
 		return size, fmt.Errorf("forget left the removed schedule's history (%d, %v)", left, err)
 	}
+	size.slow, err = slowCalls(ctx, rdb)
+	if err != nil {
+		return size, err
+	}
+	after, err := measureCost(ctx, rdb)
+	if err != nil {
+		return size, err
+	}
+	for name, cc := range after.since(before).commands {
+		if perOp := time.Duration(cc.usec) * time.Microsecond / time.Duration(cc.calls); perOp > size.heaviestPerOp {
+			size.heaviest, size.heaviestPerOp = name, perOp
+		}
+	}
 	return size, nil
 }
 
@@ -395,6 +424,12 @@ func (a adminResults) print(w io.Writer) {
 	line("first status read (once, at Run)", "", func(s adminSize) string { return fmt.Sprintf("%.0f ms", msf(s.warm)) })
 	line("removed-schedule search (background, every 15 min)", "", func(s adminSize) string { return fmt.Sprintf("%.0f ms", msf(s.orphans)) })
 	line("forget a removed schedule (one script)", "<= 5 ms at 100k", func(s adminSize) string { return fmt.Sprintf("%.1f ms", msf(s.forget)) })
+	line("slowest Redis call of all the above (SLOWLOG)", "<= 5 ms at 100k", func(s adminSize) string {
+		return fmt.Sprintf("%.1f ms (%s), %d over 5 ms", msf(s.slow.max), s.slow.command, s.slow.over5ms)
+	})
+	line("heaviest command of all the above, mean per call", "", func(s adminSize) string {
+		return fmt.Sprintf("%s %.0f µs", s.heaviest, float64(s.heaviestPerOp)/float64(time.Microsecond))
+	})
 	line("metrics: response size", "", func(s adminSize) string {
 		return fmt.Sprintf("%.1f MB", float64(s.timings[len(s.timings)-1].bytes)/1e6)
 	})
