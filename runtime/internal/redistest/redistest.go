@@ -157,32 +157,46 @@ func (p *Private) Client(t testing.TB) redis.UniversalClient {
 
 // Stall makes the server stop answering everyone for d (DEBUG SLEEP, as
 // a long fork or a slow disk does) and returns once any command sent
-// afterwards, on any connection, waits for the stall to end. The sleep is
-// written to its own socket before Stall returns, so Redis reads it ahead
-// of anything sent later; a client that merely saw a slow reply (a loaded
-// test machine) is not taken for a stalled server. The sleep's reply is
-// awaited when the test ends.
+// afterwards, on any connection, waits for the stall to end: a client that
+// merely saw a slow reply (a loaded test machine) is not taken for a
+// stalled server. d should be well over 50 ms, the probe's patience. The
+// sleep's reply is awaited when the test ends.
 func (p *Private) Stall(t testing.TB, d time.Duration) {
 	t.Helper()
 	conn, err := net.Dial("unix", p.Socket)
 	if err != nil {
 		t.Fatalf("connecting to stall Redis: %v", err)
 	}
+	replies := bufio.NewReader(conn)
+	reply := func(what, want string, within time.Duration) {
+		t.Helper()
+		conn.SetReadDeadline(time.Now().Add(within))
+		got, err := replies.ReadString('\n')
+		if err != nil || got != want {
+			t.Errorf("%s: reply %q, %v", what, got, err)
+		}
+	}
+	// A PING answered first: Redis has accepted this connection and reads
+	// it as it reads every client's, in the order their bytes arrived, so
+	// the sleep written next is read ahead of anything sent afterwards.
+	// Without it, a command on a connection Redis already served can be
+	// read in the same turn of its loop that accepts this one.
+	if _, err := io.WriteString(conn, "*1\r\n$4\r\nPING\r\n"); err != nil {
+		conn.Close()
+		t.Fatalf("sending PING: %v", err)
+	}
+	reply("PING before the stall", "+PONG\r\n", 10*time.Second)
 	secs := strconv.FormatFloat(d.Seconds(), 'f', -1, 64)
-	cmd := fmt.Sprintf("*3\r\n$5\r\nDEBUG\r\n$5\r\nSLEEP\r\n$%d\r\n%s\r\n", len(secs), secs)
-	if _, err := io.WriteString(conn, cmd); err != nil {
+	if _, err := fmt.Fprintf(conn, "*3\r\n$5\r\nDEBUG\r\n$5\r\nSLEEP\r\n$%d\r\n%s\r\n", len(secs), secs); err != nil {
 		conn.Close()
 		t.Fatalf("sending DEBUG SLEEP: %v", err)
 	}
 	t.Cleanup(func() {
 		defer conn.Close()
-		conn.SetReadDeadline(time.Now().Add(2*d + 5*time.Second))
-		reply, err := bufio.NewReader(conn).ReadString('\n')
-		if err != nil || reply != "+OK\r\n" {
-			t.Errorf("DEBUG SLEEP %s: reply %q, %v", secs, reply, err)
-		}
+		reply("DEBUG SLEEP "+secs, "+OK\r\n", 2*d+5*time.Second)
 	})
-	// Confirm it: a ping sent now is read after the sleep, so it times out.
+	// Confirm it (DEBUG may be refused): a ping sent now waits for the
+	// sleep, so it times out.
 	probe := redis.NewClient(&redis.Options{Network: "unix", Addr: p.Socket, ReadTimeout: 50 * time.Millisecond, MaxRetries: -1})
 	defer probe.Close()
 	WaitFor(t, d/2, "Redis to stall", func() bool { return probe.Ping(context.Background()).Err() != nil })

@@ -2,6 +2,7 @@ package redistest_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,9 +30,12 @@ func TestPrivateTCPKeepsItsAddressAcrossRestarts(t *testing.T) {
 	}
 }
 
-// A command sent on a fresh connection right after Stall returns is served
-// only when the stall ends: tests rely on "after Stall, Redis is stalled",
-// not on a probe's timeout that a loaded machine can fake.
+// A command sent right after Stall returns, on a connection Redis served
+// before, is answered only when the stall ends: tests rely on "after
+// Stall, Redis is stalled", not on a probe's timeout that a loaded machine
+// can fake. Here Redis is stopped while Stall starts, as a loaded machine
+// may keep it from running: Stall must not return before the sleep is
+// queued ahead of that command.
 func TestACommandSentAfterStallWaitsForIt(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -42,14 +46,19 @@ func TestACommandSentAfterStallWaitsForIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	const stall = 2 * time.Second
-	began := time.Now()
+	priv.Pause()
+	var resumed atomic.Int64
+	time.AfterFunc(300*time.Millisecond, func() { // the probe gives up after 50 ms
+		resumed.Store(time.Now().UnixNano())
+		priv.Resume()
+	})
 	priv.Stall(t, stall)
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	// began precedes the sleep, so a ping that waited for the sleep is
-	// served at least the whole stall after began.
-	if served := time.Since(began); served < stall {
-		t.Errorf("a ping sent after Stall(%s) was served %s after the stall began", stall, served.Round(time.Millisecond))
+	// The sleep began after Redis was resumed, so a ping that waited for
+	// it is served at least the whole stall after that.
+	if served := time.Since(time.Unix(0, resumed.Load())); resumed.Load() == 0 || served < stall {
+		t.Errorf("a ping sent after Stall(%s) was served %s after Redis resumed", stall, served.Round(time.Millisecond))
 	}
 }
