@@ -295,7 +295,9 @@ func (s *Store) Records(ctx context.Context, ids []string) ([]Record, error) {
 // Stats returns every schedule's counters: schedule -> counter -> value.
 // It reads the stats hash in HSCAN steps: the hash holds a dozen fields a
 // schedule, and one HGETALL of it would hold Redis for hundreds of
-// milliseconds at 100,000 schedules.
+// milliseconds at 100,000 schedules. So it is not a read of one moment:
+// counters written while it runs may or may not be in it, one schedule's
+// fields possibly from different steps.
 func (s *Store) Stats(ctx context.Context) (map[string]map[string]int64, error) {
 	out := map[string]map[string]int64{}
 	err := s.scanHash(ctx, s.Keys.Stats, func(field, v string) {
@@ -316,7 +318,8 @@ func (s *Store) Stats(ctx context.Context) (map[string]map[string]int64, error) 
 }
 
 // Forget removes every trace of a schedule and reports how many keys and
-// fields it removed; counters names every counter a schedule can have.
+// fields it removed; counters names every counter a schedule can have (a
+// few dozen at most: the script unpacks them into one HDEL).
 func (s *Store) Forget(ctx context.Context, name string, counters []string) (int64, error) {
 	args := make([]any, 0, 2+len(counters))
 	args = append(args, s.Keys.Prefix, name)
