@@ -39,6 +39,7 @@ func TestTheRuntimesReadsObeyTheirDeadlinesOnAServiceClient(t *testing.T) {
 		{"Snapshot", func(ctx context.Context) error { _, err := rt.Snapshot(ctx); return err }},
 		{"History", func(ctx context.Context) error { _, err := rt.History(ctx, "nightly", 10); return err }},
 		{"Orphans", func(ctx context.Context) error { _, err := rt.Orphans(ctx); return err }},
+		{"Counters", func(ctx context.Context) error { _, err := rt.Counters(ctx); return err }},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), bound)
 		start := time.Now()

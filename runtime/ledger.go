@@ -323,13 +323,14 @@ func countersOf(m map[string]int64) Counters {
 // Counters returns every schedule's counters, the removed schedules'
 // included, read in steps that each hold Redis for a moment (at 100,000
 // schedules, about 1,300 of them). Counters written meanwhile may or may
-// not be in it.
+// not be in it. It returns by ctx's deadline whatever the client (see
+// bounded).
 func (r *Runtime) Counters(ctx context.Context) (map[string]Counters, error) {
 	out := make(map[string]Counters, r.reg.Len())
 	if r.disabled != "" {
 		return out, nil
 	}
-	stats, err := r.store.Stats(ctx)
+	stats, err := bounded(ctx, r.store.Stats)
 	if err != nil {
 		return nil, err
 	}
