@@ -21,7 +21,9 @@ func TestTheRuntimesReadsObeyTheirDeadlinesOnAServiceClient(t *testing.T) {
 	srv := startPrivateRedis(t)
 	rdb := redis.NewClient(&redis.Options{Network: "unix", Addr: srv.Socket}) // the defaults a service would use
 	t.Cleanup(func() { rdb.Close() })
-	reg := registry.MustNew(idleSchedule())
+	family := registry.Schedule{Name: "reports", Expr: "0 9 * * MON", Per: "tenant",
+		Handler: func(context.Context, registry.Occurrence) error { return nil }}
+	reg := registry.MustNew(idleSchedule(), family)
 	rt, err := runtime.New(reg, runtime.Options{Redis: rdb, Namespace: uniq("bounded"), Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -29,10 +31,12 @@ func TestTheRuntimesReadsObeyTheirDeadlinesOnAServiceClient(t *testing.T) {
 	if _, err := rt.Snapshot(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	srv.Stall(t, 5*time.Second)
-
+	acme := runtime.Member{Key: "acme"}
+	if _, err := rt.SetMember(context.Background(), "reports", acme); err != nil {
+		t.Fatal(err)
+	}
 	const bound = 300 * time.Millisecond
-	for _, read := range []struct {
+	reads := []struct {
 		name string
 		do   func(context.Context) error
 	}{
@@ -40,7 +44,21 @@ func TestTheRuntimesReadsObeyTheirDeadlinesOnAServiceClient(t *testing.T) {
 		{"History", func(ctx context.Context) error { _, err := rt.History(ctx, "nightly", 10); return err }},
 		{"Orphans", func(ctx context.Context) error { _, err := rt.Orphans(ctx); return err }},
 		{"Counters", func(ctx context.Context) error { _, err := rt.Counters(ctx); return err }},
-	} {
+		{"Paused", func(ctx context.Context) error { _, err := rt.Paused(ctx); return err }},
+		// A family's reads, which the admin makes for each family it lists.
+		{"MemberCount", func(ctx context.Context) error { _, err := rt.MemberCount(ctx, "reports"); return err }},
+		{"FamilyNext", func(ctx context.Context) error { _, err := rt.FamilyNext(ctx, "reports"); return err }},
+		{"Member", func(ctx context.Context) error { _, err := rt.Member(ctx, "reports", "acme"); return err }},
+		{"Members", func(ctx context.Context) error { _, _, err := rt.Members(ctx, "reports", "", 10); return err }},
+		{"MemberInfos", func(ctx context.Context) error {
+			_, err := rt.MemberInfos(ctx, "reports", []runtime.Member{acme})
+			return err
+		}},
+		{"MemberHistory", func(ctx context.Context) error { _, err := rt.MemberHistory(ctx, "reports", "acme", 10); return err }},
+	}
+	// Long enough for every read to give up, and the health check after.
+	srv.Stall(t, time.Duration(len(reads))*bound+4*time.Second)
+	for _, read := range reads {
 		ctx, cancel := context.WithTimeout(context.Background(), bound)
 		start := time.Now()
 		err := read.do(ctx)

@@ -305,14 +305,24 @@ func (r *Runtime) Member(ctx context.Context, family, key string) (Member, error
 	if err != nil {
 		return Member{}, err
 	}
-	vs, ok, err := r.store.Members(ctx, family, []string{key})
+	type found struct {
+		v  store.MemberValue
+		ok bool
+	}
+	f, err := bounded(ctx, func(ctx context.Context) (found, error) {
+		vs, ok, err := r.store.Members(ctx, family, []string{key})
+		if err != nil {
+			return found{}, err
+		}
+		return found{vs[0], ok[0]}, nil
+	})
 	if err != nil {
 		return Member{}, err
 	}
-	if !ok[0] {
+	if !f.ok {
 		return Member{}, fmt.Errorf("%w %q in %s", ErrNoMember, key, family)
 	}
-	return r.memberOf(fam, vs[0]), nil
+	return r.memberOf(fam, f.v), nil
 }
 
 // Members returns a page of about limit members (in no particular order)
@@ -334,7 +344,15 @@ func (r *Runtime) SearchMembers(ctx context.Context, family, substr, cursor stri
 	if substr != "" {
 		match = "*" + globEscape(substr) + "*"
 	}
-	vs, next, err := r.store.ScanMembers(ctx, family, cursor, match, limit)
+	type scanned struct {
+		vs   []store.MemberValue
+		next string
+	}
+	got, err := bounded(ctx, func(ctx context.Context) (scanned, error) {
+		vs, next, err := r.store.ScanMembers(ctx, family, cursor, match, limit)
+		return scanned{vs, next}, err
+	})
+	vs, next := got.vs, got.next
 	if errors.Is(err, store.ErrBadCursor) {
 		return nil, "", badMember("bad cursor %q: pass the one the previous page returned, or \"\" for the first", cursor)
 	}
@@ -364,7 +382,7 @@ func (r *Runtime) MemberCount(ctx context.Context, family string) (int64, error)
 	if _, err := r.family(family); err != nil {
 		return 0, err
 	}
-	return r.store.MemberCount(ctx, family)
+	return bounded(ctx, func(ctx context.Context) (int64, error) { return r.store.MemberCount(ctx, family) })
 }
 
 // MemberSchedule returns the schedule a member follows: the family's in
@@ -396,7 +414,9 @@ func (r *Runtime) FamilyNext(ctx context.Context, family string) (time.Time, err
 	if err != nil {
 		return time.Time{}, err
 	}
-	buckets, err := r.store.BucketsChangedAfter(ctx, family, -1)
+	buckets, err := bounded(ctx, func(ctx context.Context) ([]store.BucketVersion, error) {
+		return r.store.BucketsChangedAfter(ctx, family, -1)
+	})
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -445,20 +465,30 @@ func (r *Runtime) MemberInfos(ctx context.Context, family string, ms []Member) (
 	for i, m := range ms {
 		keys[i] = m.Key
 	}
-	lasts, ok, err := r.store.MemberLasts(ctx, family, keys)
+	type state struct {
+		lasts            []store.MemberLast
+		ok               []bool
+		pauses           []*store.Pause
+		stored           []store.MemberValue
+		known, hasCursor []bool
+		cursors          []store.MemberCursor
+	}
+	st, err := bounded(ctx, func(ctx context.Context) (st state, err error) {
+		if st.lasts, st.ok, err = r.store.MemberLasts(ctx, family, keys); err != nil {
+			return st, err
+		}
+		if st.pauses, err = r.store.MemberPauses(ctx, family, keys); err != nil {
+			return st, err
+		}
+		// The next run is the leader's: after the member's since (a
+		// change's floor) and its cursor's floor, as planMembers reckons it.
+		st.stored, st.known, st.cursors, st.hasCursor, err = r.store.MemberStates(ctx, family, keys)
+		return st, err
+	})
 	if err != nil {
 		return nil, err
 	}
-	pauses, err := r.store.MemberPauses(ctx, family, keys)
-	if err != nil {
-		return nil, err
-	}
-	// The next run is the leader's: after the member's since (a change's
-	// floor) and its cursor's floor, as planMembers reckons it.
-	stored, known, cursors, hasCursor, err := r.store.MemberStates(ctx, family, keys)
-	if err != nil {
-		return nil, err
-	}
+	lasts, ok, pauses, stored, known, cursors, hasCursor := st.lasts, st.ok, st.pauses, st.stored, st.known, st.cursors, st.hasCursor
 	now := r.clock.Now()
 	cache := &memberSchedules{fam: fam}
 	out := make([]MemberInfo, len(ms))

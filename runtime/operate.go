@@ -80,7 +80,7 @@ func (r *Runtime) Paused(ctx context.Context) (map[string]Pause, error) {
 		return out, nil
 	}
 	names := r.names()
-	pauses, err := r.store.Pauses(ctx, names)
+	pauses, err := bounded(ctx, func(ctx context.Context) ([]*store.Pause, error) { return r.store.Pauses(ctx, names) })
 	if err != nil {
 		return nil, err
 	}
