@@ -45,6 +45,9 @@ func TestTheRuntimesReadsObeyTheirDeadlinesOnAServiceClient(t *testing.T) {
 		{"Orphans", func(ctx context.Context) error { _, err := rt.Orphans(ctx); return err }},
 		{"Counters", func(ctx context.Context) error { _, err := rt.Counters(ctx); return err }},
 		{"Paused", func(ctx context.Context) error { _, err := rt.Paused(ctx); return err }},
+		{"Cluster", func(ctx context.Context) error { _, err := rt.Cluster(ctx); return err }},
+		{"LostWrites", func(ctx context.Context) error { _, err := rt.LostWrites(ctx); return err }},
+		{"MisroutedOccurrences", func(ctx context.Context) error { _, err := rt.MisroutedOccurrences(ctx); return err }},
 		// A family's reads, which the admin makes for each family it lists.
 		{"MemberCount", func(ctx context.Context) error { _, err := rt.MemberCount(ctx, "reports"); return err }},
 		{"FamilyNext", func(ctx context.Context) error { _, err := rt.FamilyNext(ctx, "reports"); return err }},

@@ -336,7 +336,7 @@ func (r *Runtime) LostWrites(ctx context.Context) ([]LostWrites, error) {
 	if r.disabled != "" {
 		return nil, nil
 	}
-	stored, err := r.store.Lost(ctx)
+	stored, err := bounded(ctx, r.store.Lost)
 	out := make([]LostWrites, len(stored))
 	for i, l := range stored {
 		out[i] = LostWrites{At: unixMilli(l.At), Replica: l.Replica, Reason: l.Reason,
