@@ -396,6 +396,8 @@ func (r *Runtime) Cluster(ctx context.Context) (Cluster, error) {
 	if r.disabled != "" {
 		return Cluster{}, nil
 	}
-	h, err := lease.Observe(ctx, r.rdb, r.store.Keys, r.lease.HeartbeatStale())
+	h, err := bounded(ctx, func(ctx context.Context) (lease.Holder, error) {
+		return lease.Observe(ctx, r.rdb, r.store.Keys, r.lease.HeartbeatStale())
+	})
 	return Cluster{Leader: h.Replica, Token: h.Token, Replicas: h.Replicas}, err
 }

@@ -330,7 +330,7 @@ func (r *Runtime) MisroutedOccurrences(ctx context.Context) ([]Misrouted, error)
 		}
 	}
 	cmds := make([]*redis.MapStringStringCmd, len(queues))
-	_, err := lease.Obey(ctx, func(ctx context.Context) ([]redis.Cmder, error) {
+	_, err := bounded(ctx, func(ctx context.Context) ([]redis.Cmder, error) {
 		return r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, q := range queues {
 				cmds[i] = p.HGetAll(ctx, misroutedKey(q))
