@@ -8,9 +8,9 @@ import (
 	"github.com/belfry/belfry/runtime/internal/lease"
 )
 
-// The runtime's own reads (the admin page, the JSON API, health, metrics)
-// return by their caller's deadline, whatever client the service gave the
-// runtime. go-redis honours a context deadline only on a client built with
+// The runtime's reads (every public read method, and so the admin page,
+// the JSON API, health and metrics) return by their caller's deadline,
+// whatever client the service gave the runtime. go-redis honours a context deadline only on a client built with
 // ContextTimeoutEnabled, which the runtime sets on every client it makes
 // (RedisURL); a client from Options.Redis is the service's, shared and
 // configured as it chose, so each read runs under lease.Obey instead. A
