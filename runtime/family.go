@@ -455,7 +455,7 @@ type MemberInfo struct {
 }
 
 // MemberInfos adds each member's next run (after now) and last run, in
-// one round trip for the page.
+// three round trips for the page, whatever its size.
 func (r *Runtime) MemberInfos(ctx context.Context, family string, ms []Member) ([]MemberInfo, error) {
 	fam, err := r.family(family)
 	if err != nil {
@@ -488,27 +488,26 @@ func (r *Runtime) MemberInfos(ctx context.Context, family string, ms []Member) (
 	if err != nil {
 		return nil, err
 	}
-	lasts, ok, pauses, stored, known, cursors, hasCursor := st.lasts, st.ok, st.pauses, st.stored, st.known, st.cursors, st.hasCursor
 	now := r.clock.Now()
 	cache := &memberSchedules{fam: fam}
 	out := make([]MemberInfo, len(ms))
 	for i, m := range ms {
 		out[i].Member = m
-		if p := pauses[i]; p != nil && m.Paused {
+		if p := st.pauses[i]; p != nil && m.Paused {
 			pause := pauseOf(*p)
 			out[i].Pause = &pause
 		}
 		if s, err := cache.get(m.Zone, m.Expr); err == nil {
 			since := now
-			if known[i] {
-				since = later(since, time.Unix(stored[i].Since, 0))
+			if st.known[i] {
+				since = later(since, time.Unix(st.stored[i].Since, 0))
 			}
-			if next := s.Next(memberFloor(since, cursors[i], hasCursor[i], s.Location())); !next.IsZero() {
+			if next := s.Next(memberFloor(since, st.cursors[i], st.hasCursor[i], s.Location())); !next.IsZero() {
 				out[i].Next = next.In(s.Location())
 			}
 		}
-		if ok[i] {
-			l := lasts[i]
+		if st.ok[i] {
+			l := st.lasts[i]
 			id := l.ID
 			if id == "" {
 				id = r.memberScope(fam, m.Key).ID(time.Unix(l.Slot, 0))
