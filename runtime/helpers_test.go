@@ -64,8 +64,14 @@ func (e *executions) slots(name string) map[int64]int {
 // startWorker runs an asynq server for queue until the test ends.
 func startWorker(t testing.TB, rdb redis.UniversalClient, queue string, register func(*asynq.ServeMux)) {
 	t.Helper()
+	startWorkerN(t, rdb, queue, 4, register)
+}
+
+// startWorkerN is startWorker with n concurrent workers.
+func startWorkerN(t testing.TB, rdb redis.UniversalClient, queue string, n int, register func(*asynq.ServeMux)) {
+	t.Helper()
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
-		Queues: map[string]int{queue: 1}, Concurrency: 4, TaskCheckInterval: 20 * time.Millisecond,
+		Queues: map[string]int{queue: 1}, Concurrency: n, TaskCheckInterval: 20 * time.Millisecond,
 		ShutdownTimeout: 5 * time.Second, Logger: quietAsynq{}, LogLevel: asynq.FatalLevel,
 		// Retries at once, so tests of retried handlers take milliseconds.
 		RetryDelayFunc:           func(int, error, *asynq.Task) time.Duration { return time.Millisecond },

@@ -145,21 +145,21 @@ func (r *Runtime) Middleware() registry.Middleware {
 				maxRetry = s.MaxRetry
 			}
 			start := r.clock.Now()
+			mark, other, err := r.markStart(ctx, attempt)
+			if other != nil {
+				// The ledger has the other delivery's record of the attempt.
+				r.log.Warn("not running an attempt that another delivery of its task ran (a failover delivered it twice)",
+					"id", occ.Key(), "attempt", attempt, "failed", other.err != nil)
+				return other.err
+			}
 			r.recordExecution(ctx, occ, attempt, OutcomeRunning, start, "started_at", start.UnixMilli(),
 				"max_retry", maxRetry, "replica", r.opts.Replica, "finished_at", 0, "duration_ms", 0, "error", "")
-			done := make(chan error, 1)
-			go func() { done <- callRecovering(ctx, next, occ) }()
-			var err error
-			select {
-			case err = <-done:
-				// A handler that returned nil after its deadline still
-				// overran it: asynq has already failed the attempt.
-				if err == nil && ctx.Err() != nil {
-					err = ctx.Err()
-				}
-			case <-ctx.Done():
-				err = ctx.Err()
+			if err == nil {
+				stop := mark.keepAlive(ctx)
+				err = runHandler(ctx, next, occ)
+				stop()
 			}
+			mark.finish(ctx, err)
 			end := r.clock.Now()
 			outcome := OutcomeSucceeded
 			if err != nil {
@@ -181,6 +181,23 @@ func (r *Runtime) Middleware() registry.Middleware {
 			r.emit(Event{Schedule: s.Name, Outcome: outcome, Manual: occ.Manual, Duration: end.Sub(start)})
 			return err
 		}
+	}
+}
+
+// runHandler runs the handler until it returns or its deadline passes.
+func runHandler(ctx context.Context, next registry.HandlerFunc, occ registry.Occurrence) error {
+	done := make(chan error, 1)
+	go func() { done <- callRecovering(ctx, next, occ) }()
+	select {
+	case err := <-done:
+		// A handler that returned nil after its deadline still overran
+		// it: asynq has already failed the attempt.
+		if err == nil && ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

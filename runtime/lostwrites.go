@@ -264,7 +264,10 @@ func (r *Runtime) learnEpoch(ctx context.Context) {
 	}
 }
 
-func newEpoch() string {
+func newEpoch() string { return randomHex() }
+
+// randomHex is 16 random hex digits: an epoch, a request key, a token.
+func randomHex() string {
 	var b [8]byte
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])

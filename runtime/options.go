@@ -82,9 +82,13 @@ type Options struct {
 	// lost meanwhile is recorded lost, not run again), a renewal makes the
 	// holder step down. The operator's writes (Pause, Resume, member
 	// changes, manual runs) wait too, and return ErrNotAcked when too few
-	// replicas answer: Redis ran them, but a failover may undo them. Each
-	// write then costs a round trip to a replica more, and scheduling stops
-	// while fewer replicas answer. See the README.
+	// replicas answer: Redis ran them, but a failover may undo them. The
+	// workers of a runtime with ReplicaAcks (RegisterHandlers) mark each
+	// attempt's start in its task and wait for the acknowledgement before
+	// the handler runs, so a failover that loses a worker's dequeue does
+	// not run the attempt a second time. Each write then
+	// costs a round trip to a replica more, and scheduling stops while
+	// fewer replicas answer. See the README.
 	ReplicaAcks int
 	// ReplicaAckTimeout bounds each wait for ReplicaAcks; default 1s (or
 	// LeaseTTL/5 if that is shorter), and below LeaseTTL/3, a lease call's

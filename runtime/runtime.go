@@ -3,8 +3,6 @@ package runtime
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -337,9 +335,7 @@ var requestKeyRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 // requestKeyOf checks a manual run's request key, or makes a fresh one.
 func requestKeyOf(key string) (string, error) {
 	if key == "" {
-		var b [8]byte
-		rand.Read(b[:])
-		return hex.EncodeToString(b[:]), nil
+		return randomHex(), nil
 	}
 	if !requestKeyRE.MatchString(key) {
 		return "", fmt.Errorf("%w %q: want 1-64 letters, digits, '-' or '_'", ErrBadRequestKey, key)
