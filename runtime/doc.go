@@ -33,10 +33,11 @@
 //
 // Exactly once here means enqueued once. asynq delivers at least once (a
 // worker that dies mid-task is retried), so a handler keys its effects on
-// occ.Key() or occ.Slot. With Options.ReplicaAcks a failover adds no
-// second run: a worker's dequeue that a failover loses would have the new
-// primary deliver the attempt again, and the start mark each worker has a
-// replica acknowledge before its handler runs stops that delivery.
+// occ.Key() or occ.Slot. With Options.ReplicaAcks a failover that loses
+// a worker's dequeue does not run the attempt again: the new primary
+// delivers it again, and the start mark each worker has a replica
+// acknowledge before its handler runs stops that delivery (the README
+// says what remains).
 //
 // # Lease and fencing
 //

@@ -64,17 +64,24 @@ func (e *executions) slots(name string) map[int64]int {
 // startWorker runs an asynq server for queue until the test ends.
 func startWorker(t testing.TB, rdb redis.UniversalClient, queue string, register func(*asynq.ServeMux)) {
 	t.Helper()
-	startWorkerN(t, rdb, queue, 4, register)
+	// Retries at once, so tests of retried handlers take milliseconds.
+	startWorkerWith(t, rdb, queue, register, workerConfig{Concurrency: 4, RetryDelay: time.Millisecond, ShutdownTimeout: 5 * time.Second})
 }
 
-// startWorkerN is startWorker with n concurrent workers.
-func startWorkerN(t testing.TB, rdb redis.UniversalClient, queue string, n int, register func(*asynq.ServeMux)) {
+// workerConfig is what tests vary in an asynq server.
+type workerConfig struct {
+	Concurrency                 int
+	RetryDelay, ShutdownTimeout time.Duration
+}
+
+// startWorkerWith is startWorker with c; it returns the server, which
+// the test may shut down before it ends.
+func startWorkerWith(t testing.TB, rdb redis.UniversalClient, queue string, register func(*asynq.ServeMux), c workerConfig) *asynq.Server {
 	t.Helper()
 	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
-		Queues: map[string]int{queue: 1}, Concurrency: n, TaskCheckInterval: 20 * time.Millisecond,
-		ShutdownTimeout: 5 * time.Second, Logger: quietAsynq{}, LogLevel: asynq.FatalLevel,
-		// Retries at once, so tests of retried handlers take milliseconds.
-		RetryDelayFunc:           func(int, error, *asynq.Task) time.Duration { return time.Millisecond },
+		Queues: map[string]int{queue: 1}, Concurrency: c.Concurrency, TaskCheckInterval: 20 * time.Millisecond,
+		ShutdownTimeout: c.ShutdownTimeout, Logger: quietAsynq{}, LogLevel: asynq.FatalLevel,
+		RetryDelayFunc:           func(int, error, *asynq.Task) time.Duration { return c.RetryDelay },
 		DelayedTaskCheckInterval: 50 * time.Millisecond,
 	})
 	mux := asynq.NewServeMux()
@@ -83,6 +90,7 @@ func startWorkerN(t testing.TB, rdb redis.UniversalClient, queue string, n int, 
 		t.Fatalf("starting asynq server: %v", err)
 	}
 	t.Cleanup(srv.Shutdown)
+	return srv
 }
 
 type quietAsynq struct{}

@@ -146,19 +146,23 @@ func (r *Runtime) Middleware() registry.Middleware {
 			}
 			start := r.clock.Now()
 			mark, other, err := r.markStart(ctx, attempt)
-			if other != nil {
+			switch {
+			case other != nil:
 				// The ledger has the other delivery's record of the attempt.
 				r.log.Warn("not running an attempt that another delivery of its task ran (a failover delivered it twice)",
 					"id", occ.Key(), "attempt", attempt, "failed", other.err != nil)
 				return other.err
+			case err != nil:
+				// Nothing ran, and the ledger's record of the attempt, if
+				// any, is the other delivery's: leave it as it is.
+				r.log.Warn("attempt not started", "id", occ.Key(), "attempt", attempt, "err", err)
+				return err
 			}
 			r.recordExecution(ctx, occ, attempt, OutcomeRunning, start, "started_at", start.UnixMilli(),
 				"max_retry", maxRetry, "replica", r.opts.Replica, "finished_at", 0, "duration_ms", 0, "error", "")
-			if err == nil {
-				stop := mark.keepAlive(ctx)
-				err = runHandler(ctx, next, occ)
-				stop()
-			}
+			stop := mark.keepAlive(ctx)
+			err = runHandler(ctx, next, occ)
+			stop()
 			mark.finish(ctx, err)
 			end := r.clock.Now()
 			outcome := OutcomeSucceeded

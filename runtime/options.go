@@ -86,7 +86,8 @@ type Options struct {
 	// workers of a runtime with ReplicaAcks (RegisterHandlers) mark each
 	// attempt's start in its task and wait for the acknowledgement before
 	// the handler runs, so a failover that loses a worker's dequeue does
-	// not run the attempt a second time. Each write then
+	// not run the attempt a second time; call Close after the workers'
+	// Shutdown. Each write then
 	// costs a round trip to a replica more, and scheduling stops while
 	// fewer replicas answer. See the README.
 	ReplicaAcks int

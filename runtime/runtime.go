@@ -56,8 +56,11 @@ type Runtime struct {
 	lateness   lateness
 	// familyLate carries the family loop's dispatches to the schedule
 	// loop, which owns the commits a handover must flush first.
-	familyLate  chan familyDispatch
-	inDoubt     inDoubt // enqueues no replica acknowledged (ReplicaAcks)
+	familyLate chan familyDispatch
+	inDoubt    inDoubt // enqueues no replica acknowledged (ReplicaAcks)
+	// marks counts the attempts this runtime's workers hold a start mark
+	// for and have not yet recorded the end of (start.go).
+	marks       atomic.Int64
 	statusIndex statusIndex
 
 	// identity tells this registry's service from others in the namespace;
@@ -237,8 +240,13 @@ func (r *Runtime) Run(ctx context.Context) error {
 }
 
 // Close releases the clients the runtime owns. A shared Options.Redis
-// client is left open: closing it is the caller's job.
+// client is left open: closing it is the caller's job. With ReplicaAcks it
+// first waits, briefly, for its workers' attempts to record their ends
+// (see Options.ReplicaAcks): call it after the asynq server's Shutdown.
 func (r *Runtime) Close() error {
+	// A worker shut down just before cancelled its attempts; their marks'
+	// last writes let the next deliveries run them at once.
+	r.waitMarks()
 	// asynq's Inspector holds nothing but the redis client it was built
 	// on (its Close only says so, as an error).
 	if r.ownsClient {

@@ -17,32 +17,52 @@ import (
 // ReplicaAcks the runtime promises that a failover loses no occurrence it
 // counted; it also keeps one from running twice this way. Before the
 // handler starts, the worker marks the attempt as its own in the task's
-// hash (pipeline.Start) and waits until a replica acknowledges the mark,
-// so the new primary has it. A second delivery of the same attempt finds
-// the mark and does not run the handler: it waits for the first to end
-// and ends as it did — done if it succeeded, failed (so that asynq
-// retries or archives the task as the first delivery's failure would
-// have) if it failed. A retry is a later attempt and runs as usual, and so
-// does the retry of an attempt whose worker died (asynq's recoverer).
-//
-// Without ReplicaAcks nothing is marked: a failover may lose the mark with
-// the dequeue, and the handler's own idempotence (occ.Key) is the guard.
+// hash (pipeline.Start) and waits until a replica acknowledges the mark.
+// A worker whose mark went to a primary that failed over before a replica
+// had it writes it again on the new primary, where the task is pending
+// again, before it runs anything; whichever delivery marks the attempt
+// there first runs it. The other does not run the handler: it waits for
+// the first to end and ends as it did — done if it succeeded, failed if
+// it failed (so that asynq retries or archives the task as the first
+// delivery's failure would have). A retry is a later attempt and runs as
+// usual.
 //
 // The holder renews its mark while the handler runs. A delivery that finds
 // the attempt held by a worker that died (or shut down: asynq puts an
 // unfinished task back as it was, same attempt) runs it once the mark
-// expires, a lease TTL after the last renewal; a worker that shuts down
-// and can still write removes its mark at once.
+// expires; a worker that shuts down and can still write removes its mark
+// at once, and Close waits briefly for those writes.
 //
-// What remains: the worker does not run the handler until a replica has
-// the mark, and records the attempt failed if that never happens before
-// the task's deadline; and an attempt whose worker ran the handler to the
-// end but lost its verdict in a second failover before a replica had it
-// runs again when asynq retries the task, as without marks.
+// Without ReplicaAcks nothing is marked: a failover may lose the mark with
+// the dequeue, and the handler's own idempotence (occ.Key) is the guard.
+//
+// What remains, beside that: a worker that cannot get its mark
+// acknowledged (fewer replicas answer than ReplicaAcks asks) runs the
+// handler after the mark's TTL anyway, with a warning, rather than hold
+// the task until it fails — a failover in that window may still run the
+// attempt twice; an attempt whose worker ran the handler but lost its
+// verdict in a failover before a replica had it runs again when asynq
+// retries the task; and a handler that ignores its context may still be
+// running when its worker, shut down, gives the attempt up.
 
 // startRetryMax bounds the wait between tries of a start mark: while a
 // failover is under way, or another delivery of the attempt runs.
 const startRetryMax = time.Second
+
+// markTTLMin is the shortest a running mark lasts unless renewed.
+const markTTLMin = 500 * time.Millisecond
+
+// markTTL is how long a running mark lasts unless renewed: a lease TTL,
+// the time a holder is given elsewhere, but at most a quarter of what is
+// left of the task's time, so that a delivery that waits for a dead
+// holder's mark to expire still has time to run the handler.
+func (r *Runtime) markTTL(ctx context.Context) time.Duration {
+	ttl := r.opts.LeaseTTL
+	if deadline, ok := ctx.Deadline(); ok {
+		ttl = min(ttl, max(time.Until(deadline)/4, markTTLMin))
+	}
+	return ttl
+}
 
 // ranElsewhere is the verdict on an attempt another delivery of the task
 // ran: nil if it succeeded.
@@ -55,12 +75,13 @@ type startMark struct {
 	key     string
 	attempt int
 	token   string
+	ttl     time.Duration
 }
 
 // markStart claims the attempt of ctx's task. It returns the mark when
 // this delivery is to run the attempt (nil with marks off or outside
 // asynq), the other delivery's verdict when another ran it, or an error
-// when no replica acknowledged the mark before ctx ended.
+// when Redis took no mark before ctx ended.
 func (r *Runtime) markStart(ctx context.Context, attempt int) (*startMark, *ranElsewhere, error) {
 	acks := r.opts.acks()
 	id, okID := asynq.GetTaskID(ctx)
@@ -68,32 +89,41 @@ func (r *Runtime) markStart(ctx context.Context, attempt int) (*startMark, *ranE
 	if !acks.On() || !okID || !okQueue {
 		return nil, nil, nil
 	}
-	m := &startMark{r: r, key: pipeline.TaskKey(queue, id), attempt: attempt, token: randomHex()}
+	m := &startMark{r: r, key: pipeline.TaskKey(queue, id), attempt: attempt, token: randomHex(), ttl: r.markTTL(ctx)}
+	began := time.Now()
 	wait := 50 * time.Millisecond
-	seen := false // the task's hash was there at an earlier try
+	var digest string // of the task's message as this delivery found it
 	for {
-		s, err := acks.ClaimStart(ctx, r.rdb, m.key, attempt, m.token, m.ttl())
+		s, d, err := acks.ClaimStart(ctx, r.rdb, m.key, attempt, m.token, digest, m.ttl)
 		switch {
-		case errors.Is(err, pipeline.ErrNoTask) && !seen:
+		case errors.Is(err, pipeline.ErrNoTask) && digest == "":
 			// The task is gone already (the data was lost, or flushed):
 			// the copy this worker holds is the only one left.
 			return nil, nil, nil
 		case errors.Is(err, pipeline.ErrNoTask):
-			// Another delivery ran it to the end meanwhile, and asynq
-			// deleted it.
+			// It was there at an earlier try: another delivery ran it to
+			// the end meanwhile, and asynq deleted it.
 			return nil, &ranElsewhere{}, nil
-		case (err == nil || errors.Is(err, pipeline.ErrNotAcked)) && s.Token != m.token && s.Finished():
+		case err != nil && !errors.Is(err, pipeline.ErrNotAcked):
+			// Redis unreachable (mid-failover): try again.
+		case s.Token != m.token && s.Finished():
 			return nil, elsewhere(s, queue, id), nil
-		case err == nil && s.Token == m.token:
-			return m, nil, nil
+		case s.Token != m.token:
+			// Another delivery runs the attempt: wait for its end.
+		case err == nil:
+			return m.held(), nil, nil
+		case time.Since(began) >= m.ttl:
+			r.log.Warn("running an attempt whose start mark no Redis replica acknowledged: a failover now could run it twice",
+				"task", m.key, "attempt", attempt, "err", err)
+			return m.held(), nil, nil
 		}
-		seen = seen || err == nil || errors.Is(err, pipeline.ErrNotAcked)
-		// Not acknowledged yet, Redis unreachable mid-failover, or another
-		// delivery is running the attempt: try again.
+		if d != "" {
+			digest = d
+		}
 		select {
 		case <-ctx.Done():
 			if err == nil {
-				err = fmt.Errorf("another delivery of the task (%s) is running attempt %d", s.Token, s.Attempt)
+				err = fmt.Errorf("another delivery of the task (%s) still runs attempt %d", s.Token, s.Attempt)
 			}
 			return nil, nil, fmt.Errorf("attempt %d not started by the task's deadline (%w): %w", attempt, context.Cause(ctx), err)
 		case <-time.After(wait):
@@ -102,19 +132,26 @@ func (r *Runtime) markStart(ctx context.Context, attempt int) (*startMark, *ranE
 	}
 }
 
-// elsewhere is the verdict of another delivery's finished mark.
-func elsewhere(s pipeline.Start, queue, id string) *ranElsewhere {
-	if s.State == pipeline.StartSucceeded {
-		return &ranElsewhere{}
-	}
-	return &ranElsewhere{err: fmt.Errorf("attempt %d of task %s on queue %s failed in another delivery of it (a failover delivered it twice)", s.Attempt, id, queue)}
+// held counts the mark among those Close waits for, until finish.
+func (m *startMark) held() *startMark {
+	m.r.marks.Add(1)
+	return m
 }
 
-// ttl is how long a running mark lasts unless renewed: a lease TTL, the
-// time a holder is given elsewhere. A second delivery of an attempt whose
-// worker died (or shut down, and asynq put the task back) runs it once the
-// mark expires.
-func (m *startMark) ttl() time.Duration { return m.r.opts.LeaseTTL }
+// elsewhere is the verdict of another delivery's finished mark, for asynq
+// to treat this delivery as it treats that one.
+func elsewhere(s pipeline.Start, queue, id string) *ranElsewhere {
+	failed := fmt.Errorf("attempt %d of task %s on queue %s failed in another delivery of it (a failover delivered it twice)", s.Attempt, id, queue)
+	switch s.State {
+	case pipeline.StartSucceeded:
+		return &ranElsewhere{}
+	case pipeline.StartFinal:
+		return &ranElsewhere{err: fmt.Errorf("%w: %w", failed, asynq.SkipRetry)}
+	case pipeline.StartRevoked:
+		return &ranElsewhere{err: fmt.Errorf("%w: %w", failed, asynq.RevokeTask)}
+	}
+	return &ranElsewhere{err: failed}
+}
 
 // keepAlive renews the mark every third of its TTL until stop is called,
 // which waits for the renewal under way.
@@ -126,7 +163,7 @@ func (m *startMark) keepAlive(ctx context.Context) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		tick := time.NewTicker(m.ttl() / 3)
+		tick := time.NewTicker(m.ttl / 3)
 		defer tick.Stop()
 		for {
 			select {
@@ -134,10 +171,14 @@ func (m *startMark) keepAlive(ctx context.Context) (stop func()) {
 				return
 			case <-tick.C:
 			}
-			// A renewal no replica acknowledges still reached the primary;
-			// the next one tries again.
-			if err := m.r.opts.acks().UpdateStart(ctx, m.r.rdb, m.key, m.attempt, m.token, pipeline.StartRunning, m.ttl()); err != nil && ctx.Err() == nil {
+			ours, err := pipeline.RenewStart(ctx, m.r.rdb, m.key, m.attempt, m.token, m.ttl)
+			switch {
+			case err != nil && ctx.Err() == nil:
 				m.r.log.Debug("could not renew an attempt's start mark", "task", m.key, "err", err)
+			case err == nil && !ours:
+				m.r.log.Warn("an attempt's start mark expired while its handler ran: another delivery of the attempt may run it too",
+					"task", m.key, "attempt", m.attempt)
+				return
 			}
 		}
 	}()
@@ -145,29 +186,41 @@ func (m *startMark) keepAlive(ctx context.Context) (stop func()) {
 }
 
 // finish records how the attempt ended, where a waiting second delivery
-// reads it: succeeded, failed, or — interrupted without a verdict (the
-// worker shutting down, or asynq cancelling the task) — no mark at all, so
-// that the attempt's next delivery runs it. It tries for the mark's TTL,
-// and then gives up: a second delivery that never sees the end runs the
-// attempt once the mark expires.
+// reads it, in the terms asynq will treat the attempt in — or, for an
+// attempt interrupted without a verdict (its worker shutting down, asynq
+// cancelling the task), removes the mark, so that the attempt's next
+// delivery runs it. It tries for the mark's TTL: a second delivery that
+// never sees the end runs the attempt once the mark expires.
 func (m *startMark) finish(ctx context.Context, handlerErr error) {
 	if m == nil {
 		return
 	}
-	state := pipeline.StartSucceeded
+	defer m.r.marks.Add(-1)
+	var state string
 	switch {
+	case handlerErr == nil:
+		state = pipeline.StartSucceeded
 	case errors.Is(handlerErr, context.Canceled) && errors.Is(ctx.Err(), context.Canceled):
-		state = ""
-	case handlerErr != nil:
+		state = "" // no verdict
+	case errors.Is(handlerErr, asynq.RevokeTask):
+		state = pipeline.StartRevoked
+	case errors.Is(handlerErr, asynq.SkipRetry):
+		state = pipeline.StartFinal
+	default:
 		state = pipeline.StartFailed
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.ttl())
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.ttl)
 	defer cancel()
 	acks := m.r.opts.acks()
 	wait := 50 * time.Millisecond
 	for {
-		err := acks.UpdateStart(ctx, m.r.rdb, m.key, m.attempt, m.token, state, m.ttl())
-		if err == nil {
+		ours, err := acks.EndStart(ctx, m.r.rdb, m.key, m.attempt, m.token, state)
+		switch {
+		case err == nil && !ours:
+			m.r.log.Warn("an attempt's start mark expired while its handler ran: another delivery of the attempt may run it too",
+				"task", m.key, "attempt", m.attempt)
+			return
+		case err == nil:
 			return
 		}
 		select {
@@ -177,5 +230,17 @@ func (m *startMark) finish(ctx context.Context, handlerErr error) {
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, startRetryMax)
+	}
+}
+
+// marksWait bounds how long Close waits for the ends of attempts: their
+// marks' last writes, after a worker's shutdown cancelled them.
+const marksWait = 2 * time.Second
+
+// waitMarks waits, up to marksWait, until every attempt this runtime's
+// workers marked has recorded its end.
+func (r *Runtime) waitMarks() {
+	for deadline := time.Now().Add(marksWait); r.marks.Load() > 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
 	}
 }

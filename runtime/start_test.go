@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,85 +18,98 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// A failover can lose a worker's dequeue and keep the enqueue (a replica
-// acknowledged it): the new primary hands the attempt, pending there, to
-// a second worker while the first runs it. The test leaves Redis as such a
-// failover does — a primary with a replica, the task moved back to pending
-// under the running handler — and checks, with ReplicaAcks, that the
-// second delivery does not run the attempt and ends as the first did: done
-// when it succeeded, retried once (attempt 1, once) when it failed.
+// With ReplicaAcks a worker marks each attempt's start in the task and has
+// a replica acknowledge it before its handler runs (runtime/start.go).
+// The subtests share a primary with one replica; the last stops the
+// replica.
 func TestAnAttemptDeliveredTwiceRunsOnce(t *testing.T) {
 	t.Parallel()
 	s := redistest.StartSentinel(t, redistest.SentinelOptions{Sentinels: 1})
-	for _, firstFails := range []bool{false, true} {
-		name := "first succeeds"
-		if firstFails {
-			name = "first fails"
-		}
-		t.Run(name, func(t *testing.T) { deliverTwice(t, s.Servers[0].Client(t), firstFails) })
-	}
-	t.Run("first interrupted", func(t *testing.T) { interruptFirst(t, s.Servers[0].Client(t)) })
+	rdb := func(t *testing.T) redis.UniversalClient { return s.Servers[0].Client(t) }
+	t.Run("first succeeds", func(t *testing.T) { deliverTwice(t, rdb(t), false) })
+	t.Run("first fails", func(t *testing.T) { deliverTwice(t, rdb(t), true) })
+	t.Run("first interrupted", func(t *testing.T) { interruptFirst(t, rdb(t)) })
+	t.Run("no replica answers", func(t *testing.T) {
+		s.Servers[1].Kill()
+		runWithoutReplica(t, rdb(t))
+	})
 }
 
-// interruptFirst shuts the first delivery's worker down mid-run: asynq
-// puts the task back as it was, same attempt, and that attempt's next
-// delivery runs it (the mark does not stand in its way) long before the
-// interrupted one's mark would have expired, and is not failed or retried.
-func interruptFirst(t *testing.T, rdb redis.UniversalClient) {
+// markRig is a runtime with ReplicaAcks, a schedule whose handler the
+// subtest shapes, the attempt of each run, and the runtime's log.
+type markRig struct {
+	t        *testing.T
+	ctx      context.Context
+	rdb      redis.UniversalClient
+	queue    string
+	rt       *runtime.Runtime
+	attempts attemptLog
+	log      syncBuffer
+}
+
+// newMarkRig builds the rig; handle is the handler's body after its run
+// is noted, told whether the run is the first.
+func newMarkRig(t *testing.T, rdb redis.UniversalClient, leaseTTL time.Duration, handle func(ctx context.Context, first bool) error) *markRig {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	queue := uniq("q")
-	var attempts attemptLog
-	entered := make(chan struct{})
-	handler := func(ctx context.Context, occ registry.Occurrence) error {
-		if attempts.note(ctx) {
-			close(entered)
-			<-ctx.Done()
-			return ctx.Err()
-		}
-		return nil
-	}
-	reg := registry.MustNew(registry.Schedule{Name: "job", Expr: "0 0 1 1 *", Queue: queue, Handler: handler})
-	// A mark lasts a minute unless renewed: the next delivery may not
-	// wait for it to expire.
-	rt, err := runtime.New(reg, runtime.Options{Redis: rdb, Namespace: uniq("ns"), ReplicaAcks: 1, LeaseTTL: time.Minute, Logger: testLogger(t)})
+	t.Cleanup(cancel)
+	rig := &markRig{t: t, ctx: ctx, rdb: rdb, queue: uniq("q")}
+	handler := func(ctx context.Context, occ registry.Occurrence) error { return handle(ctx, rig.attempts.note(ctx)) }
+	reg := registry.MustNew(registry.Schedule{Name: "job", Expr: "0 0 1 1 *", Queue: rig.queue, MaxRetry: 1, Handler: handler})
+	logger := slog.New(slog.NewTextHandler(&rig.log, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	rt, err := runtime.New(reg, runtime.Options{Redis: rdb, Namespace: uniq("ns"), ReplicaAcks: 1, LeaseTTL: leaseTTL, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := asynq.NewServerFromRedisClient(rdb, asynq.Config{
-		Queues: map[string]int{queue: 1}, Concurrency: 1, TaskCheckInterval: 20 * time.Millisecond,
-		ShutdownTimeout: 100 * time.Millisecond, Logger: quietAsynq{}, LogLevel: asynq.FatalLevel,
+	t.Cleanup(func() { t.Logf("runtime log:\n%s", rig.log.String()) })
+	rig.rt = rt
+	return rig
+}
+
+// worker starts an asynq server for the rig's queue: n concurrent
+// workers, retries after retryDelay.
+func (rig *markRig) worker(n int, retryDelay, shutdownTimeout time.Duration) *asynq.Server {
+	rig.t.Helper()
+	return startWorkerWith(rig.t, rig.rdb, rig.queue, func(mux *asynq.ServeMux) { rig.rt.RegisterHandlers(mux) },
+		workerConfig{Concurrency: n, RetryDelay: retryDelay, ShutdownTimeout: shutdownTimeout})
+}
+
+func (rig *markRig) taskKey(id string) string { return "asynq:{" + rig.queue + "}:t:" + id }
+
+// waitCompleted waits until asynq has completed the task and nothing of
+// the queue is left to run.
+func (rig *markRig) waitCompleted(id string, within time.Duration) {
+	rig.t.Helper()
+	waitFor(rig.t, within, "the task to complete", func() bool {
+		return rig.rdb.HGet(rig.ctx, rig.taskKey(id), "state").Val() == "completed"
 	})
-	mux := asynq.NewServeMux()
-	rt.RegisterHandlers(mux)
-	if err := first.Start(mux); err != nil {
-		t.Fatal(err)
-	}
-	occ := triggerAcked(ctx, t, rt, "job")
-	select {
-	case <-entered:
-	case <-ctx.Done():
-		t.Fatal("the first delivery never ran")
-	}
-	first.Shutdown()
-	startWorker(t, rdb, queue, func(mux *asynq.ServeMux) { rt.RegisterHandlers(mux) })
-	waitFor(t, 20*time.Second, "the task to complete", func() bool {
-		return rdb.HGet(ctx, "asynq:{"+queue+"}:t:"+occ.ID, "state").Val() == "completed"
-	})
-	got := attempts.get()
-	if !slices.Equal(got, []int{0, 0}) {
-		t.Errorf("runs by attempt %v; want [0 0]: the interrupted attempt, then the same attempt to the end", got)
+	for _, list := range []string{"pending", "active", "retry", "scheduled"} {
+		if n := queueLen(rig.ctx, rig.rdb, rig.queue, list); n != 0 {
+			rig.t.Errorf("%d tasks still %s", n, list)
+		}
 	}
 }
 
+// wantRuns checks the attempt of each run, in order.
+func (rig *markRig) wantRuns(want []int, why string) {
+	rig.t.Helper()
+	if got := rig.attempts.get(); !slices.Equal(got, want) {
+		rig.t.Errorf("runs by attempt %v; want %v: %s", got, want, why)
+	}
+}
+
+// A failover can lose a worker's dequeue and keep the enqueue (a replica
+// acknowledged it): the new primary hands the attempt, pending there, to
+// another worker. The first worker's mark, not acknowledged on the old
+// primary, is written again on the new one before it runs anything; the
+// test leaves Redis as that leaves it — the task pending again with the
+// first worker's mark, acknowledged, while the handler runs — and checks
+// that the second delivery does not run the attempt and ends as the first
+// did: done when it succeeded, retried once (attempt 1, once) when it
+// failed. The first run outlasts its mark's TTL, held by its renewals.
 func deliverTwice(t *testing.T, rdb redis.UniversalClient, firstFails bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	queue := uniq("q")
-	var attempts attemptLog
 	entered, release := make(chan struct{}), make(chan struct{})
-	handler := func(ctx context.Context, occ registry.Occurrence) error {
-		if !attempts.note(ctx) {
+	rig := newMarkRig(t, rdb, 3*time.Second, func(ctx context.Context, first bool) error {
+		if !first {
 			return nil
 		}
 		close(entered)
@@ -104,65 +118,106 @@ func deliverTwice(t *testing.T, rdb redis.UniversalClient, firstFails bool) {
 			return errors.New("the first attempt fails")
 		}
 		return nil
-	}
-	reg := registry.MustNew(registry.Schedule{Name: "job", Expr: "0 0 1 1 *", Queue: queue, MaxRetry: 1, Handler: handler})
-	// A short mark TTL: the first run outlasts it, held by its renewals.
-	rt, err := runtime.New(reg, runtime.Options{Redis: rdb, Namespace: uniq("ns"), ReplicaAcks: 1, LeaseTTL: 2 * time.Second, Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
+	// The retry comes after the second delivery has seen the failure.
+	retryDelay := 3 * time.Second
 	// The first worker has one slot, busy with the first delivery, so the
 	// second delivery goes to the second worker.
-	startWorkerN(t, rdb, queue, 1, func(mux *asynq.ServeMux) { rt.RegisterHandlers(mux) })
-	occ := triggerAcked(ctx, t, rt, "job")
+	rig.worker(1, retryDelay, 5*time.Second)
+	occ := triggerAcked(rig.ctx, t, rig.rt, "job")
 	select {
 	case <-entered:
-	case <-ctx.Done():
+	case <-rig.ctx.Done():
 		t.Fatal("the first delivery never ran")
 	}
-	stageLostDequeue(ctx, t, rdb, queue, occ.ID)
-	startWorker(t, rdb, queue, func(mux *asynq.ServeMux) { rt.RegisterHandlers(mux) })
-	active := "asynq:{" + queue + "}:active"
+	stageLostDequeue(rig.ctx, t, rdb, rig.queue, occ.ID)
+	rig.worker(4, retryDelay, 5*time.Second)
+	active := "asynq:{" + rig.queue + "}:active"
 	waitFor(t, 10*time.Second, "the second delivery to take the task", func() bool {
-		ran := len(attempts.get()) > 1
-		ids, _ := rdb.LRange(ctx, active, 0, -1).Result()
-		return ran || slices.Contains(ids, occ.ID)
+		ids, _ := rdb.LRange(rig.ctx, active, 0, -1).Result()
+		return len(rig.attempts.get()) > 1 || slices.Contains(ids, occ.ID)
 	})
 	// Hold the first run past its mark's first expiry, by two of the
 	// second delivery's longest waits between looks (a second): it must
 	// keep waiting, as the first worker renews the mark.
-	taskKey := "asynq:{" + queue + "}:t:" + occ.ID
-	heldUntil := markExpiry(ctx, t, rdb, taskKey) + 2000
+	heldUntil := markExpiry(rig.ctx, t, rdb, rig.taskKey(occ.ID)) + 2000
 	waitFor(t, 10*time.Second, "Redis's clock to pass the mark's first expiry", func() bool {
-		now, err := rdb.Time(ctx).Result()
+		now, err := rdb.Time(rig.ctx).Result()
 		return err == nil && now.UnixMilli() > heldUntil
 	})
 	close(release)
 
-	wantAttempts := []int{0}
+	rig.waitCompleted(occ.ID, 20*time.Second)
+	want, skipped := []int{0}, "failed=false"
 	if firstFails {
-		wantAttempts = []int{0, 1}
+		want, skipped = []int{0, 1}, "failed=true"
 	}
-	waitFor(t, 20*time.Second, "the task to complete", func() bool {
-		return rdb.HGet(ctx, taskKey, "state").Val() == "completed"
+	// The second delivery looks again within a second of the first's end.
+	waitFor(t, 10*time.Second, "the second delivery to end as the first ("+skipped+")", func() bool {
+		log := rig.log.String()
+		return strings.Contains(log, "not running an attempt") && strings.Contains(log, skipped)
 	})
-	// A second run of attempt 0 or a second retry would come within
-	// moments of the completion; the asynq state says none is left to run.
-	for _, list := range []string{"pending", "active", "retry", "scheduled"} {
-		if n := queueLen(ctx, rdb, queue, list); n != 0 {
-			t.Errorf("%d tasks still %s", n, list)
-		}
-	}
-	got := attempts.get()
-	if !slices.Equal(got, wantAttempts) {
-		t.Errorf("runs by attempt %v; want %v", got, wantAttempts)
-	}
-	hist, err := rt.History(ctx, "job", 10)
+	rig.wantRuns(want, "attempt 0 once, and its retry if it failed")
+	hist, err := rig.rt.History(rig.ctx, "job", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(hist) != 1 || hist[0].Outcome != runtime.OutcomeSucceeded || hist[0].Attempt != wantAttempts[len(wantAttempts)-1] {
-		t.Errorf("ledger %+v; want one record, succeeded at attempt %d", hist, wantAttempts[len(wantAttempts)-1])
+	last := want[len(want)-1]
+	if len(hist) != 1 || hist[0].Outcome != runtime.OutcomeSucceeded || hist[0].Attempt != last {
+		t.Errorf("ledger %+v; want one record, succeeded at attempt %d", hist, last)
+	}
+}
+
+// interruptFirst shuts the first delivery's worker down mid-run: asynq
+// puts the task back as it was, same attempt, and that attempt's next
+// delivery runs it (the mark does not stand in its way) long before the
+// interrupted one's mark would have expired, and is not failed or retried.
+func interruptFirst(t *testing.T, rdb redis.UniversalClient) {
+	entered := make(chan struct{})
+	// A mark lasts a minute unless renewed: the next delivery may not
+	// wait for it to expire.
+	rig := newMarkRig(t, rdb, time.Minute, func(ctx context.Context, first bool) error {
+		if first {
+			close(entered)
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	})
+	first := rig.worker(1, time.Millisecond, 100*time.Millisecond)
+	occ := triggerAcked(rig.ctx, t, rig.rt, "job")
+	select {
+	case <-entered:
+	case <-rig.ctx.Done():
+		t.Fatal("the first delivery never ran")
+	}
+	first.Shutdown()
+	// As a service stops: the workers, then the runtime, whose Close
+	// waits for the interrupted attempt to give its mark up.
+	rig.rt.Close()
+	if mark := rdb.HGet(rig.ctx, rig.taskKey(occ.ID), "belfry_start").Val(); mark != "" {
+		t.Errorf("after Close the interrupted attempt's mark is still there: %q", mark)
+	}
+	rig.worker(4, time.Millisecond, 5*time.Second)
+	rig.waitCompleted(occ.ID, 20*time.Second)
+	rig.wantRuns([]int{0, 0}, "the interrupted attempt, then the same attempt to the end")
+}
+
+// runWithoutReplica: while no replica answers, a worker cannot have its
+// mark acknowledged; it runs the handler after the mark's TTL, with a
+// warning, rather than hold the task until its timeout fails it.
+func runWithoutReplica(t *testing.T, rdb redis.UniversalClient) {
+	rig := newMarkRig(t, rdb, 3*time.Second, func(context.Context, bool) error { return nil })
+	rig.worker(4, time.Millisecond, 5*time.Second)
+	// The manual run is enqueued, but not acknowledged either.
+	occ, err := rig.rt.Trigger(rig.ctx, "job", "")
+	if !errors.Is(err, runtime.ErrNotAcked) {
+		t.Fatalf("trigger without a replica: %v; want ErrNotAcked", err)
+	}
+	rig.waitCompleted(occ.ID, 20*time.Second)
+	rig.wantRuns([]int{0}, "the attempt, once")
+	if !strings.Contains(rig.log.String(), "no Redis replica acknowledged") {
+		t.Error("no warning that the attempt ran with a start mark no replica has")
 	}
 }
 
@@ -208,7 +263,7 @@ func markExpiry(ctx context.Context, t *testing.T, rdb redis.UniversalClient, ta
 	t.Helper()
 	mark := rdb.HGet(ctx, taskKey, "belfry_start").Val()
 	f := strings.Fields(mark)
-	if len(f) != 4 || f[2] != "running" {
+	if len(f) != 5 || f[2] != "running" {
 		t.Fatalf("start mark %q; want a running one", mark)
 	}
 	ms, err := strconv.ParseInt(f[3], 10, 64)
@@ -220,8 +275,8 @@ func markExpiry(ctx context.Context, t *testing.T, rdb redis.UniversalClient, ta
 
 // stageLostDequeue undoes a worker's dequeue of the task as a failover
 // that lost it does (asynq v0.26's layout): off the active list and the
-// lease set, back on the pending list, its state pending. The start mark
-// stays: a replica acknowledged it before the handler started.
+// lease set, back on the pending list, its state pending. The first
+// worker's mark stays.
 func stageLostDequeue(ctx context.Context, t *testing.T, rdb redis.UniversalClient, queue, id string) {
 	t.Helper()
 	prefix := "asynq:{" + queue + "}:"
