@@ -158,9 +158,9 @@ func (r *Runtime) Middleware() registry.Middleware {
 				r.log.Warn("attempt not started", "id", occ.Key(), "attempt", attempt, "err", err)
 				return err
 			}
+			stop := mark.keepAlive(ctx) // from now: the ledger's writes may take a while
 			r.recordExecution(ctx, occ, attempt, OutcomeRunning, start, "started_at", start.UnixMilli(),
 				"max_retry", maxRetry, "replica", r.opts.Replica, "finished_at", 0, "duration_ms", 0, "error", "")
-			stop := mark.keepAlive(ctx)
 			err = runHandler(ctx, next, occ)
 			stop()
 			mark.finish(ctx, err)

@@ -93,6 +93,7 @@ func (r *Runtime) markStart(ctx context.Context, attempt int) (*startMark, *ranE
 	began := time.Now()
 	wait := 50 * time.Millisecond
 	var digest string // of the task's message as this delivery found it
+	var errLogged bool
 	for {
 		s, d, err := acks.ClaimStart(ctx, r.rdb, m.key, attempt, m.token, digest, m.ttl)
 		switch {
@@ -104,8 +105,19 @@ func (r *Runtime) markStart(ctx context.Context, attempt int) (*startMark, *ranE
 			// It was there at an earlier try: another delivery ran it to
 			// the end meanwhile, and asynq deleted it.
 			return nil, &ranElsewhere{}, nil
+		case err != nil && !errors.Is(err, pipeline.ErrNotAcked) && time.Since(began) >= m.ttl:
+			// Redis refuses the mark (an ACL without the scripts' rights,
+			// say), or stays unreachable: run as without marks rather
+			// than hold the task until its timeout fails it.
+			r.log.Warn("running an attempt without a start mark: a failover now could run it twice",
+				"task", m.key, "attempt", attempt, "err", err)
+			return nil, nil, nil
 		case err != nil && !errors.Is(err, pipeline.ErrNotAcked):
 			// Redis unreachable (mid-failover): try again.
+			if !errLogged {
+				r.log.Warn("could not mark an attempt's start; trying again", "task", m.key, "attempt", attempt, "err", err)
+				errLogged = true
+			}
 		case s.Token != m.token && s.Finished():
 			return nil, elsewhere(s, queue, id), nil
 		case s.Token != m.token:
@@ -122,7 +134,12 @@ func (r *Runtime) markStart(ctx context.Context, attempt int) (*startMark, *ranE
 		}
 		select {
 		case <-ctx.Done():
-			if err == nil {
+			if s.Token == m.token {
+				// Not started after all: the attempt's next delivery
+				// (asynq's requeue, or its retry) need not wait for the
+				// mark to expire.
+				m.release(ctx)
+			} else if err == nil {
 				err = fmt.Errorf("another delivery of the task (%s) still runs attempt %d", s.Token, s.Attempt)
 			}
 			return nil, nil, fmt.Errorf("attempt %d not started by the task's deadline (%w): %w", attempt, context.Cause(ctx), err)
@@ -138,10 +155,17 @@ func (m *startMark) held() *startMark {
 	return m
 }
 
+// ErrDeliveredTwice is in the error of a delivery that did not run its
+// attempt because another delivery of the same attempt ran it and failed
+// (a failover delivered it twice; see Options.ReplicaAcks). The error
+// tells asynq to treat the task as the other delivery's failure did; an
+// asynq ErrorHandler can tell such a delivery from a handler's failure.
+var ErrDeliveredTwice = errors.New("not run: another delivery of the same attempt ran it")
+
 // elsewhere is the verdict of another delivery's finished mark, for asynq
 // to treat this delivery as it treats that one.
 func elsewhere(s pipeline.Start, queue, id string) *ranElsewhere {
-	failed := fmt.Errorf("attempt %d of task %s on queue %s failed in another delivery of it (a failover delivered it twice)", s.Attempt, id, queue)
+	failed := fmt.Errorf("%w, and failed (attempt %d of task %s on queue %s)", ErrDeliveredTwice, s.Attempt, id, queue)
 	switch s.State {
 	case pipeline.StartSucceeded:
 		return &ranElsewhere{}
@@ -189,8 +213,9 @@ func (m *startMark) keepAlive(ctx context.Context) (stop func()) {
 // reads it, in the terms asynq will treat the attempt in — or, for an
 // attempt interrupted without a verdict (its worker shutting down, asynq
 // cancelling the task), removes the mark, so that the attempt's next
-// delivery runs it. It tries for the mark's TTL: a second delivery that
-// never sees the end runs the attempt once the mark expires.
+// delivery runs it. It tries while Redis cannot be reached, for up to the
+// mark's TTL: a second delivery that never sees the end runs the attempt
+// once the mark expires.
 func (m *startMark) finish(ctx context.Context, handlerErr error) {
 	if m == nil {
 		return
@@ -209,28 +234,44 @@ func (m *startMark) finish(ctx context.Context, handlerErr error) {
 	default:
 		state = pipeline.StartFailed
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.ttl)
+	m.end(ctx, state, m.ttl)
+}
+
+// end writes the mark's end (state "" removes it), trying again for up to
+// patience while Redis cannot be reached. A write Redis ran counts, even
+// if too few replicas acknowledged it: waiting longer would hold the
+// task's completion, and asynq's verdict with it, for a later failover's
+// sake (the README lists that gap).
+func (m *startMark) end(ctx context.Context, state string, patience time.Duration) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), patience)
 	defer cancel()
 	acks := m.r.opts.acks()
 	wait := 50 * time.Millisecond
-	for {
+	for tries := 1; ; tries++ {
 		ours, err := acks.EndStart(ctx, m.r.rdb, m.key, m.attempt, m.token, state)
 		switch {
-		case err == nil && !ours:
+		case (err == nil || errors.Is(err, pipeline.ErrNotAcked)) && !ours && tries == 1:
 			m.r.log.Warn("an attempt's start mark expired while its handler ran: another delivery of the attempt may run it too",
 				"task", m.key, "attempt", m.attempt)
 			return
-		case err == nil:
+		case err == nil || errors.Is(err, pipeline.ErrNotAcked):
+			// (A later try that finds the mark gone or ended: an earlier
+			// one wrote it and lost only its reply.)
 			return
 		}
 		select {
 		case <-ctx.Done():
-			m.r.log.Warn("could not record the end of an attempt where a failover keeps it", "task", m.key, "attempt", m.attempt, "err", err)
+			m.r.log.Warn("could not record the end of an attempt's start mark", "task", m.key, "attempt", m.attempt, "err", err)
 			return
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, startRetryMax)
 	}
+}
+
+// release removes the mark of an attempt that did not start.
+func (m *startMark) release(ctx context.Context) {
+	m.end(ctx, "", m.r.opts.ReplicaAckTimeout)
 }
 
 // marksWait bounds how long Close waits for the ends of attempts: their

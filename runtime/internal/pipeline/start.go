@@ -85,12 +85,15 @@ local function stale(expiry) return tonumber(expiry) < nowMS() end
 // passes back on its later tries.
 //
 // Another delivery's mark stands when it
-//   - says an attempt succeeded: a later attempt is asynq retrying a task
-//     whose "done" a failover lost;
+//   - says an attempt succeeded, unless the caller has the same attempt
+//     from a rewritten message (an operator running the completed task
+//     again): a later attempt is asynq retrying a task whose "done" a
+//     failover lost;
 //   - is running and not expired, whatever its attempt: its holder renews
 //     it while the handler runs (asynq's recoverer retries a task only
-//     after its own, longer lease lapsed, by which time a dead holder's
-//     mark has expired);
+//     after its own 30 s lease lapsed, by which time a dead holder's mark
+//     has expired unless the runtime's LeaseTTL is longer: then the retry
+//     waits for it);
 //   - ended otherwise, for a later attempt than the caller's, or for the
 //     same one from the same message: the caller is a second delivery of
 //     that attempt and ends as it did. A message asynq rewrote since (its
@@ -113,8 +116,9 @@ if cur then
   if attempt and token ~= ARGV[3] then
     attempt = tonumber(attempt)
     local mine = tonumber(ARGV[2])
-    if state == 'succeeded' then return {cur, digest} end
-    if state == 'running' then
+    if state == 'succeeded' then
+      if attempt ~= mine or held == digest then return {cur, digest} end
+    elseif state == 'running' then
       if not stale(expiry) then return {cur, digest} end
     elseif attempt > mine or (attempt == mine and held == digest) then
       return {cur, digest}

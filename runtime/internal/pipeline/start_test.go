@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -104,10 +105,14 @@ func TestStartMarksLetOneDeliveryRunEachAttempt(t *testing.T) {
 	rig.rdb.HSet(rig.ctx, rig.key, "msg", "message 3")
 	rig.want(rig.claim(1, "f"), 1, "f", pipeline.StartRunning)
 	rig.end(1, "f", pipeline.StartSucceeded)
+	rig.want(rig.claim(1, "h"), 1, "f", pipeline.StartSucceeded) // the lost dequeue's second delivery of it
 	// asynq retries a task whose "done" a failover lost (its lease
 	// expired on the new primary): the attempt succeeded, nothing runs.
 	rig.rdb.HSet(rig.ctx, rig.key, "msg", "message 4")
 	rig.want(rig.claim(2, "g"), 1, "f", pipeline.StartSucceeded)
+	// An operator runs the completed task again: asynq rewrote its message
+	// when it completed it, and the same attempt runs anew.
+	rig.want(rig.claim(1, "i"), 1, "i", pipeline.StartRunning)
 }
 
 // A running mark its holder stopped renewing (its worker died, or shut
@@ -142,5 +147,32 @@ func TestARunningStartMarkLastsWhileRenewed(t *testing.T) {
 	}
 	if s, _, _ := pipeline.ReadStart(rig.ctx, rig.rdb, rig.key); s.Token != "b" {
 		t.Errorf("a's late renewal took the mark back: %+v", s)
+	}
+}
+
+// What a start mark adds to each attempt with ReplicaAcks, on a primary
+// with one replica on the same host: a claim and an end per op, each
+// waiting for the replica (acks=1), or neither waiting (acks=0, for
+// scale: the runtime marks nothing without ReplicaAcks).
+func BenchmarkStartMarkPerAttempt(b *testing.B) {
+	ctx := context.Background()
+	s := redistest.StartSentinel(b, redistest.SentinelOptions{Sentinels: 1})
+	rdb := s.Servers[0].Client(b)
+	key := pipeline.TaskKey("bench", "task")
+	rdb.HSet(ctx, key, "state", "active", "msg", "message")
+	for _, replicas := range []int{0, 1} {
+		b.Run("acks="+strconv.Itoa(replicas), func(b *testing.B) {
+			acks := pipeline.Acks{Replicas: replicas, Timeout: time.Second}
+			attempt := 0
+			for b.Loop() {
+				attempt++
+				if _, _, err := acks.ClaimStart(ctx, rdb, key, attempt, "t", "", time.Minute); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := acks.EndStart(ctx, rdb, key, attempt, "t", pipeline.StartSucceeded); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
