@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/belfry/belfry/runtime/internal/clock"
 	"github.com/belfry/belfry/runtime/internal/pipeline"
 	"github.com/hibiken/asynq"
 )
@@ -91,7 +92,7 @@ func (r *Runtime) markStart(ctx context.Context, attempt int) (*startMark, *ranE
 	}
 	m := &startMark{r: r, key: pipeline.TaskKey(queue, id), attempt: attempt, token: randomHex(), ttl: r.markTTL(ctx)}
 	began := time.Now()
-	wait := 50 * time.Millisecond
+	backoff := clock.NewBackoff(50*time.Millisecond, startRetryMax)
 	var digest string // of the task's message as this delivery found it
 	var errLogged bool
 	for {
@@ -143,9 +144,8 @@ func (r *Runtime) markStart(ctx context.Context, attempt int) (*startMark, *ranE
 				err = fmt.Errorf("another delivery of the task (%s) still runs attempt %d", s.Token, s.Attempt)
 			}
 			return nil, nil, fmt.Errorf("attempt %d not started by the task's deadline (%w): %w", attempt, context.Cause(ctx), err)
-		case <-time.After(wait):
+		case <-time.After(backoff.Next()):
 		}
-		wait = min(2*wait, startRetryMax)
 	}
 }
 
@@ -246,7 +246,7 @@ func (m *startMark) end(ctx context.Context, state string, patience time.Duratio
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), patience)
 	defer cancel()
 	acks := m.r.opts.acks()
-	wait := 50 * time.Millisecond
+	backoff := clock.NewBackoff(50*time.Millisecond, startRetryMax)
 	for tries := 1; ; tries++ {
 		ours, err := acks.EndStart(ctx, m.r.rdb, m.key, m.attempt, m.token, state)
 		switch {
@@ -263,9 +263,8 @@ func (m *startMark) end(ctx context.Context, state string, patience time.Duratio
 		case <-ctx.Done():
 			m.r.log.Warn("could not record the end of an attempt's start mark", "task", m.key, "attempt", m.attempt, "err", err)
 			return
-		case <-time.After(wait):
+		case <-time.After(backoff.Next()):
 		}
-		wait = min(2*wait, startRetryMax)
 	}
 }
 
