@@ -122,6 +122,7 @@ type results struct {
 	// when the two share cores).
 	dstAllocPerEnqueue, dstGCPerSlot float64
 	scale                            []scaleRow
+	redisPriority                    string // the private redis-server's, see redisNice
 	takeoverSlow                     slowCall
 	spikeLarge                       spikeLargeResult
 	lint                             []lintRow
@@ -147,7 +148,7 @@ func run(quick bool) error {
 		return err
 	}
 	defer srv.stop()
-	var r results
+	r := results{redisPriority: srv.priority}
 	type step struct {
 		key, name string
 		run       func() error
@@ -704,6 +705,7 @@ func (r *results) print(w io.Writer) {
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "measure\tbelfry\tasynq Scheduler / plain loop\ttarget")
+	fmt.Fprintf(tw, "redis-server CPU priority (both)\t%s\t\t\n", r.redisPriority)
 	fmt.Fprintf(tw, "fire latency p50\t%s\t%s\t\n", ms(r.fireP50), ms(r.asynqP50))
 	fmt.Fprintf(tw, "fire latency p99\t%s\t%s\t<= 10 ms, <= asynq + 5 ms\n", ms(r.fireP99), ms(r.asynqP99))
 	fmt.Fprintf(tw, "fire latency, 3 slowest\t%s\t%s\t\n", durationsMs(r.fireTop), durationsMs(r.asynqTop))
