@@ -163,15 +163,43 @@ func (s *Store) queueStatFields(ctx context.Context, p redis.Pipeliner, names, f
 	step := statNamesPerRead(len(fields))
 	for start := 0; start < len(names); start += step {
 		part := names[start:min(start+step, len(names))]
-		keys := make([]string, 0, len(part)*len(fields))
-		for _, n := range part {
-			for _, f := range fields {
-				keys = append(keys, n+":"+f)
-			}
-		}
-		cmds = append(cmds, p.HMGet(ctx, s.Keys.Stats, keys...))
+		cmds = append(cmds, p.HMGet(ctx, s.Keys.Stats, statKeys(part, fields)...))
 	}
 	return cmds
+}
+
+// statKeys returns the stats fields "<name>:<field>" of names, name by
+// name, as slices of one string: the unpaged list asks for 1.3 million of
+// them at 100,000 schedules, and a string each was that many allocations.
+func statKeys(names, fields []string) []string {
+	size := 0
+	for _, n := range names {
+		size += len(n) + 1
+	}
+	size *= len(fields)
+	for _, f := range fields {
+		size += len(f) * len(names)
+	}
+	var buf strings.Builder // its String is the bytes written, not a copy
+	buf.Grow(size)
+	for _, n := range names {
+		for _, f := range fields {
+			buf.WriteString(n)
+			buf.WriteByte(':')
+			buf.WriteString(f)
+		}
+	}
+	all := buf.String()
+	keys := make([]string, 0, len(names)*len(fields))
+	at := 0
+	for _, n := range names {
+		for _, f := range fields {
+			end := at + len(n) + 1 + len(f)
+			keys = append(keys, all[at:end])
+			at = end
+		}
+	}
+	return keys
 }
 
 // statFieldsOf parses the replies of queueStatFields.

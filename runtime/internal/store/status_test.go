@@ -9,6 +9,7 @@ import (
 
 	"github.com/belfry/belfry/runtime/internal/redistest"
 	"github.com/belfry/belfry/runtime/internal/store"
+	"github.com/redis/go-redis/v9"
 )
 
 // The execution state follows the worker's steps, and Problems reads all
@@ -89,4 +90,47 @@ func TestStatFieldsPutsEachNamesCountersInItsRow(t *testing.T) {
 			}
 		}
 	}
+}
+
+// BenchmarkScheduleData is the read of the unpaged schedule list, per
+// schedule: its thirteen counters, its newest record, its pause and
+// execution state. Its allocations are what the list's service CPU grows
+// with; go test -bench ScheduleData -benchmem ./runtime/internal/store.
+func BenchmarkScheduleData(b *testing.B) {
+	ctx := context.Background()
+	rdb := redistest.Shared(b)
+	s := store.New(rdb, redistest.Uniq("scheduledata"), 50, time.Hour)
+	const n = 5000
+	fields := []string{"enqueued", "manual", "missed", "skipped", "paused", "succeeded", "failed",
+		"last_enqueue", "last_success", "last_failure", "first_seen", "last_resume", "last_slot_success"}
+	names := make([]string, n)
+	pipe := rdb.Pipeline()
+	for i := range names {
+		names[i] = fmt.Sprintf("job-%06d", i)
+		id := "cron:" + names[i] + ":1796248800"
+		for j, f := range fields {
+			pipe.HSet(ctx, s.Keys.Stats, names[i]+":"+f, 1796248800000+j)
+		}
+		pipe.ZAdd(ctx, s.Keys.History(names[i]), redis.Z{Score: 1796248800000, Member: id})
+		pipe.HSet(ctx, s.Keys.Occurrence(id), "id", id, "schedule", names[i], "slot", 1796248800, "manual", "0",
+			"enqueued_at", 1796248800001, "outcome", "succeeded", "started_at", 1796248800002,
+			"finished_at", 1796248800003, "duration_ms", 1, "attempt", 0, "max_retry", 3, "replica", "r1", "error", "")
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		rdb.Del(ctx, s.Keys.Stats)
+		for _, name := range names {
+			rdb.Del(ctx, s.Keys.History(name), s.Keys.Occurrence("cron:"+name+":1796248800"))
+		}
+	})
+	b.ReportAllocs()
+	for b.Loop() {
+		data, err := s.ScheduleData(ctx, names, 1, fields)
+		if err != nil || len(data) != n || len(data[n-1].Recent) != 1 || data[n-1].Stats[12] != 1796248800012 {
+			b.Fatalf("ScheduleData: %v", err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/schedule")
 }

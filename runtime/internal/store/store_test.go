@@ -367,3 +367,25 @@ func TestAScheduleOwnHistoryLimit(t *testing.T) {
 		t.Error("the record trimmed by the worker's write is still in Redis")
 	}
 }
+
+// Records reads every field of a record into its place and leaves out an ID
+// whose record is gone.
+func TestRecordsReadEveryFieldAndSkipTheGone(t *testing.T) {
+	t.Parallel()
+	s, ctx := setup(t)
+	want := store.Record{ID: "cron:full:1", Schedule: "full", Outcome: "failed", Error: "boom", Replica: "r1",
+		Slot: 1700000000, Manual: true, EnqueuedAt: 1700000000001, StartedAt: 1700000000002,
+		FinishedAt: 1700000000003, DurationMS: 4, Attempt: 5, MaxRetry: 6, Actor: "ops", Member: "tenant-7"}
+	err := redistest.Shared(t).HSet(ctx, s.Keys.Occurrence(want.ID), "id", want.ID, "schedule", want.Schedule,
+		"outcome", want.Outcome, "error", want.Error, "replica", want.Replica, "slot", want.Slot, "manual", "1",
+		"enqueued_at", want.EnqueuedAt, "started_at", want.StartedAt, "finished_at", want.FinishedAt,
+		"duration_ms", want.DurationMS, "attempt", want.Attempt, "max_retry", want.MaxRetry,
+		"actor", want.Actor, "member", want.Member).Err()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Records(ctx, []string{"cron:full:gone", want.ID})
+	if err != nil || len(got) != 1 || got[0] != want {
+		t.Errorf("Records = %+v, %v; want only %+v", got, err, want)
+	}
+}
