@@ -264,6 +264,7 @@ func adminAt(addr string, n, repeats int) (adminSize, error) {
 	// which in this process cost the two cores about a second a request
 	// (profiled), a cost of the bench's, not of the endpoint's.
 	var full []time.Duration
+	watch := watchCost(ctx, rdb, fmt.Sprintf("fulllist%d", n))
 	for range 3 {
 		start := time.Now()
 		resp, err := http.Get(srv.URL + "/api/schedules")
@@ -280,6 +281,7 @@ func adminAt(addr string, n, repeats int) (adminSize, error) {
 		}
 		full = append(full, time.Since(start))
 	}
+	watch.done(ctx)
 	slices.Sort(full)
 	size.fullList = full[1]
 	start = time.Now()
