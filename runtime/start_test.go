@@ -29,6 +29,11 @@ func TestAnAttemptDeliveredTwiceRunsOnce(t *testing.T) {
 	t.Run("first succeeds", func(t *testing.T) { deliverTwice(t, rdb(t), false) })
 	t.Run("first fails", func(t *testing.T) { deliverTwice(t, rdb(t), true) })
 	t.Run("first interrupted", func(t *testing.T) { interruptFirst(t, rdb(t)) })
+	t.Run("Redis refuses the mark", func(t *testing.T) {
+		c := s.Servers[0].Client(t)
+		c.AddHook(refuseStartMarks{})
+		runRefused(t, c)
+	})
 	t.Run("no replica answers", func(t *testing.T) {
 		s.Servers[1].Kill()
 		runWithoutReplica(t, rdb(t))
@@ -218,6 +223,63 @@ func runWithoutReplica(t *testing.T, rdb redis.UniversalClient) {
 	rig.wantRuns([]int{0}, "the attempt, once")
 	if !strings.Contains(rig.log.String(), "no Redis replica acknowledged") {
 		t.Error("no warning that the attempt ran with a start mark no replica has")
+	}
+}
+
+// A Redis that refuses the start mark's script (an ACL without the rights
+// it needs, say) does not hold the attempt until its timeout fails it: the
+// worker runs the handler once the mark's TTL has passed, once, and says
+// that it ran without a mark.
+func runRefused(t *testing.T, rdb redis.UniversalClient) {
+	rig := newMarkRig(t, rdb, 2*time.Second, func(context.Context, bool) error { return nil })
+	rig.worker(4, time.Millisecond, 5*time.Second)
+	occ := triggerAcked(rig.ctx, t, rig.rt, "job")
+	// The task's timeout is the schedule's, 30 minutes: a worker that
+	// waited for a mark would not complete it within the wait.
+	rig.waitCompleted(occ.ID, 20*time.Second)
+	rig.wantRuns([]int{0}, "the attempt, once")
+	if !strings.Contains(rig.log.String(), "running an attempt without a start mark") {
+		t.Error("no warning that the attempt ran without a start mark")
+	}
+	if mark := rdb.HGet(rig.ctx, rig.taskKey(occ.ID), "belfry_start").Val(); mark != "" {
+		t.Errorf("the refused mark is in the task: %q", mark)
+	}
+}
+
+// refuseStartMarks answers every script call on the start mark's field as
+// a Redis whose ACL forbids it would; every other command goes to Redis.
+type refuseStartMarks struct{}
+
+var errNoPerm = errors.New("NOPERM this user has no permissions to run the 'evalsha' command")
+
+func isStartMarkCall(cmd redis.Cmder) bool {
+	if name := cmd.Name(); name != "evalsha" && name != "eval" {
+		return false
+	}
+	return slices.Contains(cmd.Args(), any("belfry_start"))
+}
+
+func (refuseStartMarks) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (refuseStartMarks) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if isStartMarkCall(cmd) {
+			cmd.SetErr(errNoPerm)
+			return errNoPerm
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (refuseStartMarks) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if slices.ContainsFunc(cmds, isStartMarkCall) {
+			for _, cmd := range cmds {
+				cmd.SetErr(errNoPerm)
+			}
+			return errNoPerm
+		}
+		return next(ctx, cmds)
 	}
 }
 
