@@ -122,7 +122,7 @@ type results struct {
 	// when the two share cores).
 	dstAllocPerEnqueue, dstGCPerSlot float64
 	scale                            []scaleRow
-	redisPriority                    string // the private redis-server's, see redisNice
+	redisPriority                    string // the private redis-server's, see redisNiceEnv
 	takeoverSlow                     slowCall
 	spikeLarge                       spikeLargeResult
 	lint                             []lintRow
