@@ -23,8 +23,8 @@ type privateRedis struct {
 	addr string
 	dir  string
 	cmd  *exec.Cmd
-	// priority says at which CPU priority redis-server runs (see
-	// redisNice), or why it runs at the default one.
+	// priority is the CPU priority redis-server runs at: "default", or
+	// the niceness redisNiceEnv set.
 	priority string
 }
 
