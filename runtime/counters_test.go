@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/belfry/belfry/runtime/internal/store"
 )
 
 // Forget deletes a schedule's counters by name (everyCounter), so a counter
@@ -59,5 +61,16 @@ func TestEveryCounterNamesEachCounterAndOutcome(t *testing.T) {
 	}
 	if found < len(counterFields) {
 		t.Fatalf("found %d counter and outcome constants, fewer than the %d counterFields: the search is broken", found, len(counterFields))
+	}
+}
+
+// The scripts keep a schedule's counters in one value laid out by
+// store.CounterLayout and ignore a name outside it, so a counter declared
+// without a place there would never be counted.
+func TestEveryCounterHasAPlaceInTheStoredValue(t *testing.T) {
+	for _, c := range everyCounter {
+		if !store.CounterKnown(c) {
+			t.Errorf("counter %q is not in store.CounterLayout: its counts would be dropped", c)
+		}
 	}
 }

@@ -46,25 +46,25 @@ func TestASpikeLargerThanABatchIsEnqueuedAndCommittedOnce(t *testing.T) {
 	keys := store.NewKeys(ns)
 	want := strconv.FormatInt(due.Unix(), 10)
 	waitFor(t, 30*time.Second, "every slot's step to be committed", func() bool {
-		stats, err := rdb.HGetAll(ctx, keys.Stats).Result()
+		counters, err := rdb.HGetAll(ctx, keys.Counters()).Result()
 		if err != nil {
 			return false
 		}
 		for _, s := range scheds {
-			counter := ":enqueued"
+			counter := "enqueued"
 			if paused[s.Name] {
-				counter = ":paused"
+				counter = "paused"
 			}
-			if stats[s.Name+counter] != "1" {
+			if store.ParseCounters(counters[s.Name])[counter] != 1 {
 				return false
 			}
 		}
 		return true
 	})
-	stats := rdb.HGetAll(ctx, keys.Stats).Val()
+	counters := rdb.HGetAll(ctx, keys.Counters()).Val()
 	for name := range paused {
-		if stats[name+":enqueued"] != "" {
-			t.Errorf("paused %s was enqueued", name)
+		if n := store.ParseCounters(counters[name])["enqueued"]; n != 0 {
+			t.Errorf("paused %s was enqueued %d times", name, n)
 		}
 	}
 	cursors := rdb.HGetAll(ctx, keys.Cursors).Val()

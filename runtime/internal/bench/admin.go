@@ -18,6 +18,7 @@ import (
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
 	"github.com/belfry/belfry/runtime/admin"
+	"github.com/belfry/belfry/runtime/internal/store"
 	"github.com/belfry/belfry/runtime/metrics"
 	"github.com/redis/go-redis/v9"
 )
@@ -292,7 +293,7 @@ func adminAt(addr string, n, repeats int) (adminSize, error) {
 	if left, err := rdb.Exists(ctx, ns+":hist:removed-job").Result(); err != nil || left != 0 {
 		return size, fmt.Errorf("forget left the removed schedule's history (%d, %v)", left, err)
 	}
-	if left, err := rdb.HMGet(ctx, ns+":stats", "removed-job:enqueued", "removed-job:last_enqueue").Result(); err != nil || left[0] != nil || left[1] != nil {
+	if left, err := rdb.HExists(ctx, ns+":counters", "removed-job").Result(); err != nil || left {
 		return size, fmt.Errorf("forget left the removed schedule's counters (%v, %v)", left, err)
 	}
 	// The cost window ends before the bench's own reads of what Redis
@@ -335,9 +336,9 @@ func seedAdmin(ctx context.Context, rdb *redis.Client, ns string, reg *registry.
 				success = now.Add(-72 * time.Hour)
 			}
 			pipe.HSet(ctx, p+"cursors", s.Name, last.Unix())
-			pipe.HSet(ctx, p+"stats", s.Name+":first_seen", ms(firstSeen), s.Name+":last_slot_success", ms(success),
-				s.Name+":last_success", ms(success), s.Name+":last_enqueue", ms(last), s.Name+":enqueued", 120,
-				s.Name+":succeeded", 118, s.Name+":failed", 2, s.Name+":last_failure", ms(now.Add(-48*time.Hour)))
+			pipe.HSet(ctx, p+"counters", s.Name, store.FormatCounters(map[string]int64{"first_seen": ms(firstSeen),
+				"last_slot_success": ms(success), "last_success": ms(success), "last_enqueue": ms(last), "enqueued": 120,
+				"succeeded": 118, "failed": 2, "last_failure": ms(now.Add(-48 * time.Hour))}))
 			outcome, errText := "succeeded", ""
 			switch {
 			case i%100 == 1:

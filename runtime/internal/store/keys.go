@@ -14,9 +14,11 @@ type Keys struct {
 	Replicas string // zset replica -> last heartbeat (Redis time, ms); + ":<replica>" its instance ID (lease package)
 	Cursors  string // hash schedule -> last slot handled (unix s)
 	LastID   string // hash schedule -> last enqueued occurrence ID
-	Stats    string // hash "<schedule>:<counter>" -> count or unix ms
-	Paused   string // hash schedule -> JSON Pause
-	Resumed  string // hash schedule -> "<paused at> <resumed at>" (unix ms) of its last pause
+	// Stats is the counters' old layout, hash "<schedule>:<counter>" ->
+	// count or unix ms, which reads fold into Counters (settleCounters).
+	Stats   string
+	Paused  string // hash schedule -> JSON Pause
+	Resumed string // hash schedule -> "<paused at> <resumed at>" (unix ms) of its last pause
 	// PauseVersion is a string "<s>.<µs>.<n>" set anew by every write of
 	// Paused or Resumed, so a reader knows its copy of them is current.
 	PauseVersion string

@@ -18,7 +18,7 @@ end
 // a per-schedule zset index trimmed to the history limit. The outcome is
 // set only if absent because a fast worker may already have recorded
 // "running" or a result.
-const recordLua = trimLua + `
+var recordLua = trimLua + countersLua + `
 local function record(p, limit, ttl, name, r)
   local key = p .. 'occ:' .. r.id
   local manual = '0'
@@ -34,15 +34,9 @@ local function record(p, limit, ttl, name, r)
   trim(p, index, limit)
 end
 local function count(p, name, counts)
-  for field, n in pairs(counts) do
-    if string.sub(field, 1, 5) == 'last_' then
-      -- A time: a commit that lands after a later one keeps the later.
-      local old = tonumber(redis.call('HGET', p .. 'stats', name .. ':' .. field))
-      if old == nil or n > old then redis.call('HSET', p .. 'stats', name .. ':' .. field, n) end
-    else
-      redis.call('HINCRBY', p .. 'stats', name .. ':' .. field, n)
-    end
-  end
+  local t = readCounters(redis.call('HGET', p .. 'counters', name))
+  for c, n in pairs(counts) do addCounter(t, c, n) end
+  redis.call('HSET', p .. 'counters', name, packCounters(t))
 end
 `
 
@@ -65,7 +59,7 @@ end
 //	carries its history limit), ARGV[4] occurrence TTL s, ARGV[5] JSON
 //	[Commit]
 //	returns 1 if committed, 0 if the lease is not held with that value.
-var commitScript = redis.NewScript(trimLua + `
+var commitScript = redis.NewScript(trimLua + countersLua + `
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 local p, ttl = ARGV[2], tonumber(ARGV[4])
 local items = cjson.decode(ARGV[5])
@@ -134,34 +128,30 @@ for _, s in ipairs(items) do
   if #s.recs > 0 then trim(p, index, s.limit) end
 end
 -- Counters: added, or for a time (last_...) kept at the latest, so that a
--- commit landing after a later one keeps the later.
-local fields, changes = {}, {}
+-- commit landing after a later one keeps the later; one value a schedule,
+-- read and written once however often the schedule comes in the batch.
+local counted, changes = {}, {}
 for _, s in ipairs(items) do
-  for field, n in pairs(s.counts) do
-    local f = s.name .. ':' .. field
-    if changes[f] == nil then
-      fields[#fields + 1] = f
-      changes[f] = {time = string.sub(field, 1, 5) == 'last_'}
+  if next(s.counts) ~= nil then
+    if changes[s.name] == nil then
+      counted[#counted + 1] = s.name
+      changes[s.name] = {}
     end
-    local ch = changes[f]
-    ch[#ch + 1] = n
+    local ch = changes[s.name]
+    ch[#ch + 1] = s.counts
   end
 end
-if #fields > 0 then
-  local old = redis.call('HMGET', p .. 'stats', unpack(fields))
+if #counted > 0 then
+  local old = redis.call('HMGET', p .. 'counters', unpack(counted))
   local set = {}
-  for i, f in ipairs(fields) do
-    local v, ch, changed = tonumber(old[i]), changes[f], false
-    for _, n in ipairs(ch) do
-      if not ch.time then
-        v, changed = (v or 0) + n, true
-      elseif v == nil or n > v then
-        v, changed = n, true
-      end
+  for i, name in ipairs(counted) do
+    local t = readCounters(old[i])
+    for _, counts in ipairs(changes[name]) do
+      for c, n in pairs(counts) do addCounter(t, c, n) end
     end
-    if changed then set[f] = string.format('%d', v) end
+    set[name] = packCounters(t)
   end
-  hsetAll(p .. 'stats', set)
+  hsetAll(p .. 'counters', set)
 end
 return 1
 `)
@@ -172,13 +162,15 @@ return 1
 //
 //	KEYS[1] lease
 //	ARGV[1] lease value, ARGV[2] cursors key, ARGV[3] cursor (unix s),
-//	ARGV[4] stats key, ARGV[5..] names
+//	ARGV[4] counters key, ARGV[5..] names
 //	returns 1 if written, 0 if the lease is not held with that value.
-var initCursorsScript = redis.NewScript(`
+var initCursorsScript = redis.NewScript(countersLua + `
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 for i = 5, #ARGV do
   if redis.call('HSETNX', ARGV[2], ARGV[i], ARGV[3]) == 1 then
-    redis.call('HSET', ARGV[4], ARGV[i] .. ':first_seen', ARGV[3] * 1000)
+    local t = readCounters(redis.call('HGET', ARGV[4], ARGV[i]))
+    setCounter(t, 'first_seen', ARGV[3] * 1000)
+    redis.call('HSET', ARGV[4], ARGV[i], packCounters(t))
   end
 end
 return 1
@@ -207,21 +199,25 @@ return 1
 // that outlived its timeout and returned while its retry runs) changes
 // nothing but the counters. Counters are bumped either way: the attempt ran.
 //
-//	KEYS[1] occurrence hash, KEYS[2] stats, KEYS[3] history index
+//	KEYS[1] occurrence hash, KEYS[2] counters, KEYS[3] history index
 //	ARGV[1] record TTL s, ARGV[2] history limit, ARGV[3] key prefix,
 //	ARGV[4] index score (slot, unix ms), ARGV[5] occurrence ID,
-//	ARGV[6] stats field to increment or "", ARGV[7] and ARGV[8] stats
-//	fields to set to ARGV[9] or "", ARGV[9] unix ms, ARGV[10] attempt (0
-//	for the first), ARGV[11..] field, value pairs
+//	ARGV[6] counter to increment or "", ARGV[7] and ARGV[8] counters to
+//	set to ARGV[9] or "", ARGV[9] unix ms, ARGV[10] attempt (0 for the
+//	first), ARGV[11] schedule, ARGV[12..] field, value pairs
 //	returns 1 if the record was written, 0 if a newer attempt's stands or
 //	it was trimmed at once.
-var executionScript = redis.NewScript(trimLua + `
-if ARGV[6] ~= '' then redis.call('HINCRBY', KEYS[2], ARGV[6], 1) end
-if ARGV[7] ~= '' then redis.call('HSET', KEYS[2], ARGV[7], ARGV[9]) end
-if ARGV[8] ~= '' then redis.call('HSET', KEYS[2], ARGV[8], ARGV[9]) end
+var executionScript = redis.NewScript(trimLua + countersLua + `
+if ARGV[6] ~= '' or ARGV[7] ~= '' or ARGV[8] ~= '' then
+  local t = readCounters(redis.call('HGET', KEYS[2], ARGV[11]))
+  if ARGV[6] ~= '' then addCounter(t, ARGV[6], 1) end
+  if ARGV[7] ~= '' then setCounter(t, ARGV[7], tonumber(ARGV[9])) end
+  if ARGV[8] ~= '' then setCounter(t, ARGV[8], tonumber(ARGV[9])) end
+  redis.call('HSET', KEYS[2], ARGV[11], packCounters(t))
+end
 local recorded = tonumber(redis.call('HGET', KEYS[1], 'attempt') or '-1')
 if recorded > tonumber(ARGV[10]) then return 0 end
-redis.call('HSET', KEYS[1], 'attempt', ARGV[10], unpack(ARGV, 11))
+redis.call('HSET', KEYS[1], 'attempt', ARGV[10], unpack(ARGV, 12))
 redis.call('EXPIRE', KEYS[1], ARGV[1])
 redis.call('ZADD', KEYS[3], 'NX', ARGV[4], ARGV[5])
 trim(ARGV[3], KEYS[3], tonumber(ARGV[2]))
@@ -230,10 +226,10 @@ return redis.call('EXISTS', KEYS[1])
 
 // forgetScript removes every trace of a schedule: cursor, last ID,
 // counters, history index and records. Used for schedules removed from the
-// code, so their state does not stay in Redis for ever. Its counters are
-// deleted by name: the stats hash holds a dozen fields of every schedule,
-// and looking through it (HKEYS) held Redis for 1.3 s at 100,000
-// schedules.
+// code, so their state does not stay in Redis for ever. Counters in the
+// old layout not yet folded (see settleCounters) are deleted by name:
+// that hash holds a dozen fields of every schedule, and looking through it
+// (HKEYS) held Redis for 1.3 s at 100,000 schedules.
 //
 //	ARGV[1] key prefix, ARGV[2] name, ARGV[3..] counter names
 //	returns the number of keys and fields removed.
@@ -242,6 +238,7 @@ local p, name = ARGV[1], ARGV[2]
 local unpaused = redis.call('HDEL', p .. 'paused', name) + redis.call('HDEL', p .. 'resumed', name)
 if unpaused > 0 then bumpPauses(p .. 'pausever') end
 local n = redis.call('HDEL', p .. 'cursors', name) + redis.call('HDEL', p .. 'lastid', name) + unpaused
+  + redis.call('HDEL', p .. 'counters', name)
 local fields = {}
 for i = 3, #ARGV do fields[#fields + 1] = name .. ':' .. ARGV[i] end
 if #fields > 0 then n = n + redis.call('HDEL', p .. 'stats', unpack(fields)) end
@@ -277,16 +274,18 @@ return redis.call('HSET', KEYS[1], ARGV[1], pause)
 // off, and a window ending in the future would have the leader record
 // slots due after the resume paused and never run them.
 //
-//	KEYS[1] paused hash, KEYS[2] stats, KEYS[3] resumed hash, KEYS[4] cursors,
+//	KEYS[1] paused hash, KEYS[2] counters, KEYS[3] resumed hash, KEYS[4] cursors,
 //	KEYS[5] pause version
 //	ARGV[1] name, ARGV[2] unix ms, ARGV[3] MaxPauseWindows
 //	returns 1 if the schedule was paused.
-var resumeScript = redis.NewScript(bumpPausesLua + `
+var resumeScript = redis.NewScript(bumpPausesLua + countersLua + `
 local pause = redis.call('HGET', KEYS[1], ARGV[1])
 if not pause then return 0 end
 bumpPauses(KEYS[5])
 redis.call('HDEL', KEYS[1], ARGV[1])
-redis.call('HSET', KEYS[2], ARGV[1] .. ':last_resume', ARGV[2])
+local counters = readCounters(redis.call('HGET', KEYS[2], ARGV[1]))
+setCounter(counters, 'last_resume', tonumber(ARGV[2]))
+redis.call('HSET', KEYS[2], ARGV[1], packCounters(counters))
 local ok, p = pcall(cjson.decode, pause)
 if ok and type(p) == 'table' and tonumber(p['at']) then
   local passed = (tonumber(redis.call('HGET', KEYS[4], ARGV[1])) or 0) * 1000

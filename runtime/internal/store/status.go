@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -111,12 +110,15 @@ func (s *Store) Problems(ctx context.Context) (Problems, error) {
 	return Problems{Paused: found[0], Failing: found[1], Active: found[2]}, nil
 }
 
-// StatFields reads the given stats counters of each of names: out[i][j] is
+// StatFields reads the given counters of each of names: out[i][j] is
 // counter fields[j] of names[i], 0 where unset. It reads in HMGETs of at
 // most Chunk names each, so no single call holds Redis for long, pipelined
 // over up to statReaders connections at once, so that decoding the replies
 // of many schedules is spread over the cores.
 func (s *Store) StatFields(ctx context.Context, names, fields []string) ([][]int64, error) {
+	if err := s.settleCounters(ctx); err != nil {
+		return nil, err
+	}
 	out := make([][]int64, len(names))
 	flat := make([]int64, len(names)*len(fields))
 	for i := range out {
@@ -131,14 +133,14 @@ func (s *Store) StatFields(ctx context.Context, names, fields []string) ([][]int
 		wg.Go(func() {
 			var cmds []*redis.SliceCmd
 			_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-				cmds = s.queueStatFields(ctx, p, part, fields)
+				cmds = s.queueStatFields(ctx, p, part)
 				return nil
 			})
 			if err != nil {
 				errs <- err
 				return
 			}
-			copy(out[start:], statFieldsOf(cmds, len(part), len(fields)))
+			statFieldsInto(out[start:], cmds, pickCounters(fields))
 		})
 	}
 	wg.Wait()
@@ -152,69 +154,26 @@ func (s *Store) StatFields(ctx context.Context, names, fields []string) ([][]int
 // statReaders bounds the connections one StatFields read uses at once.
 const statReaders = 4
 
-// statNamesPerRead is the names of one HMGET of fields: Chunk counters in
-// all, so that three counters of Chunk schedules (750 fields, which took
-// up to 8 ms of Redis on a busy machine) do not make one long call.
-func statNamesPerRead(fields int) int { return max(1, Chunk/max(fields, 1)) }
-
-// queueStatFields queues the HMGETs of StatFields on p.
-func (s *Store) queueStatFields(ctx context.Context, p redis.Pipeliner, names, fields []string) []*redis.SliceCmd {
+// queueStatFields queues the HMGETs of the counters of names on p, Chunk
+// names each.
+func (s *Store) queueStatFields(ctx context.Context, p redis.Pipeliner, names []string) []*redis.SliceCmd {
 	var cmds []*redis.SliceCmd
-	step := statNamesPerRead(len(fields))
-	for start := 0; start < len(names); start += step {
-		part := names[start:min(start+step, len(names))]
-		cmds = append(cmds, p.HMGet(ctx, s.Keys.Stats, statKeys(part, fields)...))
+	for start := 0; start < len(names); start += Chunk {
+		cmds = append(cmds, p.HMGet(ctx, s.Keys.Counters(), names[start:min(start+Chunk, len(names))]...))
 	}
 	return cmds
 }
 
-// statKeys returns the stats fields "<name>:<field>" of names, name by
-// name, as slices of one string: the unpaged list asks for 1.3 million of
-// them at 100,000 schedules, and a string each was that many allocations.
-func statKeys(names, fields []string) []string {
-	perName := 0 // the ":<field>" bytes of one name's keys
-	for _, f := range fields {
-		perName += 1 + len(f)
-	}
-	size := 0
-	for _, n := range names {
-		size += len(n)*len(fields) + perName
-	}
-	var buf strings.Builder // its String is the bytes written, not a copy
-	buf.Grow(size)
-	ends := make([]int, 0, len(names)*len(fields))
-	for _, n := range names {
-		for _, f := range fields {
-			buf.WriteString(n)
-			buf.WriteByte(':')
-			buf.WriteString(f)
-			ends = append(ends, buf.Len())
-		}
-	}
-	all, at := buf.String(), 0
-	keys := make([]string, len(ends))
-	for i, end := range ends {
-		keys[i], at = all[at:end], end
-	}
-	return keys
-}
-
-// statFieldsOf parses the replies of queueStatFields.
-func statFieldsOf(cmds []*redis.SliceCmd, names, fields int) [][]int64 {
-	out := make([][]int64, names)
-	flat := make([]int64, names*fields)
-	for i := range out {
-		out[i] = flat[i*fields : (i+1)*fields]
-	}
-	step := statNamesPerRead(fields)
+// statFieldsInto parses the replies of queueStatFields into out, a row a
+// name.
+func statFieldsInto(out [][]int64, cmds []*redis.SliceCmd, pick counterPicker) {
 	for c, cmd := range cmds {
 		for k, v := range cmd.Val() {
 			if str, ok := v.(string); ok {
-				out[c*step+k/fields][k%fields], _ = strconv.ParseInt(str, 10, 64)
+				pick.into(str, out[c*Chunk+k])
 			}
 		}
 	}
-	return out
 }
 
 // ParsePause decodes a stored pause, nil if it is not one.
@@ -239,10 +198,14 @@ type ScheduleData struct {
 }
 
 // ScheduleData reads, for each of names, its newest n records, the given
-// stats counters, its pause and its execution state, in two pipelined
-// round trips (the records' IDs and the rest, then the records): the cost
-// is that of the names asked for, whatever the number of schedules.
+// counters, its pause and its execution state, in two pipelined round
+// trips (the records' IDs and the rest, then the records) after
+// settleCounters' EXISTS: the cost is that of the names asked for, whatever
+// the number of schedules.
 func (s *Store) ScheduleData(ctx context.Context, names []string, n int, fields []string) ([]ScheduleData, error) {
+	if err := s.settleCounters(ctx); err != nil {
+		return nil, err
+	}
 	var ids []*redis.StringSliceCmd
 	var statCmds, pauseCmds, failingCmds, activeCmds []*redis.SliceCmd
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -251,7 +214,7 @@ func (s *Store) ScheduleData(ctx context.Context, names []string, n int, fields 
 				ids = append(ids, p.ZRevRange(ctx, s.Keys.History(name), 0, int64(n)-1))
 			}
 		}
-		statCmds = s.queueStatFields(ctx, p, names, fields)
+		statCmds = s.queueStatFields(ctx, p, names)
 		for start := 0; start < len(names); start += Chunk {
 			part := names[start:min(start+Chunk, len(names))]
 			pauseCmds = append(pauseCmds, p.HMGet(ctx, s.Keys.Paused, part...))
@@ -264,9 +227,13 @@ func (s *Store) ScheduleData(ctx context.Context, names []string, n int, fields 
 		return nil, err
 	}
 	out := make([]ScheduleData, len(names))
-	for i, st := range statFieldsOf(statCmds, len(names), len(fields)) {
-		out[i].Stats = st
+	stats := make([][]int64, len(names))
+	flat := make([]int64, len(names)*len(fields))
+	for i := range out {
+		stats[i] = flat[i*len(fields) : (i+1)*len(fields)]
+		out[i].Stats = stats[i]
 	}
+	statFieldsInto(stats, statCmds, pickCounters(fields))
 	for c := range pauseCmds {
 		for k, v := range pauseCmds[c].Val() {
 			if str, ok := v.(string); ok {
@@ -309,9 +276,12 @@ const scanCount = 1000
 
 // Known returns every schedule name the namespace holds state for: a
 // cursor, a pause or counters. It reads the three hashes in HSCAN steps:
-// the stats hash holds a dozen fields per schedule, and one HKEYS of it
-// blocks Redis for hundreds of milliseconds at 100,000 schedules.
+// one HKEYS of a hash of 100,000 schedules holds Redis for tens of
+// milliseconds.
 func (s *Store) Known(ctx context.Context) ([]string, error) {
+	if err := s.settleCounters(ctx); err != nil {
+		return nil, err
+	}
 	found := map[string]struct{}{}
 	byName := func(name, _ string) { found[name] = struct{}{} }
 	if err := s.scanHash(ctx, s.Keys.Cursors, byName); err != nil {
@@ -320,12 +290,7 @@ func (s *Store) Known(ctx context.Context) ([]string, error) {
 	if err := s.scanHash(ctx, s.Keys.Paused, byName); err != nil {
 		return nil, err
 	}
-	err := s.scanHash(ctx, s.Keys.Stats, func(field, _ string) {
-		if i := strings.LastIndexByte(field, ':'); i > 0 {
-			found[field[:i]] = struct{}{}
-		}
-	})
-	if err != nil {
+	if err := s.scanHash(ctx, s.Keys.Counters(), byName); err != nil {
 		return nil, err
 	}
 	return slices.Collect(maps.Keys(found)), nil

@@ -63,16 +63,16 @@ func TestStatFieldsPutsEachNamesCountersInItsRow(t *testing.T) {
 	values := map[string]any{}
 	for i := range names {
 		names[i] = fmt.Sprintf("s%d", i)
-		values[names[i]+":a"] = i
+		c := map[string]int64{"missed": int64(i), "last_failure": 3 * int64(i)}
 		if i%2 == 0 {
-			values[names[i]+":b"] = -i // every other one unset
+			c["enqueued"] = -int64(i) // every other one unset
 		}
-		values[names[i]+":c"] = 3 * i
+		values[names[i]] = store.FormatCounters(c)
 	}
-	if err := rdb.HSet(ctx, s.Keys.Stats, values).Err(); err != nil {
+	if err := rdb.HSet(ctx, s.Keys.Counters(), values).Err(); err != nil {
 		t.Fatal(err)
 	}
-	for _, fields := range [][]string{{"a"}, {"a", "b", "c"}} {
+	for _, fields := range [][]string{{"missed"}, {"missed", "enqueued", "last_failure"}} {
 		got, err := s.StatFields(ctx, names, fields)
 		if err != nil {
 			t.Fatal(err)
@@ -108,9 +108,11 @@ func BenchmarkScheduleData(b *testing.B) {
 	for i := range names {
 		names[i] = fmt.Sprintf("job-%06d", i)
 		id := "cron:" + names[i] + ":1796248800"
+		counters := map[string]int64{}
 		for j, f := range fields {
-			pipe.HSet(ctx, s.Keys.Stats, names[i]+":"+f, 1796248800000+j)
+			counters[f] = 1796248800000 + int64(j)
 		}
+		pipe.HSet(ctx, s.Keys.Counters(), names[i], store.FormatCounters(counters))
 		pipe.ZAdd(ctx, s.Keys.History(names[i]), redis.Z{Score: 1796248800000, Member: id})
 		pipe.HSet(ctx, s.Keys.Occurrence(id), "id", id, "schedule", names[i], "slot", 1796248800, "manual", "0",
 			"enqueued_at", 1796248800001, "outcome", "succeeded", "started_at", 1796248800002,
@@ -120,7 +122,7 @@ func BenchmarkScheduleData(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() {
-		rdb.Del(ctx, s.Keys.Stats)
+		rdb.Del(ctx, s.Keys.Counters())
 		for _, name := range names {
 			rdb.Del(ctx, s.Keys.History(name), s.Keys.Occurrence("cron:"+name+":1796248800"))
 		}

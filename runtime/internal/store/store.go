@@ -17,10 +17,9 @@ import (
 var ErrNotLeader = errors.New("lease not held")
 
 // Chunk bounds the schedules one script call or one read carries, so that no
-// single call blocks Redis for long however many schedules there are; a
-// stats read carries Chunk counters (statNamesPerRead). An HMGET of 500
-// took up to 5.5 ms of Redis on a busy machine, past the 5 ms any one call
-// may block it for; 250 halve it.
+// single call blocks Redis for long however many schedules there are. An
+// HMGET of 500 fields took up to 5.5 ms of Redis on a busy machine, past
+// the 5 ms any one call may block it for; 250 halve it.
 const Chunk = 250
 
 // InitChunk bounds the schedules of one first-takeover script: each costs
@@ -170,7 +169,7 @@ func (s *Store) Cursors(ctx context.Context, names []string) (cursors []int64, o
 // records when each was first seen; fenced, in chunks.
 func (s *Store) InitCursors(ctx context.Context, leaseValue string, now int64, names []string) error {
 	for start := 0; start < len(names); start += InitChunk {
-		args := []any{leaseValue, s.Keys.Cursors, now, s.Keys.Stats}
+		args := []any{leaseValue, s.Keys.Cursors, now, s.Keys.Counters()}
 		for _, n := range names[start:min(start+InitChunk, len(names))] {
 			args = append(args, n)
 		}
@@ -212,16 +211,10 @@ type Execution struct {
 
 // RecordExecution writes an execution step; see executionScript.
 func (s *Store) RecordExecution(ctx context.Context, e Execution) error {
-	field := func(f string) string {
-		if f == "" {
-			return ""
-		}
-		return e.Schedule + ":" + f
-	}
 	args := append([]any{int(s.RecordTTL.Seconds()), s.limitOf(e.Schedule), s.Keys.Prefix, e.Slot.UnixMilli(), e.ID,
-		field(e.Count), field(e.Last), field(e.AlsoLast), e.At.UnixMilli(), e.Attempt,
+		e.Count, e.Last, e.AlsoLast, e.At.UnixMilli(), e.Attempt, e.Schedule,
 		"id", e.ID, "schedule", e.Schedule, "slot", e.Slot.Unix()}, e.Fields...)
-	return executionScript.Run(ctx, s.rdb, []string{s.Keys.Occurrence(e.ID), s.Keys.Stats, s.Keys.History(e.Schedule)}, args...).Err()
+	return executionScript.Run(ctx, s.rdb, []string{s.Keys.Occurrence(e.ID), s.Keys.Counters(), s.Keys.History(e.Schedule)}, args...).Err()
 }
 
 // Record is an occurrence record as stored.
@@ -292,25 +285,17 @@ func (s *Store) Records(ctx context.Context, ids []string) ([]Record, error) {
 	return recs, nil
 }
 
-// Stats returns every schedule's counters: schedule -> counter -> value.
-// It reads the stats hash in HSCAN steps: the hash holds a dozen fields a
-// schedule, and one HGETALL of it would hold Redis for hundreds of
-// milliseconds at 100,000 schedules. So it is not a read of one moment:
-// counters written while it runs may or may not be in it, one schedule's
-// fields possibly from different steps.
+// Stats returns every schedule's counters: schedule -> counter -> value,
+// those at 0 left out. It reads the counters hash in HSCAN steps, each of
+// which holds Redis for a moment whatever the number of schedules. So it
+// is not a read of one moment: counters written while it runs may or may
+// not be in it.
 func (s *Store) Stats(ctx context.Context) (map[string]map[string]int64, error) {
+	if err := s.settleCounters(ctx); err != nil {
+		return nil, err
+	}
 	out := map[string]map[string]int64{}
-	err := s.scanHash(ctx, s.Keys.Stats, func(field, v string) {
-		i := strings.LastIndexByte(field, ':')
-		if i < 0 {
-			return
-		}
-		name, counter := field[:i], field[i+1:]
-		if out[name] == nil {
-			out[name] = map[string]int64{}
-		}
-		out[name][counter], _ = strconv.ParseInt(v, 10, 64)
-	})
+	err := s.scanHash(ctx, s.Keys.Counters(), func(name, v string) { out[name] = ParseCounters(v) })
 	if err != nil {
 		return nil, err
 	}
@@ -354,7 +339,7 @@ func (s *Store) SetPause(ctx context.Context, name string, p Pause) error {
 // ClearPause resumes a schedule and notes when, so that slots paused before
 // it are never reported late. It reports whether the schedule was paused.
 func (s *Store) ClearPause(ctx context.Context, name string, at int64) (bool, error) {
-	n, err := s.Acks.Run(ctx, s.rdb, resumeScript, []string{s.Keys.Paused, s.Keys.Stats, s.Keys.Resumed, s.Keys.Cursors, s.Keys.PauseVersion},
+	n, err := s.Acks.Run(ctx, s.rdb, resumeScript, []string{s.Keys.Paused, s.Keys.Counters(), s.Keys.Resumed, s.Keys.Cursors, s.Keys.PauseVersion},
 		name, at, MaxPauseWindows).Int()
 	return n == 1, err
 }

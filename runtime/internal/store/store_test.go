@@ -224,8 +224,10 @@ func TestForgetReadsNoOtherSchedulesState(t *testing.T) {
 }
 
 // The reads of every schedule's state go in HSCAN steps: one HGETALL or
-// HKEYS of the stats hash, a dozen fields a schedule, held Redis for
-// hundreds of milliseconds at 100,000 schedules.
+// HKEYS of the old layout's counters hash, a dozen fields a schedule, held
+// Redis for hundreds of milliseconds at 100,000 schedules. The counters
+// are written here in that layout, so the fold of it into the new one
+// (legacyFoldScript) goes in steps too.
 func TestReadsOfEverySchedulesStateGoInSteps(t *testing.T) {
 	t.Parallel()
 	s, rdb, ctx := onPrivateRedis(t)
