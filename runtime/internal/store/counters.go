@@ -64,9 +64,10 @@ func CounterKnown(name string) bool {
 //	readCounters(v)       a table of at least #CounterLayout numbers, 0 for
 //	                      a nil v or a missing number
 //	packCounters(t)       the value of t
-//	addCounter(t, c, n)   a count plus n; a time kept at the later of the
-//	                      two, so a commit landing after a later one keeps
-//	                      the later
+//	addCounter(t, c, n)   a count plus n; a last_... time kept at the later
+//	                      of the two, so a commit landing after a later one
+//	                      keeps the later; first_seen at the earlier (a
+//	                      fold of both layouts' values)
 //	setCounter(t, c, n)   c is n
 //
 // The common case is parsed and formatted by one string.match and one
@@ -115,7 +116,7 @@ end
 `, strings.Join(at, ", "), len(CounterLayout), strings.Join(pattern, ","), strings.Join(format, ","))
 }()
 
-// legacyFoldLua moves one HSCAN step of the old counters hash (<ns>:stats,
+// legacyFoldScript moves one HSCAN step of the old counters hash (<ns>:stats,
 // "<schedule>:<counter>" -> value) into the counters hash, in one script,
 // so that a reader sees each counter in one hash or the other, never both
 // or neither. Counts are added, times merged as addCounter does. A counter
