@@ -51,7 +51,9 @@ func TestCountingInTheOldLayoutDuringReadsNeverGoesBack(t *testing.T) {
 	rdb := redistest.Shared(t)
 	const counts = 600
 	var wg sync.WaitGroup
+	written := make(chan struct{})
 	wg.Go(func() {
+		defer close(written)
 		for range counts {
 			if err := rdb.HIncrBy(ctx, s.Keys.Stats, "tick:succeeded", 1).Err(); err != nil {
 				t.Error(err)
@@ -62,16 +64,20 @@ func TestCountingInTheOldLayoutDuringReadsNeverGoesBack(t *testing.T) {
 	readers := make([][]int64, 3)
 	for r := range readers {
 		wg.Go(func() {
-			for {
+			// Reads while the writer counts, and one after it is done,
+			// which must see every count.
+			for last := false; !last; {
+				select {
+				case <-written:
+					last = true
+				default:
+				}
 				got, err := s.StatFields(ctx, []string{"tick"}, []string{"succeeded"})
 				if err != nil {
 					t.Error(err)
 					return
 				}
 				readers[r] = append(readers[r], got[0][0])
-				if got[0][0] == counts {
-					return
-				}
 			}
 		})
 	}
