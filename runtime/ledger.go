@@ -28,20 +28,6 @@ const (
 	counterLastSlotSuccess = "last_slot_success"
 )
 
-// everyCounter names every counter a schedule can have: those Counters
-// holds, and one per outcome (only some are counted today), so that Forget
-// deletes them by name rather than look through every schedule's.
-var everyCounter = func() []string {
-	out := slices.Clone(counterFields)
-	for _, o := range []Outcome{OutcomeEnqueued, OutcomeRunning, OutcomeSucceeded, OutcomeRetrying, OutcomeFailed,
-		OutcomeMissed, OutcomeSkipped, OutcomePaused, OutcomeLost} {
-		if !slices.Contains(out, string(o)) {
-			out = append(out, string(o))
-		}
-	}
-	return out
-}()
-
 // frequentHistory is the history a schedule keeps whose slots come less
 // than a minute apart, when HistoryLimit is larger. Its records cover a few
 // seconds either way, and each costs Redis about half a kilobyte: at 50, a
@@ -393,7 +379,7 @@ func (r *Runtime) Forget(ctx context.Context, name string) error {
 	if r.disabled != "" {
 		return ErrDisabled
 	}
-	n, err := r.store.Forget(ctx, name, everyCounter)
+	n, err := r.store.Forget(ctx, name)
 	if err == nil {
 		var m int64
 		m, err = r.store.ForgetExecution(ctx, name)

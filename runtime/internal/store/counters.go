@@ -32,8 +32,10 @@ import (
 // before a counter was added) reads 0 for the missing ones; one with more
 // (written by a newer version) keeps them when this version rewrites it.
 
-// CounterLayout names the counters of a value, in their order. Counters
-// named "last_..." and "first_seen" are times (unix ms), the others counts.
+// CounterLayout names the counters of a value, in their order: every
+// counter a schedule can have, one per outcome among them (only some are
+// counted today). Counters named "last_..." and "first_seen" are times
+// (unix ms), the others counts.
 var CounterLayout = []string{
 	"enqueued", "manual", "missed", "skipped", "paused", "succeeded", "failed",
 	"last_enqueue", "last_success", "last_failure", "first_seen", "last_resume", "last_slot_success",
@@ -43,7 +45,8 @@ var CounterLayout = []string{
 // Counters is the hash of every schedule's counters.
 func (k Keys) Counters() string { return k.Prefix + "counters" }
 
-// counterPosition maps a counter's name to its index in CounterLayout.
+// counterPosition maps a counter's name to its index in CounterLayout; the
+// scripts ignore any other name.
 var counterPosition = func() map[string]int {
 	m := make(map[string]int, len(CounterLayout))
 	for i, c := range CounterLayout {
@@ -51,13 +54,6 @@ var counterPosition = func() map[string]int {
 	}
 	return m
 }()
-
-// CounterKnown reports whether name is a counter of CounterLayout; the
-// scripts ignore any other.
-func CounterKnown(name string) bool {
-	_, ok := counterPosition[name]
-	return ok
-}
 
 // countersLua reads and writes counter values in scripts:
 //
@@ -224,11 +220,24 @@ func (p counterPicker) into(value string, out []int64) {
 	}
 }
 
+// everyCounter picks every counter of the layout, in its order.
+var everyCounter = pickCounters(CounterLayout)
+
+// counterRows returns n rows of len(fields) counters, in one allocation.
+func counterRows(n int, fields []string) [][]int64 {
+	rows := make([][]int64, n)
+	flat := make([]int64, n*len(fields))
+	for i := range rows {
+		rows[i] = flat[i*len(fields) : (i+1)*len(fields)]
+	}
+	return rows
+}
+
 // ParseCounters reads every counter of a stored value, by name, leaving
 // out those at 0.
 func ParseCounters(value string) map[string]int64 {
 	vals := make([]int64, len(CounterLayout))
-	pickCounters(CounterLayout).into(value, vals)
+	everyCounter.into(value, vals)
 	out := map[string]int64{}
 	for i, v := range vals {
 		if v != 0 {

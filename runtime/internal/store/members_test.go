@@ -167,7 +167,7 @@ func TestForgetRemovesAFamilysMembers(t *testing.T) {
 	s, ctx := setup(t)
 	s.SetMembers(ctx, "gone", 100, false, []store.SetMember{{Key: "acme", Zone: "Asia/Tokyo"}, {Key: "globex", Paused: true}}, nil)
 	s.SetMembers(ctx, "kept", 100, false, []store.SetMember{{Key: "acme"}}, nil)
-	if _, err := s.Forget(ctx, "gone", nil); err != nil {
+	if _, err := s.Forget(ctx, "gone"); err != nil {
 		t.Fatal(err)
 	}
 	rdb := redistest.Shared(t)

@@ -89,7 +89,7 @@ func TestPauseStatesFollowEveryWriteOfThePauses(t *testing.T) {
 		}
 	}
 	wantPaused(t, "a's resume and b's pause", leader, names, []string{"b"}, []string{"a", "b"})
-	if _, err := other.Forget(ctx, "b", nil); err != nil {
+	if _, err := other.Forget(ctx, "b"); err != nil {
 		t.Fatal(err)
 	}
 	wantPaused(t, "forgetting b", leader, names, nil, []string{"a"})

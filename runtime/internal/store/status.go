@@ -119,11 +119,7 @@ func (s *Store) StatFields(ctx context.Context, names, fields []string) ([][]int
 	if err := s.settleCounters(ctx); err != nil {
 		return nil, err
 	}
-	out := make([][]int64, len(names))
-	flat := make([]int64, len(names)*len(fields))
-	for i := range out {
-		out[i] = flat[i*len(fields) : (i+1)*len(fields)]
-	}
+	out := counterRows(len(names), fields)
 	per := max(Chunk, (len(names)+statReaders-1)/statReaders)
 	per = (per + Chunk - 1) / Chunk * Chunk // whole chunks, so positions stay simple
 	errs := make(chan error, statReaders)
@@ -227,10 +223,8 @@ func (s *Store) ScheduleData(ctx context.Context, names []string, n int, fields 
 		return nil, err
 	}
 	out := make([]ScheduleData, len(names))
-	stats := make([][]int64, len(names))
-	flat := make([]int64, len(names)*len(fields))
+	stats := counterRows(len(names), fields)
 	for i := range out {
-		stats[i] = flat[i*len(fields) : (i+1)*len(fields)]
 		out[i].Stats = stats[i]
 	}
 	statFieldsInto(stats, statCmds, pickCounters(fields))

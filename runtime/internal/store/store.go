@@ -303,12 +303,13 @@ func (s *Store) Stats(ctx context.Context) (map[string]map[string]int64, error) 
 }
 
 // Forget removes every trace of a schedule and reports how many keys and
-// fields it removed; counters names every counter a schedule can have (a
-// few dozen at most: the script unpacks them into one HDEL).
-func (s *Store) Forget(ctx context.Context, name string, counters []string) (int64, error) {
-	args := make([]any, 0, 2+len(counters))
+// fields it removed. Its counters in the old layout, if not yet folded,
+// are deleted by the names of CounterLayout, which holds every counter a
+// schedule can have.
+func (s *Store) Forget(ctx context.Context, name string) (int64, error) {
+	args := make([]any, 0, 2+len(CounterLayout))
 	args = append(args, s.Keys.Prefix, name)
-	for _, c := range counters {
+	for _, c := range CounterLayout {
 		args = append(args, c)
 	}
 	n, err := forgetScript.Run(ctx, s.rdb, nil, args...).Int64()

@@ -152,7 +152,7 @@ func TestForgetRemovesEveryTraceOfOneSchedule(t *testing.T) {
 	if len(known) != 3 {
 		t.Fatalf("known %v, want 3 names", known)
 	}
-	if _, err := s.Forget(ctx, "gone", []string{"enqueued", "failed"}); err != nil {
+	if _, err := s.Forget(ctx, "gone"); err != nil {
 		t.Fatal(err)
 	}
 	known, _ = s.Known(ctx)
@@ -210,7 +210,7 @@ func TestForgetReadsNoOtherSchedulesState(t *testing.T) {
 	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Forget(ctx, "gone", []string{"enqueued", "last_enqueue"}); err != nil {
+	if _, err := s.Forget(ctx, "gone"); err != nil {
 		t.Fatal(err)
 	}
 	wantNoCall(t, rdb, "Forget", "hkeys", "hgetall", "hvals", "hscan", "keys", "scan")
