@@ -174,8 +174,20 @@ const legacyFoldCount = 100
 // read folds. Every read costs one EXISTS more. Folds by several readers
 // at once are harmless: each field moves once.
 func (s *Store) settleCounters(ctx context.Context) error {
-	n, err := s.rdb.Exists(ctx, s.Keys.Stats).Result()
-	if err != nil || n == 0 {
+	return s.settleCountersWith(ctx, nil)
+}
+
+// settleCountersWith is settleCounters with more commands, queued by also,
+// in the round trip of its EXISTS.
+func (s *Store) settleCountersWith(ctx context.Context, also func(redis.Pipeliner)) error {
+	var exists *redis.IntCmd
+	if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		exists = p.Exists(ctx, s.Keys.Stats)
+		if also != nil {
+			also(p)
+		}
+		return nil
+	}); err != nil || exists.Val() == 0 {
 		return err
 	}
 	cursor := "0"

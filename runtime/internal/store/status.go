@@ -195,27 +195,33 @@ type ScheduleData struct {
 
 // ScheduleData reads, for each of names, its newest n records, the given
 // counters, its pause and its execution state, in two pipelined round
-// trips (the records' IDs and the rest, then the records) after
-// settleCounters' EXISTS: the cost is that of the names asked for, whatever
+// trips (the records' IDs and the rest, then the records) after one that
+// holds settleCounters' EXISTS and the sizes of the three problem hashes:
+// the cost is that of the names asked for and of what is wrong, whatever
 // the number of schedules.
 func (s *Store) ScheduleData(ctx context.Context, names []string, n int, fields []string) ([]ScheduleData, error) {
-	if err := s.settleCounters(ctx); err != nil {
+	problems := [...]string{s.Keys.Paused, s.Keys.Failing(), s.Keys.Active()}
+	var sizes [len(problems)]*redis.IntCmd
+	err := s.settleCountersWith(ctx, func(p redis.Pipeliner) {
+		for i, key := range problems {
+			sizes[i] = p.HLen(ctx, key)
+		}
+	})
+	if err != nil {
 		return nil, err
 	}
 	var ids []*redis.StringSliceCmd
-	var statCmds, pauseCmds, failingCmds, activeCmds []*redis.SliceCmd
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	var statCmds []*redis.SliceCmd
+	var reads [len(problems)]fieldsRead
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		if n > 0 {
 			for _, name := range names {
 				ids = append(ids, p.ZRevRange(ctx, s.Keys.History(name), 0, int64(n)-1))
 			}
 		}
 		statCmds = s.queueStatFields(ctx, p, names)
-		for start := 0; start < len(names); start += Chunk {
-			part := names[start:min(start+Chunk, len(names))]
-			pauseCmds = append(pauseCmds, p.HMGet(ctx, s.Keys.Paused, part...))
-			failingCmds = append(failingCmds, p.HMGet(ctx, s.Keys.Failing(), part...))
-			activeCmds = append(activeCmds, p.HMGet(ctx, s.Keys.Active(), part...))
+		for i, key := range problems {
+			reads[i] = queueFieldsRead(ctx, p, key, names, sizes[i].Val())
 		}
 		return nil
 	})
@@ -228,22 +234,15 @@ func (s *Store) ScheduleData(ctx context.Context, names []string, n int, fields 
 		out[i].Stats = stats[i]
 	}
 	statFieldsInto(stats, statCmds, pickCounters(fields))
-	for c := range pauseCmds {
-		for k, v := range pauseCmds[c].Val() {
-			if str, ok := v.(string); ok {
-				out[c*Chunk+k].Pause = ParsePause(str)
-			}
-		}
-		for k, v := range failingCmds[c].Val() {
-			if str, ok := v.(string); ok {
-				out[c*Chunk+k].FailingSince, _ = strconv.ParseInt(str, 10, 64)
-			}
-		}
-		for k, v := range activeCmds[c].Val() {
-			if str, ok := v.(string); ok {
-				out[c*Chunk+k].Active = str
-			}
-		}
+	err = reads[0].each(ctx, s.rdb, names, func(i int, v string) { out[i].Pause = ParsePause(v) })
+	if err == nil {
+		err = reads[1].each(ctx, s.rdb, names, func(i int, v string) { out[i].FailingSince, _ = strconv.ParseInt(v, 10, 64) })
+	}
+	if err == nil {
+		err = reads[2].each(ctx, s.rdb, names, func(i int, v string) { out[i].Active = v })
+	}
+	if err != nil {
+		return nil, err
 	}
 	var all []string
 	for _, c := range ids {
