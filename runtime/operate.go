@@ -73,20 +73,20 @@ func (r *Runtime) Resume(ctx context.Context, name string) error {
 	return err
 }
 
-// Paused returns the pauses of every paused schedule.
+// Paused returns the pauses of every paused schedule of the registry, in
+// reads whose cost is the number paused (see store.AllPauses).
 func (r *Runtime) Paused(ctx context.Context) (map[string]Pause, error) {
 	out := map[string]Pause{}
 	if r.disabled != "" {
 		return out, nil
 	}
-	names := r.names()
-	pauses, err := bounded(ctx, func(ctx context.Context) ([]*store.Pause, error) { return r.store.Pauses(ctx, names) })
+	pauses, err := bounded(ctx, r.store.AllPauses)
 	if err != nil {
 		return nil, err
 	}
-	for i, p := range pauses {
-		if p != nil {
-			out[names[i]] = pauseOf(*p)
+	for name, p := range pauses {
+		if _, ok := r.reg.Lookup(name); ok {
+			out[name] = pauseOf(*p)
 		}
 	}
 	return out, nil

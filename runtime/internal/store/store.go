@@ -366,27 +366,22 @@ const MaxPauseWindows = 16
 // resume (unix ms).
 type PauseWindow struct{ From, To int64 }
 
-// Pauses returns the pauses of names (nil where not paused).
-func (s *Store) Pauses(ctx context.Context, names []string) ([]*Pause, error) {
-	vals, _, err := s.hmgetChunks(ctx, names, s.Keys.Paused, "")
+// AllPauses returns every pause the namespace holds, by schedule. It reads
+// the paused hash in HSCAN steps, so its cost is the number of schedules
+// paused, whatever the number declared: reading the pauses of 100,000
+// names by HMGET walked a 500-field listpack once a name, 400 calls of
+// 1.3 ms.
+func (s *Store) AllPauses(ctx context.Context) (map[string]*Pause, error) {
+	out := map[string]*Pause{}
+	err := s.scanHash(ctx, s.Keys.Paused, func(name, v string) {
+		if p := ParsePause(v); p != nil {
+			out[name] = p
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
-	return parsePauses(vals), nil
-}
-
-// hmgetChunks reads the fields names of hash a (and of hash b unless it is
-// "") in chunks of Chunk, in one pipeline.
-func (s *Store) hmgetChunks(ctx context.Context, names []string, a, b string) (av, bv []any, err error) {
-	pipe := s.rdb.Pipeline()
-	ac, bc := s.queueHMGets(ctx, pipe, names, a, b)
-	if len(ac) == 0 {
-		return nil, nil, nil
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, nil, err
-	}
-	return valuesOf(ac), valuesOf(bc), nil
+	return out, nil
 }
 
 // queueHMGets queues on p the HMGETs of the fields names of hash a (and of
