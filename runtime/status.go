@@ -187,7 +187,13 @@ const (
 
 func (r *Runtime) scheduleData(ctx context.Context, names []string, recent int) ([]store.ScheduleData, error) {
 	if len(names) <= snapshotPart {
-		return r.store.ScheduleData(ctx, names, recent, counterFields)
+		return r.store.ScheduleData(ctx, names, recent, counterFields, nil)
+	}
+	// The parts' problems are read once, in HSCAN steps, rather than by
+	// each part.
+	problems, err := r.store.Problems(ctx)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]store.ScheduleData, len(names))
 	errs := make(chan error, (len(names)+snapshotPart-1)/snapshotPart)
@@ -198,7 +204,7 @@ func (r *Runtime) scheduleData(ctx context.Context, names []string, recent int) 
 		wg.Go(func() {
 			slots <- struct{}{}
 			defer func() { <-slots }()
-			data, err := r.store.ScheduleData(ctx, part, recent, counterFields)
+			data, err := r.store.ScheduleData(ctx, part, recent, counterFields, &problems)
 			if err != nil {
 				errs <- err
 				return

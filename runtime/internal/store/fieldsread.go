@@ -11,18 +11,18 @@ import (
 // walk from the start: an HMGET of 250 names from the 500-field hash of
 // paused schedules compares 62,500 fields, 1.3–1.6 ms of Redis, and a list
 // of 100,000 schedules made 400 of them of each such hash. Reading the hash
-// whole walks it once. So a read of many names' fields from a hash that is
-// small, or no larger than the names asked for, reads it whole; one of a few
-// names, or from a large hash (a hash table, where HMGET finds each field at
-// once), reads the names' fields in HMGETs of Chunk names.
+// whole walks it once. So a read of many names' fields from a hash that may
+// be a listpack reads it whole; one of a few names, or from a larger hash
+// (a hash table, where HMGET finds each field at once, and a few short
+// calls are better than one long one), reads the names' fields in HMGETs
+// of Chunk names. A read of every schedule reads the hashes once, in
+// steps, instead (see Problems and ScheduleData).
 const (
-	// wholeReadFields bounds the hashes read whole. The read is an HSCAN
-	// of that COUNT, which holds Redis for well under a millisecond and
-	// returns a listpack, or a hash table that size, in one step; a hash
-	// that grew past it since its HLEN is scanned on in further steps.
-	wholeReadFields = 1000
 	// listpackFields is Redis's default hash-max-listpack-entries: a hash
-	// of no more fields may be a listpack.
+	// of no more fields may be a listpack. It is also the COUNT of a whole
+	// read's HSCAN, which returns a listpack, or a hash table that size,
+	// in one step; a hash that grew past it since its HLEN is scanned on
+	// in further steps.
 	listpackFields = 512
 	// wholeReadAsked is the fewest names for which a listpack is read
 	// whole rather than walked once a name.
@@ -32,16 +32,18 @@ const (
 // readsWhole reports whether the fields of asked names are read from a hash
 // of size fields by reading it whole.
 func readsWhole(size int64, asked int) bool {
-	return size <= wholeReadFields && (size <= int64(asked) || size <= listpackFields && asked >= wholeReadAsked)
+	return size <= listpackFields && (asked >= wholeReadAsked || size <= int64(asked))
 }
 
-// fieldsRead is a read, queued on a pipeline, of the fields of some names
-// from one hash: the hash's first HSCAN step when it is read whole (see
-// readsWhole), else its HMGETs; nothing when the hash is empty.
+// fieldsRead is a read of the fields of some names from one hash: the
+// hash's first HSCAN step, queued on a pipeline, when it is read whole (see
+// readsWhole), else its HMGETs; nothing when the hash is empty; or the hash
+// as the caller read it before (known).
 type fieldsRead struct {
 	key    string
 	scan   *redis.ScanCmd
 	chunks []*redis.SliceCmd
+	known  map[string]string
 }
 
 // queueFieldsRead queues on p the read of names' fields from the hash key,
@@ -51,7 +53,7 @@ func queueFieldsRead(ctx context.Context, p redis.Pipeliner, key string, names [
 	switch {
 	case size == 0 || len(names) == 0:
 	case readsWhole(size, len(names)):
-		r.scan = p.HScan(ctx, key, 0, "", wholeReadFields)
+		r.scan = p.HScan(ctx, key, 0, "", listpackFields)
 	default:
 		for start := 0; start < len(names); start += Chunk {
 			r.chunks = append(r.chunks, p.HMGet(ctx, key, names[start:min(start+Chunk, len(names))]...))
@@ -71,22 +73,25 @@ func (r fieldsRead) each(ctx context.Context, rdb redis.Cmdable, names []string,
 			}
 		}
 	}
-	if r.scan == nil {
-		return nil
+	values := r.known
+	if r.scan != nil {
+		pairs, cursor := r.scan.Val()
+		values = make(map[string]string, len(pairs)/2)
+		for {
+			for k := 0; k+1 < len(pairs); k += 2 {
+				values[pairs[k]] = pairs[k+1]
+			}
+			if cursor == 0 {
+				break
+			}
+			var err error
+			if pairs, cursor, err = rdb.HScan(ctx, r.key, cursor, "", listpackFields).Result(); err != nil {
+				return err
+			}
+		}
 	}
-	pairs, cursor := r.scan.Val()
-	values := make(map[string]string, len(pairs)/2)
-	for {
-		for k := 0; k+1 < len(pairs); k += 2 {
-			values[pairs[k]] = pairs[k+1]
-		}
-		if cursor == 0 {
-			break
-		}
-		var err error
-		if pairs, cursor, err = rdb.HScan(ctx, r.key, cursor, "", wholeReadFields).Result(); err != nil {
-			return err
-		}
+	if len(values) == 0 {
+		return nil
 	}
 	for i, name := range names {
 		if v, ok := values[name]; ok {

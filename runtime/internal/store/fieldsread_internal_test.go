@@ -16,7 +16,7 @@ func TestAWholeReadOfAHashThatGrewScansOn(t *testing.T) {
 	rdb := redistest.Shared(t)
 	ctx := context.Background()
 	key := redistest.Uniq("grown") + ":active"
-	const fields = 5 * wholeReadFields
+	const fields = 5 * listpackFields
 	names := make([]string, fields)
 	p := rdb.Pipeline()
 	for i := range names {

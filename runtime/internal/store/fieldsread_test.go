@@ -78,7 +78,7 @@ func TestScheduleDataReadsEachProblemHashTheCheaperWay(t *testing.T) {
 	}
 	calls := &keyedCalls{calls: map[string]int{}}
 	rdb.AddHook(calls)
-	data, err := s.ScheduleData(ctx, names, 0, []string{"enqueued"})
+	data, err := s.ScheduleData(ctx, names, 0, []string{"enqueued"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,16 +97,49 @@ func TestScheduleDataReadsEachProblemHashTheCheaperWay(t *testing.T) {
 		}
 	}
 	chunks := (schedules + store.Chunk - 1) / store.Chunk
-	for call, want := range map[string]int{
+	wantCalls(t, "a read of its own", calls, map[string]int{
 		"hmget " + s.Keys.Paused:    0,
 		"hscan " + s.Keys.Paused:    1,
 		"hmget " + s.Keys.Failing(): chunks,
 		"hscan " + s.Keys.Failing(): 0,
 		"hmget " + s.Keys.Active():  0,
 		"hscan " + s.Keys.Active():  0,
-	} {
-		if got := calls.calls[call]; got != want {
-			t.Errorf("%d calls of %s, want %d; all calls: %v", got, call, want, calls.calls)
+	})
+
+	// A read of many parts reads the hashes once (Problems) and passes
+	// them to each part, which then reads none of them.
+	problems, err := s.Problems(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clear(calls.calls)
+	again, err := s.ScheduleData(ctx, names, 0, []string{"enqueued"}, &problems)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range again {
+		if a, b := again[i], data[i]; (a.Pause == nil) != (b.Pause == nil) || a.Pause != nil && *a.Pause != *b.Pause ||
+			a.FailingSince != b.FailingSince || a.Active != b.Active {
+			t.Errorf("%s: with the problems known %+v, read by the part %+v", names[i], a, b)
+		}
+	}
+	known := map[string]int{}
+	for _, key := range []string{s.Keys.Paused, s.Keys.Failing(), s.Keys.Active()} {
+		for _, c := range []string{"hlen ", "hmget ", "hscan "} {
+			known[c+key] = 0
+		}
+	}
+	wantCalls(t, "a part with the problems known", calls, known)
+}
+
+// wantCalls fails the test for each call whose count is not what want says.
+func wantCalls(t *testing.T, what string, calls *keyedCalls, want map[string]int) {
+	t.Helper()
+	calls.mu.Lock()
+	defer calls.mu.Unlock()
+	for call, n := range want {
+		if got := calls.calls[call]; got != n {
+			t.Errorf("%s: %d calls of %s, want %d; all calls: %v", what, got, call, n, calls.calls)
 		}
 	}
 }

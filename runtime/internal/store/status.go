@@ -198,13 +198,16 @@ type ScheduleData struct {
 // trips (the records' IDs and the rest, then the records) after one that
 // holds settleCounters' EXISTS and the sizes of the three problem hashes:
 // the cost is that of the names asked for and of what is wrong, whatever
-// the number of schedules.
-func (s *Store) ScheduleData(ctx context.Context, names []string, n int, fields []string) ([]ScheduleData, error) {
+// the number of schedules. A read of many parts passes what it read of the
+// problem hashes (see Problems) as known, and then none is read again.
+func (s *Store) ScheduleData(ctx context.Context, names []string, n int, fields []string, known *Problems) ([]ScheduleData, error) {
 	problems := [...]string{s.Keys.Paused, s.Keys.Failing(), s.Keys.Active()}
 	var sizes [len(problems)]*redis.IntCmd
 	err := s.settleCountersWith(ctx, func(p redis.Pipeliner) {
 		for i, key := range problems {
-			sizes[i] = p.HLen(ctx, key)
+			if known == nil {
+				sizes[i] = p.HLen(ctx, key)
+			}
 		}
 	})
 	if err != nil {
@@ -221,7 +224,9 @@ func (s *Store) ScheduleData(ctx context.Context, names []string, n int, fields 
 		}
 		statCmds = s.queueStatFields(ctx, p, names)
 		for i, key := range problems {
-			reads[i] = queueFieldsRead(ctx, p, key, names, sizes[i].Val())
+			if known == nil {
+				reads[i] = queueFieldsRead(ctx, p, key, names, sizes[i].Val())
+			}
 		}
 		return nil
 	})
@@ -234,6 +239,9 @@ func (s *Store) ScheduleData(ctx context.Context, names []string, n int, fields 
 		out[i].Stats = stats[i]
 	}
 	statFieldsInto(stats, statCmds, pickCounters(fields))
+	if known != nil {
+		reads = [...]fieldsRead{{known: known.Paused}, {known: known.Failing}, {known: known.Active}}
+	}
 	err = reads[0].each(ctx, s.rdb, names, func(i int, v string) { out[i].Pause = ParsePause(v) })
 	if err == nil {
 		err = reads[1].each(ctx, s.rdb, names, func(i int, v string) { out[i].FailingSince, _ = strconv.ParseInt(v, 10, 64) })

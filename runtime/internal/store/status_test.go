@@ -129,7 +129,7 @@ func BenchmarkScheduleData(b *testing.B) {
 	})
 	b.ReportAllocs()
 	for b.Loop() {
-		data, err := s.ScheduleData(ctx, names, 1, fields)
+		data, err := s.ScheduleData(ctx, names, 1, fields, nil)
 		if err != nil || len(data) != n || len(data[n-1].Recent) != 1 || data[n-1].Stats[12] != 1796248800012 {
 			b.Fatalf("ScheduleData: %v", err)
 		}
