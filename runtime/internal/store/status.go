@@ -202,29 +202,32 @@ type ScheduleData struct {
 // problem hashes (see Problems) as known, and then none is read again.
 func (s *Store) ScheduleData(ctx context.Context, names []string, n int, fields []string, known *Problems) ([]ScheduleData, error) {
 	problems := [...]string{s.Keys.Paused, s.Keys.Failing(), s.Keys.Active()}
+	var reads [len(problems)]fieldsRead
 	var sizes [len(problems)]*redis.IntCmd
-	err := s.settleCountersWith(ctx, func(p redis.Pipeliner) {
-		for i, key := range problems {
-			if known == nil {
+	var askSizes func(redis.Pipeliner)
+	if known != nil {
+		reads = [...]fieldsRead{{known: known.Paused}, {known: known.Failing}, {known: known.Active}}
+	} else {
+		askSizes = func(p redis.Pipeliner) {
+			for i, key := range problems {
 				sizes[i] = p.HLen(ctx, key)
 			}
 		}
-	})
-	if err != nil {
+	}
+	if err := s.settleCountersWith(ctx, askSizes); err != nil {
 		return nil, err
 	}
 	var ids []*redis.StringSliceCmd
 	var statCmds []*redis.SliceCmd
-	var reads [len(problems)]fieldsRead
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		if n > 0 {
 			for _, name := range names {
 				ids = append(ids, p.ZRevRange(ctx, s.Keys.History(name), 0, int64(n)-1))
 			}
 		}
 		statCmds = s.queueStatFields(ctx, p, names)
-		for i, key := range problems {
-			if known == nil {
+		if known == nil {
+			for i, key := range problems {
 				reads[i] = queueFieldsRead(ctx, p, key, names, sizes[i].Val())
 			}
 		}
@@ -239,9 +242,6 @@ func (s *Store) ScheduleData(ctx context.Context, names []string, n int, fields 
 		out[i].Stats = stats[i]
 	}
 	statFieldsInto(stats, statCmds, pickCounters(fields))
-	if known != nil {
-		reads = [...]fieldsRead{{known: known.Paused}, {known: known.Failing}, {known: known.Active}}
-	}
 	err = reads[0].each(ctx, s.rdb, names, func(i int, v string) { out[i].Pause = ParsePause(v) })
 	if err == nil {
 		err = reads[1].each(ctx, s.rdb, names, func(i int, v string) { out[i].FailingSince, _ = strconv.ParseInt(v, 10, 64) })
