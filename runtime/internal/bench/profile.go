@@ -23,6 +23,9 @@ import (
 type cost struct {
 	redisCPU, serviceCPU time.Duration
 	commands             map[string]commandCost
+	// redisWait is how long Redis's main thread waited for a core and how
+	// often the kernel took it from it (see coreWait).
+	redisWait coreWait
 }
 
 type commandCost struct {
@@ -57,12 +60,15 @@ func measureCost(ctx context.Context, rdb *redis.Client) (cost, error) {
 		}
 		c.commands[strings.TrimPrefix(name, "cmdstat_")] = cc
 	}
+	c.redisWait = redisCoreWait(ctx, rdb)
 	return c, nil
 }
 
 // since is what happened between before and c.
 func (c cost) since(before cost) cost {
-	d := cost{redisCPU: c.redisCPU - before.redisCPU, serviceCPU: c.serviceCPU - before.serviceCPU, commands: map[string]commandCost{}}
+	d := cost{redisCPU: c.redisCPU - before.redisCPU, serviceCPU: c.serviceCPU - before.serviceCPU, commands: map[string]commandCost{},
+		redisWait: coreWait{wait: c.redisWait.wait - before.redisWait.wait, preempted: c.redisWait.preempted - before.redisWait.preempted,
+			known: c.redisWait.known && before.redisWait.known}}
 	for name, cc := range c.commands {
 		b := before.commands[name]
 		if cc.calls > b.calls {
@@ -77,6 +83,10 @@ func (c cost) since(before cost) cost {
 // listed on their own.
 func (c cost) print(w io.Writer, step string) {
 	fmt.Fprintf(w, "bench: %s: Redis CPU %.3f s, service CPU %.3f s\n", step, c.redisCPU.Seconds(), c.serviceCPU.Seconds())
+	if c.redisWait.known {
+		fmt.Fprintf(w, "bench: %s: Redis's main thread waited %.3f s for a core, preempted %d times\n", step,
+			c.redisWait.wait.Seconds(), c.redisWait.preempted)
+	}
 	names := make([]string, 0, len(c.commands))
 	for name := range c.commands {
 		names = append(names, name)
