@@ -15,8 +15,9 @@ import (
 // be a listpack reads it whole; one of a few names, or from a larger hash
 // (a hash table, where HMGET finds each field at once, and a few short
 // calls are better than one long one), reads the names' fields in HMGETs
-// of Chunk names. A read of every schedule reads the hashes once, in
-// steps, instead (see Problems and ScheduleData).
+// of Chunk names. A snapshot of more schedules than one read takes reads
+// the three problem hashes once, in HSCAN steps, for all its reads (see
+// Problems and ScheduleData's known).
 const (
 	// listpackFields is Redis's default hash-max-listpack-entries: a hash
 	// of no more fields may be a listpack. It is also the COUNT of a whole
