@@ -64,7 +64,7 @@ func TestScheduleDataReadsEachProblemHashTheCheaperWay(t *testing.T) {
 		switch {
 		case i%10 == 0: // 300 paused: a listpack
 			p.HSet(ctx, s.Keys.Paused, names[i], fmt.Sprintf(`{"reason":"r%d","at":%d}`, i, i))
-		case i%2 == 1: // 1,500 failing: a hash table, past a whole read's bound
+		case i%2 == 1: // 1,500 failing: a hash table, past a listpack's size
 			p.HSet(ctx, s.Keys.Failing(), names[i], 1000+i)
 		}
 	}
