@@ -38,8 +38,10 @@ func readsWhole(size int64, asked int) bool {
 
 // fieldsRead is a read of the fields of some names from one hash: the
 // hash's first HSCAN step, queued on a pipeline, when it is read whole (see
-// readsWhole), else its HMGETs; nothing when the hash is empty; or the hash
-// as the caller read it before (known).
+// readsWhole), else its HMGETs; or the hash as the caller read it before
+// (known). The size it is chosen by may be old: it decides how the hash is
+// read, never whether, so a hash that was empty or small and has grown is
+// still read whole.
 type fieldsRead struct {
 	key    string
 	scan   *redis.ScanCmd
@@ -48,11 +50,11 @@ type fieldsRead struct {
 }
 
 // queueFieldsRead queues on p the read of names' fields from the hash key,
-// which held size fields a moment before.
+// which held size fields when last seen.
 func queueFieldsRead(ctx context.Context, p redis.Pipeliner, key string, names []string, size int64) fieldsRead {
 	r := fieldsRead{key: key}
 	switch {
-	case size == 0 || len(names) == 0:
+	case len(names) == 0:
 	case readsWhole(size, len(names)):
 		r.scan = p.HScan(ctx, key, 0, "", listpackFields)
 	default:

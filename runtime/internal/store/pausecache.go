@@ -65,8 +65,10 @@ type pauseCache struct {
 	current *pauseCopy
 	// large says the last check found the hashes past pauseCacheFields:
 	// the next read sends the names' fields with its check, in one round
-	// trip.
-	large bool
+	// trip, each hash read as its size at the last check suggests (see
+	// fieldsRead: one of them may still be a listpack).
+	large                 bool
+	pausedLen, resumedLen int64
 }
 
 // pauseCopy is the two hashes as one read found them.
@@ -95,9 +97,14 @@ func (s *Store) PauseStates(ctx context.Context, names []string) ([]*Pause, [][]
 	// Eval, not Run: inside a pipeline a NOSCRIPT error cannot fall back.
 	check := pausesScript.Eval(ctx, pipe, []string{s.Keys.PauseVersion, s.Keys.Paused, s.Keys.Resumed, s.Keys.Epoch},
 		have.version, have.pausedLen, have.resumedLen, pauseCacheFields)
-	var pausedCmds, resumedCmds []*redis.SliceCmd
-	if c.large {
-		pausedCmds, resumedCmds = s.queueHMGets(ctx, pipe, names, s.Keys.Paused, s.Keys.Resumed)
+	var paused, resumed fieldsRead
+	queueFields := func() {
+		paused = queueFieldsRead(ctx, pipe, s.Keys.Paused, names, c.pausedLen)
+		resumed = queueFieldsRead(ctx, pipe, s.Keys.Resumed, names, c.resumedLen)
+	}
+	queued := c.large
+	if queued {
+		queueFields()
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, nil, err
@@ -113,6 +120,7 @@ func (s *Store) PauseStates(ctx context.Context, names []string) ([]*Pause, [][]
 	pausedLen, _ := reply[1].(int64)
 	resumedLen, _ := reply[2].(int64)
 	c.large = pausedLen+resumedLen > pauseCacheFields
+	c.pausedLen, c.resumedLen = pausedLen, resumedLen
 	switch {
 	case len(reply) == 5:
 		c.current = &pauseCopy{version: version, pausedLen: pausedLen, resumedLen: resumedLen,
@@ -127,14 +135,21 @@ func (s *Store) PauseStates(ctx context.Context, names []string) ([]*Pause, [][]
 		}
 		return pauses, windows, nil
 	}
-	if pausedCmds == nil {
+	if !queued {
 		// The hashes grew past the copy's bound since the last read.
-		pausedCmds, resumedCmds = s.queueHMGets(ctx, pipe, names, s.Keys.Paused, s.Keys.Resumed)
+		queueFields()
 		if _, err := pipe.Exec(ctx); err != nil {
 			return nil, nil, err
 		}
 	}
-	return parsePauses(valuesOf(pausedCmds)), parseWindows(valuesOf(resumedCmds)), nil
+	pauses, windows := make([]*Pause, len(names)), make([][]PauseWindow, len(names))
+	if err := paused.each(ctx, s.rdb, names, func(i int, v string) { pauses[i] = ParsePause(v) }); err != nil {
+		return nil, nil, err
+	}
+	if err := resumed.each(ctx, s.rdb, names, func(i int, v string) { windows[i] = parseWindow(v) }); err != nil {
+		return nil, nil, err
+	}
+	return pauses, windows, nil
 }
 
 // pausesOf reads an HGETALL of the paused hash.

@@ -384,28 +384,6 @@ func (s *Store) AllPauses(ctx context.Context) (map[string]*Pause, error) {
 	return out, nil
 }
 
-// queueHMGets queues on p the HMGETs of the fields names of hash a (and of
-// hash b unless it is ""), Chunk fields each.
-func (s *Store) queueHMGets(ctx context.Context, p redis.Pipeliner, names []string, a, b string) (ac, bc []*redis.SliceCmd) {
-	for start := 0; start < len(names); start += Chunk {
-		chunk := names[start:min(start+Chunk, len(names))]
-		ac = append(ac, p.HMGet(ctx, a, chunk...))
-		if b != "" {
-			bc = append(bc, p.HMGet(ctx, b, chunk...))
-		}
-	}
-	return ac, bc
-}
-
-// valuesOf joins the replies of HMGETs queued by queueHMGets.
-func valuesOf(cmds []*redis.SliceCmd) []any {
-	var out []any
-	for _, c := range cmds {
-		out = append(out, c.Val()...)
-	}
-	return out
-}
-
 func parsePauses(vals []any) []*Pause {
 	out := make([]*Pause, len(vals))
 	for i, v := range vals {
@@ -424,13 +402,20 @@ func parseWindows(vals []any) [][]PauseWindow {
 	out := make([][]PauseWindow, len(vals))
 	for i, v := range vals {
 		str, _ := v.(string)
-		nums := strings.Fields(str)
-		for j := 0; j+1 < len(nums); j += 2 {
-			f, err1 := strconv.ParseInt(nums[j], 10, 64)
-			t, err2 := strconv.ParseInt(nums[j+1], 10, 64)
-			if err1 == nil && err2 == nil {
-				out[i] = append(out[i], PauseWindow{From: f, To: t})
-			}
+		out[i] = parseWindow(str)
+	}
+	return out
+}
+
+// parseWindow reads one field of the resumed hash.
+func parseWindow(str string) []PauseWindow {
+	var out []PauseWindow
+	nums := strings.Fields(str)
+	for j := 0; j+1 < len(nums); j += 2 {
+		f, err1 := strconv.ParseInt(nums[j], 10, 64)
+		t, err2 := strconv.ParseInt(nums[j+1], 10, 64)
+		if err1 == nil && err2 == nil {
+			out = append(out, PauseWindow{From: f, To: t})
 		}
 	}
 	return out
