@@ -22,8 +22,8 @@ const (
 	// listpackFields is Redis's default hash-max-listpack-entries: a hash
 	// of no more fields may be a listpack. It is also the COUNT of a whole
 	// read's HSCAN, which returns a listpack, or a hash table that size,
-	// in one step; a hash that grew past it since its HLEN is scanned on
-	// in further steps.
+	// in one step; a hash that grew past it since its size was seen is
+	// scanned on (scanHashFrom).
 	listpackFields = 512
 	// wholeReadAsked is the fewest names for which a listpack is read
 	// whole rather than walked once a name.
@@ -67,8 +67,8 @@ func queueFieldsRead(ctx context.Context, p redis.Pipeliner, key string, names [
 
 // each calls found with the position in names and the value of each of
 // names the hash holds, after the pipeline ran. A whole read whose hash
-// grew past one step meanwhile goes on scanning with rdb.
-func (r fieldsRead) each(ctx context.Context, rdb redis.Cmdable, names []string, found func(i int, value string)) error {
+// grew past one step meanwhile goes on scanning it through s.
+func (r fieldsRead) each(ctx context.Context, s *Store, names []string, found func(i int, value string)) error {
 	for c, cmd := range r.chunks {
 		for k, v := range cmd.Val() {
 			if str, ok := v.(string); ok {
@@ -80,15 +80,12 @@ func (r fieldsRead) each(ctx context.Context, rdb redis.Cmdable, names []string,
 	if r.scan != nil {
 		pairs, cursor := r.scan.Val()
 		values = make(map[string]string, len(pairs)/2)
-		for {
-			for k := 0; k+1 < len(pairs); k += 2 {
-				values[pairs[k]] = pairs[k+1]
-			}
-			if cursor == 0 {
-				break
-			}
-			var err error
-			if pairs, cursor, err = rdb.HScan(ctx, r.key, cursor, "", listpackFields).Result(); err != nil {
+		add := func(field, value string) { values[field] = value }
+		for k := 0; k+1 < len(pairs); k += 2 {
+			add(pairs[k], pairs[k+1])
+		}
+		if cursor != 0 {
+			if err := s.scanHashFrom(ctx, r.key, cursor, add); err != nil {
 				return err
 			}
 		}

@@ -40,7 +40,7 @@ func TestAWholeReadOfAHashThatGrewScansOn(t *testing.T) {
 		t.Fatalf("the first step read all %d fields; the test needs a hash past one step", fields)
 	}
 	seen := make([]bool, len(names))
-	if err := read.each(ctx, rdb, names, func(i int, v string) { seen[i] = v == "running" }); err != nil {
+	if err := read.each(ctx, New(rdb, redistest.Uniq("grown"), 3, 0), names, func(i int, v string) { seen[i] = v == "running" }); err != nil {
 		t.Fatal(err)
 	}
 	for i, ok := range seen {

@@ -63,13 +63,15 @@ type pauseCache struct {
 	// current is the copy, nil before the first read and while the hashes
 	// are too large to keep.
 	current *pauseCopy
-	// large says the last check found the hashes past pauseCacheFields:
-	// the next read sends the names' fields with its check, in one round
-	// trip, each hash read as its size at the last check suggests (see
-	// fieldsRead: one of them may still be a listpack).
-	large                 bool
+	// pausedLen and resumedLen are the hashes' lengths at the last check.
 	pausedLen, resumedLen int64
 }
+
+// large says the last check found the hashes past pauseCacheFields: the
+// next read sends the names' fields with its check, in one round trip,
+// each hash read as its length suggests (see fieldsRead: one of them may
+// still be a listpack).
+func (c *pauseCache) large() bool { return c.pausedLen+c.resumedLen > pauseCacheFields }
 
 // pauseCopy is the two hashes as one read found them.
 type pauseCopy struct {
@@ -102,7 +104,7 @@ func (s *Store) PauseStates(ctx context.Context, names []string) ([]*Pause, [][]
 		paused = queueFieldsRead(ctx, pipe, s.Keys.Paused, names, c.pausedLen)
 		resumed = queueFieldsRead(ctx, pipe, s.Keys.Resumed, names, c.resumedLen)
 	}
-	queued := c.large
+	queued := c.large()
 	if queued {
 		queueFields()
 	}
@@ -119,13 +121,12 @@ func (s *Store) PauseStates(ctx context.Context, names []string) ([]*Pause, [][]
 	version, _ := reply[0].(string)
 	pausedLen, _ := reply[1].(int64)
 	resumedLen, _ := reply[2].(int64)
-	c.large = pausedLen+resumedLen > pauseCacheFields
 	c.pausedLen, c.resumedLen = pausedLen, resumedLen
 	switch {
 	case len(reply) == 5:
 		c.current = &pauseCopy{version: version, pausedLen: pausedLen, resumedLen: resumedLen,
 			pauses: pausesOf(reply[3]), windows: windowsOf(reply[4])}
-	case c.large:
+	case c.large():
 		c.current = nil
 	}
 	if cp := c.current; cp != nil {
@@ -143,10 +144,10 @@ func (s *Store) PauseStates(ctx context.Context, names []string) ([]*Pause, [][]
 		}
 	}
 	pauses, windows := make([]*Pause, len(names)), make([][]PauseWindow, len(names))
-	if err := paused.each(ctx, s.rdb, names, func(i int, v string) { pauses[i] = ParsePause(v) }); err != nil {
+	if err := paused.each(ctx, s, names, func(i int, v string) { pauses[i] = ParsePause(v) }); err != nil {
 		return nil, nil, err
 	}
-	if err := resumed.each(ctx, s.rdb, names, func(i int, v string) { windows[i] = parseWindow(v) }); err != nil {
+	if err := resumed.each(ctx, s, names, func(i int, v string) { windows[i] = parseWindow(v) }); err != nil {
 		return nil, nil, err
 	}
 	return pauses, windows, nil

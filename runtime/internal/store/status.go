@@ -69,13 +69,16 @@ type Problems struct {
 	Active  map[string]string
 }
 
+// problems are the keys of the three problem hashes, in Problems' order.
+func (k Keys) problems() [3]string { return [...]string{k.Paused, k.Failing(), k.Active()} }
+
 // Problems reads the three problem hashes, in one round trip while each is
 // small. Their size is the number of schedules paused, failing or running,
 // whatever the number declared; when that is large (100,000 schedules due
 // at once are all running for a moment) they are read in HSCAN steps, so
 // that no single call holds Redis for long.
 func (s *Store) Problems(ctx context.Context) (Problems, error) {
-	keys := []string{s.Keys.Paused, s.Keys.Failing(), s.Keys.Active()}
+	keys := s.Keys.problems()
 	found := make([]map[string]string, len(keys))
 	cursors := make([]uint64, len(keys))
 	for i := range keys {
@@ -201,7 +204,7 @@ type ScheduleData struct {
 // the number of schedules. A read of many parts passes what it read of the
 // problem hashes (see Problems) as known, and then none is read again.
 func (s *Store) ScheduleData(ctx context.Context, names []string, n int, fields []string, known *Problems) ([]ScheduleData, error) {
-	problems := [...]string{s.Keys.Paused, s.Keys.Failing(), s.Keys.Active()}
+	problems := s.Keys.problems()
 	var reads [len(problems)]fieldsRead
 	var sizes [len(problems)]*redis.IntCmd
 	var askSizes func(redis.Pipeliner)
@@ -242,12 +245,12 @@ func (s *Store) ScheduleData(ctx context.Context, names []string, n int, fields 
 		out[i].Stats = stats[i]
 	}
 	statFieldsInto(stats, statCmds, pickCounters(fields))
-	err = reads[0].each(ctx, s.rdb, names, func(i int, v string) { out[i].Pause = ParsePause(v) })
+	err = reads[0].each(ctx, s, names, func(i int, v string) { out[i].Pause = ParsePause(v) })
 	if err == nil {
-		err = reads[1].each(ctx, s.rdb, names, func(i int, v string) { out[i].FailingSince, _ = strconv.ParseInt(v, 10, 64) })
+		err = reads[1].each(ctx, s, names, func(i int, v string) { out[i].FailingSince, _ = strconv.ParseInt(v, 10, 64) })
 	}
 	if err == nil {
-		err = reads[2].each(ctx, s.rdb, names, func(i int, v string) { out[i].Active = v })
+		err = reads[2].each(ctx, s, names, func(i int, v string) { out[i].Active = v })
 	}
 	if err != nil {
 		return nil, err
@@ -303,7 +306,11 @@ func (s *Store) Known(ctx context.Context) ([]string, error) {
 // allows it while Redis resizes the hash): each must take a repeat as the
 // same field, not a new one.
 func (s *Store) scanHash(ctx context.Context, key string, each func(field, value string)) error {
-	var cursor uint64
+	return s.scanHashFrom(ctx, key, 0, each)
+}
+
+// scanHashFrom is scanHash going on from a cursor an earlier step returned.
+func (s *Store) scanHashFrom(ctx context.Context, key string, cursor uint64, each func(field, value string)) error {
 	for {
 		// HSCAN with values: NOVALUES needs Redis 7.4.
 		pairs, next, err := s.rdb.HScan(ctx, key, cursor, "", scanCount).Result()

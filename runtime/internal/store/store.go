@@ -388,10 +388,7 @@ func parsePauses(vals []any) []*Pause {
 	out := make([]*Pause, len(vals))
 	for i, v := range vals {
 		if str, ok := v.(string); ok {
-			var p Pause
-			if json.Unmarshal([]byte(str), &p) == nil {
-				out[i] = &p
-			}
+			out[i] = ParsePause(str)
 		}
 	}
 	return out
