@@ -123,7 +123,9 @@ const taskChunk = 128
 //
 // Redis's time per task is most of the cost of a spike, and a good part
 // of it is reading the arguments, so a task carries five and what the
-// tasks of a chunk share (the time, the marks' hashes) is sent once.
+// tasks of a chunk share (the time, the marks' hashes) is sent once. For
+// the same reason the chunk's tasks are looked for with one EXISTS, and
+// each on its own only when some of them are in.
 //
 //	KEYS   the tasks' keys, then the queue's pending list and asynq's set
 //	       of queues; fenced, the lease key and its acknowledgement key
@@ -151,12 +153,19 @@ end
 redis.call('SADD', KEYS[n + 2], ARGV[2])
 local since, hash, also = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
 local out, ids, marks, alsos = {}, {}, {}, {}
+-- One EXISTS for the chunk: when none of its tasks is in, the usual case,
+-- no task needs one of its own. A task whose ID came earlier in the chunk
+-- is a conflict, as it is when each task has its own script.
+local existing = redis.call('EXISTS', unpack(KEYS, 1, n)) > 0
+local seen = {}
 for i = 1, n do
   local a = 8 + (i - 1) * 5
-  if redis.call('EXISTS', KEYS[i]) == 1 then
+  local key = KEYS[i]
+  if seen[key] or (existing and redis.call('EXISTS', key) == 1) then
     out[i] = 0
   else
-    redis.call('HSET', KEYS[i], 'msg', ARGV[a], 'state', 'pending', 'pending_since', since)
+    seen[key] = true
+    redis.call('HSET', key, 'msg', ARGV[a], 'state', 'pending', 'pending_since', since)
     ids[#ids + 1] = ARGV[a + 1]
     out[i] = 1
   end

@@ -1,12 +1,14 @@
 package pipeline_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -135,6 +137,76 @@ func TestTasksAsynqWouldRefuseAreRefused(t *testing.T) {
 	}
 }
 
+// A chunk's script looks for all its tasks with one EXISTS and for each
+// only when some are in; either way a task already in Redis, and a task
+// whose ID came earlier in the same chunk, is a conflict, and every ID is
+// pushed once.
+func TestAChunkFindsItsConflictsWhetherOrNotAnyTaskIsIn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Shared(t)
+	ours := pipeline.NewClient(rdb)
+	for _, tc := range []struct {
+		name   string
+		before []string // enqueued on their own first
+		ids    []string // then in one EnqueueAll, one chunk
+		want   []bool
+	}{
+		{name: "none in", ids: []string{"d", "e", "d", "f", "e"}, want: []bool{true, true, false, true, false}},
+		{name: "one in", before: []string{"b"}, ids: []string{"a", "b", "c", "a", "c"}, want: []bool{true, false, true, false, false}},
+	} {
+		queue := redistest.Uniq("task-chunk-conflicts")
+		t.Cleanup(func() { forget(t, rdb, queue) })
+		task := func(id, payload string) pipeline.Task {
+			return pipeline.Task{Type: "chunked", ID: id, Queue: queue, Payload: []byte("payload-" + payload)}
+		}
+		for _, id := range tc.before {
+			if inserted, err := ours.Enqueue(ctx, task(id, "before")); err != nil || !inserted {
+				t.Fatalf("%s: enqueue %s first: %v, %v", tc.name, id, inserted, err)
+			}
+		}
+		items := make([]pipeline.Item, len(tc.ids))
+		for i, id := range tc.ids {
+			items[i] = pipeline.Item{Task: task(id, strconv.Itoa(i))}
+		}
+		var got []bool
+		for i, r := range ours.EnqueueAll(ctx, items) {
+			if r.Err != nil {
+				t.Fatalf("%s: item %d (%s): %v", tc.name, i, tc.ids[i], r.Err)
+			}
+			got = append(got, r.Inserted)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: inserted %v, want %v", tc.name, got, tc.want)
+		}
+		pending, err := rdb.LRange(ctx, "asynq:{"+queue+"}:pending", 0, -1).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(pending)
+		want := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(tc.before), tc.ids...))))
+		if !slices.Equal(pending, want) {
+			t.Errorf("%s: pending %v, want each ID once: %v", tc.name, pending, want)
+		}
+		// The first of each ID is the one stored: a conflict writes nothing.
+		for i, id := range tc.ids {
+			if slices.Index(tc.ids, id) != i || slices.Contains(tc.before, id) {
+				continue
+			}
+			msg, err := rdb.HGet(ctx, pipeline.TaskKey(queue, id), "msg").Bytes()
+			if err != nil || !bytes.Contains(msg, []byte("payload-"+strconv.Itoa(i))) {
+				t.Errorf("%s: task %s holds %q (%v), want the payload of its first enqueue, %d", tc.name, id, msg, err, i)
+			}
+		}
+		for _, id := range tc.before {
+			msg, err := rdb.HGet(ctx, pipeline.TaskKey(queue, id), "msg").Bytes()
+			if err != nil || !bytes.Contains(msg, []byte("payload-before")) {
+				t.Errorf("%s: task %s holds %q (%v), want the payload it was first enqueued with", tc.name, id, msg, err)
+			}
+		}
+	}
+}
+
 // Concurrent enqueues of several queues, some of them conflicts, each get
 // their own answer, and a worker runs every inserted task once.
 func TestConcurrentEnqueuesOfSeveralQueuesEachGetTheirOwnReply(t *testing.T) {
@@ -195,4 +267,62 @@ func TestConcurrentEnqueuesOfSeveralQueuesEachGetTheirOwnReply(t *testing.T) {
 	done := make(chan struct{})
 	go func() { count.Wait(); close(done) }()
 	within(t, 30*time.Second, "asynq's server running every task", done)
+}
+
+// Redis's own time per task of a spike's enqueue: fenced chunks of
+// taskChunk tasks, each with its mark, all new, on a private Redis. The
+// redis-µs/task metric is INFO commandstats' time in the script over the
+// tasks; ns/op is the client's wall time per chunk of 128. The AOF is
+// off, as in make bench's Redis: its writes would be counted as the
+// script's.
+func BenchmarkEnqueueChunkRedisTime(b *testing.B) {
+	ctx := context.Background()
+	rdb := redistest.StartPrivate(b).Client(b)
+	if err := rdb.ConfigSet(ctx, "appendonly", "no").Err(); err != nil {
+		b.Fatal(err)
+	}
+	rdb.Set(ctx, "lease", "holder|1", 0)
+	fenced := pipeline.WithFence(ctx, &pipeline.Fence{Key: "lease", Value: "holder|1"})
+	pc := pipeline.NewClient(rdb)
+	payload := make([]byte, 120) // an occurrence's JSON is about this long
+	const chunk = 128
+	items := make([]pipeline.Item, chunk)
+	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+		b.Fatal(err)
+	}
+	sent := 0
+	for b.Loop() {
+		for i := range items {
+			name := fmt.Sprintf("daily-%06d", sent)
+			items[i] = pipeline.Item{
+				Task: pipeline.Task{Type: "belfry:daily", Queue: "bench", ID: "belfry:bench:" + name + ":1764806400", Payload: payload,
+					MaxRetry: 3, Timeout: 20 * time.Minute, Retention: 6 * time.Minute},
+				Mark: &pipeline.Mark{Hash: "cursors", Field: name, Value: 1764806400, Also: "lastid", AlsoValue: "belfry:bench:" + name + ":1764806400"},
+			}
+			sent++
+		}
+		for _, r := range pc.EnqueueAll(fenced, items) {
+			if r.Err != nil || !r.Inserted {
+				b.Fatalf("%v, inserted %v", r.Err, r.Inserted)
+			}
+		}
+	}
+	stats, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var usec float64
+	for _, line := range strings.Split(stats, "\r\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_eval:"); ok {
+			for _, f := range strings.Split(rest, ",") {
+				if v, ok := strings.CutPrefix(f, "usec="); ok {
+					usec, _ = strconv.ParseFloat(v, 64)
+				}
+			}
+		}
+	}
+	if usec == 0 {
+		b.Fatalf("no script time in INFO commandstats:\n%s", stats)
+	}
+	b.ReportMetric(usec/float64(sent), "redis-µs/task")
 }
