@@ -8,10 +8,9 @@ import (
 	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
+	"github.com/belfry/belfry/runtime/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -39,26 +38,12 @@ func measureCost(ctx context.Context, rdb *redis.Client) (cost, error) {
 	if c.redisCPU, err = redisCPU(ctx, rdb); err != nil {
 		return c, err
 	}
-	info, err := rdb.Info(ctx, "commandstats").Result()
+	stats, err := redistest.CommandStats(ctx, rdb)
 	if err != nil {
 		return c, err
 	}
-	for _, line := range strings.Split(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || !strings.HasPrefix(name, "cmdstat_") {
-			continue
-		}
-		var cc commandCost
-		for _, kv := range strings.Split(rest, ",") {
-			k, v, _ := strings.Cut(kv, "=")
-			switch k {
-			case "calls":
-				cc.calls, _ = strconv.ParseInt(v, 10, 64)
-			case "usec":
-				cc.usec, _ = strconv.ParseInt(v, 10, 64)
-			}
-		}
-		c.commands[strings.TrimPrefix(name, "cmdstat_")] = cc
+	for name, st := range stats {
+		c.commands[name] = commandCost{calls: st.Calls, usec: st.Usec}
 	}
 	c.redisWait = redisCoreWait(ctx, rdb)
 	return c, nil

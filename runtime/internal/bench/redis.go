@@ -93,20 +93,12 @@ func (p *privateRedis) stop() {
 
 // totalCalls sums the calls of every command from INFO commandstats.
 func totalCalls(ctx context.Context, rdb *redis.Client) (int64, error) {
-	info, err := rdb.Info(ctx, "commandstats").Result()
-	if err != nil {
-		return 0, err
-	}
+	stats, err := redistest.CommandStats(ctx, rdb)
 	var total int64
-	for _, line := range strings.Split(info, "\n") {
-		if !strings.HasPrefix(line, "cmdstat_") {
-			continue
-		}
-		_, rest, _ := strings.Cut(line, "calls=")
-		n, _ := strconv.ParseInt(strings.SplitN(rest, ",", 2)[0], 10, 64)
-		total += n
+	for _, st := range stats {
+		total += st.Calls
 	}
-	return total, nil
+	return total, err
 }
 
 // redisCPU is the CPU time Redis has used, user and system, from INFO cpu.

@@ -8,7 +8,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -307,22 +306,13 @@ func BenchmarkEnqueueChunkRedisTime(b *testing.B) {
 			}
 		}
 	}
-	stats, err := rdb.Info(ctx, "commandstats").Result()
+	stats, err := redistest.CommandStats(ctx, rdb)
 	if err != nil {
 		b.Fatal(err)
 	}
-	var usec float64
-	for _, line := range strings.Split(stats, "\r\n") {
-		if rest, ok := strings.CutPrefix(line, "cmdstat_eval:"); ok {
-			for _, f := range strings.Split(rest, ",") {
-				if v, ok := strings.CutPrefix(f, "usec="); ok {
-					usec, _ = strconv.ParseFloat(v, 64)
-				}
-			}
-		}
-	}
+	usec := stats["eval"].Usec
 	if usec == 0 {
-		b.Fatalf("no script time in INFO commandstats:\n%s", stats)
+		b.Fatalf("no script time in INFO commandstats: %v", stats)
 	}
-	b.ReportMetric(usec/float64(sent), "redis-µs/task")
+	b.ReportMetric(float64(usec)/float64(sent), "redis-µs/task")
 }

@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -50,4 +51,37 @@ func (c commandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 		}
 		return next(ctx, cmds)
 	}
+}
+
+// CommandStat is one command's line of INFO commandstats: how often Redis
+// ran it, the calls a script makes included, and its time inside Redis.
+type CommandStat struct {
+	Calls, Usec int64
+}
+
+// CommandStats reads INFO commandstats, by command name ("eval", "hset").
+func CommandStats(ctx context.Context, rdb redis.Cmdable) (map[string]CommandStat, error) {
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]CommandStat{}
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		var st CommandStat
+		for _, kv := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "calls":
+				st.Calls, _ = strconv.ParseInt(v, 10, 64)
+			case "usec":
+				st.Usec, _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+		out[strings.TrimPrefix(name, "cmdstat_")] = st
+	}
+	return out, nil
 }

@@ -155,34 +155,33 @@ func (s *Store) PauseStates(ctx context.Context, names []string) ([]*Pause, [][]
 
 // pausesOf reads an HGETALL of the paused hash.
 func pausesOf(reply any) map[string]*Pause {
-	names, values := hashPairs(reply)
-	out := make(map[string]*Pause, len(names))
-	for i, p := range parsePauses(values) {
-		if p != nil {
-			out[names[i]] = p
+	out := map[string]*Pause{}
+	eachPair(reply, func(name, v string) {
+		if p := ParsePause(v); p != nil {
+			out[name] = p
 		}
-	}
+	})
 	return out
 }
 
 // windowsOf reads an HGETALL of the resumed hash.
 func windowsOf(reply any) map[string][]PauseWindow {
-	names, values := hashPairs(reply)
-	out := make(map[string][]PauseWindow, len(names))
-	for i, w := range parseWindows(values) {
-		if len(w) > 0 {
-			out[names[i]] = w
+	out := map[string][]PauseWindow{}
+	eachPair(reply, func(name, v string) {
+		if w := parseWindow(v); len(w) > 0 {
+			out[name] = w
 		}
-	}
+	})
 	return out
 }
 
-// hashPairs splits a script's HGETALL reply into fields and values.
-func hashPairs(reply any) (fields []string, values []any) {
+// eachPair calls each with the fields and values of a script's HGETALL
+// reply.
+func eachPair(reply any, each func(field, value string)) {
 	flat, _ := reply.([]any)
 	for i := 0; i+1 < len(flat); i += 2 {
 		f, _ := flat[i].(string)
-		fields, values = append(fields, f), append(values, flat[i+1])
+		v, _ := flat[i+1].(string)
+		each(f, v)
 	}
-	return fields, values
 }

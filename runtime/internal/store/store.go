@@ -384,27 +384,8 @@ func (s *Store) AllPauses(ctx context.Context) (map[string]*Pause, error) {
 	return out, nil
 }
 
-func parsePauses(vals []any) []*Pause {
-	out := make([]*Pause, len(vals))
-	for i, v := range vals {
-		if str, ok := v.(string); ok {
-			out[i] = ParsePause(str)
-		}
-	}
-	return out
-}
-
-// parseWindows reads "<from> <to> <from> <to> ..." (unix ms) per field.
-func parseWindows(vals []any) [][]PauseWindow {
-	out := make([][]PauseWindow, len(vals))
-	for i, v := range vals {
-		str, _ := v.(string)
-		out[i] = parseWindow(str)
-	}
-	return out
-}
-
-// parseWindow reads one field of the resumed hash.
+// parseWindow reads one field of the resumed hash: "<from> <to> <from>
+// <to> ..." (unix ms).
 func parseWindow(str string) []PauseWindow {
 	var out []PauseWindow
 	nums := strings.Fields(str)
