@@ -178,7 +178,6 @@ func runScript(dir string, env []string, script string) (string, error) {
 // runTwoReplicas starts two replicas of the README's service and checks
 // what a reader would see, then stops them.
 func runTwoReplicas(t *testing.T, bin, redisAddr string, probe *readmeStep) {
-	t.Helper()
 	replicas := []*adoptReplica{
 		startAdoptReplica(t, bin, redisAddr), startAdoptReplica(t, bin, redisAddr),
 	}
@@ -281,7 +280,6 @@ func runTwoReplicas(t *testing.T, bin, redisAddr string, probe *readmeStep) {
 // it must pass on the module as built, and fail once a directive's
 // expression changes without go generate.
 func checkCI(t *testing.T, mod string, env []string, ci *readmeStep) {
-	t.Helper()
 	git := func(args ...string) {
 		t.Helper()
 		cmd := exec.Command("git", append([]string{"-c", "user.name=readme", "-c", "user.email=readme@example.com"}, args...)...)
