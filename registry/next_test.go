@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// TestNextDesignExamples reproduces the DST examples of the README and the
-// registry package doc.
+// TestNextDesignExamples reproduces the DST examples of docs/cron-syntax.md
+// and the registry package doc.
 func TestNextDesignExamples(t *testing.T) {
 	tests := []struct {
 		expr, zone, from string

@@ -733,7 +733,7 @@ func (g exprGen) expr() *oracleExpr {
 
 func TestOracleDesignExamples(t *testing.T) {
 	t.Parallel()
-	// Hand-built forms of the README's DST examples and a few more.
+	// Hand-built forms of docs/cron-syntax.md's DST examples and a few more.
 	v := func(vals ...int) oracleField {
 		var f oracleField
 		for _, x := range vals {

@@ -415,7 +415,7 @@ func TestChaos(t *testing.T) {
 		// replica follow the primary, and the replicas' writes wait for
 		// the replica's acknowledgement (Options.ReplicaAcks). The servers
 		// refuse writes while their replica is gone (min-replicas-to-write,
-		// as the README recommends), so neither the leader nor a worker
+		// as docs/redis.md recommends), so neither the leader nor a worker
 		// acts on an old primary after the switch: the leader that would
 		// remember an unacknowledged enqueue may be killed meanwhile.
 		h.sentinel = redistest.NewSentinel(t, filepath.Join(dir, "sentinel"), redistest.SentinelOptions{MinReplicasToWrite: 1})

@@ -36,7 +36,7 @@
 // occ.Key() or occ.Slot. With Options.ReplicaAcks a failover that loses
 // a worker's dequeue does not run the attempt again: the new primary
 // delivers it again, and the start mark each worker has a replica
-// acknowledge before its handler runs stops that delivery (the README
+// acknowledge before its handler runs stops that delivery (docs/redis.md
 // says what remains).
 //
 // # Lease and fencing
@@ -100,6 +100,8 @@
 //
 // A Redis failover that loses acknowledged writes (asynchronous
 // replication) can lose a lease, a cursor or a task, and with them the
-// guarantee. asynq's scripts are not Redis Cluster-safe, and neither are
-// these.
+// guarantee. The runtime does not run on Redis Cluster: its own keys are
+// not hash-tagged, and its fenced enqueue (the lease check, asynq's task
+// and the cursor in one script) spans slots. asynq's Client, Server and
+// Inspector do work on a Cluster; see docs/redis.md.
 package runtime

@@ -89,7 +89,7 @@ type Options struct {
 	// not run the attempt a second time; call Close after the workers'
 	// Shutdown. Each write then
 	// costs a round trip to a replica more, and scheduling stops while
-	// fewer replicas answer. See the README.
+	// fewer replicas answer. See docs/redis.md.
 	ReplicaAcks int
 	// ReplicaAckTimeout bounds each wait for ReplicaAcks; default 1s (or
 	// LeaseTTL/5 if that is shorter), and below LeaseTTL/3, a lease call's

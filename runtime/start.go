@@ -241,7 +241,7 @@ func (m *startMark) finish(ctx context.Context, handlerErr error) {
 // patience while Redis cannot be reached. A write Redis ran counts, even
 // if too few replicas acknowledged it: waiting longer would hold the
 // task's completion, and asynq's verdict with it, for a later failover's
-// sake (the README lists that gap).
+// sake (docs/redis.md lists that gap).
 func (m *startMark) end(ctx context.Context, state string, patience time.Duration) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), patience)
 	defer cancel()

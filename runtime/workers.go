@@ -164,7 +164,7 @@ var ErrForeignOccurrence = errors.New("occurrence of another service")
 
 // misroutedKey is where workers report the occurrences of queue they could
 // not run: under asynq's prefix, beside the queue's own keys, so that any
-// service's Redis user may write it (see the README's ACL).
+// service's Redis user may write it (see the ACL in docs/redis.md).
 func misroutedKey(queue string) string { return "asynq:{" + queue + "}:belfry:misrouted" }
 
 // misroutedTTL is how long a report of a misrouted occurrence lives; it is

@@ -1,12 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,209 +25,312 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// adoptJobs is a jobs package like the README's that runs without a
-// database: a method handler whose receiver carries an in-memory store,
-// every second. QUEUE is replaced by a queue of the test's own.
-const adoptJobs = `// Package jobs is the service's scheduled work.
-package jobs
+// adoptionSection is the README section a newcomer follows, and the one
+// TestAdoptInFreshModule runs.
+const adoptionSection = "## Add belfry to your service"
 
-//go:generate go tool crongen
+// checkoutPlaceholder is how the README names the reader's clone of belfry;
+// the test puts this checkout there.
+const checkoutPlaceholder = "/path/to/belfry"
 
-import (
-	"context"
-	"fmt"
-	"sync"
-
-	"github.com/belfry/belfry/registry"
-)
-
-// Store stands in for the service's database pool.
-type Store struct {
-	Name string
-	mu   sync.Mutex
-	rows map[string]bool
-}
-
-// Insert adds key once, as INSERT ... ON CONFLICT DO NOTHING would, and
-// reports whether it was new.
-func (s *Store) Insert(key string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.rows == nil {
-		s.rows = map[string]bool{}
-	}
-	if s.rows[key] {
-		return false
-	}
-	s.rows[key] = true
-	return true
-}
-
-// Jobs holds what the handlers need; main passes it to NewRegistry.
-type Jobs struct {
-	DB *Store
-}
-
-// Tick records its occurrence once per occurrence key.
+// readmeStep is one marked block of the adoption section, in README order.
+// A block is marked by an HTML comment on the line before its fence:
 //
-//cron:schedule "@every 1s" name=adopt:tick queue=QUEUE timeout=1s retry=0
-func (j *Jobs) Tick(ctx context.Context, occ registry.Occurrence) error {
-	if j.DB.Insert(occ.Key()) {
-		fmt.Printf("ran %s on %s\n", occ.Key(), j.DB.Name)
-	}
-	return nil
+//	<!-- file: jobs/jobs.go -->  a file to write, at that path in the module
+//	<!-- shell -->               commands run in the module, as a bash script
+//	<!-- run -->                 the command that starts the service
+//	<!-- probe -->               curl lines: URLs the running service answers
+//	<!-- ci -->                  the CI check for a forgotten go generate
+type readmeStep struct {
+	kind, arg, body string
+	line            int // of the fence, for messages
 }
-`
 
-// adoptMain is the service's main as the README wires it: runtime.New over
-// the registry, an asynq server sharing the Redis client, Run on every
-// replica until SIGTERM.
-const adoptMain = `package main
+var stepMarkRE = regexp.MustCompile(`^<!-- (file|shell|run|probe|ci)(?:: (\S+))? -->$`)
 
-import (
-	"context"
-	"log"
-	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
-
-	"github.com/belfry/belfry/runtime"
-	"github.com/hibiken/asynq"
-	"github.com/redis/go-redis/v9"
-
-	"example.com/svc/jobs"
-)
-
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("SVC_REDIS")})
-	defer rdb.Close()
-	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
-
-	reg := jobs.NewRegistry(&jobs.Jobs{DB: &jobs.Store{Name: "main-db"}})
-	rt, err := runtime.New(reg, runtime.Options{Redis: rdb, Logger: logger, Namespace: os.Getenv("SVC_NAMESPACE")})
-	if err != nil {
-		log.Fatal(err)
+// readmeSteps returns the marked blocks of the README's adoption section.
+func readmeSteps(t *testing.T, readme string) []readmeStep {
+	t.Helper()
+	lines := strings.Split(readFile(t, readme), "\n")
+	start := -1
+	for i, l := range lines {
+		if l == adoptionSection {
+			start = i + 1
+			break
+		}
 	}
-	defer rt.Close()
-
-	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
-		Queues: map[string]int{reg.Schedules()[0].Queue: 1},
-		Logger: runtime.AsynqLogger(logger),
-	})
-	mux := asynq.NewServeMux()
-	rt.RegisterHandlers(mux)
-	if err := srv.Start(mux); err != nil {
-		log.Fatal(err)
+	if start < 0 {
+		t.Fatalf("README.md has no section %q", adoptionSection)
 	}
-	defer srv.Shutdown()
-
-	if err := rt.Run(ctx); err != nil {
-		log.Print(err)
+	var steps []readmeStep
+	for i := start; i < len(lines) && !strings.HasPrefix(lines[i], "## "); i++ {
+		m := stepMarkRE.FindStringSubmatch(lines[i])
+		if m == nil {
+			if strings.HasPrefix(lines[i], "<!--") {
+				t.Errorf("README.md:%d: unknown mark %q; want file: PATH, shell, run, probe or ci", i+1, lines[i])
+			}
+			continue
+		}
+		if i+1 >= len(lines) || !strings.HasPrefix(lines[i+1], "```") {
+			t.Fatalf("README.md:%d: mark %q is not followed by a fenced block", i+1, lines[i])
+		}
+		var body []string
+		j := i + 2
+		for ; j < len(lines) && lines[j] != "```"; j++ {
+			body = append(body, lines[j])
+		}
+		if j == len(lines) {
+			t.Fatalf("README.md:%d: fenced block not closed", i+2)
+		}
+		steps = append(steps, readmeStep{kind: m[1], arg: m[2], body: strings.Join(body, "\n") + "\n", line: i + 2})
+		i = j
 	}
+	return steps
 }
-`
 
-// TestAdoptInFreshModule follows the README's "Add belfry to your service"
-// in new modules with an empty module cache, as on a CI machine (see
-// adoptModule for the steps): once with the README's own code, which must
-// build and be lint clean, and once with a service that runs here, two
-// replicas of which run each occurrence of a method handler with a
-// DB-like dependency once.
-//
-// belfry is not published from this checkout, so where the README says
-// go get -tool ...@latest the test writes the same go.mod lines with go mod
-// edit and a replace directive; everything after that is the README's
-// commands verbatim. Modules come through the environment's GOPROXY and
-// GOFLAGS, like any build's.
+// TestAdoptInFreshModule follows README.md's "Add belfry to your service"
+// exactly as written, in a new module: it writes the README's files and
+// runs its commands in order (with this checkout as /path/to/belfry), so
+// the first go build after main.go is written must succeed with only the
+// commands the README shows. Then it starts two replicas of the service the
+// README built against the real Redis, waits until the schedule has run and
+// health is ok, reads the admin page, its JSON, /healthz, /livez, /metrics
+// and the URLs the README tells the reader to open, and stops both with
+// SIGTERM, which must end them cleanly; every occurrence must have run
+// once across the two. Last, it runs the README's CI check in a git
+// repository of the module: clean, it passes; after a directive changes
+// without go generate, it fails.
 func TestAdoptInFreshModule(t *testing.T) {
 	if testing.Short() {
-		t.Skip("downloads belfry's dependencies into an empty module cache")
+		t.Skip("builds a module and runs a service against Redis")
 	}
 	t.Parallel()
 	root := repoRoot(t)
 	redisAddr := testRedis(t)
-	cache := t.TempDir()
-	env := append(os.Environ(),
-		"GOMODCACHE="+cache,
-		// Writable, so that the temporary cache can be removed.
-		"GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -modcacherw"),
-		"GOTOOLCHAIN=local", "GOWORK=off",
-	)
-	queue := "adopt-" + randomHex(t)
+	steps := readmeSteps(t, filepath.Join(root, "README.md"))
+	holdAdoptionLock(t, redisAddr)
 
-	// The README's own code, as a newcomer copies it: it must build and be
-	// lint clean (it needs a database to run).
-	jobsSrc, mainSrc := readmeCode(t, filepath.Join(root, "README.md"))
-	adoptModule(t, env, root, map[string]string{"jobs/jobs.go": jobsSrc, "main.go": mainSrc})
+	mod := t.TempDir()
+	env := adoptEnv()
+	var run, probe, ci *readmeStep
+	files := map[string]bool{}
+	for i := range steps {
+		s := &steps[i]
+		switch s.kind {
+		case "file":
+			writeFile(t, filepath.Join(mod, s.arg), s.body)
+			files[s.arg] = true
+		case "shell":
+			script := strings.ReplaceAll(s.body, checkoutPlaceholder, root)
+			if out, err := runScript(mod, env, script); err != nil {
+				t.Fatalf("README.md:%d: the commands failed: %v\n%s\nscript:\n%s", s.line, err, out, script)
+			}
+		case "run":
+			run = s
+		case "probe":
+			probe = s
+		case "ci":
+			ci = s
+		}
+	}
+	for _, name := range []string{"jobs/jobs.go", "main.go"} {
+		if !files[name] {
+			t.Errorf("the adoption section writes no %s (mark its block <!-- file: %s -->)", name, name)
+		}
+	}
+	if run == nil || probe == nil || ci == nil {
+		t.Fatalf("the adoption section lacks a marked block: run %v, probe %v, ci %v", run != nil, probe != nil, ci != nil)
+	}
+	if _, err := os.Stat(filepath.Join(mod, "jobs", outputName)); err != nil {
+		t.Fatalf("the README's commands did not generate jobs/%s: %v", outputName, err)
+	}
 
-	// A service that can run here: its DB is in memory.
-	mod := adoptModule(t, env, root, map[string]string{
-		"jobs/jobs.go": strings.Replace(adoptJobs, "QUEUE", queue, 1),
-		"main.go":      adoptMain,
-	})
+	command := strings.TrimSpace(run.body)
+	if !strings.HasPrefix(command, "./") || strings.ContainsAny(command, " \n") {
+		t.Fatalf("README.md:%d: the run block is %q; want the binary the README built, such as ./svc", run.line, run.body)
+	}
+	runTwoReplicas(t, filepath.Join(mod, command), redisAddr, probe)
+	checkCI(t, mod, env, ci)
+}
 
-	// Two replicas, as two processes: every occurrence runs on one of
-	// them, once, whichever holds the lease.
-	bin, ns := filepath.Join(mod, "svc"), "belfry-adopt-"+queue
-	defer cleanupRedis(t, redisAddr, ns, queue)
-	replicas := []*adoptReplica{startAdoptReplica(t, bin, redisAddr, ns), startAdoptReplica(t, bin, redisAddr, ns)}
-	runRE := regexp.MustCompile(`^ran (cron:[^/ ]+/adopt:tick:\d+) on main-db$`)
-	runs := func() map[string]int {
+// adoptEnv is the environment of the README's commands: the caller's, with
+// the module cache and build cache shared, but without -mod=mod, which
+// would let go build update go.mod behind the README's back (the go.mod
+// the reader has after each step is what must build).
+func adoptEnv() []string {
+	var flags []string
+	for _, f := range strings.Fields(os.Getenv("GOFLAGS")) {
+		if !strings.HasPrefix(f, "-mod=") {
+			flags = append(flags, f)
+		}
+	}
+	return append(os.Environ(), "GOFLAGS="+strings.Join(flags, " "), "GOTOOLCHAIN=local", "GOWORK=off")
+}
+
+// runScript runs script with bash in dir, stopping at the first failure.
+func runScript(dir string, env []string, script string) (string, error) {
+	cmd := exec.Command("bash", "-e", "-o", "pipefail", "-c", script)
+	cmd.Dir, cmd.Env = dir, env
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// runTwoReplicas starts two replicas of the README's service and checks
+// what a reader would see, then stops them.
+func runTwoReplicas(t *testing.T, bin, redisAddr string, probe *readmeStep) {
+	replicas := []*adoptReplica{
+		startAdoptReplica(t, bin, redisAddr), startAdoptReplica(t, bin, redisAddr),
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	poll := time.NewTicker(100 * time.Millisecond) // how soon a change is seen; the deadline decides
+	defer poll.Stop()
+	ticks := func() map[string]int {
 		n := map[string]int{}
 		for _, r := range replicas {
-			for _, line := range strings.Split(strings.TrimSpace(r.stdout.String()), "\n") {
-				if m := runRE.FindStringSubmatch(line); m != nil {
-					n[m[1]]++
-				} else if line != "" {
-					t.Errorf("replica printed %q, want lines matching %s", line, runRE)
-				}
+			for _, key := range r.ticks() {
+				n[key]++
 			}
 		}
 		return n
 	}
-	deadline := time.After(30 * time.Second)
-	tick := time.NewTicker(50 * time.Millisecond) // how soon a run is seen; the deadline decides
-	defer tick.Stop()
-wait:
-	for len(runs()) < 3 && !t.Failed() {
-		select {
-		case <-deadline:
-			break wait
-		case <-tick.C:
+	healthy := func() bool {
+		for _, r := range replicas {
+			if r.admin == nil || get(t, r.base("/healthz")).status != http.StatusOK {
+				return false
+			}
+		}
+		return true
+	}
+	for len(ticks()) < 2 || !healthy() {
+		if time.Now().After(deadline) {
+			for i, r := range replicas {
+				t.Logf("replica %d stderr:\n%s", i+1, r.stderr.String())
+			}
+			t.Fatalf("within 60s: %d occurrences ran (want 2), health ok on both: %v", len(ticks()), healthy())
+		}
+		for _, r := range replicas {
+			r.findAdmin()
+		}
+		<-poll.C
+	}
+	r := replicas[0]
+	page := get(t, r.admin.String())
+	if page.status != http.StatusOK || !strings.Contains(page.body, "tick") {
+		t.Errorf("GET %s: %d, want 200 and a page naming the schedule tick:\n%.400s", r.admin, page.status, page.body)
+	}
+	var schedules []struct {
+		Name     string `json:"name"`
+		Queue    string `json:"queue"`
+		Counters struct {
+			Succeeded int64 `json:"succeeded"`
+		} `json:"counters"`
+	}
+	list := get(t, r.admin.JoinPath("api/schedules").String())
+	if err := json.Unmarshal([]byte(list.body), &schedules); err != nil || len(schedules) != 1 || schedules[0].Counters.Succeeded < 1 {
+		t.Fatalf("GET api/schedules: %d %.400s (%v); want the schedule with at least one success", list.status, list.body, err)
+	}
+	for key := range ticks() {
+		ns, queue := namespaceOf(key), schedules[0].Queue
+		t.Cleanup(func() { cleanupRedis(t, redisAddr, ns, queue) })
+		break
+	}
+	if got := get(t, r.base("/livez")); got.status != http.StatusOK {
+		t.Errorf("GET /livez: %d %s", got.status, got.body)
+	}
+	if got := get(t, r.base("/metrics")); got.status != http.StatusOK || !strings.Contains(got.body, "belfry_schedule_next_run_timestamp_seconds{schedule=\"tick\"}") {
+		t.Errorf("GET /metrics: %d, want 200 with belfry's series:\n%.400s", got.status, got.body)
+	}
+	// The URLs the README has the reader open: served, at the address main
+	// logs, with the path the README gives.
+	probed := 0
+	for _, line := range strings.Split(probe.body, "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 || fields[0] != "curl" {
+			continue
+		}
+		u, err := url.Parse(fields[len(fields)-1])
+		if err != nil || u.Host != "127.0.0.1:8080" {
+			t.Errorf("README.md:%d: %q: want curl ... http://127.0.0.1:8080/PATH (the address main serves by default)", probe.line, line)
+			continue
+		}
+		probed++
+		if got := get(t, r.base(u.Path)); got.status != http.StatusOK {
+			t.Errorf("README.md:%d: GET %s: %d %.300s", probe.line, u.Path, got.status, got.body)
 		}
 	}
-	for _, r := range replicas {
+	if probed == 0 {
+		t.Errorf("README.md:%d: the probe block has no curl lines", probe.line)
+	}
+
+	for i, r := range replicas {
 		if err := r.stop(); err != nil {
-			t.Errorf("replica exited with %v after SIGTERM, want status 0\nstderr:\n%s", err, r.stderr.String())
+			t.Errorf("replica %d exited with %v after SIGTERM, want status 0\nstderr:\n%s", i+1, err, r.stderr.String())
 		}
 	}
-	got := runs()
-	if len(got) < 3 {
-		t.Fatalf("%d occurrences ran within 30s, want at least 3\nstderr of the first replica:\n%s", len(got), replicas[0].stderr.String())
-	}
-	t.Logf("%d occurrences ran: %d lines from one replica, %d from the other", len(got),
-		strings.Count(replicas[0].stdout.String(), "\n"), strings.Count(replicas[1].stdout.String(), "\n"))
+	got := ticks()
 	for key, n := range got {
 		if n != 1 {
 			t.Errorf("occurrence %s ran %d times across the replicas, want once", key, n)
 		}
 	}
+	t.Logf("%d occurrences ran, each once: %d on one replica, %d on the other", len(got), len(replicas[0].ticks()), len(replicas[1].ticks()))
 }
 
-// adoptReplica is one process of the adopting service.
+// checkCI runs the README's CI check in a git repository of the module:
+// it must pass on the module as built, and fail once a directive's
+// expression changes without go generate.
+func checkCI(t *testing.T, mod string, env []string, ci *readmeStep) {
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=readme", "-c", "user.email=readme@example.com"}, args...)...)
+		cmd.Dir, cmd.Env = mod, env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	git("init", "-q")
+	writeFile(t, filepath.Join(mod, ".gitignore"), "/svc\n")
+	git("add", "-A")
+	git("commit", "-q", "-m", "svc")
+	if out, err := runScript(mod, env, ci.body); err != nil {
+		t.Fatalf("README.md:%d: the CI check fails on the module as the README built it: %v\n%s", ci.line, err, out)
+	}
+
+	jobsFile := filepath.Join(mod, "jobs", "jobs.go")
+	src := readFile(t, jobsFile)
+	directive := regexp.MustCompile(`(?m)^//cron:schedule "([^"]+)"`)
+	m := directive.FindStringSubmatchIndex(src)
+	if m == nil {
+		t.Fatal("jobs/jobs.go has no //cron:schedule directive")
+	}
+	expr := src[m[2]:m[3]]
+	changed := "*/2 * * * * *"
+	if expr == changed {
+		changed = "*/3 * * * * *"
+	}
+	writeFile(t, jobsFile, src[:m[2]]+changed+src[m[3]:])
+	out, err := runScript(mod, env, ci.body)
+	if err == nil {
+		t.Errorf("README.md:%d: the CI check passed after the directive changed from %q to %q without go generate\n%s", ci.line, expr, changed, out)
+	} else if !strings.Contains(out, outputName) {
+		t.Errorf("README.md:%d: the CI check failed without naming %s:\n%s", ci.line, outputName, out)
+	}
+}
+
+// adoptReplica is one process of the README's service.
 type adoptReplica struct {
 	cmd            *exec.Cmd
 	stdout, stderr *lockedBuffer
 	done           chan error
+	admin          *url.URL // from the serving log line, once logged
 }
 
-func startAdoptReplica(t *testing.T, bin, redisAddr, namespace string) *adoptReplica {
+func startAdoptReplica(t *testing.T, bin, redisAddr string) *adoptReplica {
 	t.Helper()
 	r := &adoptReplica{cmd: exec.Command(bin), stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, done: make(chan error, 1)}
-	r.cmd.Env = append(os.Environ(), "SVC_REDIS="+redisAddr, "SVC_NAMESPACE="+namespace)
+	// The README's main reads both, with defaults for a local run; port 0
+	// keeps the test off ports a person may be using.
+	r.cmd.Env = append(os.Environ(), "REDIS_URL=redis://"+redisAddr+"/0", "HTTP_ADDR=127.0.0.1:0")
 	r.cmd.Stdout, r.cmd.Stderr = r.stdout, r.stderr
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -232,16 +340,105 @@ func startAdoptReplica(t *testing.T, bin, redisAddr, namespace string) *adoptRep
 	return r
 }
 
-// stop sends SIGTERM and waits up to 15s for a clean exit.
+var (
+	servingRE = regexp.MustCompile(`msg=serving admin=(http://\S+)`)
+	tickRE    = regexp.MustCompile(`msg=tick .*key=(cron:\S+)`)
+)
+
+// findAdmin reads the admin URL main logs at start-up.
+func (r *adoptReplica) findAdmin() {
+	if r.admin != nil {
+		return
+	}
+	if m := servingRE.FindStringSubmatch(r.stderr.String()); m != nil {
+		r.admin, _ = url.Parse(m[1])
+	}
+}
+
+// base is the URL of path on the replica's HTTP server.
+func (r *adoptReplica) base(path string) string {
+	return (&url.URL{Scheme: "http", Host: r.admin.Host, Path: path}).String()
+}
+
+// ticks are the occurrence keys this replica's handler logged.
+func (r *adoptReplica) ticks() []string {
+	var keys []string
+	sc := bufio.NewScanner(strings.NewReader(r.stderr.String()))
+	for sc.Scan() {
+		if m := tickRE.FindStringSubmatch(sc.Text()); m != nil {
+			keys = append(keys, m[1])
+		}
+	}
+	return keys
+}
+
+// stop sends SIGTERM and waits up to 20s for a clean exit.
 func (r *adoptReplica) stop() error {
 	r.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case err := <-r.done:
 		return err
-	case <-time.After(15 * time.Second):
+	case <-time.After(20 * time.Second):
 		r.cmd.Process.Kill()
-		return fmt.Errorf("no exit within 15s of SIGTERM: %v", <-r.done)
+		return fmt.Errorf("no exit within 20s of SIGTERM: %v", <-r.done)
 	}
+}
+
+// namespaceOf is the namespace of an occurrence key,
+// "cron:<namespace>/<name>:<slot>".
+func namespaceOf(key string) string {
+	ns, _, ok := strings.Cut(strings.TrimPrefix(key, "cron:"), "/")
+	if !ok {
+		return ""
+	}
+	return ns
+}
+
+type response struct {
+	status int
+	body   string
+}
+
+func get(t *testing.T, u string) response {
+	t.Helper()
+	client := http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get(u)
+	if err != nil {
+		return response{body: err.Error()}
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return response{status: resp.StatusCode, body: string(body)}
+}
+
+// holdAdoptionLock makes concurrent runs of this test (from several
+// checkouts, on one Redis) take turns: the README's service has a fixed
+// namespace and queue, so two at once would be replicas of one service.
+func holdAdoptionLock(t *testing.T, addr string) {
+	t.Helper()
+	const key = "belfry-test:readme-adoption"
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { rdb.Close() })
+	token := randomHex(t)
+	ctx := context.Background()
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		ok, err := rdb.SetNX(ctx, key, token, 5*time.Minute).Result()
+		if err != nil {
+			t.Fatalf("redis at %s: %v", addr, err)
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("another run of this test held %s for 5 minutes", key)
+		}
+		time.Sleep(time.Second) // another run holds it for a minute or so
+	}
+	t.Cleanup(func() {
+		release := redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`)
+		release.Run(ctx, rdb, []string{key}, token)
+	})
 }
 
 // lockedBuffer is an output written by a process and read by the test.
@@ -260,102 +457,6 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
-}
-
-// adoptModule creates module example.com/svc holding files and takes it
-// through the README's steps: tool dependencies, tidy, generate, tidy,
-// generate again (the go run form failed here: tidy dropped the
-// generator's dependencies), build, vet and vet with cronlint. It returns
-// the module's directory, with the service built as svc in it.
-func adoptModule(t *testing.T, env []string, root string, files map[string]string) string {
-	t.Helper()
-	mod := t.TempDir()
-	goCmd := func(args ...string) string {
-		t.Helper()
-		cmd := exec.Command("go", args...)
-		cmd.Dir, cmd.Env = mod, env
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return string(out)
-	}
-	goCmd("mod", "init", "example.com/svc")
-	// Stands for go get github.com/belfry/belfry@latest and go get -tool
-	// for both tools: the same go.mod lines, with this checkout.
-	goCmd("mod", "edit",
-		"-require=github.com/belfry/belfry@v0.0.0", "-replace=github.com/belfry/belfry="+root,
-		"-tool=github.com/belfry/belfry/cmd/crongen", "-tool=github.com/belfry/belfry/cmd/cronlint")
-	for name, src := range files {
-		writeFile(t, filepath.Join(mod, name), src)
-	}
-
-	goCmd("mod", "tidy")
-	goCmd("generate", "./...")
-	generated := filepath.Join(mod, "jobs", outputName)
-	first := readFile(t, generated)
-	if !strings.Contains(first, "func NewRegistry(jobs *Jobs) *registry.Registry") {
-		t.Fatalf("generated file lacks NewRegistry(jobs *Jobs):\n%s", first)
-	}
-	goCmd("mod", "tidy")
-	goCmd("generate", "./...") // after tidy: the step that used to fail
-	if again := readFile(t, generated); again != first {
-		t.Errorf("generate after tidy wrote a different file")
-	}
-	goCmd("build", "-o", filepath.Join(mod, "svc"), ".")
-	goCmd("vet", "./...")
-	cronlint := strings.TrimSpace(goCmd("tool", "-n", "cronlint"))
-	if out := goCmd("vet", "-vettool="+cronlint, "./..."); strings.TrimSpace(out) != "" {
-		t.Errorf("go vet -vettool=cronlint reported:\n%s", out)
-	}
-	return mod
-}
-
-// readmeMainHeader is what the README leaves out around its main: the
-// package clause and imports.
-const readmeMainHeader = `package main
-
-import (
-	"context"
-	"database/sql"
-	"log"
-	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
-
-	"github.com/belfry/belfry/runtime"
-	"github.com/hibiken/asynq"
-	"github.com/redis/go-redis/v9"
-
-	"example.com/svc/jobs"
-)
-
-`
-
-// readmeCode returns the jobs package and the main of the README's "Add
-// belfry to your service", the main with readmeMainHeader before it.
-func readmeCode(t *testing.T, readme string) (jobs, main string) {
-	t.Helper()
-	text := readFile(t, readme)
-	_, section, ok := strings.Cut(text, "## Add belfry to your service\n")
-	if !ok {
-		t.Fatal(`README.md has no section "## Add belfry to your service"`)
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
-	for _, block := range strings.Split(section, "```go\n")[1:] {
-		code, _, _ := strings.Cut(block, "```")
-		switch {
-		case strings.HasPrefix(code, "// Package jobs"):
-			jobs = code
-		case strings.HasPrefix(code, "func main() {"):
-			main = readmeMainHeader + code
-		}
-	}
-	if jobs == "" || main == "" {
-		t.Fatalf("README.md's adoption section lacks the jobs package or main (found jobs: %v, main: %v)", jobs != "", main != "")
-	}
-	return jobs, main
 }
 
 // testRedis returns the address of the Redis the tests share

@@ -11,8 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// serviceACL is the Redis ACL a service's user needs, as the README states
-// it, for the namespace "belfry" (replace belfry: by the namespace's
+// serviceACL is the Redis ACL a service's user needs, as docs/redis.md
+// states it, for the namespace "belfry" (replace belfry: by the namespace's
 // prefix); the replicas of these tests run with -namespace belfry. Keys: the runtime's under its namespace and asynq's
 // under asynq:. Channels: the lease handover (without it a graceful
 // shutdown silently becomes a lease expiry) and asynq's task cancellation.
@@ -34,16 +34,16 @@ const serviceACL = "resetkeys resetchannels -@all " +
 // rights of serviceACL, through leadership, every heartbeat, a manual
 // trigger and a graceful handover (which needs the pub/sub rights: the
 // lease TTL is far longer than the takeover deadline), and checks that
-// Redis refused nothing: its ACL LOG stays empty. It also checks that the
-// README states the same rules.
+// Redis refused nothing: its ACL LOG stays empty. It also checks that
+// docs/redis.md states the same rules.
 func TestRedisACL(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../../README.md")
+	guide, err := os.ReadFile("../../docs/redis.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(readme), serviceACL) {
-		t.Errorf("README.md does not state the ACL the test grants:\n%s", serviceACL)
+	if !strings.Contains(string(guide), serviceACL) {
+		t.Errorf("docs/redis.md does not state the ACL the test grants:\n%s", serviceACL)
 	}
 
 	redisURL := startRedis(t)

@@ -3,7 +3,9 @@
 // what they hold. It knows nothing of leases or schedules beyond their names;
 // the lease package owns the lease's own scripts.
 //
-// Keys are not hash-tagged: asynq itself is not Redis Cluster-safe.
+// Keys are not hash-tagged, so the runtime does not run on Redis Cluster:
+// its scripts, the fenced enqueue above all, touch keys in several slots.
+// (asynq's own keys share their queue's hash tag and do work there.)
 package store
 
 // Keys names everything the runtime stores under one namespace.
