@@ -1,4 +1,5 @@
-// Command cronlint checks //cron:schedule directives and their handlers.
+// Command cronlint checks //cron:schedule directives, their handlers, and
+// that the generated registry (zz_generated.cron.go) still matches them.
 //
 // It runs standalone (cronlint ./...) or as a vet tool
 // (go vet -vettool=$(which cronlint) ./...); cronlint help <check> shows
@@ -16,9 +17,10 @@ import (
 	"github.com/belfry/belfry/analyzer/idempotent"
 	"github.com/belfry/belfry/analyzer/overlap"
 	"github.com/belfry/belfry/analyzer/pileup"
+	"github.com/belfry/belfry/analyzer/stale"
 	"github.com/belfry/belfry/analyzer/zone"
 )
 
 func main() {
-	multichecker.Main(directive.Analyzer, pileup.Analyzer, zone.Analyzer, idempotent.Analyzer, overlap.Analyzer)
+	multichecker.Main(directive.Analyzer, pileup.Analyzer, zone.Analyzer, idempotent.Analyzer, overlap.Analyzer, stale.Analyzer)
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -47,6 +48,7 @@ func TestVet(t *testing.T) {
 	want := []string{
 		`dirty/dirty.go:12:1: "// cron:" has a space after //`,
 		`dirty/dirty.go:15:42: unknown key "colour"`,
+		`dirty/dirty.go:18:1: package dirty has //cron:schedule directives but no zz_generated.cron.go;`,
 		`dirty/dirty.go:21:17: schedule "midnight-b" fires at 00:00 UTC, midnight, with "cleanup", "midnight-a" and "midnight-c"`,
 		`dirty/dirty.go:24:17: schedule "midnight-c" fires at 00:00 UTC`,
 		`dirty/dirty.go:24:48: note: "midnight-c" runs on Europe/London time; to keep a local zone on purpose, add //cronlint:ignore zone <reason>`,
@@ -145,7 +147,7 @@ func TestFixChangesOnlyReportedLines(t *testing.T) {
 // its title and its WRONG and RIGHT examples.
 func TestHelp(t *testing.T) {
 	bin := buildCronlint(t)
-	for _, check := range []string{"directive", "idempotent", "overlap", "pileup", "zone"} {
+	for _, check := range checks {
 		out, code := run(t, t.TempDir(), bin, "help", check)
 		if code != 0 {
 			t.Errorf("cronlint help %s exited %d:\n%s", check, code, out)
@@ -158,9 +160,74 @@ func TestHelp(t *testing.T) {
 	}
 }
 
-// newModule writes a module that requires belfry from root; go.sum comes
-// from root, so only modules missing from the cache are fetched.
-func newModule(t *testing.T, root string) string {
+var checks = []string{"directive", "idempotent", "overlap", "pileup", "stale", "zone"}
+
+// TestVetFailsOnStaleGeneratedFile is the forgotten go generate: a
+// directive changed from */2 to */5 after crongen ran compiles, and go vet
+// with cronlint must fail on it until crongen runs again.
+func TestVetFailsOnStaleGeneratedFile(t *testing.T) {
+	bin := buildCronlint(t)
+	crongen := filepath.Join(t.TempDir(), "crongen")
+	if out, err := exec.Command("go", "build", "-o", crongen, "../crongen").CombinedOutput(); err != nil {
+		t.Fatalf("go build crongen: %v\n%s", err, out)
+	}
+	mod := newEmptyModule(t, repoRoot(t))
+	file := filepath.Join(mod, "tick", "tick.go")
+	src := `package tick
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/belfry/belfry/registry"
+)
+
+//go:generate go tool crongen
+
+//cron:schedule "*/2 * * * *" name=tick timeout=1m
+func Tick(ctx context.Context, occ registry.Occurrence) error {
+	slog.InfoContext(ctx, "tick", "key", occ.Key())
+	return nil
+}
+`
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	generate := func() {
+		t.Helper()
+		if out, code := run(t, mod, crongen, "generate", "./..."); code != 0 {
+			t.Fatalf("crongen exited %d:\n%s", code, out)
+		}
+	}
+	generate()
+	if out, code := run(t, mod, "go", "vet", "-vettool="+bin, "./..."); code != 0 {
+		t.Fatalf("go vet on a fresh generated file exited %d:\n%s", code, out)
+	}
+
+	if err := os.WriteFile(file, []byte(strings.Replace(src, "*/2", "*/5", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := run(t, mod, "go", "build", "./..."); code != 0 {
+		t.Fatalf("go build exited %d; the reproducer needs a stale file that compiles:\n%s", code, out)
+	}
+	out, code := run(t, mod, "go", "vet", "-vettool="+bin, "./...")
+	want := `tick/tick.go:12:17: zz_generated.cron.go has "*/2 * * * *" for "tick"; run go generate`
+	if code == 0 || !slices.Contains(diagnostics(out), want) {
+		t.Errorf("go vet after */2 -> */5 exited %d, want non-zero with\n%s\ngot:\n%s", code, want, out)
+	}
+
+	generate()
+	if out, code := run(t, mod, "go", "vet", "-vettool="+bin, "./..."); code != 0 {
+		t.Errorf("go vet after go generate exited %d:\n%s", code, out)
+	}
+}
+
+// newEmptyModule writes a module that requires belfry from root and holds
+// no package yet.
+func newEmptyModule(t *testing.T, root string) string {
 	t.Helper()
 	dir := t.TempDir()
 	gomod := "module example.com/svc\n\ngo 1.26.0\n\nrequire github.com/belfry/belfry v0.0.0\n\nreplace github.com/belfry/belfry => " + root + "\n"
@@ -174,6 +241,14 @@ func newModule(t *testing.T, root string) string {
 	if err := os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return dir
+}
+
+// newModule writes a module that requires belfry from root; go.sum comes
+// from root, so only modules missing from the cache are fetched.
+func newModule(t *testing.T, root string) string {
+	t.Helper()
+	dir := newEmptyModule(t, root)
 	if err := os.CopyFS(dir, os.DirFS(filepath.Join("testdata", "svc"))); err != nil {
 		t.Fatal(err)
 	}
