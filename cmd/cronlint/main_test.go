@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -161,6 +162,58 @@ func TestHelp(t *testing.T) {
 }
 
 var checks = []string{"directive", "idempotent", "overlap", "pileup", "stale", "zone"}
+
+// TestHelpTellsHowToRunCronlint checks that cronlint help and -h describe
+// belfry's way of running it (the README's commands, the checks, -fix and
+// suppression) rather than x/tools' generic text, which sends the reader
+// to go fix -fixtool; and that usage mistakes get one line and exit 2
+// while the go vet protocol (-V=full, -flags) still answers.
+func TestHelpTellsHowToRunCronlint(t *testing.T) {
+	bin := buildCronlint(t)
+	dir := t.TempDir()
+	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}, {"-help", "./..."}} {
+		out, code := run(t, dir, bin, args...)
+		if code != 0 {
+			t.Errorf("cronlint %s exited %d:\n%s", strings.Join(args, " "), code, out)
+		}
+		want := []string{
+			"go vet -vettool=$(go tool -n cronlint) ./...", "go tool cronlint [flags] ./...", "go tool cronlint -fix ./...",
+			"run go generate", "cronlint help CHECK", "-pileup.threshold int", "//cronlint:ignore CHECK REASON",
+		}
+		for _, check := range checks {
+			want = append(want, "\n  "+check+" ")
+		}
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Errorf("cronlint %s lacks %q:\n%s", strings.Join(args, " "), w, out)
+			}
+		}
+		for _, wrong := range []string{"fixtool", "go fix", "PROGRAM"} {
+			if strings.Contains(out, wrong) {
+				t.Errorf("cronlint %s mentions %q, which is not how belfry runs cronlint:\n%s", strings.Join(args, " "), wrong, out)
+			}
+		}
+	}
+
+	for _, args := range [][]string{{}, {"-bogus", "./..."}, {"help", "nope"}} {
+		out, code := run(t, dir, bin, args...)
+		if code != 2 || strings.Count(out, "\n") != 1 || !strings.Contains(out, "cronlint") {
+			t.Errorf("cronlint %s exited %d with %q; want one line naming cronlint and exit 2", strings.Join(args, " "), code, out)
+		}
+	}
+
+	if out, code := run(t, dir, bin, "-V=full"); code != 0 || !strings.Contains(out, "version") {
+		t.Errorf("cronlint -V=full exited %d with %q; go vet needs a version line", code, out)
+	}
+	out, code := run(t, dir, bin, "-flags")
+	var flags []struct{ Name string }
+	if err := json.Unmarshal([]byte(out), &flags); code != 0 || err != nil {
+		t.Fatalf("cronlint -flags exited %d with %v:\n%s", code, err, out)
+	}
+	if !slices.ContainsFunc(flags, func(f struct{ Name string }) bool { return f.Name == "pileup.threshold" }) {
+		t.Errorf("cronlint -flags lacks pileup.threshold:\n%s", out)
+	}
+}
 
 // TestVetFailsOnStaleGeneratedFile is the forgotten go generate: a
 // directive changed from */2 to */5 after crongen ran compiles, and go vet
