@@ -52,7 +52,6 @@ var fields = []struct {
 
 // entry is one registry.Schedule literal of the generated file.
 type entry struct {
-	lit     *ast.CompositeLit
 	name    string
 	namePos ast.Node // the Name value, where an orphan is reported
 	// values holds each of fields as text, as a directive would write it;
@@ -166,7 +165,7 @@ func generatedEntries(pass *analysis.Pass, f *ast.File) []*entry {
 		if !ok || !isSchedule(pass.TypesInfo.TypeOf(lit)) {
 			return true
 		}
-		en := &entry{lit: lit, namePos: lit, values: map[string]string{}}
+		en := &entry{namePos: lit, values: map[string]string{}}
 		var zero registry.Schedule
 		for _, fl := range fields {
 			en.values[fl.name] = text(fl.value(&zero))
