@@ -222,6 +222,15 @@ func suggestKey(unknown string) string {
 	return best
 }
 
+// didYouMean is the hint an error gives for a near name: " (did you mean
+// timeout?)", or "" when there is none.
+func didYouMean(near string) string {
+	if near == "" {
+		return ""
+	}
+	return " (did you mean " + near + "?)"
+}
+
 // editDistance is the Levenshtein distance between a and b, in bytes.
 func editDistance(a, b string) int {
 	prev, cur := make([]int, len(b)+1), make([]int, len(b)+1)
@@ -329,11 +338,7 @@ func ParseDirective(c *ast.Comment) (*Directive, error) {
 			fail(a.Pos, end, "argument %q is not key=value; keys are %s, e.g. tz=UTC", a.Arg, strings.Join(Keys(), ", "))
 			continue
 		case !known:
-			hint := ""
-			if near := suggestKey(key); near != "" {
-				hint = fmt.Sprintf(" (did you mean %s?)", near)
-			}
-			fail(a.Pos, kv.ValuePos-1, "unknown key %q%s; keys are %s, e.g. %s", key, hint, strings.Join(Keys(), ", "), DirectiveExample)
+			fail(a.Pos, kv.ValuePos-1, "unknown key %q%s; keys are %s, e.g. %s", key, didYouMean(suggestKey(key)), strings.Join(Keys(), ", "), DirectiveExample)
 			continue
 		case value == "":
 			fail(a.Pos, end, "key %s has an empty value; e.g. %s", key, spec.example)

@@ -295,3 +295,58 @@ func TestSpacedDirective(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownZoneSuggestion checks the did-you-mean of a misspelt zone:
+// crongen and cronlint both report ParseDirective's error, at the value.
+func TestUnknownZoneSuggestion(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ zone, want string }{
+		{"Europe/Londn", "Europe/London"}, {"europe/london", "Europe/London"},
+		{"Amercia/New_York", "America/New_York"}, {"Asia/Tokio", "Asia/Tokyo"},
+		{"London", "Europe/London"}, {"New York", "America/New_York"}, {"utc", "UTC"},
+		{"Mars/Olympus", ""}, {"PST", ""}, {"CEST", ""}, {"Nowhere", ""},
+		{strings.Repeat("Europe/London", 10), ""},
+	}
+	for _, tt := range tests {
+		if got := SuggestZone(tt.zone); got != tt.want {
+			t.Errorf("SuggestZone(%q) = %q, want %q", tt.zone, got, tt.want)
+		}
+	}
+
+	line := `//cron:schedule "17 3 * * *" tz=Europe/Londn`
+	fset, c := parseDirectiveLine(t, line)
+	_, err := ParseDirective(c)
+	var errs PosErrors
+	if !errors.As(err, &errs) || len(errs) != 1 {
+		t.Fatalf("tz=Europe/Londn: %v; want one error", err)
+	}
+	pos, end := fset.Position(errs[0].Pos), fset.Position(errs[0].End)
+	if got := line[pos.Column-1 : end.Column-1]; pos.Line != 3 || pos.Column != 33 || got != "Europe/Londn" {
+		t.Errorf("tz=Europe/Londn: error at %d:%d on %q, want 3:33 on the value", pos.Line, pos.Column, got)
+	}
+	if want := `unknown zone "Europe/Londn" (did you mean Europe/London?)`; !strings.Contains(errs[0].Msg, want) {
+		t.Errorf("tz=Europe/Londn: %q, want it to say %q", errs[0].Msg, want)
+	}
+	_, c = parseDirectiveLine(t, `//cron:schedule "17 3 * * *" tz=Mars/Olympus`)
+	if _, err := ParseDirective(c); err == nil || strings.Contains(err.Error(), "did you mean") {
+		t.Errorf("tz=Mars/Olympus: %v; want an error without a suggestion", err)
+	}
+}
+
+// TestZoneNamesLoad checks that every zone a suggestion may name loads:
+// a suggestion must never be itself an unknown zone.
+func TestZoneNamesLoad(t *testing.T) {
+	t.Parallel()
+	names := zoneNames()
+	if len(names) < 400 {
+		t.Fatalf("zonenames.txt lists %d zones; regenerate it with go generate ./registry", len(names))
+	}
+	for _, name := range names {
+		if _, err := LoadZone(name); err != nil {
+			t.Errorf("zonenames.txt lists %s: %v", name, err)
+		}
+		if len(name) > longestZoneName {
+			t.Errorf("zone %s is longer than longestZoneName (%d)", name, longestZoneName)
+		}
+	}
+}

@@ -297,7 +297,7 @@ func LoadZone(name string) (*time.Location, error) {
 	}
 	loc, err := time.LoadLocation(name)
 	if err != nil {
-		return nil, fmt.Errorf("unknown zone %q; want an IANA name such as tz=UTC or tz=America/New_York", name)
+		return nil, fmt.Errorf("unknown zone %q%s; want an IANA name such as tz=UTC or tz=America/New_York", name, didYouMean(SuggestZone(name)))
 	}
 	cached, _ := zones.LoadOrStore(name, loc)
 	return cached.(*time.Location), nil

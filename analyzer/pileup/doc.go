@@ -15,10 +15,12 @@
 // When -threshold (default 3) or more schedules fire in one minute, it
 // keeps threshold-1 of them where they are and reports each of the others
 // once, at its expression, naming a few of the schedules it collides with
-// ("and N more" for the rest). The ones kept are, in order: those with a
-// //cronlint:ignore pileup comment, those no edit can move (an @every
-// schedule), those that fire most often (an @hourly that meets a few
-// dailies at midnight stays on the hour), and those declared first.
+// ("and N more" for the rest) and how often it meets them in 2026 (the
+// window runs one day into 2027, which the count leaves out). The ones
+// kept are, in order: those with a //cronlint:ignore pileup comment,
+// those no edit can move (an @every schedule), those that fire most often
+// (an @hourly that meets a few dailies at midnight stays on the hour),
+// and those declared first.
 //
 // The suggested fix moves a reported schedule to a minute derived from
 // its name (as Jenkins' H does), so spreading is stable across runs: it

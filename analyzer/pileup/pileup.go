@@ -55,7 +55,10 @@ type class struct {
 	id      int
 	members []*schedule
 	minutes []int32
-	crowded int // how many of minutes are crowded
+	// crowdedInYear is how many of minutes are crowded and fall in the
+	// calendar year the sample window starts with: the window is a day
+	// longer than 2026, so a daily schedule fires in it 366 times.
+	crowdedInYear int
 }
 
 func run(pass *analysis.Pass) (any, error) {
@@ -96,12 +99,15 @@ func run(pass *analysis.Pass) (any, error) {
 	}
 	var entries []entry
 	first := make([]int32, len(counts))
+	yearEnd := int32(cronpass.Reference.AddDate(1, 0, 0).Sub(cronpass.Reference) / time.Minute)
 	for _, c := range classes {
 		for _, m := range c.minutes {
 			if counts[m] >= int32(limit) {
 				entries = append(entries, entry{c, first[m]})
 				first[m] = int32(len(entries))
-				c.crowded++
+				if m < yearEnd {
+					c.crowdedInYear++
+				}
 			}
 		}
 	}
@@ -136,7 +142,7 @@ func run(pass *analysis.Pass) (any, error) {
 			names := sortedNames(here)
 			for _, s := range here[limit-1:] {
 				s.moved = true
-				report(pass, s, int32(m), names, s.class.crowded)
+				report(pass, s, int32(m), names, s.class.crowdedInYear)
 			}
 		}
 		settled[sig] = true
@@ -194,6 +200,8 @@ func sortedNames(here []*schedule) []string {
 	return names
 }
 
+// report reports s, which is crowded at minute, and in times minutes of
+// the year the sample window starts with.
 func report(pass *analysis.Pass, s *schedule, minute int32, names []string, times int) {
 	at := cronpass.Reference.Add(time.Duration(minute) * time.Minute)
 	when := at.Format("15:04") + " UTC"
@@ -204,8 +212,8 @@ func report(pass *analysis.Pass, s *schedule, minute int32, names []string, time
 		when += ", the top of the hour,"
 	}
 	e := s.entry
-	msg := fmt.Sprintf("schedule %q fires at %s with %s (%d times a year, first %s); ",
-		e.Name, when, others(names, e.Name), times, at.Format("2006-01-02"))
+	msg := fmt.Sprintf("schedule %q fires at %s with %s (%s, first %s); ",
+		e.Name, when, others(names, e.Name), howOften(times, cronpass.Reference.Year()), at.Format("2006-01-02"))
 	d := analysis.Diagnostic{Pos: e.Directive.ExprPos, End: e.Directive.ExprPos + token.Pos(len(e.Directive.Expr)+2)}
 	if s.fix != nil {
 		msg += fmt.Sprintf("move it to %q", s.spread)
@@ -215,6 +223,18 @@ func report(pass *analysis.Pass, s *schedule, minute int32, names []string, time
 	}
 	d.Message = msg
 	cronpass.Report(pass, e, d)
+}
+
+// howOften says how many times a schedule meets the crowd in year. A
+// crowd first met in the window's extra day is not in year at all.
+func howOften(times, year int) string {
+	switch times {
+	case 0:
+		return fmt.Sprintf("not in %d", year)
+	case 1:
+		return fmt.Sprintf("once in %d", year)
+	}
+	return fmt.Sprintf("%d times in %d", times, year)
 }
 
 // others names a few of the schedules in names (which holds self), and

@@ -47,7 +47,11 @@ directive key phase= does. Put -- before an expression that starts with '-'.`,
 			case err != nil && (zone == "" || zone == "Local"):
 				return usageError{fmt.Errorf("--tz %q depends on the host; name an IANA zone such as --tz UTC or --tz Europe/Berlin", zone)}
 			case err != nil:
-				return usageError{fmt.Errorf("--tz: unknown zone %q; want an IANA name such as --tz UTC or --tz America/New_York", zone)}
+				hint := ""
+				if near := registry.SuggestZone(zone); near != "" {
+					hint = fmt.Sprintf(" (did you mean --tz %s?)", near)
+				}
+				return usageError{fmt.Errorf("--tz: unknown zone %q%s; want an IANA name such as --tz UTC or --tz America/New_York", zone, hint)}
 			}
 			t := time.Now()
 			if from != "" {

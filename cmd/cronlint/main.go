@@ -1,24 +1,137 @@
-// Command cronlint checks //cron:schedule directives and their handlers.
+// Command cronlint checks //cron:schedule directives, their handlers, and
+// that the generated registry (zz_generated.cron.go) still matches them.
 //
-// It runs standalone (cronlint ./...) or as a vet tool
-// (go vet -vettool=$(which cronlint) ./...); cronlint help <check> shows
-// what a check reports and why. -fix applies the suggested fixes, which
-// rewrite only what is reported; the generated registry holds the
-// expressions, so run go generate afterwards. Each check can be silenced
-// for one schedule with //cronlint:ignore <check> <reason> in the
-// directive's doc comment.
+// It runs as a vet tool in CI (go vet -vettool=$(go tool -n cronlint) ./...)
+// or standalone (go tool cronlint ./...); cronlint help lists the checks and
+// flags, and cronlint help <check> shows what a check reports and why.
+// -fix applies the suggested fixes, which rewrite only what is reported;
+// the generated registry holds the expressions, so run go generate
+// afterwards. Each check can be silenced for one schedule with
+// //cronlint:ignore <check> <reason> in the directive's doc comment.
+//
+// The go vet protocol (-V=full, -flags, a *.cfg argument) is
+// multichecker's; only help, -h and a bare cronlint are answered here,
+// because x/tools' generic help names go fix -fixtool, which is not how
+// cronlint's fixes are applied.
 package main
 
 import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"golang.org/x/tools/go/analysis"
 	"golang.org/x/tools/go/analysis/multichecker"
 
 	"github.com/belfry/belfry/analyzer/directive"
 	"github.com/belfry/belfry/analyzer/idempotent"
 	"github.com/belfry/belfry/analyzer/overlap"
 	"github.com/belfry/belfry/analyzer/pileup"
+	"github.com/belfry/belfry/analyzer/stale"
 	"github.com/belfry/belfry/analyzer/zone"
 )
 
+var analyzers = []*analysis.Analyzer{directive.Analyzer, pileup.Analyzer, zone.Analyzer, idempotent.Analyzer, overlap.Analyzer, stale.Analyzer}
+
+const usageLine = "usage: cronlint [-fix] [-CHECK] packages (as go tool cronlint ./..., or go vet -vettool=$(go tool -n cronlint) ./...); cronlint help for more"
+
 func main() {
-	multichecker.Main(directive.Analyzer, pileup.Analyzer, zone.Analyzer, idempotent.Analyzer, overlap.Analyzer)
+	args := os.Args[1:]
+	switch {
+	case len(args) == 0:
+		fmt.Fprintln(os.Stderr, usageLine)
+		os.Exit(2)
+	case len(args) == 1 && args[0] == "help":
+		writeHelp(os.Stdout)
+		return
+	case args[0] == "help":
+		for _, name := range args[1:] {
+			if !slices.ContainsFunc(analyzers, func(a *analysis.Analyzer) bool { return a.Name == name }) {
+				fmt.Fprintf(os.Stderr, "cronlint: unknown check %q; checks are %s\n", name, strings.Join(checkNames(), ", "))
+				os.Exit(2)
+			}
+		}
+	}
+	// The flag package calls Usage for -h, and for a bad flag after
+	// writing what is wrong to its output; it then exits 0 or 2. A bad
+	// flag is told in one line.
+	var flagErr strings.Builder
+	flag.CommandLine.SetOutput(&flagErr)
+	flag.Usage = func() {
+		if slices.ContainsFunc(args, isHelpFlag) {
+			writeHelp(os.Stdout)
+			return
+		}
+		fmt.Fprintf(os.Stderr, "cronlint: %s; cronlint help lists the flags\n", strings.TrimSpace(flagErr.String()))
+	}
+	multichecker.Main(analyzers...)
+}
+
+func isHelpFlag(arg string) bool {
+	switch arg {
+	case "-h", "-help", "--h", "--help":
+		return true
+	}
+	return false
+}
+
+func checkNames() []string {
+	var names []string
+	for _, a := range analyzers {
+		names = append(names, a.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// writeHelp writes how to run cronlint in a belfry service: the commands
+// the README gives, the checks, the flags that matter and suppression.
+func writeHelp(w io.Writer) {
+	fmt.Fprint(w, `cronlint checks //cron:schedule directives, their handlers, and that
+zz_generated.cron.go still matches them.
+
+Usage:
+  go vet -vettool=$(go tool -n cronlint) ./...   in CI: exits non-zero on any finding
+  go tool cronlint [flags] ./...                 the same checks, standalone
+  go tool cronlint -fix ./...                    apply the suggested fixes, then run go generate
+  cronlint help CHECK                            what CHECK reports, why, and how to fix it
+
+Install it as a tool of the module: go get -tool github.com/belfry/belfry/cmd/cronlint
+
+Checks (all run; -CHECK runs only the checks named, -CHECK=false all but those):
+`)
+	sorted := slices.Clone(analyzers)
+	slices.SortFunc(sorted, func(a, b *analysis.Analyzer) int { return strings.Compare(a.Name, b.Name) })
+	for _, a := range sorted {
+		title, _, _ := strings.Cut(a.Doc, "\n")
+		fmt.Fprintf(w, "  %-11s %s\n", a.Name, title)
+	}
+	fmt.Fprint(w, "\nFlags:\n")
+	flags := [][2]string{
+		{"-fix", "apply the suggested fixes; they rewrite only what is reported"},
+		{"-diff", "with -fix, print the changes as a diff instead of writing them"},
+		{"-json", "print the findings as JSON"},
+		{"-c N", "show each finding's line with N lines of context"},
+		{"-test=false", "standalone, leave out _test.go files"},
+	}
+	for _, a := range sorted {
+		a.Flags.VisitAll(func(f *flag.Flag) {
+			kind, usage := flag.UnquoteUsage(f)
+			if f.DefValue != "" {
+				usage += " (default " + f.DefValue + ")"
+			}
+			flags = append(flags, [2]string{"-" + a.Name + "." + f.Name + " " + kind, usage})
+		})
+	}
+	for _, f := range flags {
+		fmt.Fprintf(w, "  %-22s %s\n", f[0], f[1])
+	}
+	fmt.Fprint(w, `
+Suppress one check for one schedule, with a reason, in the directive's doc comment:
+  //cronlint:ignore CHECK REASON
+  //cronlint:ignore zone the books close on the Paris office's clock
+`)
 }

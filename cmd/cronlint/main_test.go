@@ -1,10 +1,12 @@
 package main_test
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -47,6 +49,7 @@ func TestVet(t *testing.T) {
 	want := []string{
 		`dirty/dirty.go:12:1: "// cron:" has a space after //`,
 		`dirty/dirty.go:15:42: unknown key "colour"`,
+		`dirty/dirty.go:18:1: package dirty has //cron:schedule directives but no zz_generated.cron.go;`,
 		`dirty/dirty.go:21:17: schedule "midnight-b" fires at 00:00 UTC, midnight, with "cleanup", "midnight-a" and "midnight-c"`,
 		`dirty/dirty.go:24:17: schedule "midnight-c" fires at 00:00 UTC`,
 		`dirty/dirty.go:24:48: note: "midnight-c" runs on Europe/London time; to keep a local zone on purpose, add //cronlint:ignore zone <reason>`,
@@ -145,7 +148,7 @@ func TestFixChangesOnlyReportedLines(t *testing.T) {
 // its title and its WRONG and RIGHT examples.
 func TestHelp(t *testing.T) {
 	bin := buildCronlint(t)
-	for _, check := range []string{"directive", "idempotent", "overlap", "pileup", "zone"} {
+	for _, check := range checks {
 		out, code := run(t, t.TempDir(), bin, "help", check)
 		if code != 0 {
 			t.Errorf("cronlint help %s exited %d:\n%s", check, code, out)
@@ -158,9 +161,126 @@ func TestHelp(t *testing.T) {
 	}
 }
 
-// newModule writes a module that requires belfry from root; go.sum comes
-// from root, so only modules missing from the cache are fetched.
-func newModule(t *testing.T, root string) string {
+var checks = []string{"directive", "idempotent", "overlap", "pileup", "stale", "zone"}
+
+// TestHelpTellsHowToRunCronlint checks that cronlint help and -h describe
+// belfry's way of running it (the README's commands, the checks, -fix and
+// suppression) rather than x/tools' generic text, which sends the reader
+// to go fix -fixtool; and that usage mistakes get one line and exit 2
+// while the go vet protocol (-V=full, -flags) still answers.
+func TestHelpTellsHowToRunCronlint(t *testing.T) {
+	bin := buildCronlint(t)
+	dir := t.TempDir()
+	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}, {"-help", "./..."}} {
+		out, code := run(t, dir, bin, args...)
+		if code != 0 {
+			t.Errorf("cronlint %s exited %d:\n%s", strings.Join(args, " "), code, out)
+		}
+		want := []string{
+			"go vet -vettool=$(go tool -n cronlint) ./...", "go tool cronlint [flags] ./...", "go tool cronlint -fix ./...",
+			"run go generate", "cronlint help CHECK", "-pileup.threshold int", "//cronlint:ignore CHECK REASON",
+		}
+		for _, check := range checks {
+			want = append(want, "\n  "+check+" ")
+		}
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Errorf("cronlint %s lacks %q:\n%s", strings.Join(args, " "), w, out)
+			}
+		}
+		for _, wrong := range []string{"fixtool", "go fix", "PROGRAM"} {
+			if strings.Contains(out, wrong) {
+				t.Errorf("cronlint %s mentions %q, which is not how belfry runs cronlint:\n%s", strings.Join(args, " "), wrong, out)
+			}
+		}
+	}
+
+	for _, args := range [][]string{{}, {"-bogus", "./..."}, {"help", "nope"}} {
+		out, code := run(t, dir, bin, args...)
+		if code != 2 || strings.Count(out, "\n") != 1 || !strings.Contains(out, "cronlint") {
+			t.Errorf("cronlint %s exited %d with %q; want one line naming cronlint and exit 2", strings.Join(args, " "), code, out)
+		}
+	}
+
+	if out, code := run(t, dir, bin, "-V=full"); code != 0 || !strings.Contains(out, "version") {
+		t.Errorf("cronlint -V=full exited %d with %q; go vet needs a version line", code, out)
+	}
+	out, code := run(t, dir, bin, "-flags")
+	var flags []struct{ Name string }
+	if err := json.Unmarshal([]byte(out), &flags); code != 0 || err != nil {
+		t.Fatalf("cronlint -flags exited %d with %v:\n%s", code, err, out)
+	}
+	if !slices.ContainsFunc(flags, func(f struct{ Name string }) bool { return f.Name == "pileup.threshold" }) {
+		t.Errorf("cronlint -flags lacks pileup.threshold:\n%s", out)
+	}
+}
+
+// TestVetFailsOnStaleGeneratedFile is the forgotten go generate: a
+// directive changed from */2 to */5 after crongen ran compiles, and go vet
+// with cronlint must fail on it until crongen runs again.
+func TestVetFailsOnStaleGeneratedFile(t *testing.T) {
+	bin := buildCronlint(t)
+	crongen := filepath.Join(t.TempDir(), "crongen")
+	if out, err := exec.Command("go", "build", "-o", crongen, "../crongen").CombinedOutput(); err != nil {
+		t.Fatalf("go build crongen: %v\n%s", err, out)
+	}
+	mod := newEmptyModule(t, repoRoot(t))
+	file := filepath.Join(mod, "tick", "tick.go")
+	src := `package tick
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/belfry/belfry/registry"
+)
+
+//go:generate go tool crongen
+
+//cron:schedule "*/2 * * * *" name=tick timeout=1m
+func Tick(ctx context.Context, occ registry.Occurrence) error {
+	slog.InfoContext(ctx, "tick", "key", occ.Key())
+	return nil
+}
+`
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	generate := func() {
+		t.Helper()
+		if out, code := run(t, mod, crongen, "generate", "./..."); code != 0 {
+			t.Fatalf("crongen exited %d:\n%s", code, out)
+		}
+	}
+	generate()
+	if out, code := run(t, mod, "go", "vet", "-vettool="+bin, "./..."); code != 0 {
+		t.Fatalf("go vet on a fresh generated file exited %d:\n%s", code, out)
+	}
+
+	if err := os.WriteFile(file, []byte(strings.Replace(src, "*/2", "*/5", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := run(t, mod, "go", "build", "./..."); code != 0 {
+		t.Fatalf("go build exited %d; the reproducer needs a stale file that compiles:\n%s", code, out)
+	}
+	out, code := run(t, mod, "go", "vet", "-vettool="+bin, "./...")
+	want := `tick/tick.go:12:17: zz_generated.cron.go has "*/2 * * * *" for "tick"; run go generate`
+	if code == 0 || !slices.Contains(diagnostics(out), want) {
+		t.Errorf("go vet after */2 -> */5 exited %d, want non-zero with\n%s\ngot:\n%s", code, want, out)
+	}
+
+	generate()
+	if out, code := run(t, mod, "go", "vet", "-vettool="+bin, "./..."); code != 0 {
+		t.Errorf("go vet after go generate exited %d:\n%s", code, out)
+	}
+}
+
+// newEmptyModule writes a module that requires belfry from root and holds
+// no package yet.
+func newEmptyModule(t *testing.T, root string) string {
 	t.Helper()
 	dir := t.TempDir()
 	gomod := "module example.com/svc\n\ngo 1.26.0\n\nrequire github.com/belfry/belfry v0.0.0\n\nreplace github.com/belfry/belfry => " + root + "\n"
@@ -174,6 +294,14 @@ func newModule(t *testing.T, root string) string {
 	if err := os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return dir
+}
+
+// newModule writes a module that requires belfry from root; go.sum comes
+// from root, so only modules missing from the cache are fetched.
+func newModule(t *testing.T, root string) string {
+	t.Helper()
+	dir := newEmptyModule(t, root)
 	if err := os.CopyFS(dir, os.DirFS(filepath.Join("testdata", "svc"))); err != nil {
 		t.Fatal(err)
 	}

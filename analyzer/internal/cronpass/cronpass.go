@@ -19,7 +19,7 @@ import (
 
 // Checks are the names of the cronlint analyzers, the words a
 // //cronlint:ignore comment may name.
-var Checks = []string{"directive", "idempotent", "overlap", "pileup", "zone"}
+var Checks = []string{"directive", "idempotent", "overlap", "pileup", "stale", "zone"}
 
 // IgnorePrefix starts a suppression comment: //cronlint:ignore <check> <reason>.
 const IgnorePrefix = "//cronlint:ignore"
