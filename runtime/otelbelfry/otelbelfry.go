@@ -123,6 +123,7 @@ type Config struct {
 type Tracer struct {
 	tracer     trace.Tracer
 	propagator propagation.TextMapPropagator
+	carried    int // the keys the propagator writes, to size a carrier
 }
 
 var _ runtime.EnqueueObserver = (*Tracer)(nil)
@@ -137,20 +138,30 @@ func New(cfg Config) *Tracer {
 	if prop == nil {
 		prop = propagation.TraceContext{}
 	}
-	return &Tracer{tracer: tp.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL)), propagator: prop}
+	return &Tracer{tracer: tp.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL)), propagator: prop,
+		carried: len(prop.Fields())}
 }
 
-// occurrenceAttributes are the attributes that enqueue and attempt spans
-// share: they name the occurrence and the message that carries it.
-func occurrenceAttributes(occ registry.Occurrence, queue string, operation attribute.KeyValue, operationName string, more int) []attribute.KeyValue {
-	attrs := make([]attribute.KeyValue, 0, 10+more)
+// startSpan starts an enqueue's or an attempt's span, named as the
+// messaging conventions name spans: "OPERATION QUEUE". The schedule's name
+// is given at the start, where a sampler sees it (to sample a per-second
+// schedule less, say); the other attributes only to a span that records,
+// so that an unsampled span costs little, since the leader may enqueue a
+// hundred thousand occurrences in one slot.
+func (t *Tracer) startSpan(ctx context.Context, kind trace.SpanKind, occ registry.Occurrence, queue string,
+	operation attribute.KeyValue, operationName string, links []trace.Link, more ...attribute.KeyValue) (context.Context, trace.Span) {
+	ctx, span := t.tracer.Start(ctx, operationName+" "+queue, trace.WithSpanKind(kind), trace.WithLinks(links...),
+		trace.WithAttributes(AttrSchedule.String(occ.Schedule)))
+	if !span.IsRecording() {
+		return ctx, span
+	}
+	attrs := make([]attribute.KeyValue, 0, 10+len(more))
 	attrs = append(attrs,
 		semconv.MessagingSystemKey.String(messagingSystem),
 		operation,
 		semconv.MessagingOperationName(operationName),
 		semconv.MessagingDestinationName(queue),
 		semconv.MessagingMessageID(occ.ID),
-		AttrSchedule.String(occ.Schedule),
 		AttrSlot.String(occ.Slot.Format(time.RFC3339)),
 		AttrOccurrenceKey.String(occ.Key()),
 		AttrManual.Bool(occ.Manual),
@@ -158,18 +169,18 @@ func occurrenceAttributes(occ registry.Occurrence, queue string, operation attri
 	if occ.Member != "" {
 		attrs = append(attrs, AttrMember.String(occ.Member))
 	}
-	return attrs
+	span.SetAttributes(append(attrs, more...)...)
+	return ctx, span
 }
 
 // BeforeEnqueue starts the enqueue's span and returns its context, to be
 // carried in the task, and the function that ends the span with the
 // enqueue's result. It implements runtime.EnqueueObserver.
 func (t *Tracer) BeforeEnqueue(ctx context.Context, s *registry.Schedule, occ registry.Occurrence) (map[string]string, func(inserted bool, err error)) {
-	ctx, span := t.tracer.Start(ctx, "enqueue "+s.Queue, trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(occurrenceAttributes(occ, s.Queue, semconv.MessagingOperationTypeCreate, "enqueue", 0)...))
+	ctx, span := t.startSpan(ctx, trace.SpanKindProducer, occ, s.Queue, semconv.MessagingOperationTypeCreate, "enqueue", nil)
 	var carrier map[string]string
 	if span.SpanContext().IsValid() { // a no-op provider's spans have nothing to carry
-		carrier = map[string]string{}
+		carrier = make(map[string]string, t.carried)
 		t.propagator.Inject(ctx, propagation.MapCarrier(carrier))
 	}
 	return carrier, func(inserted bool, err error) {
@@ -238,16 +249,15 @@ func (t *Tracer) startAttempt(ctx context.Context, s *registry.Schedule, occ reg
 	if !ok {
 		queue = s.Queue
 	}
-	attrs := occurrenceAttributes(occ, queue, semconv.MessagingOperationTypeProcess, "process", 2)
-	attrs = append(attrs, AttrAttempt.Int(retries+1), AttrMaxRetry.Int(maxRetry))
-	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...)}
+	var links []trace.Link
 	if len(occ.Trace) > 0 {
 		enqueued := trace.SpanContextFromContext(t.propagator.Extract(context.Background(), propagation.MapCarrier(occ.Trace)))
 		if enqueued.IsValid() {
-			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: enqueued}))
+			links = []trace.Link{{SpanContext: enqueued}}
 		}
 	}
-	_, span := t.tracer.Start(ctx, "process "+queue, opts...)
+	_, span := t.startSpan(ctx, trace.SpanKindConsumer, occ, queue, semconv.MessagingOperationTypeProcess, "process", links,
+		AttrAttempt.Int(retries+1), AttrMaxRetry.Int(maxRetry))
 	return &attempt{span: span, retries: retries, maxRetry: maxRetry}
 }
 

@@ -356,3 +356,70 @@ func TestNoopProviderCarriesNothing(t *testing.T) {
 		t.Errorf("carrier %v, want none", carrier)
 	}
 }
+
+// A sampler sees the schedule's name when a span starts, so a service can
+// trace a per-second schedule less than the rest.
+func TestSamplerSeesTheSchedule(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(dropSchedule("tick")))
+	tracer := otelbelfry.New(otelbelfry.Config{TracerProvider: tp})
+	for _, name := range []string{"tick", "nightly"} {
+		occ := benchOccurrence()
+		occ.Schedule = name
+		_, done := tracer.BeforeEnqueue(context.Background(), &registry.Schedule{Name: name, Queue: "default"}, occ)
+		done(true, nil)
+	}
+	ended := rec.Ended()
+	if len(ended) != 1 {
+		t.Fatalf("%d spans, want nightly's alone", len(ended))
+	}
+	wantAttrs(t, ended[0], otelbelfry.AttrSchedule.String("nightly"), semconv.MessagingMessageID("cron:ns/tick:1793610000"))
+}
+
+// dropSchedule samples every span but those of one schedule.
+type dropSchedule string
+
+func (d dropSchedule) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	for _, kv := range p.Attributes {
+		if kv.Key == otelbelfry.AttrSchedule && kv.Value.AsString() == string(d) {
+			return sdktrace.SamplingResult{Decision: sdktrace.Drop}
+		}
+	}
+	return sdktrace.SamplingResult{Decision: sdktrace.RecordAndSample}
+}
+
+func (d dropSchedule) Description() string { return "drop " + string(d) }
+
+// What tracing adds to each enqueue: the span, its carrier in the payload
+// and its end, with a provider that samples every span (or none) and
+// exports nothing. BenchmarkEnqueuePayloadUntraced is the payload alone.
+func BenchmarkEnqueueSpan(b *testing.B) {
+	for name, sampler := range map[string]sdktrace.Sampler{"sampled": sdktrace.AlwaysSample(), "unsampled": sdktrace.NeverSample()} {
+		b.Run(name, func(b *testing.B) {
+			tracer := otelbelfry.New(otelbelfry.Config{TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSampler(sampler))})
+			s := &registry.Schedule{Name: "tick", Queue: "default"}
+			occ := benchOccurrence()
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				carrier, done := tracer.BeforeEnqueue(ctx, s, occ)
+				occ.Trace = carrier
+				registry.EncodeOccurrence(occ)
+				done(true, nil)
+			}
+		})
+	}
+}
+
+func BenchmarkEnqueuePayloadUntraced(b *testing.B) {
+	occ := benchOccurrence()
+	b.ReportAllocs()
+	for b.Loop() {
+		registry.EncodeOccurrence(occ)
+	}
+}
+
+func benchOccurrence() registry.Occurrence {
+	return registry.Occurrence{Schedule: "tick", Slot: time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC), Zone: "UTC",
+		ID: "cron:ns/tick:1793610000"}
+}
