@@ -3,6 +3,7 @@ package otelbelfry_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -342,6 +343,66 @@ func TestPanicsAndTimeoutsEndAttemptsAsRecorded(t *testing.T) {
 	})
 	if lines := strings.Split(rec.Error, "\n"); len(lines) < 2 || !strings.Contains(lines[1], "TestPanicsAndTimeoutsEndAttemptsAsRecorded") {
 		t.Errorf("the panic's record %q; want the handler's frame first", rec.Error)
+	}
+}
+
+// Each way an attempt ends, outside asynq (no retry count in the context:
+// the first attempt, with the schedule's retries): the outcome and
+// error.type the span ends with, and that it ends when the context does
+// for a handler that has not returned.
+func TestAttemptOutcomes(t *testing.T) {
+	t.Parallel()
+	errBroken := errors.New("still broken")
+	for _, tc := range []struct {
+		name      string
+		maxRetry  int
+		handler   func(ctx context.Context, cancel context.CancelFunc) error
+		deadline  bool
+		outcome   string
+		errorType string // "" for none
+	}{
+		{name: "success", outcome: "succeeded",
+			handler: func(context.Context, context.CancelFunc) error { return nil }},
+		{name: "error with retries left", maxRetry: 3, outcome: "retrying", errorType: "*errors.errorString",
+			handler: func(context.Context, context.CancelFunc) error { return errBroken }},
+		{name: "error on the last attempt", outcome: "failed", errorType: "*errors.errorString",
+			handler: func(context.Context, context.CancelFunc) error { return errBroken }},
+		{name: "error that skips its retries", maxRetry: 3, outcome: "failed",
+			handler: func(context.Context, context.CancelFunc) error { return fmt.Errorf("bad input: %w", asynq.SkipRetry) }},
+		{name: "nil after the deadline", deadline: true, outcome: "failed", errorType: otelbelfry.ErrorTimeout,
+			handler: func(ctx context.Context, _ context.CancelFunc) error { <-ctx.Done(); return nil }},
+		{name: "interrupted", maxRetry: 1, outcome: "retrying", errorType: otelbelfry.ErrorInterrupted,
+			handler: func(ctx context.Context, cancel context.CancelFunc) error { cancel(); <-ctx.Done(); return ctx.Err() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sp := newSpans()
+			s := &registry.Schedule{Name: "job", Queue: "default", MaxRetry: tc.maxRetry}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tc.deadline {
+				ctx, cancel = context.WithTimeout(ctx, 50*time.Millisecond)
+				defer cancel()
+			}
+			h := otelbelfry.New(otelbelfry.Config{TracerProvider: sp.tp}).Middleware()(s,
+				func(ctx context.Context, occ registry.Occurrence) error { return tc.handler(ctx, cancel) })
+			h(ctx, benchOccurrence())
+			ended := sp.rec.Ended()
+			if len(ended) != 1 {
+				t.Fatalf("%d spans ended, want 1", len(ended))
+			}
+			wantAttrs(t, ended[0], otelbelfry.AttrOutcome.String(tc.outcome), otelbelfry.AttrAttempt.Int(1),
+				otelbelfry.AttrMaxRetry.Int(tc.maxRetry))
+			got, set := attr(ended[0], semconv.ErrorTypeKey)
+			switch {
+			case tc.errorType == "" && tc.outcome == "succeeded" && set:
+				t.Errorf("a success has error.type %q", got.Emit())
+			case tc.errorType != "" && got.Emit() != tc.errorType:
+				t.Errorf("error.type %q, want %q", got.Emit(), tc.errorType)
+			}
+			if wantErr := tc.outcome != "succeeded"; (ended[0].Status().Code == codes.Error) != wantErr {
+				t.Errorf("status %v", ended[0].Status())
+			}
+		})
 	}
 }
 
