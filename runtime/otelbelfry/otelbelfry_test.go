@@ -115,6 +115,19 @@ func service(t *testing.T, reg *registry.Registry, queue string, tracer *otelbel
 	return rt
 }
 
+// oneSchedule runs a traced service of one schedule, on a queue of its
+// own, whose handler does nothing.
+func oneSchedule(t *testing.T, name, expr string) (*spans, *runtime.Runtime, *registry.Schedule) {
+	t.Helper()
+	sp := newSpans()
+	queue := redistest.Uniq("q")
+	reg := registry.MustNew(registry.Schedule{Name: name, Expr: expr, Queue: queue,
+		Handler: func(context.Context, registry.Occurrence) error { return nil }})
+	rt := service(t, reg, queue, otelbelfry.New(otelbelfry.Config{TracerProvider: sp.tp}))
+	s, _ := reg.Lookup(name)
+	return sp, rt, s
+}
+
 // handlerSpans notes the span context each handler run found in its
 // context, by task ID.
 type handlerSpans struct{ m sync.Map }
@@ -198,6 +211,37 @@ func TestScheduledExecutionLinksToItsEnqueue(t *testing.T) {
 	}
 }
 
+// When the leader finds a slot's task already there (enqueued by an
+// earlier holder), its enqueue span says so and is no error; the task that
+// ran is the one that was there, which carried no trace context, so its
+// attempt links to nothing.
+func TestLeadersEnqueueOfATaskAlreadyThereSaysSo(t *testing.T) {
+	t.Parallel()
+	sp, rt, s := oneSchedule(t, "tick", "* * * * * *")
+	queue := s.Queue
+	// A slot the new leader has not reached: it starts from the moment it leads.
+	redistest.WaitFor(t, 10*time.Second, "a leader", rt.IsLeader)
+	slot := time.Now().Truncate(time.Second).Add(2 * time.Second).UTC()
+	occ := registry.Occurrence{Schedule: "tick", Slot: slot, Zone: "UTC",
+		ID: registry.Scope{Namespace: rt.Namespace(), Schedule: "tick"}.ID(slot)}
+	// Retained once run, as the runtime retains a scheduled task, so that
+	// its ID stays taken.
+	client := asynq.NewClientFromRedisClient(redistest.Shared(t))
+	if _, err := client.Enqueue(asynq.NewTask("tick", registry.EncodeOccurrence(occ)), asynq.TaskID(occ.ID), asynq.Queue(queue),
+		asynq.Retention(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	enqueue := sp.waitFor(t, 1, trace.SpanKindProducer, semconv.MessagingMessageIDKey, occ.ID)[0]
+	wantAttrs(t, enqueue, otelbelfry.AttrEnqueueResult.String(otelbelfry.ResultAlreadyThere), otelbelfry.AttrSlot.String(slot.Format(time.RFC3339)))
+	if enqueue.Status().Code != codes.Unset {
+		t.Errorf("a conflict's enqueue span has status %v, want none", enqueue.Status())
+	}
+	attempt := sp.waitFor(t, 1, trace.SpanKindConsumer, semconv.MessagingMessageIDKey, occ.ID)[0]
+	if links := attempt.Links(); len(links) != 0 {
+		t.Errorf("the attempt of a task enqueued without tracing links to %v", links)
+	}
+}
+
 // A manual run's enqueue joins its caller's trace; a double submit's
 // second enqueue says the occurrence was already there; a failing first
 // attempt is an error span that says it will be retried, and the retry a
@@ -266,12 +310,7 @@ func TestManualRunRetryAndDoubleSubmitAreTraced(t *testing.T) {
 // which is not its task ID.
 func TestRerunSpanCarriesTheSlotsKey(t *testing.T) {
 	t.Parallel()
-	sp := newSpans()
-	queue := redistest.Uniq("q")
-	reg := registry.MustNew(registry.Schedule{Name: "nightly", Expr: "17 3 * * *", Queue: queue,
-		Handler: func(context.Context, registry.Occurrence) error { return nil }})
-	rt := service(t, reg, queue, otelbelfry.New(otelbelfry.Config{TracerProvider: sp.tp}))
-	s, _ := reg.Lookup("nightly")
+	sp, rt, s := oneSchedule(t, "nightly", "17 3 * * *")
 	slot := s.Next(time.Now().Add(-25 * time.Hour))
 	occ, err := rt.Rerun(context.Background(), "nightly", slot, "")
 	if err != nil {
