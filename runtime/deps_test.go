@@ -26,3 +26,19 @@ func TestRuntimeAloneLinksNeitherAdminNorPrometheus(t *testing.T) {
 		}
 	}
 }
+
+// Tracing is opt-in: a service that imports the runtime, its admin or its
+// metrics, and not runtime/otelbelfry, links no OpenTelemetry package.
+func TestOnlyOtelbelfryLinksOpenTelemetry(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("go", "list", "-deps",
+		"github.com/belfry/belfry/runtime", "github.com/belfry/belfry/runtime/admin", "github.com/belfry/belfry/runtime/metrics").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for line := range strings.Lines(string(out)) {
+		if pkg := strings.TrimSpace(line); strings.HasPrefix(pkg, "go.opentelemetry.io/") {
+			t.Errorf("runtime, admin or metrics links %s", pkg)
+		}
+	}
+}

@@ -210,12 +210,15 @@ func callRecovering(ctx context.Context, h registry.HandlerFunc, occ registry.Oc
 }
 
 // stackExcerpt keeps the frames of a panic's stack that locate it: those
-// after the runtime's own panic frames, at most eight lines.
+// after the runtime's own panic frames, at most eight lines. A middleware
+// that recovers a panic and panics again (a tracer noting it) leaves its
+// frames and a second panic call above the first: the excerpt starts
+// after the deepest panic call, where the handler panicked.
 func stackExcerpt(stack []byte) string {
 	lines := strings.Split(strings.TrimSpace(string(stack)), "\n")
-	for i, l := range lines {
-		if strings.HasPrefix(l, "panic(") {
-			lines = lines[i+2:] // the panic call and its file line
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.HasPrefix(lines[i], "panic(") {
+			lines = lines[min(i+2, len(lines)):] // the panic call and its file line
 			break
 		}
 	}

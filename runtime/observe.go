@@ -1,8 +1,11 @@
 package runtime
 
 import (
+	"context"
 	"sync"
 	"time"
+
+	"github.com/belfry/belfry/registry"
 )
 
 // Event is something this replica did: its scheduler decided a slot's fate
@@ -49,4 +52,39 @@ func (r *Runtime) emit(e Event) {
 type observers struct {
 	observersMu sync.RWMutex
 	fns         []func(Event)
+}
+
+// EnqueueObserver watches every enqueue of an occurrence: the leader's, of
+// schedules and family members alike, and the operator's (Trigger, Rerun,
+// Backfill and their member forms). Set it in Options.EnqueueObserver;
+// package runtime/otelbelfry traces enqueues this way.
+//
+// The runtime calls BeforeEnqueue once it has decided to enqueue occ, an
+// occurrence of s (for a family member, s is the member's schedule: the
+// family's name and queue), from the goroutine that enqueues it (for a
+// manual run, with the caller's context), and carries the carrier it returns in the task's payload as
+// occ.Trace, where the workers' middleware finds it. A nil or empty
+// carrier leaves the payload as it is without an observer. The runtime
+// then calls done, when not nil, exactly once: inserted is true when the
+// task went in; false with a nil err when the occurrence was already there
+// (its task ID taken, by another replica, an earlier attempt or a double
+// submit), which is no failure; or err says why the enqueue failed.
+//
+// Both run on the enqueue path, where the leader may enqueue a hundred
+// thousand occurrences in one slot: they must be quick and must not block.
+type EnqueueObserver interface {
+	BeforeEnqueue(ctx context.Context, s *registry.Schedule, occ registry.Occurrence) (carrier map[string]string, done func(inserted bool, err error))
+}
+
+// beforeEnqueue tells the EnqueueObserver, if any, that occ is about to be
+// enqueued, and returns occ as its task carries it and the observer's done
+// (nil without one). Without an observer it costs a comparison: nothing is
+// allocated per occurrence.
+func (r *Runtime) beforeEnqueue(ctx context.Context, s *registry.Schedule, occ registry.Occurrence) (registry.Occurrence, func(inserted bool, err error)) {
+	if r.opts.EnqueueObserver == nil {
+		return occ, nil
+	}
+	carrier, done := r.opts.EnqueueObserver.BeforeEnqueue(ctx, s, occ)
+	occ.Trace = carrier
+	return occ, done
 }

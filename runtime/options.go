@@ -96,6 +96,11 @@ type Options struct {
 	// bound. The client's ReadTimeout need not cover it: go-redis extends
 	// its deadline for WAIT.
 	ReplicaAckTimeout time.Duration
+	// EnqueueObserver, when set, is told of every enqueue of an occurrence
+	// before and after it, and what it returns travels with the task (see
+	// EnqueueObserver); otelbelfry.New returns one that traces enqueues.
+	// nil, the default, adds nothing to the enqueue path.
+	EnqueueObserver EnqueueObserver
 }
 
 var replicaRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$`)

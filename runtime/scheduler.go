@@ -496,6 +496,8 @@ type slotEnqueue struct {
 	k    int // the slot's index in plan.enqueue
 	occ  registry.Occurrence
 	send bool // false: not enqueued (skipped, lost), and recorded already
+	// enqueued is the EnqueueObserver's done, nil without one.
+	enqueued func(inserted bool, err error)
 }
 
 // prepareSlot decides what becomes of a plan's k-th slot before its
@@ -556,7 +558,9 @@ func (r *Runtime) prepareSlot(ctx context.Context, fence *pipeline.Fence, p *slo
 		retention = r.memberRetention(s, slot)
 	}
 	se.send = true
-	return se, pipeline.Item{Task: r.task(s, occ, retention), Mark: mark}, true
+	sent, enqueued := r.beforeEnqueue(ctx, s, occ)
+	se.enqueued = enqueued
+	return se, pipeline.Item{Task: r.task(s, sent, retention), Mark: mark}, true
 }
 
 // finishSlot takes a slot's enqueue result: it records the slot, or cuts
@@ -569,8 +573,14 @@ func (r *Runtime) finishSlot(fence *pipeline.Fence, se slotEnqueue, res pipeline
 		} else {
 			err = fmt.Errorf("enqueue %s: %w", se.occ.ID, err)
 		}
+		if se.enqueued != nil {
+			se.enqueued(false, err)
+		}
 		se.plan.failedAt(se.k, err)
 		return false
+	}
+	if se.enqueued != nil {
+		se.enqueued(res.Inserted, nil)
 	}
 	se.plan.recordSlot(se.occ, OutcomeEnqueued, r.clock.Now())
 	return true
@@ -581,11 +591,15 @@ func (r *Runtime) finishSlot(fence *pipeline.Fence, se slotEnqueue, res pipeline
 // this one, or a double-submitted trigger) already enqueued it: success,
 // with nothing inserted.
 func (r *Runtime) enqueue(ctx context.Context, s *registry.Schedule, occ registry.Occurrence, retention time.Duration) (inserted bool, err error) {
-	inserted, err = r.enqueuer.Enqueue(ctx, r.task(s, occ, retention))
+	sent, enqueued := r.beforeEnqueue(ctx, s, occ)
+	inserted, err = r.enqueuer.Enqueue(ctx, r.task(s, sent, retention))
 	if err != nil {
-		return false, fmt.Errorf("enqueue %s: %w", occ.ID, err)
+		inserted, err = false, fmt.Errorf("enqueue %s: %w", occ.ID, err)
 	}
-	return inserted, nil
+	if enqueued != nil {
+		enqueued(inserted, err)
+	}
+	return inserted, err
 }
 
 // task is an occurrence's asynq task: written as asynq's Client writes it,
