@@ -173,8 +173,9 @@ func NamespaceOfID(id string) (string, bool) {
 
 // EncodeOccurrence is the asynq task payload for occ: what json.Marshal
 // writes for it, byte for byte, without reflection. It is on the path of
-// every enqueue, where json.Marshal was a fifth of the scheduler's CPU in
-// a burst of 3,000 enqueues.
+// every enqueue, where json.Marshal was a large share of the scheduler's
+// CPU in a burst of 3,000 enqueues (BenchmarkEncodeOccurrence;
+// BENCHMARKS.md, "Micro-benchmarks").
 func EncodeOccurrence(occ Occurrence) []byte {
 	slot, err := occ.Slot.MarshalJSON()
 	if err != nil { // only fails for unrepresentable times (years outside 0..9999)

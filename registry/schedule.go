@@ -280,8 +280,9 @@ func checkMisfire(m Misfire) error {
 
 // zones caches loaded zones by name. time.LoadLocation reads and parses the
 // zone's data on every call and returns a new copy: 100,000 schedules in
-// one zone would hold 100,000 copies (about 2.5 kB each). Only zones that
-// loaded are kept, so bad names cannot grow the cache.
+// one zone would hold 100,000 copies, each larger than the 0.5 kB a
+// schedule may cost the process (rss_kb_per_sched in BENCHMARKS.md). Only
+// zones that loaded are kept, so bad names cannot grow the cache.
 var zones sync.Map // name -> *time.Location
 
 // LoadZone loads an IANA zone, refusing "Local" and "" whose meaning
@@ -378,7 +379,8 @@ func (s *Schedule) normalize(parsed parsedExprs) error {
 // crongen generates.
 type Registry struct {
 	// schedules are sorted by name, which Lookup searches: a name index
-	// beside them would cost more than 30 bytes a schedule.
+	// beside them would be a map entry a schedule, memory the per-schedule
+	// budget (rss_kb_per_sched in BENCHMARKS.md) need not spend.
 	schedules []*Schedule
 	// packages are the schedules' distinct Package paths in the order
 	// they were first given (New's arguments, Merge's registries).

@@ -188,7 +188,7 @@ func heapInUse() uint64 {
 
 // TestMemoryPerZonedSchedule measures the heap a registry of 100,000 zoned
 // schedules holds, per schedule. Before zones were cached, each schedule
-// held its own copy of its zone's data (~2.5 kB).
+// held its own copy of its zone's data.
 func TestMemoryPerZonedSchedule(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds 100,000 schedules")

@@ -37,9 +37,10 @@ package runtime
 // about limit members each, in no particular order.
 //
 // A member's first slot is the first after it was written (by the
-// writing replica's clock). Redis holds about 400 bytes per member (its
-// entry, its bucket's index, its cursor and its newest occurrence); the
-// leader holds one entry per (zone, expression), not per member.
+// writing replica's clock). Redis holds a member's entry, its bucket's
+// index, its cursor and its newest occurrence, within 512 bytes a member
+// (family_redis_bytes_member in BENCHMARKS.md); the leader holds one entry
+// per (zone, expression), not per member.
 //
 // Every guarantee of an ordinary schedule holds per (member, slot): one
 // enqueue across replicas, fenced; grace; no backfill; missed recorded;

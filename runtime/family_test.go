@@ -771,9 +771,9 @@ func TestFamilyTakeoverMidSpike(t *testing.T) {
 	if k, _ := rdb.HLen(ctx, cursors).Result(); k >= n {
 		t.Logf("the leader had committed all %d members before it stopped: the takeover only proved nothing ran twice", k)
 	}
-	// 12,000 runs through four workers: seconds here, but under -race on a
-	// loaded 2-core machine the workers run a few hundred a second, so the
-	// deadline only bounds a hang.
+	// 12,000 runs through four workers: seconds on a quiet machine, but
+	// many times that under -race on a loaded one, so the deadline only
+	// bounds a hang.
 	waitFor(t, 120*time.Second, "every member's spike slot and the next to run", func() bool {
 		for _, m := range []string{"t00000", "t02999", "t05999"} {
 			if len(c.runs.of(m)) < 2 {

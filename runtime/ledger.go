@@ -30,9 +30,10 @@ const (
 
 // frequentHistory is the history a schedule keeps whose slots come less
 // than a minute apart, when HistoryLimit is larger. Its records cover a few
-// seconds either way, and each costs Redis about half a kilobyte: at 50, a
-// per-second schedule's records alone would cost 25 kB. Kubernetes keeps 3
-// successful jobs of a CronJob by default; the counters keep the totals.
+// seconds either way, and at 50 a per-second schedule's records alone
+// would take most of the 30 kB of Redis a per-second schedule may cost
+// (redis_kb_per_1s in BENCHMARKS.md). Kubernetes keeps 3 successful jobs
+// of a CronJob by default; the counters keep the totals.
 const frequentHistory = 20
 
 // historyLimits returns the schedules that keep fewer records than limit.
@@ -331,8 +332,8 @@ func countersOf(m map[string]int64) Counters {
 }
 
 // Counters returns every schedule's counters, the removed schedules'
-// included, read in steps that each hold Redis for a moment (at 100,000
-// schedules, about 1,300 of them). Counters written meanwhile may or may
+// included, read in steps that each hold Redis for a moment (a step per
+// thousand or so schedules). Counters written meanwhile may or may
 // not be in it. It returns by ctx's deadline whatever the client (see
 // bounded).
 func (r *Runtime) Counters(ctx context.Context) (map[string]Counters, error) {

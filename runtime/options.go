@@ -63,7 +63,8 @@ type Options struct {
 	SkewMargin time.Duration
 	// HistoryLimit is the number of occurrences kept per schedule in the
 	// ledger; a schedule that fires more often than once a minute keeps at
-	// most 20 (each record costs Redis about half a kilobyte).
+	// most 20, so that its records stay within what a per-second schedule
+	// may cost Redis (redis_kb_per_1s in BENCHMARKS.md).
 	HistoryLimit int
 	// EnqueueConcurrency bounds the concurrent enqueues when many schedules
 	// come due together (the midnight spike). Enqueues made at the same

@@ -10,7 +10,7 @@ import (
 
 // The unpaged list writes 100,000 schedules; through encoding/json each is
 // reflected over, marshalled compact and then re-indented, which was most
-// of that request's second. apiSchedule writes itself here instead, in
+// of that request's time. apiSchedule writes itself here instead, in
 // one pass, byte for byte what json.MarshalIndent(v, "  ", "  ") writes
 // for it as an element of the array (TestAppendIndentedMatchesEncodingJSON
 // holds the two together, field by field and for every escape). Other

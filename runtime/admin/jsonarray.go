@@ -13,7 +13,9 @@ import (
 // json.Encoder with SetIndent("", "  ") writes for the slice, but without
 // building it in one buffer: the encoder marshals the whole value compact
 // and then re-indents it, which for the unpaged list of 100,000 schedules
-// is a 70 MB buffer grown by copying, and most of the request's time.
+// is one buffer the size of the whole answer, grown by copying, and most
+// of the request's time (BenchmarkWriteIndentedArray; BENCHMARKS.md,
+// "Micro-benchmarks").
 // Here the items are marshalled in parts, on up to GOMAXPROCS goroutines,
 // and written in order as each part is ready; a schedule's row (apiSchedule)
 // appends its own JSON, without encoding/json.
@@ -38,9 +40,9 @@ func writeIndentedArray(w io.Writer, items []any) error {
 	// client holds back the marshalling, not the memory.
 	ahead := make(chan struct{}, 2*workers)
 	// A written part's buffer goes to the next part: a new buffer for
-	// each of the 200 parts of 100,000 schedules was 133 MB of fresh
-	// memory a request as they grew, cleared page by page, a tenth of the
-	// request's time with the garbage collection it caused.
+	// each of the 200 parts of 100,000 schedules was more fresh memory a
+	// request than the whole answer as they grew, cleared page by page,
+	// and garbage to collect.
 	free := make(chan bytes.Buffer, 2*workers+1)
 	next, stop := make(chan int), make(chan struct{})
 	var wg sync.WaitGroup

@@ -9,7 +9,7 @@
 // (cronlint ./...), each under /usr/bin/time -v when present, and prints
 // one line per size and mode:
 //
-//	cronlint mode=vet schedules=10000 wall_s=3.86 maxrss_mb=229 diagnostics=8252 out_bytes=1875476 longest_line=254
+//	cronlint mode=vet schedules=10000 wall_s=W maxrss_mb=M diagnostics=D out_bytes=B longest_line=L
 //
 // maxrss_mb is the largest process of the run (cronlint, or a compile the
 // go command starts). Before each run the package gets a fresh comment so

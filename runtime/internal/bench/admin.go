@@ -260,10 +260,10 @@ func adminAt(addr string, n, repeats int) (adminSize, error) {
 		t.median, t.max = took[len(took)/2], took[len(took)-1]
 		size.timings = append(size.timings, t)
 	}
-	// The unpaged list is 70 MB at 100k: read as a client such as curl
-	// reads it, as it arrives, not grown in one buffer by io.ReadAll,
-	// which in this process cost the two cores about a second a request
-	// (profiled), a cost of the bench's, not of the endpoint's.
+	// The unpaged list is tens of megabytes at 100k: read as a client such
+	// as curl reads it, as it arrives, not grown in one buffer by
+	// io.ReadAll, whose copying in this process would take the cores the
+	// server shares, a cost of the bench's, not of the endpoint's.
 	var full []time.Duration
 	watch := watchCost(ctx, rdb, fmt.Sprintf("fulllist%d", n))
 	for range 3 {

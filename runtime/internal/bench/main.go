@@ -435,9 +435,9 @@ func later(a, b time.Time) time.Time {
 
 // benchSpike makes 10,000 schedules come due in the same second and times
 // how long until all are in the queue, against a plain sequential loop of
-// asynq Enqueue calls in the same run. A spike lasts a few hundred
-// milliseconds, short enough for one burst of CPU steal on a shared machine
-// to double it, so it is measured several times and the median reported,
+// asynq Enqueue calls in the same run. A spike is over within its 0.5 s
+// target, short enough for one burst of CPU steal on a shared machine to
+// double it, so it is measured several times and the median reported,
 // with every trial shown.
 func benchSpike(addr string, s settings, r *results) error {
 	var serviceCPU, redisCPU []time.Duration

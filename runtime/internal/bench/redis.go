@@ -29,15 +29,15 @@ type privateRedis struct {
 }
 
 // redisNiceEnv names the niceness to run redis-server at, for an
-// experiment; unset, it runs at the default priority. On this 2-core
+// experiment; unset, it runs at the default priority. On a 2-core
 // machine Redis shares its cores with the leader, the followers and the
 // bench's clients, and the kernel can take the core from Redis in the
 // middle of a command, which SLOWLOG counts as that command's time. A
 // higher priority (BENCH_REDIS_NICE=-10, as root or with CAP_SYS_NICE)
 // was tried as the default to keep such waits out; alternated with the
 // default it moved the fall-back's p99 down but the 100k spike's last
-// enqueue up, within the noise of neighbours taking 30% of the machine
-// (BENCHMARKS.md), so the default stays.
+// enqueue up, within the noise of a shared host (BENCHMARKS.md, "Method"),
+// so the default stays.
 const redisNiceEnv = "BENCH_REDIS_NICE"
 
 func startRedis() (*privateRedis, error) {
@@ -125,7 +125,7 @@ func redisCPU(ctx context.Context, rdb *redis.Client) (time.Duration, error) {
 // command, has waited for a core since it started, and how many times the
 // kernel took the core from it while it could still run (the kernel's
 // schedstat and nonvoluntary_ctxt_switches for the process_id INFO server
-// gives). On this 2-core machine a wait in the middle of a command is
+// gives). On a machine of few cores a wait in the middle of a command is
 // counted by SLOWLOG as the command's own time. known is false when Redis
 // is not a process of this machine.
 type coreWait struct {

@@ -19,7 +19,7 @@ import (
 // list, the same ID-conflict rule.
 //
 // asynq has no batch enqueue, and its Client costs a script call in Redis
-// and about 20 µs of the caller's CPU per task; when thousands of
+// and a client call's CPU in the caller per task; when thousands of
 // schedules are due in one second (3,000 per-second schedules, the 100k
 // spike) those are the window between the slot and its last enqueue. The
 // Client's Enqueue and EnqueueAll send the tasks of one queue in one
@@ -104,8 +104,9 @@ func appendVarintField(b []byte, num protowire.Number, v uint64) []byte {
 }
 
 // taskChunk bounds the tasks of one enqueue script: Redis runs a script as
-// one step, and 128 tasks with their marks keep it near 1-2 ms, under the
-// 5 ms any one call may block Redis for.
+// one step, and taskChunk tasks with their marks keep it well under the
+// 5 ms any one call may block Redis for (BENCHMARKS.md, "Limits in the
+// code").
 const taskChunk = 128
 
 // enqueueLua inserts tasks of one queue as asynq's enqueue script inserts

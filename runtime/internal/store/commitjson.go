@@ -9,13 +9,13 @@ import (
 
 // The commit scripts take their batch as JSON. Through encoding/json each
 // Commit and Rec was reflected over, and its Counts map sorted through
-// reflection: in the 100k spike that was a seventh of the service's CPU, and
-// with 3,000 per-second schedules a tenth of it every second, on two cores
-// that Redis shares. A Commit writes itself here instead, byte for byte
-// what encoding/json writes for it (TestAppendCommitsMatchesEncodingJSON
-// holds the two together), except that a nil Recs or Counts is written as
-// [] and {}: Lua's cjson decodes null to a value ipairs and pairs cannot
-// walk.
+// reflection, a share of the service's CPU in the 100k spike and with
+// 3,000 per-second schedules worth taking back on cores that Redis shares
+// (BenchmarkCommitJSON; BENCHMARKS.md, "Micro-benchmarks"). A Commit
+// writes itself here instead, byte for byte what encoding/json writes for
+// it (TestAppendCommitsMatchesEncodingJSON holds the two together), except
+// that a nil Recs or Counts is written as [] and {}: Lua's cjson decodes
+// null to a value ipairs and pairs cannot walk.
 
 // appendCommits appends items as a JSON array.
 func appendCommits(b []byte, items []Commit) []byte {

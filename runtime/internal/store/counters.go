@@ -18,11 +18,11 @@ import (
 // One field a schedule, not one a counter: the unpaged schedule list reads
 // thirteen counters of every schedule, and at 100,000 schedules the 1.3
 // million fields of a hash of "<schedule>:<counter>" (the layout before,
-// <ns>:stats) cost Redis 0.34 s a read when quiet and 0.8 s on a busy
-// machine, where the 100,000 fields of this one cost 0.05 s, and the
-// replies were 1.3 million strings for the service to decode. A write
-// parses and re-forms one short string instead of touching two fields:
-// about 1.3 µs more of Redis a schedule in a commit.
+// <ns>:stats) cost Redis several times what the 100,000 fields of this one
+// cost, and the replies were 1.3 million strings for the service to
+// decode. A write parses and re-forms one short string instead of touching
+// two fields, a small part of what a commit costs Redis a schedule
+// (BENCHMARKS.md, "Limits in the code").
 //
 // Decimal, not binary: Redis's struct library would pack faster, but the
 // in-process Redis of the demo has none, and redis-cli shows a decimal
@@ -158,16 +158,17 @@ return step[1]
 
 // legacyFoldCount is the fields one fold step asks HSCAN for. HSCAN
 // returns them in the hash's order, a field of about as many schedules,
-// each value read and written: folding 1.3 million fields (100,000
-// schedules) took 1.6 ms of Redis a step at 100 (slowest 3.7 ms), 24 s in
-// all, and 8.2 ms a step at 500.
+// each value read and written, so a step costs Redis in proportion to its
+// count: legacyFoldCount keeps a step under the 5 ms any one call may
+// block Redis for, where 500 went past it (BENCHMARKS.md, "Limits in the
+// code").
 const legacyFoldCount = 100
 
 // settleCounters folds any counters in the old layout into the counters
 // hash before a read of it, so that the read sees every counter written
 // before it began (see legacyFoldScript). After an upgrade from the old
-// layout the first reads fold them all, in steps that each hold Redis for
-// a millisecond or two (24 s in all at 100,000 schedules): a read whose
+// layout the first reads fold them all, in steps that each stay under the
+// 5 ms budget (tens of seconds in all at 100,000 schedules): a read whose
 // deadline comes first fails as slow, and the next read goes on where the
 // fold stopped, the fields already moved being gone from the old hash. A
 // replica of an older version still running writes a few, which the next

@@ -9,15 +9,16 @@ import (
 // A hash of a few hundred short fields is kept by Redis as a listpack
 // (hash-max-listpack-entries, 512 by default), where finding a field is a
 // walk from the start: an HMGET of 250 names from the 500-field hash of
-// paused schedules compares 62,500 fields, 1.3–1.6 ms of Redis, and a list
-// of 100,000 schedules made 400 of them of each such hash. Reading the hash
-// whole walks it once. So a read of many names' fields from a hash that may
-// be a listpack reads it whole; one of a few names, or from a larger hash
-// (a hash table, where HMGET finds each field at once, and a few short
-// calls are better than one long one), reads the names' fields in HMGETs
-// of Chunk names. A snapshot of more schedules than one read takes reads
-// the three problem hashes once, in HSCAN steps, for all its reads (see
-// Problems and ScheduleData's known).
+// paused schedules compares 62,500 fields, and a list of 100,000 schedules
+// made 400 of them of each such hash, the calls most often past the 5 ms
+// budget on a busy host (BENCHMARKS.md, "Limits in the code"). Reading
+// the hash whole walks it once. So a read of many names' fields from a
+// hash that may be a listpack reads it whole; one of a few names, or from
+// a larger hash (a hash table, where HMGET finds each field at once, and
+// a few short calls are better than one long one), reads the names'
+// fields in HMGETs of Chunk names. A snapshot of more schedules than one
+// read takes reads the three problem hashes once, in HSCAN steps, for all
+// its reads (see Problems and ScheduleData's known).
 const (
 	// listpackFields is Redis's default hash-max-listpack-entries: a hash
 	// of no more fields may be a listpack. It is also the COUNT of a whole

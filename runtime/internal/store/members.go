@@ -226,9 +226,9 @@ const setMembersTries = 8
 // setMemberArgs is how many of setMembersScript's ARGV each member takes.
 const setMemberArgs = 11
 
-// MemberChunk bounds the members one script call or one read carries: at
-// about 10 µs of Redis time each, no call blocks Redis for more than a few
-// milliseconds.
+// MemberChunk bounds the members one script call or one read carries, so
+// that no call blocks Redis for more than a few milliseconds, within the
+// 5 ms any one call may block it for (BENCHMARKS.md, "Limits in the code").
 const MemberChunk = 500
 
 // SetMembers writes members in scripts of at most MemberChunk each and

@@ -36,8 +36,9 @@ local function bumpPauses(key)
 end
 `
 
-// pauseCacheFields bounds the fields of the two hashes kept in memory: an
-// HGETALL of 2,000 short fields holds Redis for well under a millisecond.
+// pauseCacheFields bounds the fields of the two hashes kept in memory, so
+// that an HGETALL of them stays far under the 5 ms any one call may block
+// Redis for (BENCHMARKS.md, "Limits in the code").
 const pauseCacheFields = 2000
 
 // pausesScript answers whether the caller's copy is current and, when it

@@ -48,8 +48,9 @@ end
 // It writes the batch's cursors, last IDs and counters with one read and
 // one write per hash, and each record with an HSET, an EXPIRE and a ZADD
 // (and an HSETNX only when a worker got to some record first), plus a
-// ZCARD per schedule: a commit of the 100k spike's records took Redis 39
-// µs a schedule when each schedule read and wrote each hash on its own.
+// ZCARD per schedule: when each schedule read and wrote each hash on its
+// own, a commit of the 100k spike's records cost Redis markedly more a
+// schedule (BENCHMARKS.md, "Limits in the code").
 // A schedule may come more than once in a batch (a per-second schedule
 // dispatched again while its last commit ran): each hash's value then
 // follows the batch in order, as if each came in its own script.
@@ -229,7 +230,8 @@ return redis.call('EXISTS', KEYS[1])
 // code, so their state does not stay in Redis for ever. Counters in the
 // old layout not yet folded (see settleCounters) are deleted by name:
 // that hash holds a dozen fields of every schedule, and looking through it
-// (HKEYS) held Redis for 1.3 s at 100,000 schedules.
+// (HKEYS) held Redis far past the 5 ms any one call may block it for at
+// 100,000 schedules (BENCHMARKS.md, "Limits in the code").
 //
 //	ARGV[1] key prefix, ARGV[2] name, ARGV[3..] counter names
 //	returns the number of keys and fields removed.

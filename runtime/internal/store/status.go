@@ -280,8 +280,8 @@ const scanCount = 1000
 
 // Known returns every schedule name the namespace holds state for: a
 // cursor, a pause or counters. It reads the three hashes in HSCAN steps:
-// one HKEYS of a hash of 100,000 schedules holds Redis for tens of
-// milliseconds.
+// one HKEYS of a hash of 100,000 schedules holds Redis past the 5 ms any
+// one call may block it for.
 func (s *Store) Known(ctx context.Context) ([]string, error) {
 	if err := s.settleCounters(ctx); err != nil {
 		return nil, err

@@ -17,26 +17,28 @@ import (
 var ErrNotLeader = errors.New("lease not held")
 
 // Chunk bounds the schedules one script call or one read carries, so that no
-// single call blocks Redis for long however many schedules there are. An
-// HMGET of 500 fields took up to 5.5 ms of Redis on a busy machine, past
-// the 5 ms any one call may block it for; 250 halve it.
+// single call blocks Redis for long however many schedules there are: an
+// HMGET of Chunk fields stays under the 5 ms any one call may block Redis
+// for, on a busy host too, where twice as many did not
+// (BENCHMARKS.md, "Limits in the code").
 const Chunk = 250
 
 // InitChunk bounds the schedules of one first-takeover script: each costs
-// an HSETNX and an HSET, and 250 took 2-8 ms of Redis on a busy machine,
-// against the 5 ms that any one call may block it for.
+// an HSETNX and an HSET, and InitChunk of them keep the script under the
+// 5 ms that any one call may block Redis for, where 250 went past it on
+// a busy host (BENCHMARKS.md, "Limits in the code").
 const InitChunk = 100
 
 // CommitChunk bounds the schedules one commit script carries: each costs
 // Redis a record (HSET, EXPIRE, ZADD, and a ZCARD for its index) and its
-// part of the batch's reads and writes of the cursors and counters, 25-40
-// µs in the 100k spike on a busy machine, so 50 keep one script to 1.2-2
-// ms, well under the 5 ms that any one call may block Redis for; 100 went
-// past it when the machine was busy.
+// part of the batch's reads and writes of the cursors and counters, and
+// CommitChunk of them keep one script well under the 5 ms that any one
+// call may block Redis for, where twice as many went past it on a busy
+// host (BENCHMARKS.md, "Limits in the code").
 const CommitChunk = 50
 
-// commitBytesGuess is about the JSON of a schedule's commit with one
-// record (300-350 bytes), so that the first chunk's buffer rarely grows.
+// commitBytesGuess is a little more than the JSON of a typical schedule's
+// commit with one record, so that the first chunk's buffer rarely grows.
 const commitBytesGuess = 384
 
 // Store reads and writes one namespace's state.
@@ -369,8 +371,9 @@ type PauseWindow struct{ From, To int64 }
 // AllPauses returns every pause the namespace holds, by schedule. It reads
 // the paused hash in HSCAN steps, so its cost is the number of schedules
 // paused, whatever the number declared: reading the pauses of 100,000
-// names by HMGET walked a 500-field listpack once a name, 400 calls of
-// 1.3 ms.
+// names by HMGET walked a 500-field listpack once a name, 400 calls each
+// long enough to be among those past the 5 ms budget on a busy host
+// (BENCHMARKS.md, "Limits in the code").
 func (s *Store) AllPauses(ctx context.Context) (map[string]*Pause, error) {
 	out := map[string]*Pause{}
 	err := s.scanHash(ctx, s.Keys.Paused, func(name, v string) {
