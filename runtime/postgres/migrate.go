@@ -228,19 +228,39 @@ func migrateRiver(ctx context.Context, conn *pgx.Conn) (applied []int, version i
 		}
 		applied = append(applied, step)
 	}
+	version, err = riverVersion(ctx, conn, migrator)
+	return applied, version, err
+}
+
+// RiverVersion is the newest River migration applied to the database, 0
+// for none.
+func RiverVersion(ctx context.Context, db DB) (int, error) {
+	conn, release, err := connOf(ctx, db)
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	migrator, err := rivermigrate.New(riverpgxv5.New(nil), nil)
+	if err != nil {
+		return 0, fmt.Errorf("river migrations: %w", err)
+	}
+	return riverVersion(ctx, conn, migrator)
+}
+
+func riverVersion(ctx context.Context, conn *pgx.Conn, migrator *rivermigrate.Migrator[pgx.Tx]) (int, error) {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
-		return applied, 0, err
+		return 0, err
 	}
 	defer tx.Rollback(ctx)
 	existing, err := migrator.ExistingVersionsTx(ctx, tx)
 	if err != nil {
-		return applied, 0, fmt.Errorf("river migrations: %w", err)
+		return 0, fmt.Errorf("river migrations: %w", err)
 	}
-	if len(existing) > 0 {
-		version = existing[len(existing)-1].Version
+	if len(existing) == 0 {
+		return 0, nil
 	}
-	return applied, version, nil
+	return existing[len(existing)-1].Version, nil
 }
 
 // riverStep applies River's next version in its own transaction: the

@@ -123,6 +123,9 @@ func TestMigrateAppliesRiversMigrationsToo(t *testing.T) {
 	if err := db.QueryRow(ctx, "SELECT to_regclass('river_job') IS NOT NULL").Scan(&riverTable); err != nil || !riverTable {
 		t.Errorf("river_job missing (%v)", err)
 	}
+	if v, err := postgres.RiverVersion(ctx, db); err != nil || v != applied.RiverVersion {
+		t.Errorf("RiverVersion = %d, %v; want %d", v, err, applied.RiverVersion)
+	}
 	again, err := postgres.Migrate(ctx, db, postgres.MigrateOptions{River: true})
 	if err != nil || len(again.Belfry) != 0 || len(again.River) != 0 || again.RiverVersion != applied.RiverVersion {
 		t.Errorf("second Migrate applied %+v (%v), want nothing, River still at %d", again, err, applied.RiverVersion)
