@@ -67,6 +67,9 @@ type app struct {
 	output  string
 	actor   string
 	timeout time.Duration
+	// pageSize is how many rows one request of a list asks for; hidden,
+	// for the tests that read a list over several pages.
+	pageSize int
 }
 
 // usageError is a mistake in how belfry was called: exit status 2.
@@ -155,9 +158,15 @@ printed); 2 usage; 3 belfry health found the scheduler unhealthy or disabled.`,
 	pf.StringVarP(&a.output, "output", "o", "table", "output `format`: table or json (the API's JSON)")
 	pf.StringVar(&a.actor, "actor", a.getenv("BELFRY_ACTOR"), "who acts, as the ledger records it (default $BELFRY_ACTOR, else user@host); the host's authentication, when it names one, takes precedence")
 	pf.DurationVar(&a.timeout, "timeout", 30*time.Second, "how long to wait for each answer of the service")
+	// The API's largest page: a list of thousands is a few requests.
+	pf.IntVar(&a.pageSize, "page-size", 1000, "rows per request of a list (1-1000)")
+	pf.MarkHidden("page-size")
 	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
 		if a.output != "table" && a.output != "json" {
 			return usagef("-o %q: want table or json", a.output)
+		}
+		if a.pageSize < 1 || a.pageSize > 1000 {
+			return usagef("--page-size %d: want 1 to 1000", a.pageSize)
 		}
 		return nil
 	}

@@ -13,10 +13,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// membersPageSize is how many members one request of members ls asks for:
-// the API's largest page.
-const membersPageSize = 1000
-
 func (a *app) membersCommand() *cobra.Command {
 	var zone, expr, query string
 	var paused bool
@@ -26,9 +22,11 @@ func (a *app) membersCommand() *cobra.Command {
 		Long: `members manages a family's members, each with its own zone and, optionally,
 its own expression. Without a verb it lists them (ls), reading every page.
 
-set creates or replaces a member: --tz is its zone; --expr its own
-expression (without it, the family's). A paused member stays paused unless
---paused=false is given. rm removes a member.`,
+set creates or updates a member: --tz is its zone (required); --expr its own
+expression, --expr "" the family's. What set does not name stays as it was:
+a member's own expression, and its pause (with the pause's reason) unless
+--paused=false resumes it. A new member follows the family's expression
+unless --expr names one. rm removes a member.`,
 		Example: `  belfry members weekly-report
   belfry members weekly-report set acme --tz Europe/Paris
   belfry members weekly-report set globex --tz America/New_York --expr "0 8 * * MON"
@@ -61,11 +59,15 @@ expression (without it, the family's). A paused member stays paused unless
 			}
 			switch verb {
 			case "set":
-				var pausedFlag *bool
-				if flags.Changed("paused") {
-					pausedFlag = &paused
+				var exprFlag, pausedFlag *string
+				if flags.Changed("expr") {
+					exprFlag = &expr
 				}
-				return a.setMember(cmd, c, family, rest[0], zone, expr, pausedFlag)
+				if flags.Changed("paused") {
+					p := strconv.FormatBool(paused)
+					pausedFlag = &p
+				}
+				return a.setMember(cmd, c, family, rest[0], zone, exprFlag, pausedFlag)
 			case "rm":
 				return a.removeMember(cmd, c, family, rest[0])
 			}
@@ -73,8 +75,8 @@ expression (without it, the family's). A paused member stays paused unless
 		},
 	}
 	cmd.Flags().StringVar(&zone, "tz", "", "set: the member's IANA `zone`")
-	cmd.Flags().StringVar(&expr, "expr", "", "set: the member's own cron `expression` (default: the family's)")
-	cmd.Flags().BoolVar(&paused, "paused", false, "set: pause (true) or resume (false) the member; without it a paused member stays paused")
+	cmd.Flags().StringVar(&expr, "expr", "", "set: the member's own cron `expression`; \"\" for the family's (default: unchanged)")
+	cmd.Flags().BoolVar(&paused, "paused", false, "set: pause (true) or resume (false) the member (default: unchanged)")
 	cmd.Flags().StringVarP(&query, "query", "q", "", "ls: only members whose key contains this `text`")
 	return cmd
 }
@@ -83,7 +85,7 @@ func (a *app) listMembers(cmd *cobra.Command, c *client, family, query string) e
 	var all []rawMember
 	cursor := ""
 	for {
-		v := url.Values{"limit": {strconv.Itoa(membersPageSize)}}
+		v := url.Values{"limit": {strconv.Itoa(a.pageSize)}}
 		if query != "" {
 			v.Set("q", query)
 		}
@@ -140,13 +142,14 @@ func (a *app) listMembers(cmd *cobra.Command, c *client, family, query string) e
 	return nil
 }
 
-func (a *app) setMember(cmd *cobra.Command, c *client, family, key, zone, expr string, paused *bool) error {
+// setMember creates or replaces a member. PUT replaces the whole member,
+// so what the command does not name is read first and kept: a paused
+// member stays paused (with its reason) and a member's own expression
+// stays its own unless --paused or --expr say otherwise.
+func (a *app) setMember(cmd *cobra.Command, c *client, family, key, zone string, expr, paused *string) error {
 	target := c.path("/api/schedules/", family, "/members/", key)
-	keepPaused := false
-	if paused == nil {
-		// PUT replaces the whole member: read it first so that a change of
-		// zone does not resume a member someone paused.
-		var current apiMember
+	var current apiMember
+	if expr == nil || paused == nil {
 		resp, err := c.send(cmd.Context(), "GET", target, nil, "")
 		if err != nil {
 			return err
@@ -156,16 +159,18 @@ func (a *app) setMember(cmd *cobra.Command, c *client, family, key, zone, expr s
 			if err := json.Unmarshal(resp.body, &current); err != nil {
 				return refusedError{"the member is not the admin's JSON: " + err.Error()}
 			}
-			keepPaused = current.Paused
 		case http.StatusNotFound: // a new member, or no such family: the PUT says which
 		default:
 			return refusedError{refusal(resp)}
 		}
-		paused = &keepPaused
 	}
-	body := map[string]any{"zone": zone, "paused": *paused}
-	if expr != "" {
-		body["expr"] = expr
+	body := map[string]any{"zone": zone, "expr": current.Expr, "paused": current.Paused}
+	if expr != nil {
+		body["expr"] = *expr
+	}
+	keptPause := paused == nil && current.Paused
+	if paused != nil {
+		body["paused"] = *paused == "true"
 	}
 	resp, err := c.send(cmd.Context(), "PUT", target, body, "")
 	if err != nil {
@@ -185,14 +190,18 @@ func (a *app) setMember(cmd *cobra.Command, c *client, family, key, zone, expr s
 	if resp.status == http.StatusCreated {
 		verb = "created"
 	}
+	expression := m.Expression
+	if m.Expr == "" {
+		expression += " (the family's)"
+	}
 	state := ""
 	switch {
-	case m.Paused && keepPaused:
+	case m.Paused && keptPause:
 		state = "; still paused (belfry resume " + family + " --member " + key + ")"
 	case m.Paused:
 		state = "; paused"
 	}
-	fmt.Fprintf(a.stdout, "%s %s member %s: %s in %s, next run %s%s\n", verb, family, m.Member, m.Expression, m.Zone,
+	fmt.Fprintf(a.stdout, "%s %s member %s: %s in %s, next run %s%s\n", verb, family, m.Member, expression, m.Zone,
 		whenRFC3339(m.NextRun, zoneOf(m.Zone)), state)
 	return nil
 }

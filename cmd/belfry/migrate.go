@@ -42,7 +42,15 @@ second applies nothing. A database a newer belfry migrated is refused.
 				if err != nil {
 					return refusedError{err.Error()}
 				}
-				fmt.Fprintf(a.stdout, "belfry at %d (this belfry's latest: %d)\n", current, postgres.Latest())
+				fmt.Fprintf(a.stdout, "belfry at %d (this belfry's latest: %d)", current, postgres.Latest())
+				if river {
+					version, err := postgres.RiverVersion(cmd.Context(), conn)
+					if err != nil {
+						return refusedError{err.Error()}
+					}
+					fmt.Fprintf(a.stdout, ", river at %d", version)
+				}
+				fmt.Fprintln(a.stdout)
 				return nil
 			}
 			applied, err := postgres.Migrate(cmd.Context(), conn, postgres.MigrateOptions{River: river})

@@ -18,10 +18,6 @@ import (
 // first).
 var statuses = []string{"failing", "late", "paused", "running", "unknown", "ok", "disabled"}
 
-// listPageSize is how many schedules one request of ls asks for: the
-// API's largest page.
-const listPageSize = 1000
-
 func (a *app) lsCommand() *cobra.Command {
 	var status []string
 	var query string
@@ -63,7 +59,7 @@ func (a *app) ls(cmd *cobra.Command, c *client, status []string, query string) e
 	var missing []apiMissing
 	cursor := ""
 	for {
-		v := url.Values{"limit": {strconv.Itoa(listPageSize)}}
+		v := url.Values{"limit": {strconv.Itoa(a.pageSize)}}
 		if len(status) > 0 {
 			v.Set("status", strings.Join(status, ","))
 		}

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -46,6 +47,7 @@ func TestScript(t *testing.T) {
 			"exitcode":   scripttest.ExitCode,
 			"eventually": eventually,
 			"createdb":   createDB,
+			"addmembers": addMembers,
 		},
 	})
 }
@@ -107,6 +109,8 @@ func startService(env *testscript.Env) error {
 		}
 	}
 
+	env.Values[runtimeKey{}] = rt
+
 	open := httptest.NewServer(mounted(admin.New(rt, admin.Options{})))
 	env.Defer(open.Close)
 	auth := httptest.NewServer(mounted(admin.New(rt, admin.Options{Middleware: requireBearer("s3cret")})))
@@ -130,6 +134,31 @@ func startService(env *testscript.Env) error {
 		env.Setenv(k, v)
 	}
 	return nil
+}
+
+// runtimeKey finds a script's runtime in its Values.
+type runtimeKey struct{}
+
+// addMembers gives the weekly-report family N members t0000… in UTC, in
+// one call, for lists that take several pages:
+//
+//	addmembers 600
+func addMembers(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: addmembers N")
+	}
+	n, err := strconv.Atoi(args[0])
+	if err != nil {
+		ts.Fatalf("addmembers: %v", err)
+	}
+	rt := ts.Value(runtimeKey{}).(*runtime.Runtime)
+	ms := make([]runtime.Member, n)
+	for i := range ms {
+		ms[i] = runtime.Member{Key: fmt.Sprintf("t%04d", i), Zone: "UTC"}
+	}
+	if err := rt.SetMembers(context.Background(), "weekly-report", ms); err != nil {
+		ts.Fatalf("addmembers: %v", err)
+	}
 }
 
 // mounted serves the admin under /cron/, as a host does.
