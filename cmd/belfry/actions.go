@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -110,8 +111,12 @@ func (a *app) runCommand() *cobra.Command {
 		`  belfry run send-digest
   belfry run send-digest --request-key deploy-42   # a repeat with the same key runs once`,
 		func(cmd *cobra.Command, c *client, t target) error {
+			k, err := requestKey(*key)
+			if err != nil {
+				return err
+			}
 			var out manualRun
-			raw, err := c.call(cmd.Context(), "POST", t.path(c, "/trigger"), nil, orNewKey(*key), &out)
+			raw, err := c.call(cmd.Context(), "POST", t.path(c, "/trigger"), nil, k, &out)
 			if err != nil {
 				return err
 			}
@@ -125,11 +130,19 @@ func (a *app) runCommand() *cobra.Command {
 	return cmd
 }
 
-func orNewKey(key string) string {
+// requestKeyRE is the service's alphabet of request keys (runtime's
+// requestKeyOf): a bad one is the caller's mistake, found before a request.
+var requestKeyRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// requestKey is --request-key's key, checked, or a fresh one.
+func requestKey(key string) (string, error) {
 	if key == "" {
-		return newRequestKey()
+		return newRequestKey(), nil
 	}
-	return key
+	if !requestKeyRE.MatchString(key) {
+		return "", usagef("--request-key %q: want 1-64 letters, digits, '-' or '_'", key)
+	}
+	return key, nil
 }
 
 func (a *app) rerunCommand() *cobra.Command {
@@ -142,8 +155,12 @@ func (a *app) rerunCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			k, err := requestKey(*key)
+			if err != nil {
+				return err
+			}
 			var out manualRun
-			raw, err := c.call(cmd.Context(), "POST", t.path(c, "/runs"), map[string]time.Time{"slot": at}, orNewKey(*key), &out)
+			raw, err := c.call(cmd.Context(), "POST", t.path(c, "/runs"), map[string]time.Time{"slot": at}, k, &out)
 			if err != nil {
 				return err
 			}
@@ -178,8 +195,11 @@ func (a *app) backfillCommand() *cobra.Command {
 				TaskIDs []string `json:"task_ids"`
 				Error   string   `json:"error"`
 			}
-			requestKey := orNewKey(*key)
-			raw, err := c.call(cmd.Context(), "POST", t.path(c, "/runs"), map[string]time.Time{"from": start, "to": end}, requestKey, &out)
+			k, err := requestKey(*key)
+			if err != nil {
+				return err
+			}
+			raw, err := c.call(cmd.Context(), "POST", t.path(c, "/runs"), map[string]time.Time{"from": start, "to": end}, k, &out)
 			if err != nil {
 				return err
 			}
@@ -195,7 +215,7 @@ func (a *app) backfillCommand() *cobra.Command {
 			}
 			if out.Error != "" { // some enqueued, then the service failed
 				return refusedError{fmt.Sprintf("stopped after %d re-runs: %s; repeat with --request-key %s to enqueue the rest (the ones done are not enqueued twice)",
-					len(out.TaskIDs), out.Error, requestKey)}
+					len(out.TaskIDs), out.Error, k)}
 			}
 			return nil
 		})

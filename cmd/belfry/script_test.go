@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -111,8 +112,11 @@ func startService(env *testscript.Env) error {
 
 	env.Values[runtimeKey{}] = rt
 
-	open := httptest.NewServer(mounted(admin.New(rt, admin.Options{})))
+	service := mounted(admin.New(rt, admin.Options{}))
+	open := httptest.NewServer(service)
 	env.Defer(open.Close)
+	lossy := httptest.NewServer(loseFirstAnswer(service))
+	env.Defer(lossy.Close)
 	auth := httptest.NewServer(mounted(admin.New(rt, admin.Options{Middleware: requireBearer("s3cret")})))
 	env.Defer(auth.Close)
 
@@ -123,6 +127,7 @@ func startService(env *testscript.Env) error {
 	for k, v := range map[string]string{
 		"BELFRY_URL":    open.URL + "/cron",
 		"AUTH_URL":      auth.URL + "/cron",
+		"LOSSY_URL":     lossy.URL + "/cron",
 		"BELFRY_ACTOR":  "alice@oncall",
 		"NIGHTLY_SLOT":  last.UTC().Format(time.RFC3339),
 		"NIGHTLY_LOCAL": last.In(nightly.Location()).Format("2006-01-02 15:04:05 MST"),
@@ -166,6 +171,25 @@ func mounted(h http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/cron/", http.StripPrefix("/cron", h))
 	return mux
+}
+
+// loseFirstAnswer lets the service carry out the first POST and then
+// closes the connection without its answer, as a proxy's timeout or a
+// reset does after the work was done.
+func loseFirstAnswer(next http.Handler) http.Handler {
+	var lost atomic.Bool
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method != http.MethodPost || !lost.CompareAndSwap(false, true) {
+			next.ServeHTTP(w, req)
+			return
+		}
+		next.ServeHTTP(httptest.NewRecorder(), req)
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			panic(err)
+		}
+		conn.Close()
+	})
 }
 
 // requireBearer is a host's authentication in front of the admin.
