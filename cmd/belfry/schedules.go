@@ -266,8 +266,8 @@ func printHistory(a *app, history []apiRecord, loc *time.Location, members bool)
 		if r.Manual {
 			manual = "yes"
 		}
-		attempt := ""
-		if r.Outcome != "missed" && r.Outcome != "paused" && r.Outcome != "skipped" {
+		attempt := "" // none yet: enqueued, or never run (missed, skipped, paused)
+		if !r.StartedAt.IsZero() {
 			attempt = fmt.Sprintf("%d/%d", r.Attempt+1, r.MaxRetry+1)
 		}
 		cells := []string{when(r.Slot, loc), r.Outcome, attempt, manual, r.Actor, when(r.FinishedAt, loc), r.ID, r.Error}
