@@ -30,7 +30,8 @@ type Options struct {
 	Middleware func(http.Handler) http.Handler
 	// Actor names who makes a request (e.g. the user the host's
 	// authentication found); triggers, re-runs, backfills, pauses and
-	// resumes record it. Default: nobody is named.
+	// resumes record it. Default: the client's own claim in the
+	// ActorHeader header (the belfry CLI sends user@host), else nobody.
 	Actor func(*http.Request) string
 	// Title heads the page; default "belfry".
 	Title string
@@ -80,6 +81,7 @@ const RefreshDefault = 5 * time.Second
 //	                                    limit, cursor, q or status one page:
 //	                                    {"schedules", "next_cursor", "matched", "counts", "missing"}
 //	GET  /api/schedules/{name}          one schedule with history, JSON
+//	GET  /api/schedules/{name}/next     its next ?n= slots: see next.go
 //	POST /api/schedules/{name}/trigger  202 {"task_id": ...}; Idempotency-Key header or
 //	                                    "request" form field makes a double submit a no-op
 //	GET  /api/status                    leader, replicas, Redis state
@@ -143,6 +145,7 @@ func New(rt *runtime.Runtime, opts Options) http.Handler {
 	mux.HandleFunc("POST /api/schedules/{name}/pause", a.apiPause)
 	mux.HandleFunc("POST /api/schedules/{name}/resume", a.apiResume)
 	a.registerMembers(mux)
+	a.registerNext(mux)
 	var h http.Handler = http.NewCrossOriginProtection().Handler(a.guardHosts(mux))
 	if opts.Middleware != nil {
 		h = opts.Middleware(h)
@@ -498,8 +501,8 @@ func (a *admin) forgetForm(w http.ResponseWriter, req *http.Request) {
 // actionContext bounds a state-changing request and names its actor.
 func (a *admin) actionContext(req *http.Request) (context.Context, context.CancelFunc) {
 	ctx := req.Context()
-	if a.opts.Actor != nil {
-		ctx = runtime.WithActor(ctx, a.opts.Actor(req))
+	if actor := a.actorOf(req); actor != "" {
+		ctx = runtime.WithActor(ctx, actor)
 	}
 	return context.WithTimeout(ctx, 5*time.Second)
 }
