@@ -99,7 +99,8 @@ Usage:
   go tool cronlint -fix ./...                    apply the suggested fixes, then run go generate
   cronlint help CHECK                            what CHECK reports, why, and how to fix it
 
-Install it as a tool of the module: go get -tool github.com/belfry/belfry/cmd/cronlint
+Make it a tool of the module (as the README does; the module proxy does not serve belfry):
+  go mod edit -tool github.com/belfry/belfry/cmd/cronlint && go mod tidy
 
 Checks (all run; -CHECK runs only the checks named, -CHECK=false all but those):
 `)
