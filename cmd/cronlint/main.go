@@ -54,6 +54,12 @@ func main() {
 				os.Exit(2)
 			}
 		}
+	case !slices.ContainsFunc(args, isPackageOrStandaloneFlag):
+		// Flags and no package (cronlint -fix): multichecker would print
+		// its generic usage and exit 1. A flag's value given as a separate
+		// argument (-c 3) looks like a package here and is left to it.
+		fmt.Fprintln(os.Stderr, usageLine)
+		os.Exit(2)
 	}
 	// The flag package calls Usage for -h, and for a bad flag after
 	// writing what is wrong to its output; it then exits 0 or 2. A bad
@@ -68,6 +74,13 @@ func main() {
 		fmt.Fprintf(os.Stderr, "cronlint: %s; cronlint help lists the flags\n", strings.TrimSpace(flagErr.String()))
 	}
 	multichecker.Main(analyzers...)
+}
+
+// isPackageOrStandaloneFlag reports whether arg is a package (or go vet's
+// *.cfg file), or a flag that needs none: go vet's protocol flags
+// (-V=full, -flags) and the requests for help.
+func isPackageOrStandaloneFlag(arg string) bool {
+	return !strings.HasPrefix(arg, "-") || arg == "-V" || strings.HasPrefix(arg, "-V=") || arg == "-flags" || isHelpFlag(arg)
 }
 
 func isHelpFlag(arg string) bool {

@@ -198,7 +198,7 @@ func TestHelpTellsHowToRunCronlint(t *testing.T) {
 		}
 	}
 
-	for _, args := range [][]string{{}, {"-bogus", "./..."}, {"help", "nope"}} {
+	for _, args := range [][]string{{}, {"-bogus", "./..."}, {"help", "nope"}, {"-fix"}, {"-pileup.threshold=2", "-json"}} {
 		out, code := run(t, dir, bin, args...)
 		if code != 2 || strings.Count(out, "\n") != 1 || !strings.Contains(out, "cronlint") {
 			t.Errorf("cronlint %s exited %d with %q; want one line naming cronlint and exit 2", strings.Join(args, " "), code, out)
