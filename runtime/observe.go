@@ -61,17 +61,22 @@ type observers struct {
 //
 // The runtime calls BeforeEnqueue once it has decided to enqueue occ, an
 // occurrence of s (for a family member, s is the member's schedule: the
-// family's name and queue), from the goroutine that enqueues it (for a
-// manual run, with the caller's context), and carries the carrier it returns in the task's payload as
-// occ.Trace, where the workers' middleware finds it. A nil or empty
-// carrier leaves the payload as it is without an observer. The runtime
-// then calls done, when not nil, exactly once: inserted is true when the
-// task went in; false with a nil err when the occurrence was already there
-// (its task ID taken, by another replica, an earlier attempt or a double
-// submit), which is no failure; or err says why the enqueue failed.
+// family's name and queue), with the context of the enqueue (for a manual
+// run, the caller's), and carries the carrier it returns in the task's
+// payload as occ.Trace, where the workers' middleware finds it. A nil or
+// empty carrier leaves the payload as it is without an observer. The
+// runtime then calls done, when not nil, exactly once: inserted is true
+// when the task went in; false with a nil err when the occurrence was
+// already there (its task ID taken, by another replica, an earlier attempt
+// or a double submit), which is no failure; or err says why the enqueue
+// failed.
 //
-// Both run on the enqueue path, where the leader may enqueue a hundred
-// thousand occurrences in one slot: they must be quick and must not block.
+// The leader prepares a batch of occurrences on one goroutine and sends it
+// on another, so done may run on a goroutine other than BeforeEnqueue's,
+// and the calls for different occurrences run concurrently: an observer
+// must be safe for concurrent use. Both run on the enqueue path, where the
+// leader may enqueue a hundred thousand occurrences in one slot: they must
+// be quick and must not block.
 type EnqueueObserver interface {
 	BeforeEnqueue(ctx context.Context, s *registry.Schedule, occ registry.Occurrence) (carrier map[string]string, done func(inserted bool, err error))
 }

@@ -54,6 +54,12 @@ func main() {
 				os.Exit(2)
 			}
 		}
+	case !slices.ContainsFunc(args, isPackageOrStandaloneFlag):
+		// Flags and no package (cronlint -fix): multichecker would print
+		// its generic usage and exit 1. A flag's value given as a separate
+		// argument (-c 3) looks like a package here and is left to it.
+		fmt.Fprintln(os.Stderr, usageLine)
+		os.Exit(2)
 	}
 	// The flag package calls Usage for -h, and for a bad flag after
 	// writing what is wrong to its output; it then exits 0 or 2. A bad
@@ -68,6 +74,13 @@ func main() {
 		fmt.Fprintf(os.Stderr, "cronlint: %s; cronlint help lists the flags\n", strings.TrimSpace(flagErr.String()))
 	}
 	multichecker.Main(analyzers...)
+}
+
+// isPackageOrStandaloneFlag reports whether arg is a package (or go vet's
+// *.cfg file), or a flag that needs none: go vet's protocol flags
+// (-V=full, -flags) and the requests for help.
+func isPackageOrStandaloneFlag(arg string) bool {
+	return !strings.HasPrefix(arg, "-") || arg == "-V" || strings.HasPrefix(arg, "-V=") || arg == "-flags" || isHelpFlag(arg)
 }
 
 func isHelpFlag(arg string) bool {
@@ -99,7 +112,8 @@ Usage:
   go tool cronlint -fix ./...                    apply the suggested fixes, then run go generate
   cronlint help CHECK                            what CHECK reports, why, and how to fix it
 
-Install it as a tool of the module: go get -tool github.com/belfry/belfry/cmd/cronlint
+Make it a tool of the module (as the README does; the module proxy does not serve belfry):
+  go mod edit -tool github.com/belfry/belfry/cmd/cronlint && go mod tidy
 
 Checks (all run; -CHECK runs only the checks named, -CHECK=false all but those):
 `)

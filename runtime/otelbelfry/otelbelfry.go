@@ -150,8 +150,15 @@ func New(cfg Config) *Tracer {
 // hundred thousand occurrences in one slot.
 func (t *Tracer) startSpan(ctx context.Context, kind trace.SpanKind, occ registry.Occurrence, queue string,
 	operation attribute.KeyValue, operationName string, links []trace.Link, more ...attribute.KeyValue) (context.Context, trace.Span) {
-	ctx, span := t.tracer.Start(ctx, operationName+" "+queue, trace.WithSpanKind(kind), trace.WithLinks(links...),
-		trace.WithAttributes(AttrSchedule.String(occ.Schedule)))
+	opts := []trace.SpanStartOption{trace.WithSpanKind(kind), trace.WithLinks(links...),
+		trace.WithAttributes(AttrSchedule.String(occ.Schedule))}
+	if kind == trace.SpanKindProducer && !occ.Manual {
+		// The scheduler enqueues with the context Run was given: a span
+		// there (a traced start-up) would make every enqueue of the
+		// service's life one trace. Each occurrence is a trace of its own.
+		opts = append(opts, trace.WithNewRoot())
+	}
+	ctx, span := t.tracer.Start(ctx, operationName+" "+queue, opts...)
 	if !span.IsRecording() {
 		return ctx, span
 	}

@@ -445,6 +445,38 @@ func TestAttemptOutcomes(t *testing.T) {
 	}
 }
 
+// The scheduler's enqueue spans are roots, one trace per occurrence, even
+// when the context Run was given holds a span (a service that traces its
+// start-up): otherwise every enqueue of the service's life would be one
+// trace. A manual run's enqueue stays in its caller's trace.
+func TestScheduledEnqueueIsARootWhateverRunsContextHolds(t *testing.T) {
+	sp := newSpans()
+	tracer := otelbelfry.New(otelbelfry.Config{TracerProvider: sp.tp})
+	ctx, startup := sp.tp.Tracer("test").Start(context.Background(), "start-up")
+	defer startup.End()
+	s := &registry.Schedule{Name: "tick", Queue: "default"}
+	scheduled, manual := benchOccurrence(), benchOccurrence()
+	manual.Manual, manual.ID = true, "cron:ns/tick:manual:r1"
+	for _, occ := range []registry.Occurrence{scheduled, manual} {
+		_, done := tracer.BeforeEnqueue(ctx, s, occ)
+		done(true, nil)
+	}
+	enqueue := func(id string) sdktrace.ReadOnlySpan {
+		t.Helper()
+		spans := sp.of(trace.SpanKindProducer, semconv.MessagingMessageIDKey, id)
+		if len(spans) != 1 {
+			t.Fatalf("%d enqueue spans of %s, want 1", len(spans), id)
+		}
+		return spans[0]
+	}
+	if got := enqueue(scheduled.ID); got.Parent().IsValid() || got.SpanContext().TraceID() == startup.SpanContext().TraceID() {
+		t.Errorf("the scheduled enqueue's parent is %v in trace %v; want a root of its own trace", got.Parent(), got.SpanContext().TraceID())
+	}
+	if got := enqueue(manual.ID); got.Parent().SpanID() != startup.SpanContext().SpanID() {
+		t.Errorf("the manual enqueue's parent is %v, want the caller's span %v", got.Parent(), startup.SpanContext())
+	}
+}
+
 // With otel's default no-op provider nothing is carried: the payload stays
 // as it is without a tracer.
 func TestNoopProviderCarriesNothing(t *testing.T) {
