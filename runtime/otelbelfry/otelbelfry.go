@@ -12,7 +12,7 @@
 // one fits. An enqueue is a "create" span (kind PRODUCER, named "enqueue
 // QUEUE"): the leader enqueues the occurrences due together in shared
 // batches, so each occurrence gets a span of its own whose context is its
-// creation context, written into the task's payload (Occurrence.Trace). An
+// creation context, carried in the task's headers (runtime.Carrier). An
 // attempt is a "process" span (kind CONSUMER, named "process QUEUE") with a
 // span link to that creation context, as the conventions recommend for
 // consumers: an attempt runs in a trace of its own (or its caller's, if the
@@ -257,8 +257,8 @@ func (t *Tracer) startAttempt(ctx context.Context, s *registry.Schedule, occ reg
 		queue = s.Queue
 	}
 	var links []trace.Link
-	if len(occ.Trace) > 0 {
-		enqueued := trace.SpanContextFromContext(t.propagator.Extract(context.Background(), propagation.MapCarrier(occ.Trace)))
+	if carrier := runtime.Carrier(ctx); len(carrier) > 0 {
+		enqueued := trace.SpanContextFromContext(t.propagator.Extract(context.Background(), propagation.MapCarrier(carrier)))
 		if enqueued.IsValid() {
 			links = []trace.Link{{SpanContext: enqueued}}
 		}

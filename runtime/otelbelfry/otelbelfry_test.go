@@ -79,7 +79,7 @@ func wantAttrs(t *testing.T, span sdktrace.ReadOnlySpan, want ...attribute.KeyVa
 }
 
 // linksTo reports whether the span links to the enqueue span, and to no
-// other. The link's context came out of the task's payload, so it is
+// other. The link's context came out of the task's headers, so it is
 // remote: trace and span IDs are what must match.
 func linksTo(span, enqueue sdktrace.ReadOnlySpan) bool {
 	links := span.Links()
@@ -477,8 +477,8 @@ func TestScheduledEnqueueIsARootWhateverRunsContextHolds(t *testing.T) {
 	}
 }
 
-// With otel's default no-op provider nothing is carried: the payload stays
-// as it is without a tracer.
+// With otel's default no-op provider nothing is carried: the task stays as
+// it is without a tracer.
 func TestNoopProviderCarriesNothing(t *testing.T) {
 	tracer := otelbelfry.New(otelbelfry.Config{TracerProvider: noop.NewTracerProvider()})
 	s := &registry.Schedule{Name: "tick", Queue: "default"}
@@ -522,8 +522,8 @@ func (d dropSchedule) ShouldSample(p sdktrace.SamplingParameters) sdktrace.Sampl
 
 func (d dropSchedule) Description() string { return "drop " + string(d) }
 
-// What tracing adds to each enqueue: the span, its carrier in the payload
-// and its end, with a provider that samples every span (or none) and
+// What tracing adds to each enqueue: the span, its carrier (which goes in
+// the task's headers) and its end, beside encoding the payload, with a provider that samples every span (or none) and
 // exports nothing. BenchmarkEnqueuePayloadUntraced is the payload alone.
 func BenchmarkEnqueueSpan(b *testing.B) {
 	for name, sampler := range map[string]sdktrace.Sampler{"sampled": sdktrace.AlwaysSample(), "unsampled": sdktrace.NeverSample()} {
@@ -534,8 +534,7 @@ func BenchmarkEnqueueSpan(b *testing.B) {
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
-				carrier, done := tracer.BeforeEnqueue(ctx, s, occ)
-				occ.Trace = carrier
+				_, done := tracer.BeforeEnqueue(ctx, s, occ)
 				registry.EncodeOccurrence(occ)
 				done(true, nil)
 			}
