@@ -571,8 +571,9 @@ type customError struct{}
 
 func (*customError) Error() string { return "custom" }
 
-// A sampler sees the schedule's name when a span starts, so a service can
-// trace a per-second schedule less than the rest.
+// A sampler sees the schedule's name when a span starts, an enqueue's and
+// an attempt's alike, so a service can trace a per-second schedule less
+// than the rest, its enqueues and attempts together.
 func TestSamplerSeesTheSchedule(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(dropSchedule("tick")))
@@ -580,14 +581,21 @@ func TestSamplerSeesTheSchedule(t *testing.T) {
 	for _, name := range []string{"tick", "nightly"} {
 		occ := benchOccurrence()
 		occ.Schedule = name
-		_, done := tracer.BeforeEnqueue(context.Background(), &registry.Schedule{Name: name, Queue: "default"}, occ)
+		s := &registry.Schedule{Name: name, Queue: "default"}
+		_, done := tracer.BeforeEnqueue(context.Background(), s, occ)
 		done(true, nil)
+		tracer.Middleware()(s, func(context.Context, registry.Occurrence) error { return nil })(context.Background(), occ)
 	}
 	ended := rec.Ended()
-	if len(ended) != 1 {
-		t.Fatalf("%d spans, want nightly's alone", len(ended))
+	if len(ended) != 2 {
+		t.Fatalf("%d spans, want nightly's enqueue and attempt alone", len(ended))
 	}
-	wantAttrs(t, ended[0], otelbelfry.AttrSchedule.String("nightly"), semconv.MessagingMessageID("cron:ns/tick:1793610000"))
+	for i, kind := range []trace.SpanKind{trace.SpanKindProducer, trace.SpanKindConsumer} {
+		if ended[i].SpanKind() != kind {
+			t.Errorf("span %d is a %v, want a %v", i, ended[i].SpanKind(), kind)
+		}
+		wantAttrs(t, ended[i], otelbelfry.AttrSchedule.String("nightly"), semconv.MessagingMessageID("cron:ns/tick:1793610000"))
+	}
 }
 
 // dropSchedule samples every span but those of one schedule.
