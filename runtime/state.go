@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/belfry/belfry/runtime/internal/pipeline"
+	"github.com/belfry/belfry/runtime/internal/store"
 )
 
 // Outcome is what happened to one occurrence, as the ledger records it.
@@ -77,4 +78,8 @@ var (
 	// Repeating the call is safe: a manual run with the same request key is
 	// enqueued once.
 	ErrNotAcked = pipeline.ErrNotAcked
+	// ErrNotLeader: the scheduler's enqueue found its lease taken by
+	// another replica, and wrote nothing; the replica that holds the lease
+	// enqueues the occurrence. An EnqueueObserver's done may hear it.
+	ErrNotLeader = store.ErrNotLeader
 )

@@ -129,7 +129,9 @@ func (r *Runtime) schedulesOn(queue string, limit int) (names []string, more int
 
 // RegisterHandlers registers every schedule's handler on mux, wrapped so the
 // runtime records each execution (start, finish, duration, error) in its
-// ledger; extra middleware runs inside that recording.
+// ledger; extra middleware runs inside that recording. The handlers' context
+// holds what the enqueue's EnqueueObserver asked to carry with the task
+// (Carrier).
 //
 // asynq routes a task by its queue and type alone, so workers of two
 // services that share a queue take each other's tasks: a type the mux does
@@ -152,7 +154,7 @@ func (r *Runtime) RegisterHandlers(mux *asynq.ServeMux, middleware ...registry.M
 			if err := r.refuseForeign(ctx, s, t); err != nil {
 				return err
 			}
-			return s.HandlePayload(ctx, t.Payload(), mw...)
+			return s.HandlePayload(withCarrier(ctx, t.Headers()), t.Payload(), mw...)
 		})
 	}
 	mux.Use(r.noteUnhandled)
