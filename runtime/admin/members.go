@@ -9,7 +9,8 @@ package admin
 //	                                               409 if the member kept changing under the write (retry)
 //	DELETE /api/schedules/{name}/members/{member}  -> 204; 404 if the family has no such member
 //	GET    /api/schedules/{name}/members           ?limit=(1-1000, default 100)&cursor=&q=<substring of the key>
-//	                                               -> {"members": [...], "next_cursor": "" after the last page};
+//	                                               -> {"members": [...], "next_cursor": null on the last page,
+//	                                               as the schedule list's};
 //	                                               a page has about limit members, in no particular order (Redis
 //	                                               HSCAN: a family small enough for a listpack, 512 members by
 //	                                               default, comes whole)
@@ -248,7 +249,19 @@ func (a *admin) apiMembers(w http.ResponseWriter, req *http.Request) {
 	for i, mi := range infos {
 		out[i] = a.memberJSON(req.PathValue("name"), mi)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"members": out, "next_cursor": next})
+	page := apiMembersPage{Members: out}
+	if next != "" {
+		page.NextCursor = &next
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+// apiMembersPage is one page of a family's members.
+type apiMembersPage struct {
+	Members []apiMember `json:"members"`
+	// NextCursor is the cursor parameter of the next page; null on the
+	// last, as apiPage's.
+	NextCursor *string `json:"next_cursor"`
 }
 
 func (a *admin) apiMember(w http.ResponseWriter, req *http.Request) {

@@ -127,7 +127,7 @@ func TestMembersAPI(t *testing.T) {
 		{"unknown schedule", "PUT", "nope/members/acme", nil, `{}`, 404, []string{"no schedule is called nope"}},
 		{"ordinary schedule", "PUT", "nightly/members/acme", nil, `{}`, 404, []string{"nightly is not a family (declared without per=): it has no members"}},
 		{"cross-origin", "PUT", family + "/members/acme", crossSite, `{}`, 403, nil},
-		{"list", "GET", family + "/members", nil, "", 200, []string{`"member": "acme"`, `"member": "globex"`, `"next_cursor": ""`}},
+		{"list", "GET", family + "/members", nil, "", 200, []string{`"member": "acme"`, `"member": "globex"`, `"next_cursor": null`}},
 		{"search", "GET", family + "/members?q=glo", nil, "", 200, []string{`"member": "globex"`}},
 		{"bad limit", "GET", family + "/members?limit=0", nil, "", 400, []string{"limit \\\"0\\\": want a number from 1 to 1000"}},
 		{"limit not a number", "GET", family + "/members?limit=abc", nil, "", 400, []string{"limit \\\"abc\\\": want a number from 1 to 1000"}},
@@ -222,7 +222,7 @@ func TestMembersAPIPages(t *testing.T) {
 				Member  string
 				NextRun string `json:"next_run"`
 			} `json:"members"`
-			NextCursor string `json:"next_cursor"`
+			NextCursor *string `json:"next_cursor"`
 		}
 		if err := json.Unmarshal([]byte(body), &page); err != nil {
 			t.Fatal(err)
@@ -233,8 +233,11 @@ func TestMembersAPIPages(t *testing.T) {
 				t.Errorf("member %s has no next run", m.Member)
 			}
 		}
-		if cursor = page.NextCursor; cursor == "" {
+		if page.NextCursor == nil {
 			break
+		}
+		if cursor = *page.NextCursor; cursor == "" {
+			t.Fatal(`a page that is not the last has "next_cursor": "" (the last page's is null)`)
 		}
 	}
 	if len(seen) != len(ms) {
