@@ -326,16 +326,30 @@ func (l *Lease) Since() time.Time {
 	return l.since
 }
 
-// StepDown gives up leadership locally at once.
+// StepDown gives up leadership locally at once, because the lease was
+// lost or can no longer be trusted.
 func (l *Lease) StepDown(reason string) {
+	l.stepDown(slog.LevelWarn, "lease lost: this replica stops scheduling", reason)
+}
+
+// stepDown gives up leadership locally and, if this replica led, says so:
+// a WARN when the lease was taken from it, an INFO when it gave the lease
+// up on purpose (a shutdown, a handover), which asks nothing of anyone.
+func (l *Lease) stepDown(level slog.Level, msg, reason string) {
 	l.mu.Lock()
 	was := l.value
 	l.value = ""
 	l.mu.Unlock()
 	if was != "" {
-		l.log.Warn("lease lost: this replica stops scheduling", "lease", was, "reason", reason)
+		l.log.Log(context.Background(), level, msg, "lease", was, "reason", reason)
 		signal(l.changed)
 	}
+}
+
+// stepDownOnPurpose gives up leadership locally because this replica chose
+// to: logged at INFO as a release.
+func (l *Lease) stepDownOnPurpose(reason string) {
+	l.stepDown(slog.LevelInfo, "lease released: this replica stops scheduling", reason)
 }
 
 // LapseTrust ends the trust window now, as a stall (GC pause, SIGSTOP) that
@@ -484,7 +498,7 @@ func (l *Lease) Renew(ctx context.Context) (time.Duration, error) {
 // Release hands the lease over on shutdown: it deletes the key if it holds
 // a lease of this instance, held or stepped down from, and tells followers.
 func (l *Lease) Release(ctx context.Context) {
-	l.StepDown("shutting down")
+	l.stepDownOnPurpose("shutting down")
 	ctx, cancel := context.WithTimeout(ctx, l.CallTimeout())
 	defer cancel()
 	_, err := Obey(ctx, func(ctx context.Context) (any, error) {
