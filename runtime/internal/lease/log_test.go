@@ -39,11 +39,28 @@ func (h *recordedLogs) take() []slog.Record {
 	return out
 }
 
-// loggedLease is a lease of its own namespace whose logs h keeps.
-func loggedLease(t *testing.T, replica string, h *recordedLogs) *Lease {
+// loggedLease is a lease of its own namespace (or of keys, if given) whose
+// logs h keeps.
+func loggedLease(t *testing.T, replica string, h *recordedLogs, keys ...store.Keys) *Lease {
 	t.Helper()
-	return New(Config{Redis: redistest.Shared(t), Keys: store.NewKeys(redistest.Uniq("lease")), Replica: replica,
+	k := store.NewKeys(redistest.Uniq("lease"))
+	if len(keys) > 0 {
+		k = keys[0]
+	}
+	return New(Config{Redis: redistest.Shared(t), Keys: k, Replica: replica,
 		TTL: time.Second, Clock: clock.NewStub(time.Now()), Log: slog.New(h)})
+}
+
+// leadingLease is a loggedLease that holds its lease, with the logs of
+// acquiring it taken.
+func leadingLease(t *testing.T, h *recordedLogs) *Lease {
+	t.Helper()
+	l := loggedLease(t, "r0", h)
+	if _, err := l.Acquire(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.take()
+	return l
 }
 
 func attrOf(r slog.Record, key string) string {
@@ -64,11 +81,7 @@ func TestReleaseLogsAReleaseNotALoss(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	logs := &recordedLogs{}
-	l := loggedLease(t, "r0", logs)
-	if _, err := l.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
-	logs.take()
+	l := leadingLease(t, logs)
 	l.Release(ctx)
 	got := logs.take()
 	if len(got) != 1 {
@@ -95,14 +108,10 @@ func TestLosingTheLeaseWarns(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	logs := &recordedLogs{}
-	l := loggedLease(t, "r0", logs)
-	if _, err := l.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
+	l := leadingLease(t, logs)
 	if err := l.rdb.Set(ctx, l.keys.Lease, "other|999", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
-	logs.take()
 	if _, err := l.Renew(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -117,15 +126,11 @@ func TestHandoverLogsARelease(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	logs := &recordedLogs{}
-	l0 := loggedLease(t, "r0", logs)
-	l1 := New(Config{Redis: l0.rdb, Keys: l0.keys, Replica: "r1", TTL: time.Second, Clock: clock.NewStub(time.Now()), Log: slog.New(&recordedLogs{})})
-	if _, err := l0.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
+	l0 := leadingLease(t, logs)
+	l1 := loggedLease(t, "r1", &recordedLogs{}, l0.keys)
 	if _, err := l1.Acquire(ctx); err != nil { // a follower heartbeats
 		t.Fatal(err)
 	}
-	logs.take()
 	if outcome, _, err := l0.Handover(ctx, "deploy", time.Minute, time.Hour); err != nil || outcome != HandedOver {
 		t.Fatalf("handover to a live follower: %v %v", outcome, err)
 	}
