@@ -168,7 +168,9 @@ func runDemo(t *testing.T, bin string, args []string) {
 	}
 	familyRuns(t, admins[0])
 
-	cmd.Process.Signal(os.Interrupt)
+	// Ctrl-C in a terminal signals the whole foreground process group:
+	// the demo and every process it started.
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
 	select {
 	case err := <-exited:
 		stopped = true
@@ -177,6 +179,17 @@ func runDemo(t *testing.T, bin string, args []string) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("demo did not stop within 30s of Ctrl-C")
+	}
+	// The stop is quiet: Redis outlives the replicas' graceful shutdown,
+	// so none of them fails to reach it, and none warns about a stop that
+	// was asked for.
+	_, stopping, _ := strings.Cut(log(), "demo: stopping…")
+	for _, line := range strings.Split(stopping, "\n") {
+		for _, bad := range []string{"failed to dial", "no such file or directory", "connection refused", "level=ERROR", "level=WARN"} {
+			if strings.Contains(line, bad) {
+				t.Errorf("the stop after Ctrl-C logged %q:\n%s", bad, line)
+			}
+		}
 	}
 	m := tmpDirRE.FindStringSubmatch(log())
 	if m == nil {
