@@ -48,6 +48,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -435,12 +436,25 @@ func (r *Runtime) FamilyNext(ctx context.Context, family string) (time.Time, err
 	return next.UTC(), nil
 }
 
-// LastRun is a member's newest occurrence.
+// LastRun is a member's newest occurrence. In JSON, as a Record's,
+// "task_id" is null for a slot that was never enqueued (missed, skipped,
+// paused), and "occurrence_id" is ID.
 type LastRun struct {
 	Slot    time.Time `json:"slot"`
 	Outcome Outcome   `json:"outcome"`
 	At      time.Time `json:"at"`
 	ID      string    `json:"task_id"`
+}
+
+// MarshalJSON writes the last run as its struct tags say, with "task_id"
+// null for a slot that was never enqueued and "occurrence_id" beside it.
+func (l LastRun) MarshalJSON() ([]byte, error) {
+	type fields LastRun
+	return json.Marshal(struct {
+		fields
+		TaskID       *string `json:"task_id"`
+		OccurrenceID string  `json:"occurrence_id"`
+	}{fields(l), taskIDOrNil(l.ID, l.Outcome), l.ID})
 }
 
 // MemberInfo is a member with its next and last run.
