@@ -366,6 +366,12 @@ func (r *Runtime) records(ctx context.Context, ids []string) ([]Record, error) {
 
 // Counters are a schedule's totals across the cluster since the ledger
 // began, and the times of its last enqueue, success and failure.
+//
+// Enqueued counts the occurrences enqueued for their slots, Manual those
+// enqueued by hand (Run now, Re-run): each enqueue is in exactly one of
+// the two. Succeeded and Failed count attempts of both kinds (Failed each
+// failed attempt, retried or not); Missed, Skipped and Paused the slots
+// that were never enqueued.
 type Counters struct {
 	Enqueued, Manual, Missed, Skipped, Paused, Succeeded, Failed int64
 	LastEnqueue, LastSuccess, LastFailure                        time.Time

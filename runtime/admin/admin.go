@@ -243,6 +243,9 @@ type apiSchedule struct {
 	Missing []runtime.Missing `json:"missing,omitempty"`
 }
 
+// apiCounters are runtime.Counters in JSON: "enqueued" counts the
+// enqueues on schedule and "manual" those by hand, so every enqueue is
+// their sum; "succeeded" and "failed" count attempts of both.
 type apiCounters struct {
 	Enqueued    int64      `json:"enqueued"`
 	Manual      int64      `json:"manual"`

@@ -113,6 +113,7 @@ type scheduleRow struct {
 	// Unserved says no asynq server listens to the schedule's queue.
 	Unserved bool
 	Retries  string     // "1 retry", "2 retries"
+	Totals   string     // see totals
 	Family   *familyRow // a family's member count; nil for a schedule
 	// CanAct shows the row's buttons (see pageData.CanAct).
 	CanAct bool
@@ -272,7 +273,7 @@ func (a *admin) rowOf(snap runtime.Snapshot, st runtime.ScheduleState, path stri
 	row := scheduleRow{ScheduleState: st, Path: path, Next: instantOf(st.Next, loc, now),
 		Unserved:    slices.Contains(snap.Unserved, s.Queue),
 		LastSuccess: instantOf(st.Counters.LastSuccess, loc, now), LastFailure: instantOf(st.Counters.LastFailure, loc, now),
-		Retries: plural(s.MaxRetry, "retry", "retries")}
+		Retries: plural(s.MaxRetry, "retry", "retries"), Totals: totals(st.Counters)}
 	row.Words, _ = describe(s.Expr, s.Zone)
 	for _, rec := range st.Recent {
 		row.Recent = append(row.Recent, historyRowOf(rec, s, now))
@@ -282,6 +283,15 @@ func (a *admin) rowOf(snap runtime.Snapshot, st runtime.ScheduleState, path stri
 	}
 	row.PausedNote = pausedNote(st.Paused, now)
 	return row
+}
+
+// totals are a schedule's counters in words that add up: the ledger
+// counts enqueues on schedule and by hand (Run now, Re-run) apart, while
+// successes and failures count both, so "enqueued" here is their sum.
+func totals(c runtime.Counters) string {
+	return fmt.Sprintf("%d enqueued (%d on schedule, %d by hand): %d succeeded, %s · not run: %d missed, %d skipped, %d paused",
+		c.Enqueued+c.Manual, c.Enqueued, c.Manual, c.Succeeded, plural(int(c.Failed), "failed attempt", "failed attempts"),
+		c.Missed, c.Skipped, c.Paused)
 }
 
 // pausedNote says who paused, when and why: "paused by alice 3 min ago:

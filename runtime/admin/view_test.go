@@ -232,3 +232,25 @@ func TestHistoryRowsMarkWhatARerunMadeUp(t *testing.T) {
 		}
 	}
 }
+
+// The totals add up as a person reads them: manual runs are enqueued too,
+// so a schedule run once by hand and never on schedule does not read "0
+// enqueued, 1 succeeded".
+func TestTotalsAddUp(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		c    runtime.Counters
+		want string
+	}{
+		{runtime.Counters{Enqueued: 62, Manual: 1, Succeeded: 63},
+			"63 enqueued (62 on schedule, 1 by hand): 63 succeeded, 0 failed attempts · not run: 0 missed, 0 skipped, 0 paused"},
+		{runtime.Counters{Manual: 1, Succeeded: 1},
+			"1 enqueued (0 on schedule, 1 by hand): 1 succeeded, 0 failed attempts · not run: 0 missed, 0 skipped, 0 paused"},
+		{runtime.Counters{Enqueued: 30, Succeeded: 29, Failed: 1, Missed: 2, Skipped: 3, Paused: 40},
+			"30 enqueued (30 on schedule, 0 by hand): 29 succeeded, 1 failed attempt · not run: 2 missed, 3 skipped, 40 paused"},
+	} {
+		if got := totals(tt.c); got != tt.want {
+			t.Errorf("totals(%+v)\n got %q\nwant %q", tt.c, got, tt.want)
+		}
+	}
+}
