@@ -281,8 +281,9 @@ func (a *admin) toAPI(st runtime.ScheduleState, missing []runtime.Missing) apiSc
 	}
 	if !st.Next.IsZero() {
 		// In the schedule's zone with its offset written out: RFC 3339's "Z"
-		// would make a London time in winter read as UTC.
-		local, utc := st.Next.Format(offsetLayout), st.Next.UTC().Format(time.RFC3339)
+		// would make a London time in winter read as UTC. A UTC schedule's
+		// is Z, as every other time in the JSON.
+		local, utc := rfc3339(st.Next), st.Next.UTC().Format(time.RFC3339)
 		out.NextRun, out.NextRunUTC = &local, &utc
 	}
 	return out

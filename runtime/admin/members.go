@@ -212,7 +212,7 @@ func (a *admin) memberJSON(family string, mi runtime.MemberInfo) apiMember {
 		}
 	}
 	if !mi.Next.IsZero() {
-		local, utc := mi.Next.Format(offsetLayout), mi.Next.UTC().Format(time.RFC3339)
+		local, utc := rfc3339(mi.Next), mi.Next.UTC().Format(time.RFC3339)
 		out.NextRun, out.NextRunUTC = &local, &utc
 	}
 	return out
@@ -305,7 +305,7 @@ func (a *admin) withFamily(ctx context.Context, out apiSchedule) any {
 	}
 	fam.Members = &members
 	if !next.IsZero() {
-		local, utc := next.Format(offsetLayout), next.Format(time.RFC3339)
+		local, utc := rfc3339(next), next.Format(time.RFC3339)
 		fam.NextRun, fam.NextRunUTC = &local, &utc
 	}
 	return fam

@@ -119,16 +119,15 @@ type scheduleRow struct {
 	CanAct bool
 }
 
-// instant is a time as the page prints it: RFC 3339 with the offset of the
-// schedule's zone, never a bare Z for a zone that merely sits at +00:00,
-// with UTC beside it and a relative form.
+// instant is a time as the page prints it, every time the same way: RFC
+// 3339 in the schedule's zone (see rfc3339), with the zone's abbreviation,
+// UTC beside it and a relative form.
 type instant struct {
 	Zero     bool
 	Local    string // 2026-12-01T03:17:00+00:00
 	Abbrev   string // GMT; "" when the zone has only a numeric name
 	UTC      string // 2026-12-01T03:17:00Z; "" for a UTC schedule
 	Relative string // "in 16 min", "3 min ago"
-	Stamp    string // 2026-12-01 03:17:05, for history columns
 	Precise  string // RFC 3339 with milliseconds, for a tooltip
 }
 
@@ -137,19 +136,26 @@ type instant struct {
 // schedule reads as UTC half the year and wrongly the other half.
 const offsetLayout = "2006-01-02T15:04:05-07:00"
 
+// rfc3339 writes t in its location, as the page and the JSON write every
+// time of a schedule: Z for UTC, and for any other zone its offset, never
+// Z, even where the zone sits at +00:00 (see offsetLayout).
+func rfc3339(t time.Time) string {
+	if t.Location().String() == "UTC" {
+		return t.Format(time.RFC3339)
+	}
+	return t.Format(offsetLayout)
+}
+
 func instantOf(t time.Time, loc *time.Location, now time.Time) instant {
 	if t.IsZero() {
 		return instant{Zero: true}
 	}
 	t = t.In(loc)
-	in := instant{Relative: relative(t, now), Stamp: t.Format("2006-01-02 15:04:05"),
-		Precise: t.Format("2006-01-02T15:04:05.000-07:00")}
+	in := instant{Relative: relative(t, now), Local: rfc3339(t), Precise: t.Format("2006-01-02T15:04:05.000-07:00")}
 	if loc.String() == "UTC" {
-		in.Local = t.Format(time.RFC3339)
 		in.Precise = t.Format("2006-01-02T15:04:05.000Z07:00")
 		return in
 	}
-	in.Local = t.Format(offsetLayout)
 	if abbr := t.Format("MST"); !strings.HasPrefix(abbr, "+") && !strings.HasPrefix(abbr, "-") {
 		in.Abbrev = abbr
 	}
