@@ -354,6 +354,9 @@ type membersView struct {
 	NextCursor string // "" on the last page
 	Cursor     string // this page's cursor; "" for the first
 	Error      string
+	// FamilyPaused says the whole family is paused: every member's next
+	// slot is recorded paused, not run.
+	FamilyPaused bool
 }
 
 // memberRow is one member on the page.
@@ -393,7 +396,8 @@ func (a *admin) members(req *http.Request, row *scheduleRow, now time.Time) *mem
 	a.addFamilies(req.Context(), rows, now)
 	*row = rows[0]
 	q := req.URL.Query()
-	v := &membersView{Query: strings.TrimSpace(q.Get("q")), Cursor: q.Get("cursor"), Limit: membersPageDefault}
+	v := &membersView{Query: strings.TrimSpace(q.Get("q")), Cursor: q.Get("cursor"), Limit: membersPageDefault,
+		FamilyPaused: st.Paused != nil}
 	if n, err := strconv.Atoi(q.Get("limit")); err == nil && n >= 1 && n <= membersPageMax {
 		v.Limit = n
 	}

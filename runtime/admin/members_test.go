@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -313,6 +314,13 @@ func TestMembersPage(t *testing.T) {
 		`href="./weekly-report/members/acme"`, "the earliest of any member's"})
 	if strings.Count(detail, "data-member=") != 3 {
 		t.Errorf("the family's page lists %d members, want 3", strings.Count(detail, "data-member="))
+	}
+	// The paused member's next run says it is paused, the others' when.
+	if row := regexp.MustCompile(`(?s)<tr data-member="globex">.*?</tr>`).FindString(detail); !strings.Contains(row, "recorded paused, not run") {
+		t.Errorf("the paused member's row does not say its next slot is recorded paused:\n%s", row)
+	}
+	if row := regexp.MustCompile(`(?s)<tr data-member="acme">.*?</tr>`).FindString(detail); strings.Contains(row, "recorded paused") {
+		t.Errorf("a running member's row says it is paused:\n%s", row)
 	}
 	search := checkResponse(t, "GET", base+"schedules/"+family+"?q=glo", nil, "", 200, "text/html", []string{`data-member="globex"`, `value="glo"`})
 	if strings.Contains(search, `data-member="acme"`) {

@@ -87,3 +87,29 @@ func TestPausedSlotsClaimNoTask(t *testing.T) {
 		}
 	}
 }
+
+// A paused schedule's next run says it is paused: its next slot will be
+// recorded paused, not run, so the page must not say it runs "now" or "in
+// 1 s".
+func TestPausedScheduleNextRunSaysPaused(t *testing.T) {
+	t.Parallel()
+	_, srv := pausedTicks(t)
+	cells := map[string]*regexp.Regexp{
+		"":               regexp.MustCompile(`(?s)<tr data-schedule="tick".*?</td>\s*<td>(.*?)</td>`),
+		"schedules/tick": regexp.MustCompile(`(?s)<dt>Next run</dt><dd>(.*?)</dd>`),
+	}
+	for path, re := range cells {
+		_, body := do(t, "GET", srv.URL+"/cron/"+path, nil, nil)
+		m := re.FindStringSubmatch(body)
+		if m == nil {
+			t.Fatalf("/%s has no next-run cell:\n%s", path, body)
+		}
+		cell := m[1]
+		if !strings.Contains(cell, `<span class="badge paused">paused</span>`) || !strings.Contains(cell, "recorded paused, not run") {
+			t.Errorf("/%s: a paused schedule's next run does not say it is paused:\n%s", path, cell)
+		}
+		if regexp.MustCompile(`\bnow\b|\bin \d`).MatchString(cell) {
+			t.Errorf("/%s: a paused schedule's next run says it comes:\n%s", path, cell)
+		}
+	}
+}
