@@ -289,6 +289,18 @@ type apiFamily struct {
 	Members    *int64  `json:"members"`
 	NextRun    *string `json:"next_run"`
 	NextRunUTC *string `json:"next_run_utc"`
+	// NextRunFor is the zone and expression of the members the next run
+	// is for, and Expressions how many expressions the members run on:
+	// the family's own expression is only the default of members that
+	// give none. Null when Redis cannot be read or no member runs again.
+	NextRunFor  *apiNextRunFor `json:"next_run_for"`
+	Expressions *int           `json:"expressions"`
+}
+
+// apiNextRunFor names the members a family's next run is for.
+type apiNextRunFor struct {
+	Zone       string `json:"zone"`
+	Expression string `json:"expression"`
 }
 
 // withFamily returns out as it is for an ordinary schedule, and with the
@@ -303,28 +315,33 @@ func (a *admin) withFamily(ctx context.Context, out apiSchedule) any {
 	if err != nil {
 		return fam
 	}
-	fam.Members = &members
-	if !next.IsZero() {
-		local, utc := rfc3339(next), next.Format(time.RFC3339)
+	fam.Members, fam.Expressions = &members, &next.Expressions
+	if !next.At.IsZero() {
+		local, utc := rfc3339(next.At), next.At.Format(time.RFC3339)
 		fam.NextRun, fam.NextRunUTC = &local, &utc
+		fam.NextRunFor = &apiNextRunFor{Zone: next.Zone, Expression: next.Expr}
 	}
 	return fam
 }
 
 // familySummary is a family's member count and its next run across
 // members (UTC): two reads whatever the member count.
-func (a *admin) familySummary(ctx context.Context, name string) (members int64, next time.Time, err error) {
+func (a *admin) familySummary(ctx context.Context, name string) (members int64, next runtime.FamilyNextRun, err error) {
 	if members, err = a.r.MemberCount(ctx, name); err != nil {
-		return 0, time.Time{}, err
+		return 0, next, err
 	}
-	next, err = a.r.FamilyNext(ctx, name)
+	next, err = a.r.FamilyNextRun(ctx, name)
 	return members, next, err
 }
 
 // familyRow is what a family's row on the page adds.
 type familyRow struct {
-	Per     string
-	Members int64
+	Per         string
+	Members     int64
+	Expressions int // how many expressions the members run on
+	// NextZone and NextExpr are those of the members the next run is
+	// for; "" when none runs again or they could not be read.
+	NextZone, NextExpr string
 }
 
 // addFamilies gives each family's row on the page its member count and
@@ -341,8 +358,11 @@ func (a *admin) addFamilies(ctx context.Context, rows []scheduleRow, now time.Ti
 			rows[i].Next = instant{Zero: true} // unknown: the family's default is not its members'
 			continue
 		}
-		rows[i].Family.Members = members
-		rows[i].Next = instantOf(next, time.UTC, now)
+		rows[i].Family.Members, rows[i].Family.Expressions = members, next.Expressions
+		if !next.At.IsZero() {
+			rows[i].Family.NextZone, rows[i].Family.NextExpr = next.Zone, next.Expr
+		}
+		rows[i].Next = instantOf(next.At, time.UTC, now)
 	}
 }
 

@@ -449,3 +449,28 @@ func TestMembersWithoutRedis(t *testing.T) {
 		t.Error("the page shows the family's default next run as its members'")
 	}
 }
+
+// A family's row does not pair its default expression with another
+// member's next run: the next run says whose it is, and the row how many
+// expressions the members run on; the JSON says the same.
+func TestAFamilyRowSaysWhoseNextRunItIs(t *testing.T) {
+	t.Parallel()
+	c, srv := familySetup(t, admin.Options{})
+	ctx := context.Background()
+	if err := c.rt.SetMembers(ctx, family, []runtime.Member{{Key: "acme"}, {Key: "live", Zone: "Asia/Tokyo", Expr: "* * * * * *"}}); err != nil {
+		t.Fatal(err)
+	}
+	index := checkResponse(t, "GET", srv.URL+"/cron/", nil, "", 200, "text/html", []string{"2 members · per tenant · 2 expressions"})
+	row := regexp.MustCompile(`(?s)<tr data-schedule="` + family + `".*?</tr>`).FindString(index)
+	next := regexp.MustCompile(`(?s)</td>\s*<td>(.*?)</td>`).FindStringSubmatch(row)
+	if next == nil || !strings.Contains(next[1], "for the members on <code>* * * * * *</code> in Asia/Tokyo") {
+		t.Errorf("the family's next run does not say whose it is:\n%s", row)
+	}
+	if !strings.Contains(row, "default: at 09:00 on Mondays, UTC") {
+		t.Errorf("the family's own expression does not read as the default:\n%s", row)
+	}
+	checkResponse(t, "GET", srv.URL+"/cron/schedules/"+family, nil, "", 200, "text/html", []string{
+		"for the members on <code>* * * * * *</code> in Asia/Tokyo"})
+	checkResponse(t, "GET", srv.URL+"/cron/api/schedules/"+family, nil, "", 200, "application/json", []string{
+		`"next_run_for": {`, `"zone": "Asia/Tokyo"`, `"expression": "* * * * * *"`, `"expressions": 2`})
+}
