@@ -465,6 +465,16 @@ type Cluster struct {
 	Leader   string   `json:"leader"` // replica name, "" if none
 	Token    int64    `json:"lease_token,omitempty"`
 	Replicas []string `json:"replicas"`
+	// Processes are the live replicas' processes by replica name, as
+	// their heartbeats recorded them: what an operator stops or inspects.
+	// A replica of a version that does not record one has none.
+	Processes map[string]ReplicaProcess `json:"processes,omitempty"`
+}
+
+// ReplicaProcess is the operating-system process behind a replica name.
+type ReplicaProcess struct {
+	PID  int    `json:"pid"`
+	Host string `json:"host"`
 }
 
 // Cluster reads the lease holder and the replicas with a fresh heartbeat.
@@ -475,5 +485,12 @@ func (r *Runtime) Cluster(ctx context.Context) (Cluster, error) {
 	h, err := bounded(ctx, func(ctx context.Context) (lease.Holder, error) {
 		return lease.Observe(ctx, r.rdb, r.store.Keys, r.lease.HeartbeatStale())
 	})
-	return Cluster{Leader: h.Replica, Token: h.Token, Replicas: h.Replicas}, err
+	c := Cluster{Leader: h.Replica, Token: h.Token, Replicas: h.Replicas}
+	for name, p := range h.Processes {
+		if c.Processes == nil {
+			c.Processes = map[string]ReplicaProcess{}
+		}
+		c.Processes[name] = ReplicaProcess{PID: p.PID, Host: p.Host}
+	}
+	return c, err
 }

@@ -82,7 +82,7 @@ const RefreshDefault = 5 * time.Second
 //	GET  /api/schedules/{name}          one schedule with history, JSON
 //	POST /api/schedules/{name}/trigger  202 {"task_id": ...}; Idempotency-Key header or
 //	                                    "request" form field makes a double submit a no-op
-//	GET  /api/status                    leader, replicas, Redis state
+//	GET  /api/status                    leader, replicas (and each one's process: pid, host), Redis state
 //	GET  /api/orphans                   {"orphans": [...]}: schedules with state in Redis
 //	                                    that the registry no longer declares
 //	DELETE /api/orphans/{name}          204: forget one (its cursor, counters, history)
@@ -442,11 +442,21 @@ func (a *admin) apiStatus(w http.ResponseWriter, req *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"leader": leader, "replicas": orEmpty(snap.Cluster.Replicas), "replica": snap.Replica,
-		"redis": snap.Redis, "redis_error": snap.RedisError, "redis_unsafe": snap.RedisUnsafe, "disabled": snap.Disabled,
+		"processes": orEmptyMap(snap.Cluster.Processes), "redis": snap.Redis, "redis_error": snap.RedisError,
+		"redis_unsafe": snap.RedisUnsafe, "disabled": snap.Disabled,
 		"lost_writes": orEmpty(snap.LostWrites), "duplicate_replica": snap.DuplicateReplica,
 		"namespace_contention": snap.NamespaceContention, "legacy_namespace": snap.LegacyNamespace,
 		"clock_skew_ms": clockSkewMS(a.r), "missing": orEmpty(snap.Missing),
 	})
+}
+
+// orEmptyMap is m, or an empty map for nil, so the JSON says {} and
+// not null.
+func orEmptyMap[K comparable, V any](m map[K]V) map[K]V {
+	if m == nil {
+		return map[K]V{}
+	}
+	return m
 }
 
 func (a *admin) apiOrphans(w http.ResponseWriter, req *http.Request) {

@@ -35,7 +35,18 @@ var pageTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 	"pathEscape": url.PathEscape,
 	"duration":   registry.FormatDuration,
 	"glyph":      glyph,
+	"process":    processOf,
 }).Parse(pageHTML))
+
+// processOf names the process behind a replica, "pid 385 on web-1", as its
+// heartbeat recorded it; "" if it recorded none.
+func processOf(c runtime.Cluster, replica string) string {
+	p, ok := c.Processes[replica]
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("pid %d on %s", p.PID, p.Host)
+}
 
 // glyph is an outcome in one character, for the row of earlier runs on the
 // overview (each with its outcome in words as its title).

@@ -60,6 +60,7 @@ func buildDemo(t *testing.T) string {
 var (
 	tmpDirRE    = regexp.MustCompile(`demo: removed (\S+)`)
 	bannerURLRE = regexp.MustCompile(`^ .*(http://\S+/cron/)\s+replica demo-\d`)
+	bannerPIDRE = regexp.MustCompile(`replica (demo-\d) \(pid (\d+)\)`)
 )
 
 // TestDemo runs make demo's program the way a newcomer does, on the
@@ -98,7 +99,8 @@ func runDemo(t *testing.T, bin string, args []string) {
 	}
 	var mu sync.Mutex
 	var output strings.Builder
-	var banner []string // admin URLs in the banner
+	var banner []string      // admin URLs in the banner
+	pids := map[string]int{} // replica -> pid, as the banner says
 	ready := make(chan struct{})
 	exited := make(chan error, 1)
 	go func() {
@@ -109,6 +111,9 @@ func runDemo(t *testing.T, bin string, args []string) {
 			output.WriteString(line + "\n")
 			if m := bannerURLRE.FindStringSubmatch(line); m != nil {
 				banner = append(banner, m[1])
+			}
+			if m := bannerPIDRE.FindStringSubmatch(line); m != nil {
+				pids[m[1]], _ = strconv.Atoi(m[2])
 			}
 			mu.Unlock()
 			if strings.Contains(line, "Press Ctrl-C to stop everything.") {
@@ -138,10 +143,10 @@ func runDemo(t *testing.T, bin string, args []string) {
 		t.Fatal("demo not ready within 60s")
 	}
 	mu.Lock()
-	admins := slices.Clone(banner)
+	admins, named := slices.Clone(banner), len(pids)
 	mu.Unlock()
-	if len(admins) != 3 {
-		t.Fatalf("banner lists %d admin URLs %v, want 3", len(admins), admins)
+	if len(admins) != 3 || named != 3 {
+		t.Fatalf("banner lists %d admin URLs %v and %d pids, want 3 of each", len(admins), admins, named)
 	}
 	var leaders []string
 	for _, u := range admins {
@@ -150,8 +155,11 @@ func runDemo(t *testing.T, bin string, args []string) {
 			t.Fatal(err)
 		}
 		var s struct {
-			Leader   *string  `json:"leader"`
-			Replicas []string `json:"replicas"`
+			Leader    *string  `json:"leader"`
+			Replicas  []string `json:"replicas"`
+			Processes map[string]struct {
+				PID int `json:"pid"`
+			} `json:"processes"`
 		}
 		err = json.NewDecoder(resp.Body).Decode(&s)
 		resp.Body.Close()
@@ -162,6 +170,14 @@ func runDemo(t *testing.T, bin string, args []string) {
 			t.Fatalf("%s reports no leader", u)
 		}
 		leaders = append(leaders, *s.Leader)
+		// The page names the process to kill, as the terminal does.
+		mu.Lock()
+		for name, pid := range pids {
+			if got := s.Processes[name].PID; got != pid {
+				t.Errorf("%s names %s's process pid %d; the banner says %d", u, name, got, pid)
+			}
+		}
+		mu.Unlock()
 	}
 	if leaders[0] != leaders[1] || leaders[1] != leaders[2] {
 		t.Errorf("the replicas disagree about the leader: %v", leaders)
