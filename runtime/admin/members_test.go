@@ -463,14 +463,14 @@ func TestAFamilyRowSaysWhoseNextRunItIs(t *testing.T) {
 	index := checkResponse(t, "GET", srv.URL+"/cron/", nil, "", 200, "text/html", []string{"2 members · per tenant · 2 expressions"})
 	row := regexp.MustCompile(`(?s)<tr data-schedule="` + family + `".*?</tr>`).FindString(index)
 	next := regexp.MustCompile(`(?s)</td>\s*<td>(.*?)</td>`).FindStringSubmatch(row)
-	if next == nil || !strings.Contains(next[1], "for the members on <code>* * * * * *</code> in Asia/Tokyo") {
+	if next == nil || !strings.Contains(next[1], "for the members on <code class=\"nowrap\">* * * * * *</code> in Asia/Tokyo") {
 		t.Errorf("the family's next run does not say whose it is:\n%s", row)
 	}
 	if !strings.Contains(row, "default: at 09:00 on Mondays, UTC") {
 		t.Errorf("the family's own expression does not read as the default:\n%s", row)
 	}
 	checkResponse(t, "GET", srv.URL+"/cron/schedules/"+family, nil, "", 200, "text/html", []string{
-		"for the members on <code>* * * * * *</code> in Asia/Tokyo"})
+		"for the members on <code class=\"nowrap\">* * * * * *</code> in Asia/Tokyo"})
 	checkResponse(t, "GET", srv.URL+"/cron/api/schedules/"+family, nil, "", 200, "application/json", []string{
 		`"next_run_for": {`, `"zone": "Asia/Tokyo"`, `"expression": "* * * * * *"`, `"expressions": 2`})
 }
