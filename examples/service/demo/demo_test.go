@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -155,11 +156,8 @@ func runDemo(t *testing.T, bin string, args []string) {
 			t.Fatal(err)
 		}
 		var s struct {
-			Leader    *string  `json:"leader"`
-			Replicas  []string `json:"replicas"`
-			Processes map[string]struct {
-				PID int `json:"pid"`
-			} `json:"processes"`
+			Leader   *string  `json:"leader"`
+			Replicas []string `json:"replicas"`
 		}
 		err = json.NewDecoder(resp.Body).Decode(&s)
 		resp.Body.Close()
@@ -170,17 +168,15 @@ func runDemo(t *testing.T, bin string, args []string) {
 			t.Fatalf("%s reports no leader", u)
 		}
 		leaders = append(leaders, *s.Leader)
-		// The page names the process to kill, as the terminal does.
-		mu.Lock()
-		for name, pid := range pids {
-			if got := s.Processes[name].PID; got != pid {
-				t.Errorf("%s names %s's process pid %d; the banner says %d", u, name, got, pid)
-			}
-		}
-		mu.Unlock()
 	}
 	if leaders[0] != leaders[1] || leaders[1] != leaders[2] {
 		t.Errorf("the replicas disagree about the leader: %v", leaders)
+	}
+	mu.Lock()
+	bannerPIDs := maps.Clone(pids)
+	mu.Unlock()
+	for _, u := range admins {
+		processesNamed(t, u, bannerPIDs)
 	}
 	familyRuns(t, admins[0])
 
@@ -263,6 +259,35 @@ func familyRuns(t *testing.T, admin string) {
 			t.Fatalf("the weekly-report family did not run within 30s: %s", last)
 		}
 		time.Sleep(200 * time.Millisecond) // polling a separate process: no signal to wait on
+	}
+}
+
+// processesNamed checks that an admin names the process (pid) of each
+// replica as the demo's banner does, once every replica's first heartbeat
+// has landed: the page names the process to kill, as the terminal does.
+func processesNamed(t *testing.T, admin string, pids map[string]int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var s struct {
+			Processes map[string]struct {
+				PID int `json:"pid"`
+			} `json:"processes"`
+		}
+		err := getJSON(admin+"api/status", &s)
+		wrong := ""
+		for name, pid := range pids {
+			if got := s.Processes[name].PID; got != pid {
+				wrong = fmt.Sprintf("%s names %s's process pid %d; the banner says %d", admin, name, got, pid)
+			}
+		}
+		if err == nil && wrong == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10s: %s (err %v)", wrong, err)
+		}
+		time.Sleep(100 * time.Millisecond) // polling a separate process: no signal to wait on
 	}
 }
 
