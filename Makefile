@@ -50,7 +50,10 @@ test/long: ## the long differential run of Next against the brute-force oracle, 
 
 .PHONY: demo
 demo: ## run the example service: a private Redis, three replicas, the admin page
-	$(GO) run ./examples/service/demo
+	@# Built, then run, not go run: go run exits 1 when Ctrl-C reaches it,
+	@# and make would then report an error for a clean stop.
+	$(GO) build -o bin/demo ./examples/service/demo
+	bin/demo
 
 .PHONY: chaos
 chaos: ## kill, pause, skew and restart replicas and Redis; prove once-per-slot (CHAOS_REPLICAS, CHAOS_DURATION, CHAOS_SEED, CHAOS_FAULTS)

@@ -49,6 +49,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -411,37 +412,72 @@ func (r *Runtime) MemberSchedule(family string, m Member) (*registry.Schedule, e
 // run later (familychange.go) still counts its bucket's next slot, so
 // this can be earlier than any member's own next run (MemberInfos).
 func (r *Runtime) FamilyNext(ctx context.Context, family string) (time.Time, error) {
+	n, err := r.FamilyNextRun(ctx, family)
+	return n.At, err
+}
+
+// FamilyNextRun is a family's next run across its members, and whose it is.
+type FamilyNextRun struct {
+	At time.Time // UTC; zero if no member runs again
+	// Zone and Expr are those of the members the next run is for; Expr is
+	// the family's own expression when they give none.
+	Zone, Expr string
+	// Expressions is how many different expressions the members run on,
+	// the family's own counted once: with more than one, the family's
+	// expression is not what every member runs.
+	Expressions int
+}
+
+// FamilyNextRun is FamilyNext, saying which members' (zone, expression)
+// the next run is for and how many expressions the members use, in the
+// same one read of the family's buckets.
+func (r *Runtime) FamilyNextRun(ctx context.Context, family string) (FamilyNextRun, error) {
 	fam, err := r.family(family)
 	if err != nil {
-		return time.Time{}, err
+		return FamilyNextRun{}, err
 	}
 	buckets, err := bounded(ctx, func(ctx context.Context) ([]store.BucketVersion, error) {
 		return r.store.BucketsChangedAfter(ctx, family, -1)
 	})
 	if err != nil {
-		return time.Time{}, err
+		return FamilyNextRun{}, err
 	}
 	now := r.clock.Now()
-	var next time.Time
+	var next FamilyNextRun
+	exprs := map[string]bool{}
 	for _, b := range buckets {
-		zone, expr := store.SplitBucket(b.Bucket)
-		s, err := fam.ForMember(zone, expr)
+		s, err := fam.ForMember(store.SplitBucket(b.Bucket))
 		if err != nil {
 			continue
 		}
-		if t := s.Next(now); !t.IsZero() && (next.IsZero() || t.Before(next)) {
-			next = t
+		exprs[s.Expr] = true
+		if t := s.Next(now); !t.IsZero() && (next.At.IsZero() || t.Before(next.At)) {
+			next.At, next.Zone, next.Expr = t, s.Zone, s.Expr
 		}
 	}
-	return next.UTC(), nil
+	next.At, next.Expressions = next.At.UTC(), len(exprs)
+	return next, nil
 }
 
-// LastRun is a member's newest occurrence.
+// LastRun is a member's newest occurrence. In JSON, as a Record's,
+// "task_id" is null for a slot that was never enqueued (missed, skipped,
+// paused), and "occurrence_id" is ID.
 type LastRun struct {
 	Slot    time.Time `json:"slot"`
 	Outcome Outcome   `json:"outcome"`
 	At      time.Time `json:"at"`
 	ID      string    `json:"task_id"`
+}
+
+// MarshalJSON writes the last run as its struct tags say, with "task_id"
+// null for a slot that was never enqueued and "occurrence_id" beside it.
+func (l LastRun) MarshalJSON() ([]byte, error) {
+	type fields LastRun
+	return json.Marshal(struct {
+		fields
+		TaskID       *string `json:"task_id"`
+		OccurrenceID string  `json:"occurrence_id"`
+	}{fields(l), taskIDOrNil(l.ID, l.Outcome), l.ID})
 }
 
 // MemberInfo is a member with its next and last run.

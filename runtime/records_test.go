@@ -174,6 +174,11 @@ func TestPauseHoldsAcrossTakeoverAndResumeDoesNotBackfill(t *testing.T) {
 	for _, r := range hist {
 		if r.Outcome == runtime.OutcomePaused {
 			paused++
+			// Never enqueued: no task, no enqueue time.
+			if r.TaskID() != "" || !r.EnqueuedAt.IsZero() || r.RecordedAt.IsZero() {
+				t.Errorf("a paused record has task %q, enqueued at %v, recorded at %v; want no task, no enqueue time, its record time",
+					r.TaskID(), r.EnqueuedAt, r.RecordedAt)
+			}
 		}
 	}
 	if paused < 4 {

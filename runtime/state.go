@@ -27,6 +27,16 @@ const (
 	OutcomeLost Outcome = "lost"
 )
 
+// enqueued reports whether an occurrence with this outcome was put in
+// asynq: a missed, skipped or paused slot never was.
+func (o Outcome) enqueued() bool {
+	switch o {
+	case OutcomeMissed, OutcomeSkipped, OutcomePaused:
+		return false
+	}
+	return true
+}
+
 // Status is a schedule's health as the admin page, the JSON API, metrics
 // and the health check show it.
 type Status string

@@ -84,7 +84,7 @@ const RefreshDefault = 5 * time.Second
 //	GET  /api/schedules/{name}/next     its next ?n= slots: see next.go
 //	POST /api/schedules/{name}/trigger  202 {"task_id": ...}; Idempotency-Key header or
 //	                                    "request" form field makes a double submit a no-op
-//	GET  /api/status                    leader, replicas, Redis state
+//	GET  /api/status                    leader, replicas (and each one's process: pid, host), Redis state
 //	GET  /api/orphans                   {"orphans": [...]}: schedules with state in Redis
 //	                                    that the registry no longer declares
 //	DELETE /api/orphans/{name}          204: forget one (its cursor, counters, history)
@@ -246,6 +246,9 @@ type apiSchedule struct {
 	Missing []runtime.Missing `json:"missing,omitempty"`
 }
 
+// apiCounters are runtime.Counters in JSON: "enqueued" counts the
+// enqueues on schedule and "manual" those by hand, so every enqueue is
+// their sum; "succeeded" and "failed" count attempts of both.
 type apiCounters struct {
 	Enqueued    int64      `json:"enqueued"`
 	Manual      int64      `json:"manual"`
@@ -281,8 +284,9 @@ func (a *admin) toAPI(st runtime.ScheduleState, missing []runtime.Missing) apiSc
 	}
 	if !st.Next.IsZero() {
 		// In the schedule's zone with its offset written out: RFC 3339's "Z"
-		// would make a London time in winter read as UTC.
-		local, utc := st.Next.Format(offsetLayout), st.Next.UTC().Format(time.RFC3339)
+		// would make a London time in winter read as UTC. A UTC schedule's
+		// is Z, as every other time in the JSON.
+		local, utc := rfc3339(st.Next), st.Next.UTC().Format(time.RFC3339)
 		out.NextRun, out.NextRunUTC = &local, &utc
 	}
 	return out
@@ -441,11 +445,21 @@ func (a *admin) apiStatus(w http.ResponseWriter, req *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"leader": leader, "replicas": orEmpty(snap.Cluster.Replicas), "replica": snap.Replica,
-		"redis": snap.Redis, "redis_error": snap.RedisError, "redis_unsafe": snap.RedisUnsafe, "disabled": snap.Disabled,
+		"processes": orEmptyMap(snap.Cluster.Processes), "redis": snap.Redis, "redis_error": snap.RedisError,
+		"redis_unsafe": snap.RedisUnsafe, "disabled": snap.Disabled,
 		"lost_writes": orEmpty(snap.LostWrites), "duplicate_replica": snap.DuplicateReplica,
 		"namespace_contention": snap.NamespaceContention, "legacy_namespace": snap.LegacyNamespace,
 		"clock_skew_ms": clockSkewMS(a.r), "missing": orEmpty(snap.Missing),
 	})
+}
+
+// orEmptyMap is m, or an empty map for nil, so the JSON says {} and
+// not null.
+func orEmptyMap[K comparable, V any](m map[K]V) map[K]V {
+	if m == nil {
+		return map[K]V{}
+	}
+	return m
 }
 
 func (a *admin) apiOrphans(w http.ResponseWriter, req *http.Request) {

@@ -9,7 +9,8 @@ package admin
 //	                                               409 if the member kept changing under the write (retry)
 //	DELETE /api/schedules/{name}/members/{member}  -> 204; 404 if the family has no such member
 //	GET    /api/schedules/{name}/members           ?limit=(1-1000, default 100)&cursor=&q=<substring of the key>
-//	                                               -> {"members": [...], "next_cursor": "" after the last page};
+//	                                               -> {"members": [...], "next_cursor": null on the last page,
+//	                                               as the schedule list's};
 //	                                               a page has about limit members, in no particular order (Redis
 //	                                               HSCAN: a family small enough for a listpack, 512 members by
 //	                                               default, comes whole)
@@ -211,7 +212,7 @@ func (a *admin) memberJSON(family string, mi runtime.MemberInfo) apiMember {
 		}
 	}
 	if !mi.Next.IsZero() {
-		local, utc := mi.Next.Format(offsetLayout), mi.Next.UTC().Format(time.RFC3339)
+		local, utc := rfc3339(mi.Next), mi.Next.UTC().Format(time.RFC3339)
 		out.NextRun, out.NextRunUTC = &local, &utc
 	}
 	return out
@@ -248,7 +249,19 @@ func (a *admin) apiMembers(w http.ResponseWriter, req *http.Request) {
 	for i, mi := range infos {
 		out[i] = a.memberJSON(req.PathValue("name"), mi)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"members": out, "next_cursor": next})
+	page := apiMembersPage{Members: out}
+	if next != "" {
+		page.NextCursor = &next
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+// apiMembersPage is one page of a family's members.
+type apiMembersPage struct {
+	Members []apiMember `json:"members"`
+	// NextCursor is the cursor parameter of the next page; null on the
+	// last, as apiPage's.
+	NextCursor *string `json:"next_cursor"`
 }
 
 func (a *admin) apiMember(w http.ResponseWriter, req *http.Request) {
@@ -276,6 +289,18 @@ type apiFamily struct {
 	Members    *int64  `json:"members"`
 	NextRun    *string `json:"next_run"`
 	NextRunUTC *string `json:"next_run_utc"`
+	// NextRunFor is the zone and expression of the members the next run
+	// is for, and Expressions how many expressions the members run on:
+	// the family's own expression is only the default of members that
+	// give none. Null when Redis cannot be read or no member runs again.
+	NextRunFor  *apiNextRunFor `json:"next_run_for"`
+	Expressions *int           `json:"expressions"`
+}
+
+// apiNextRunFor names the members a family's next run is for.
+type apiNextRunFor struct {
+	Zone       string `json:"zone"`
+	Expression string `json:"expression"`
 }
 
 // withFamily returns out as it is for an ordinary schedule, and with the
@@ -290,28 +315,33 @@ func (a *admin) withFamily(ctx context.Context, out apiSchedule) any {
 	if err != nil {
 		return fam
 	}
-	fam.Members = &members
-	if !next.IsZero() {
-		local, utc := next.Format(offsetLayout), next.Format(time.RFC3339)
+	fam.Members, fam.Expressions = &members, &next.Expressions
+	if !next.At.IsZero() {
+		local, utc := rfc3339(next.At), next.At.Format(time.RFC3339)
 		fam.NextRun, fam.NextRunUTC = &local, &utc
+		fam.NextRunFor = &apiNextRunFor{Zone: next.Zone, Expression: next.Expr}
 	}
 	return fam
 }
 
 // familySummary is a family's member count and its next run across
 // members (UTC): two reads whatever the member count.
-func (a *admin) familySummary(ctx context.Context, name string) (members int64, next time.Time, err error) {
+func (a *admin) familySummary(ctx context.Context, name string) (members int64, next runtime.FamilyNextRun, err error) {
 	if members, err = a.r.MemberCount(ctx, name); err != nil {
-		return 0, time.Time{}, err
+		return 0, next, err
 	}
-	next, err = a.r.FamilyNext(ctx, name)
+	next, err = a.r.FamilyNextRun(ctx, name)
 	return members, next, err
 }
 
 // familyRow is what a family's row on the page adds.
 type familyRow struct {
-	Per     string
-	Members int64
+	Per         string
+	Members     int64
+	Expressions int // how many expressions the members run on
+	// NextZone and NextExpr are those of the members the next run is
+	// for; "" when none runs again or they could not be read.
+	NextZone, NextExpr string
 }
 
 // addFamilies gives each family's row on the page its member count and
@@ -328,8 +358,11 @@ func (a *admin) addFamilies(ctx context.Context, rows []scheduleRow, now time.Ti
 			rows[i].Next = instant{Zero: true} // unknown: the family's default is not its members'
 			continue
 		}
-		rows[i].Family.Members = members
-		rows[i].Next = instantOf(next, time.UTC, now)
+		rows[i].Family.Members, rows[i].Family.Expressions = members, next.Expressions
+		if !next.At.IsZero() {
+			rows[i].Family.NextZone, rows[i].Family.NextExpr = next.Zone, next.Expr
+		}
+		rows[i].Next = instantOf(next.At, time.UTC, now)
 	}
 }
 
@@ -341,6 +374,9 @@ type membersView struct {
 	NextCursor string // "" on the last page
 	Cursor     string // this page's cursor; "" for the first
 	Error      string
+	// FamilyPaused says the whole family is paused: every member's next
+	// slot is recorded paused, not run.
+	FamilyPaused bool
 }
 
 // memberRow is one member on the page.
@@ -380,7 +416,8 @@ func (a *admin) members(req *http.Request, row *scheduleRow, now time.Time) *mem
 	a.addFamilies(req.Context(), rows, now)
 	*row = rows[0]
 	q := req.URL.Query()
-	v := &membersView{Query: strings.TrimSpace(q.Get("q")), Cursor: q.Get("cursor"), Limit: membersPageDefault}
+	v := &membersView{Query: strings.TrimSpace(q.Get("q")), Cursor: q.Get("cursor"), Limit: membersPageDefault,
+		FamilyPaused: st.Paused != nil}
 	if n, err := strconv.Atoi(q.Get("limit")); err == nil && n >= 1 && n <= membersPageMax {
 		v.Limit = n
 	}

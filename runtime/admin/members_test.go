@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -127,7 +128,7 @@ func TestMembersAPI(t *testing.T) {
 		{"unknown schedule", "PUT", "nope/members/acme", nil, `{}`, 404, []string{"no schedule is called nope"}},
 		{"ordinary schedule", "PUT", "nightly/members/acme", nil, `{}`, 404, []string{"nightly is not a family (declared without per=): it has no members"}},
 		{"cross-origin", "PUT", family + "/members/acme", crossSite, `{}`, 403, nil},
-		{"list", "GET", family + "/members", nil, "", 200, []string{`"member": "acme"`, `"member": "globex"`, `"next_cursor": ""`}},
+		{"list", "GET", family + "/members", nil, "", 200, []string{`"member": "acme"`, `"member": "globex"`, `"next_cursor": null`}},
 		{"search", "GET", family + "/members?q=glo", nil, "", 200, []string{`"member": "globex"`}},
 		{"bad limit", "GET", family + "/members?limit=0", nil, "", 400, []string{"limit \\\"0\\\": want a number from 1 to 1000"}},
 		{"limit not a number", "GET", family + "/members?limit=abc", nil, "", 400, []string{"limit \\\"abc\\\": want a number from 1 to 1000"}},
@@ -222,7 +223,7 @@ func TestMembersAPIPages(t *testing.T) {
 				Member  string
 				NextRun string `json:"next_run"`
 			} `json:"members"`
-			NextCursor string `json:"next_cursor"`
+			NextCursor *string `json:"next_cursor"`
 		}
 		if err := json.Unmarshal([]byte(body), &page); err != nil {
 			t.Fatal(err)
@@ -233,8 +234,11 @@ func TestMembersAPIPages(t *testing.T) {
 				t.Errorf("member %s has no next run", m.Member)
 			}
 		}
-		if cursor = page.NextCursor; cursor == "" {
+		if page.NextCursor == nil {
 			break
+		}
+		if cursor = *page.NextCursor; cursor == "" {
+			t.Fatal(`a page that is not the last has "next_cursor": "" (the last page's is null)`)
 		}
 	}
 	if len(seen) != len(ms) {
@@ -310,6 +314,13 @@ func TestMembersPage(t *testing.T) {
 		`href="./weekly-report/members/acme"`, "the earliest of any member's"})
 	if strings.Count(detail, "data-member=") != 3 {
 		t.Errorf("the family's page lists %d members, want 3", strings.Count(detail, "data-member="))
+	}
+	// The paused member's next run says it is paused, the others' when.
+	if row := regexp.MustCompile(`(?s)<tr data-member="globex">.*?</tr>`).FindString(detail); !strings.Contains(row, "recorded paused, not run") {
+		t.Errorf("the paused member's row does not say its next slot is recorded paused:\n%s", row)
+	}
+	if row := regexp.MustCompile(`(?s)<tr data-member="acme">.*?</tr>`).FindString(detail); strings.Contains(row, "recorded paused") {
+		t.Errorf("a running member's row says it is paused:\n%s", row)
 	}
 	search := checkResponse(t, "GET", base+"schedules/"+family+"?q=glo", nil, "", 200, "text/html", []string{`data-member="globex"`, `value="glo"`})
 	if strings.Contains(search, `data-member="acme"`) {
@@ -437,4 +448,29 @@ func TestMembersWithoutRedis(t *testing.T) {
 	if strings.Contains(page, memberNext(t, &fixture{rt: rt}, "UTC", "")[:19]) {
 		t.Error("the page shows the family's default next run as its members'")
 	}
+}
+
+// A family's row does not pair its default expression with another
+// member's next run: the next run says whose it is, and the row how many
+// expressions the members run on; the JSON says the same.
+func TestAFamilyRowSaysWhoseNextRunItIs(t *testing.T) {
+	t.Parallel()
+	c, srv := familySetup(t, admin.Options{})
+	ctx := context.Background()
+	if err := c.rt.SetMembers(ctx, family, []runtime.Member{{Key: "acme"}, {Key: "live", Zone: "Asia/Tokyo", Expr: "* * * * * *"}}); err != nil {
+		t.Fatal(err)
+	}
+	index := checkResponse(t, "GET", srv.URL+"/cron/", nil, "", 200, "text/html", []string{"2 members · per tenant · 2 expressions"})
+	row := regexp.MustCompile(`(?s)<tr data-schedule="` + family + `".*?</tr>`).FindString(index)
+	next := regexp.MustCompile(`(?s)</td>\s*<td>(.*?)</td>`).FindStringSubmatch(row)
+	if next == nil || !strings.Contains(next[1], "for the members on <code class=\"nowrap\">* * * * * *</code> in Asia/Tokyo") {
+		t.Errorf("the family's next run does not say whose it is:\n%s", row)
+	}
+	if !strings.Contains(row, "default: at 09:00 on Mondays, UTC") {
+		t.Errorf("the family's own expression does not read as the default:\n%s", row)
+	}
+	checkResponse(t, "GET", srv.URL+"/cron/schedules/"+family, nil, "", 200, "text/html", []string{
+		"for the members on <code class=\"nowrap\">* * * * * *</code> in Asia/Tokyo"})
+	checkResponse(t, "GET", srv.URL+"/cron/api/schedules/"+family, nil, "", 200, "application/json", []string{
+		`"next_run_for": {`, `"zone": "Asia/Tokyo"`, `"expression": "* * * * * *"`, `"expressions": 2`})
 }
