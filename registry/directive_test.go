@@ -2,6 +2,7 @@ package registry
 
 import (
 	"errors"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -332,6 +333,33 @@ func TestUnknownZoneSuggestion(t *testing.T) {
 	_, c = parseDirectiveLine(t, `//cron:schedule "17 3 * * *" tz=Mars/Olympus`)
 	if _, err := ParseDirective(c); err == nil || strings.Contains(err.Error(), "did you mean") {
 		t.Errorf("tz=Mars/Olympus: %v; want an error without a suggestion", err)
+	}
+}
+
+// TestSuggestZoneRemembers checks that asking again for the same unknown
+// zone does not walk the zone list again (a family lists every member
+// stored with a zone this build cannot load), that a remembered answer is
+// the walk's answer, and that distinct names cannot grow the memory past
+// its bound. Not parallel: AllocsPerRun counts every goroutine's
+// allocations.
+func TestSuggestZoneRemembers(t *testing.T) {
+	for _, zone := range []string{"Europe/Londn", "Mars/Olympus", "New York"} {
+		first, again := SuggestZone(zone), SuggestZone(zone)
+		if want := nearestZone(zone); first != want || again != want {
+			t.Errorf("SuggestZone(%q) = %q, then %q; want %q both times", zone, first, again, want)
+		}
+		if allocs := testing.AllocsPerRun(20, func() { SuggestZone(zone) }); allocs != 0 {
+			t.Errorf("SuggestZone(%q) asked again: %v allocations, want 0 (the answer remembered)", zone, allocs)
+		}
+	}
+	for i := range maxSuggestions + 10 {
+		SuggestZone(fmt.Sprintf("Nowhere/%d", i))
+	}
+	suggestions.Lock()
+	remembered := len(suggestions.near)
+	suggestions.Unlock()
+	if remembered > maxSuggestions {
+		t.Errorf("%d answers remembered, want at most %d", remembered, maxSuggestions)
 	}
 }
 

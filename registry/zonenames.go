@@ -20,11 +20,45 @@ var zoneNames = sync.OnceValue(func() []string { return strings.Fields(zoneNames
 // longestZoneName bounds the names worth comparing: America/Argentina/ComodRivadavia.
 const longestZoneName = 32
 
+// suggestions remembers SuggestZone's answers: a family lists every member
+// stored with a zone this build cannot load, each asking again for the same
+// name, and each answer walks the whole zone list. Only short names are
+// kept (a longer one is answered without the walk), and the map is emptied
+// when it reaches maxSuggestions, so arbitrary names cannot grow it
+// without bound.
+var suggestions struct {
+	sync.Mutex
+	near map[string]string
+}
+
+const maxSuggestions = 1024
+
 // SuggestZone returns the zone closest to an unknown one when it is close
 // enough to be a typo (Europe/Londn, america/new_york, Asia/Tokio), or the
 // zone of a city given alone (London, New York), else "". Short names must
 // match but for case: PST is one letter from EST, and a different zone.
 func SuggestZone(unknown string) string {
+	if len(unknown) > longestZoneName+3 {
+		return nearestZone(unknown) // no walk: not worth remembering
+	}
+	suggestions.Lock()
+	near, ok := suggestions.near[unknown]
+	suggestions.Unlock()
+	if ok {
+		return near
+	}
+	near = nearestZone(unknown)
+	suggestions.Lock()
+	if suggestions.near == nil || len(suggestions.near) >= maxSuggestions {
+		suggestions.near = make(map[string]string)
+	}
+	suggestions.near[unknown] = near
+	suggestions.Unlock()
+	return near
+}
+
+// nearestZone is SuggestZone's walk over every zone name.
+func nearestZone(unknown string) string {
 	u := strings.ReplaceAll(strings.ToLower(unknown), " ", "_")
 	if len(u) > longestZoneName+3 {
 		return "" // nothing is within three edits, and the walk would cost
