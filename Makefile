@@ -13,6 +13,10 @@ help: ## list the targets
 generate: ## regenerate zz_generated.cron.go files (go generate)
 	$(GO) generate $(PKGS)
 
+.PHONY: zones
+zones: ## rewrite registry/zonenames.txt from this Go's zone database (after a Go upgrade; commit the change)
+	cd registry && $(GO) run zonenames_gen.go
+
 .PHONY: verify/generate
 verify/generate: generate ## fail if generated files are stale
 	@if [ -n "$$(git status --porcelain -- '*zz_generated.cron.go')" ]; then \

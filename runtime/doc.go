@@ -102,6 +102,7 @@
 // replication) can lose a lease, a cursor or a task, and with them the
 // guarantee. The runtime does not run on Redis Cluster: its own keys are
 // not hash-tagged, and its fenced enqueue (the lease check, asynq's task
-// and the cursor in one script) spans slots. asynq's Client, Server and
-// Inspector do work on a Cluster; see docs/redis.md.
+// and the cursor in one script) spans slots; New refuses a cluster client
+// with ErrRedisCluster. asynq's Client, Server and Inspector do work on a
+// Cluster; see docs/redis.md.
 package runtime

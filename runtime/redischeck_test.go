@@ -38,6 +38,12 @@ func TestJudgeRedis(t *testing.T) {
 			}
 		})
 	}
+	if err := runtime.JudgeRedis("redis_version:7.0.15\r\ncluster_enabled:1\r\n"); !errors.Is(err, runtime.ErrRedisCluster) {
+		t.Errorf("a cluster node: verdict %v, want ErrRedisCluster", err)
+	}
+	if err := runtime.JudgeRedis("redis_version:7.0.15\r\ncluster_enabled:0\r\n"); err != nil {
+		t.Errorf("cluster_enabled:0: verdict %v, want none", err)
+	}
 }
 
 // A Redis that evicts keys could drop the lease, the token and the cursors:

@@ -102,6 +102,9 @@ func newRuntime(reg *registry.Registry, opts Options, clk clock.Clock) (*Runtime
 	r.log = opts.Logger.With("replica", opts.Replica)
 	switch {
 	case opts.Redis != nil:
+		if _, cluster := opts.Redis.(*redis.ClusterClient); cluster {
+			return nil, fmt.Errorf("%w: Options.Redis is a *redis.ClusterClient; %s", ErrRedisCluster, clusterAdvice)
+		}
 		r.rdb = opts.Redis
 	case opts.RedisURL != "":
 		rdb, err := openRedisURL(opts.RedisURL)
@@ -260,6 +263,13 @@ func (r *Runtime) noteRedis(err error) {
 	if errors.Is(err, context.Canceled) || errors.Is(err, store.ErrNotLeader) {
 		return
 	}
+	// A cluster's refusal is an answer: Redis is reachable and refuses
+	// what belfry asks of it, which no retry mends.
+	refusal := clusterRefusal(err)
+	if refusal != nil {
+		defer r.refuseCluster(refusal)
+		err = nil
+	}
 	if err == nil {
 		r.statusIndex.answered.Store(time.Now().UnixNano())
 	}
@@ -277,6 +287,9 @@ func (r *Runtime) noteRedis(err error) {
 		// settings): judge its settings again before leading.
 		r.redisCheck.mu.Lock()
 		r.redisCheck.stale = true
+		if refusal == nil {
+			r.redisCheck.cluster = nil
+		}
 		r.redisCheck.mu.Unlock()
 	}
 }

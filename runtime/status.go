@@ -248,6 +248,11 @@ func (l *readLog) fail(part string, err error, took time.Duration) {
 	l.errs = append(l.errs, fmt.Errorf("%s: %w", part, err))
 	reason := "Redis unreachable: " + err.Error()
 	switch {
+	case clusterRefusal(err) != nil:
+		reason = ErrRedisCluster.Error()
+		if l.down == nil {
+			l.down = err
+		}
 	case isSlow(err):
 		reason = fmt.Sprintf("Redis slow: no answer within %.1f s", took.Seconds())
 		if took < 50*time.Millisecond {
