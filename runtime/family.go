@@ -349,11 +349,10 @@ func (fs *Families) Get(ctx context.Context, family, key string) (Member, error)
 // and the cursor of the next page, "" after the last. Start with cursor
 // "". A member added or removed while paging may or may not be listed.
 func (fs *Families) List(ctx context.Context, family, cursor string, limit int) (page []Member, next string, err error) {
-	r := fs.rt
-	return r.Families().Search(ctx, family, "", cursor, limit)
+	return fs.Search(ctx, family, "", cursor, limit)
 }
 
-// Search is Members restricted to members whose key contains
+// Search is List restricted to members whose key contains
 // substr.
 func (fs *Families) Search(ctx context.Context, family, substr, cursor string, limit int) (page []Member, next string, err error) {
 	r := fs.rt
@@ -434,8 +433,7 @@ func (fs *Families) Schedule(family string, m Member) (*registry.Schedule, error
 // run later (familychange.go) still counts its bucket's next slot, so
 // this can be earlier than any member's own next run (Infos).
 func (fs *Families) Next(ctx context.Context, family string) (time.Time, error) {
-	r := fs.rt
-	n, err := r.Families().NextRun(ctx, family)
+	n, err := fs.NextRun(ctx, family)
 	return n.At, err
 }
 
@@ -581,7 +579,7 @@ func (fs *Families) Infos(ctx context.Context, family string, ms []Member) ([]Me
 }
 
 // History returns the member's occurrences among the family's
-// newest records (the family keeps HistoryLimit records for all its
+// newest records (the family keeps Monitor.HistoryLimit records for all its
 // members together), newest first, at most n. Infos has every
 // member's newest occurrence.
 func (fs *Families) History(ctx context.Context, family, key string, n int) ([]Record, error) {
@@ -617,7 +615,7 @@ func (r *Runtime) manualMember(ctx context.Context, family, key string) (*regist
 	return s, r.memberScope(s, key), nil
 }
 
-// Trigger is Trigger for one member of a family: a run now, in the
+// Trigger is Runtime.Trigger for one member of a family: a run now, in the
 // member's zone, with its own key.
 func (fs *Families) Trigger(ctx context.Context, family, key, requestKey string) (registry.Occurrence, error) {
 	r := fs.rt
@@ -628,7 +626,7 @@ func (fs *Families) Trigger(ctx context.Context, family, key, requestKey string)
 	return r.trigger(ctx, s, sc, requestKey)
 }
 
-// Rerun is Rerun for one member: the slot must be one the member's
+// Rerun is Runtime.Rerun for one member: the slot must be one the member's
 // schedule (its zone and expression now) really had.
 func (fs *Families) Rerun(ctx context.Context, family, key string, slot time.Time, requestKey string) (registry.Occurrence, error) {
 	r := fs.rt
@@ -639,7 +637,7 @@ func (fs *Families) Rerun(ctx context.Context, family, key string, slot time.Tim
 	return r.rerun(ctx, s, sc, slot, requestKey)
 }
 
-// Backfill is Backfill for one member.
+// Backfill is Runtime.Backfill for one member.
 func (fs *Families) Backfill(ctx context.Context, family, key string, from, to time.Time, requestKey string) ([]registry.Occurrence, error) {
 	r := fs.rt
 	s, sc, err := r.manualMember(ctx, family, key)

@@ -114,7 +114,7 @@ const recentPerSchedule = 5
 // next run; Missing and the error say what is missing.
 func (mon *Monitor) Snapshot(ctx context.Context) (Snapshot, error) {
 	r := mon.rt
-	return r.Monitor().SnapshotOf(ctx, r.names(), recentPerSchedule)
+	return mon.SnapshotOf(ctx, r.names(), recentPerSchedule)
 }
 
 // counterFields are the stats counters Counters holds, in the order
