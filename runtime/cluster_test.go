@@ -81,8 +81,8 @@ func TestRedisClusterIsRefused(t *testing.T) {
 		for range 3 {
 			rt.NoteRedis(crossSlot)
 		}
-		if !strings.Contains(rt.RedisUnsafe(), "CROSSSLOT") {
-			t.Errorf("RedisUnsafe %q; want it to quote the CROSSSLOT reply", rt.RedisUnsafe())
+		if !strings.Contains(rt.Redis().Unsafe(), "CROSSSLOT") {
+			t.Errorf("RedisUnsafe %q; want it to quote the CROSSSLOT reply", rt.Redis().Unsafe())
 		}
 		assertClusterRefused(t, ctx, rt, logs.String())
 	})
@@ -99,10 +99,10 @@ func assertClusterRefused(t *testing.T, ctx context.Context, rt *runtime.Runtime
 	if strings.Contains(logs, "unreachable") || strings.Contains(logs, "reachable again") {
 		t.Errorf("a cluster taken for an outage:\n%s", logs)
 	}
-	if state, err := rt.RedisState(); state != runtime.RedisUp {
+	if state, err := rt.Redis().State(); state != runtime.RedisUp {
 		t.Errorf("Redis %s (%v); want up: it answers, and refuses", state, err)
 	}
-	if rt.IsLeader() {
+	if rt.Leadership().Leading() {
 		t.Error("the runtime leads on a Redis Cluster")
 	}
 	h := rt.Health(ctx)

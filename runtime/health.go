@@ -51,8 +51,8 @@ func (r *Runtime) Health(ctx context.Context) Health {
 	var statuses Statuses
 	var snap Snapshot
 	var wg sync.WaitGroup
-	wg.Go(func() { statuses, _ = r.Statuses(ctx) })
-	wg.Go(func() { snap, _ = r.SnapshotOf(ctx, nil, 0) })
+	wg.Go(func() { statuses, _ = r.Monitor().Statuses(ctx) })
+	wg.Go(func() { snap, _ = r.Monitor().SnapshotOf(ctx, nil, 0) })
 	wg.Wait()
 	h := Health{Status: "ok", Redis: snap.Redis, Leader: snap.Cluster.Leader,
 		Late: []string{}, Failing: []string{}, Paused: []string{}, Unserved: []string{}, Problems: []string{}}
@@ -88,7 +88,7 @@ func (r *Runtime) Health(ctx context.Context) Health {
 			h.Problems = append(h.Problems, "the status of "+plural(unknown, "schedule is", "schedules are")+" unknown")
 		}
 	}
-	switch unsafe := r.RedisUnsafe(); {
+	switch unsafe := r.Redis().Unsafe(); {
 	case unsafe != "":
 		h.Problems = append(h.Problems, unsafe)
 	case snap.Redis == RedisDown:

@@ -405,7 +405,8 @@ func countersOf(m map[string]int64) Counters {
 // thousand or so schedules). Counters written meanwhile may or may
 // not be in it. It returns by ctx's deadline whatever the client (see
 // bounded).
-func (r *Runtime) Counters(ctx context.Context) (map[string]Counters, error) {
+func (mon *Monitor) Counters(ctx context.Context) (map[string]Counters, error) {
+	r := mon.rt
 	out := make(map[string]Counters, r.reg.Len())
 	if r.disabled != "" {
 		return out, nil
@@ -482,7 +483,8 @@ type ReplicaProcess struct {
 }
 
 // Cluster reads the lease holder and the replicas with a fresh heartbeat.
-func (r *Runtime) Cluster(ctx context.Context) (Cluster, error) {
+func (mon *Monitor) Cluster(ctx context.Context) (Cluster, error) {
+	r := mon.rt
 	if r.disabled != "" {
 		return Cluster{}, nil
 	}

@@ -116,7 +116,7 @@ func (r *Runtime) mayLead(ctx context.Context) error {
 	c.mu.Unlock()
 	// Bounded, and without the lock: on a black-holed connection go-redis
 	// would otherwise wait for its read timeout (or for ever), holding up the
-	// lease loop and every snapshot that asks RedisUnsafe.
+	// lease loop and every snapshot that asks RedisDiagnostics.Unsafe.
 	ictx, cancel := context.WithTimeout(ctx, r.lease.CallTimeout())
 	defer cancel()
 	type reading struct {
@@ -169,15 +169,17 @@ var ErrClockSkew = errors.New("clock skew")
 
 // ClockSkew is this replica's clock minus Redis's, as last measured (before
 // leading, then about once a minute); ok is false until measured.
-func (r *Runtime) ClockSkew() (skew time.Duration, ok bool) {
+func (rd *RedisDiagnostics) ClockSkew() (skew time.Duration, ok bool) {
+	r := rd.rt
 	c := &r.redisCheck
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.skew, c.skewKnown
 }
 
-// RedisUnsafe says why this replica will not lead on its Redis, or "".
-func (r *Runtime) RedisUnsafe() string {
+// Unsafe says why this replica will not lead on its Redis, or "".
+func (rd *RedisDiagnostics) Unsafe() string {
+	r := rd.rt
 	c := &r.redisCheck
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -287,7 +287,7 @@ func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) 
 	}()
 	for len(st.queue) > 0 && !st.queue[0].slotTime().After(now) && len(plans) < dispatchBatch {
 		d := heap.Pop(&st.queue).(due)
-		plans = append(plans, planSlots(r.scope(d.sched), d.sched, d.slotTime(), d.cursorTime(), now, r.Grace(d.sched)))
+		plans = append(plans, planSlots(r.scope(d.sched), d.sched, d.slotTime(), d.cursorTime(), now, r.grace(d.sched)))
 		names = append(names, d.sched.Name)
 	}
 	// Pauses are read when slots come due, so a pause set on any replica
@@ -298,7 +298,7 @@ func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) 
 	}
 	for i, p := range pauses {
 		if p != nil {
-			plans[i].pause(now, r.Grace(plans[i].sched))
+			plans[i].pause(now, r.grace(plans[i].sched))
 			continue
 		}
 		for _, w := range windows[i] {

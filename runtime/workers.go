@@ -28,7 +28,8 @@ const unservedCheckEvery = time.Minute
 // for ever, and the schedule turns late. asynq's servers announce their
 // queues every few seconds, so a server that just started may not be seen
 // yet.
-func (r *Runtime) UnservedQueues() ([]string, error) {
+func (rd *RedisDiagnostics) UnservedQueues() ([]string, error) {
+	r := rd.rt
 	if r.disabled != "" {
 		return nil, nil
 	}
@@ -83,7 +84,7 @@ func (r *Runtime) checkQueues(now time.Time) bool {
 		return false
 	}
 	u.checked = now
-	queues, err := r.UnservedQueues()
+	queues, err := r.Redis().UnservedQueues()
 	if err != nil {
 		return false // the scheduler's own calls report Redis trouble
 	}
@@ -318,10 +319,11 @@ func (r *Runtime) reportMisrouted(ctx context.Context, ns, schedule, queue, reas
 	})
 }
 
-// MisroutedOccurrences returns the recent reports, by workers of the
+// Misrouted returns the recent reports, by workers of the
 // schedules' queues, of this service's occurrences they could not run,
 // sorted by schedule.
-func (r *Runtime) MisroutedOccurrences(ctx context.Context) ([]Misrouted, error) {
+func (rd *RedisDiagnostics) Misrouted(ctx context.Context) ([]Misrouted, error) {
+	r := rd.rt
 	if r.disabled != "" {
 		return nil, nil
 	}
@@ -366,7 +368,7 @@ func (r *Runtime) MisroutedOccurrences(ctx context.Context) ([]Misrouted, error)
 // checkMisrouted logs each current report of a misrouted occurrence once;
 // the leader calls it with its look at the queues.
 func (r *Runtime) checkMisrouted(ctx context.Context) {
-	ms, err := r.MisroutedOccurrences(ctx)
+	ms, err := r.Redis().Misrouted(ctx)
 	if err != nil {
 		return
 	}

@@ -104,7 +104,7 @@ func startService(env *testscript.Env) error {
 	done := make(chan struct{})
 	go func() { rt.Run(ctx); close(done) }()
 	env.Defer(func() { cancel(); <-done; workers.Shutdown(); rt.Close() })
-	for deadline := time.Now().Add(10 * time.Second); !rt.IsLeader(); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); !rt.Leadership().Leading(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			return errors.New("the service's replica did not take the lease within 10s")
 		}
@@ -161,7 +161,7 @@ func addMembers(ts *testscript.TestScript, neg bool, args []string) {
 	for i := range ms {
 		ms[i] = runtime.Member{Key: fmt.Sprintf("t%04d", i), Zone: "UTC"}
 	}
-	if err := rt.SetMembers(context.Background(), "weekly-report", ms); err != nil {
+	if err := rt.Families().SetMany(context.Background(), "weekly-report", ms); err != nil {
 		ts.Fatalf("addmembers: %v", err)
 	}
 }

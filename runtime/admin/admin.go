@@ -175,7 +175,7 @@ const fullListTimeout = 5 * time.Second
 func (a *admin) snapshotOf(req *http.Request, names []string, recent int) (runtime.Snapshot, error) {
 	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
 	defer cancel()
-	return a.r.SnapshotOf(ctx, names, recent)
+	return a.r.Monitor().SnapshotOf(ctx, names, recent)
 }
 
 // missingOf is whether the schedules' own data is among the missing parts.
@@ -205,7 +205,7 @@ func (a *admin) trigger(req *http.Request) (id string, status int, msg string) {
 	case errors.Is(err, runtime.ErrUnknownSchedule):
 		return "", http.StatusNotFound, "no schedule is called " + req.PathValue("name")
 	case errors.Is(err, runtime.ErrDisabled):
-		return "", http.StatusServiceUnavailable, "the scheduler is disabled: " + a.r.Disabled()
+		return "", http.StatusServiceUnavailable, "the scheduler is disabled: " + a.r.Leadership().Disabled()
 	case errors.Is(err, runtime.ErrBadRequestKey):
 		return "", http.StatusBadRequest, err.Error()
 	case errors.Is(err, runtime.ErrNoMember):
@@ -274,7 +274,7 @@ func (a *admin) toAPI(st runtime.ScheduleState, missing []runtime.Missing) apiSc
 	s, c := st.Schedule, st.Counters
 	out := apiSchedule{
 		Name: s.Name, Expression: s.Expr, Zone: s.Zone, Queue: s.Queue, Timeout: s.Timeout.String(),
-		MaxRetry: s.MaxRetry, Grace: a.r.Grace(s).String(), Overlap: string(s.Overlap), Misfire: string(s.Misfire),
+		MaxRetry: s.MaxRetry, Grace: a.r.Monitor().Grace(s).String(), Overlap: string(s.Overlap), Misfire: string(s.Misfire),
 		Source: s.Source, Status: st.Status, Paused: st.Paused, LastRun: st.LastRun(), Missing: missingOf(missing),
 	}
 	if len(out.Missing) == 0 {
@@ -322,7 +322,7 @@ func (a *admin) apiList(w http.ResponseWriter, req *http.Request) {
 		for _, s := range a.r.Registry().Schedules() {
 			names = append(names, s.Name)
 		}
-		snap, _ := a.r.SnapshotOf(ctx, names, 1) // without Redis the schedules and next runs still answer
+		snap, _ := a.r.Monitor().SnapshotOf(ctx, names, 1) // without Redis the schedules and next runs still answer
 		out := make([]any, 0, len(snap.Schedules))
 		for _, st := range snap.Schedules {
 			out = append(out, a.withFamily(ctx, a.toAPI(st, snap.Missing)))
@@ -340,7 +340,7 @@ func (a *admin) apiList(w http.ResponseWriter, req *http.Request) {
 	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
 	defer cancel()
 	l, _ := a.list(ctx, q)
-	snap, _ := a.r.SnapshotOf(ctx, l.names(), 1)
+	snap, _ := a.r.Monitor().SnapshotOf(ctx, l.names(), 1)
 	out := apiPage{Schedules: make([]any, 0, len(snap.Schedules)), Matched: l.Matched,
 		Counts: l.Statuses.Counts, Missing: orEmpty(mergeMissing(l.Statuses.Missing, snap.Missing))}
 	for _, st := range snap.Schedules {
@@ -411,8 +411,8 @@ func (a *admin) withHistory(req *http.Request, name string, recent int) (runtime
 	var history []runtime.Record
 	var historyErr error
 	var wg sync.WaitGroup
-	wg.Go(func() { snap, _ = a.r.SnapshotOf(ctx, []string{name}, recent) })
-	wg.Go(func() { history, historyErr = a.r.History(ctx, name, a.r.HistoryLimit()) })
+	wg.Go(func() { snap, _ = a.r.Monitor().SnapshotOf(ctx, []string{name}, recent) })
+	wg.Go(func() { history, historyErr = a.r.History(ctx, name, a.r.Monitor().HistoryLimit()) })
 	wg.Wait()
 	if historyErr != nil {
 		snap.Missing = append(snap.Missing, runtime.Missing{Part: partHistory, Reason: readFailure(historyErr)})
@@ -486,7 +486,7 @@ func (a *admin) forget(req *http.Request) (status int, msg string) {
 	case errors.Is(err, runtime.ErrScheduleInUse):
 		return http.StatusConflict, req.PathValue("name") + " is in the registry; only removed schedules can be forgotten"
 	case errors.Is(err, runtime.ErrDisabled):
-		return http.StatusServiceUnavailable, "the scheduler is disabled: " + a.r.Disabled()
+		return http.StatusServiceUnavailable, "the scheduler is disabled: " + a.r.Leadership().Disabled()
 	case err != nil:
 		a.r.Logger().Warn("forgetting a removed schedule failed", "schedule", req.PathValue("name"), "err", err)
 		return http.StatusServiceUnavailable, "could not forget: Redis unreachable"
@@ -549,7 +549,7 @@ func (a *admin) actionError(req *http.Request, err error) (int, string) {
 	case errors.Is(err, runtime.ErrUnknownSchedule):
 		return http.StatusNotFound, "no schedule is called " + name
 	case errors.Is(err, runtime.ErrDisabled):
-		return http.StatusServiceUnavailable, "the scheduler is disabled: " + a.r.Disabled()
+		return http.StatusServiceUnavailable, "the scheduler is disabled: " + a.r.Leadership().Disabled()
 	case errors.Is(err, runtime.ErrBadRequestKey), errors.Is(err, runtime.ErrNotASlot),
 		errors.Is(err, runtime.ErrTooManySlots), errors.Is(err, runtime.ErrBadRange):
 		return http.StatusBadRequest, err.Error()
@@ -606,7 +606,7 @@ func orEmpty[T any](s []T) []T {
 
 // clockSkewMS is this replica's measured clock skew against Redis, or nil.
 func clockSkewMS(rt *runtime.Runtime) *int64 {
-	skew, ok := rt.ClockSkew()
+	skew, ok := rt.Redis().ClockSkew()
 	if !ok {
 		return nil
 	}

@@ -97,7 +97,7 @@ func adminSetup(t *testing.T, opts admin.Options) (*fixture, *httptest.Server) {
 		registry.Schedule{Name: "nightly", Expr: "17 3 * * *", Zone: "Europe/Berlin"},
 		registry.Schedule{Name: "fails", Expr: "0 4 * * *", MaxRetry: 0,
 			Handler: func(context.Context, registry.Occurrence) error { return errors.New(hostileError) }})
-	waitFor(t, 5*time.Second, "the replica to lead", c.rt.IsLeader)
+	waitFor(t, 5*time.Second, "the replica to lead", c.rt.Leadership().Leading)
 	if opts.Metrics == nil {
 		opts.Metrics = metrics.Handler(c.rt)
 	}
@@ -462,7 +462,7 @@ func TestAPITimesInUTCEndInZ(t *testing.T) {
 func TestPageLinksWorkForCategoryActionNames(t *testing.T) {
 	t.Parallel()
 	c := newFixture(t, sharedRedis(t), registry.Schedule{Name: "email:send", Expr: "17 3 * * *"})
-	waitFor(t, 5*time.Second, "the replica to lead", c.rt.IsLeader)
+	waitFor(t, 5*time.Second, "the replica to lead", c.rt.Leadership().Leading)
 	s, _ := c.rt.Registry().Lookup("email:send")
 	if _, err := c.rt.Rerun(context.Background(), "email:send", s.Prev(time.Now()), ""); err != nil {
 		t.Fatal(err)

@@ -43,7 +43,7 @@ func TestNextRunsAreTheSchedulesOwnSlotsInItsZone(t *testing.T) {
 	}
 
 	// A member's are in its own zone, with its own expression.
-	if _, err := c.rt.SetMember(context.Background(), family, runtime.Member{Key: "acme", Zone: "Asia/Tokyo", Expr: "30 8 * * *"}); err != nil {
+	if _, err := c.rt.Families().Set(context.Background(), family, runtime.Member{Key: "acme", Zone: "Asia/Tokyo", Expr: "30 8 * * *"}); err != nil {
 		t.Fatal(err)
 	}
 	resp, body = do(t, "GET", srv.URL+"/cron/api/schedules/"+family+"/members/acme/next?n=2", nil, nil)
@@ -79,7 +79,7 @@ func TestTheClientsClaimedActorIsRecordedUnlessTheHostNamesOne(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("pause: %d %s", resp.StatusCode, body)
 		}
-		snap, err := c.rt.SnapshotOf(context.Background(), []string{"nightly"}, 0)
+		snap, err := c.rt.Monitor().SnapshotOf(context.Background(), []string{"nightly"}, 0)
 		if err != nil || snap.Schedules[0].Paused == nil {
 			t.Fatalf("not paused: %v", err)
 		}

@@ -31,7 +31,7 @@ package admin
 // adds "per" and "members" (the count), and its "next_run" is the earliest
 // next slot of any member (in UTC, since members have zones of their own):
 // computed from the family's (zone, expression) buckets, never by reading
-// every member (runtime.FamilyNext).
+// every member (runtime.Families.Next).
 //
 // Errors: an unknown schedule is 404; so is an ordinary schedule (declared
 // without per=), whose members collection does not exist, with a message
@@ -97,7 +97,7 @@ func (a *admin) memberError(req *http.Request, err error) (int, string) {
 		errors.Is(err, runtime.ErrNotASlot), errors.Is(err, runtime.ErrTooManySlots), errors.Is(err, runtime.ErrBadRange):
 		return http.StatusBadRequest, err.Error()
 	case errors.Is(err, runtime.ErrDisabled):
-		return http.StatusServiceUnavailable, "the scheduler is disabled: " + a.r.Disabled()
+		return http.StatusServiceUnavailable, "the scheduler is disabled: " + a.r.Leadership().Disabled()
 	case errors.Is(err, runtime.ErrNotAcked):
 		return http.StatusServiceUnavailable, notAckedMessage
 	case errors.Is(err, runtime.ErrMembersBusy):
@@ -133,7 +133,7 @@ func (a *admin) apiPutMember(w http.ResponseWriter, req *http.Request) {
 	ctx, cancel := a.actionContext(req)
 	defer cancel()
 	name, key := req.PathValue("name"), req.PathValue("member")
-	created, err := a.r.SetMember(ctx, name, runtime.Member{Key: key, Zone: body.Zone, Expr: body.Expr, Paused: body.Paused})
+	created, err := a.r.Families().Set(ctx, name, runtime.Member{Key: key, Zone: body.Zone, Expr: body.Expr, Paused: body.Paused})
 	if err != nil {
 		a.writeMemberError(w, req, err)
 		return
@@ -160,7 +160,7 @@ func (a *admin) apiDeleteMember(w http.ResponseWriter, req *http.Request) {
 	ctx, cancel := a.actionContext(req)
 	defer cancel()
 	name, key := req.PathValue("name"), req.PathValue("member")
-	if err := a.r.DeleteMember(ctx, name, key); err != nil {
+	if err := a.r.Families().Delete(ctx, name, key); err != nil {
 		a.writeMemberError(w, req, err)
 		return
 	}
@@ -171,11 +171,11 @@ func (a *admin) apiDeleteMember(w http.ResponseWriter, req *http.Request) {
 
 // memberInfo reads one member with its next and last run.
 func (a *admin) memberInfo(ctx context.Context, family, key string) (runtime.MemberInfo, error) {
-	m, err := a.r.Member(ctx, family, key)
+	m, err := a.r.Families().Get(ctx, family, key)
 	if err != nil {
 		return runtime.MemberInfo{}, err
 	}
-	infos, err := a.r.MemberInfos(ctx, family, []runtime.Member{m})
+	infos, err := a.r.Families().Infos(ctx, family, []runtime.Member{m})
 	if err != nil {
 		return runtime.MemberInfo{}, err
 	}
@@ -229,11 +229,11 @@ func (a *admin) membersPage(ctx context.Context, req *http.Request) (infos []run
 		}
 	}
 	name := req.PathValue("name")
-	page, next, err := a.r.SearchMembers(ctx, name, strings.TrimSpace(q.Get("q")), q.Get("cursor"), limit)
+	page, next, err := a.r.Families().Search(ctx, name, strings.TrimSpace(q.Get("q")), q.Get("cursor"), limit)
 	if err != nil {
 		return nil, "", err
 	}
-	infos, err = a.r.MemberInfos(ctx, name, page)
+	infos, err = a.r.Families().Infos(ctx, name, page)
 	return infos, next, err
 }
 
@@ -274,7 +274,7 @@ func (a *admin) apiMember(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	out := apiMemberDetail{apiMember: a.memberJSON(name, mi)}
-	history, _ := a.r.MemberHistory(ctx, name, key, memberHistory)
+	history, _ := a.r.Families().History(ctx, name, key, memberHistory)
 	out.History = orEmpty(history)
 	writeJSON(w, http.StatusOK, out)
 }
@@ -327,10 +327,10 @@ func (a *admin) withFamily(ctx context.Context, out apiSchedule) any {
 // familySummary is a family's member count and its next run across
 // members (UTC): two reads whatever the member count.
 func (a *admin) familySummary(ctx context.Context, name string) (members int64, next runtime.FamilyNextRun, err error) {
-	if members, err = a.r.MemberCount(ctx, name); err != nil {
+	if members, err = a.r.Families().Count(ctx, name); err != nil {
 		return 0, next, err
 	}
-	next, err = a.r.FamilyNextRun(ctx, name)
+	next, err = a.r.Families().NextRun(ctx, name)
 	return members, next, err
 }
 
@@ -476,11 +476,11 @@ func (a *admin) memberDetail(w http.ResponseWriter, req *http.Request) {
 	mp.Back = "../../" + url.PathEscape(mp.Family)
 	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
 	defer cancel()
-	history, err := a.r.MemberHistory(ctx, mp.Family, mp.Row.Key, memberHistory)
+	history, err := a.r.Families().History(ctx, mp.Family, mp.Row.Key, memberHistory)
 	if err != nil {
 		data.Error = "Redis unreachable: history is not shown."
 	}
-	if s, err := a.r.MemberSchedule(mp.Family, mp.Row.Member); err == nil {
+	if s, err := a.r.Families().Schedule(mp.Family, mp.Row.Member); err == nil {
 		data.History = historyRows(history, s, data.At)
 	}
 	if notice, errMsg := resultNotice(req.URL.Query()); notice != "" || errMsg != "" {
@@ -571,7 +571,7 @@ func (a *admin) memberFormAction(w http.ResponseWriter, req *http.Request, param
 
 func (a *admin) triggerMemberForm(w http.ResponseWriter, req *http.Request) {
 	a.memberFormAction(w, req, "triggered", func(ctx context.Context, name, key string) error {
-		_, err := a.r.TriggerMember(ctx, name, key, requestKey(req))
+		_, err := a.r.Families().Trigger(ctx, name, key, requestKey(req))
 		return err
 	})
 }
@@ -582,7 +582,7 @@ func (a *admin) rerunMemberForm(w http.ResponseWriter, req *http.Request) {
 		if err != nil {
 			return fmt.Errorf("%w: slot %q is not unix seconds", runtime.ErrNotASlot, req.PostFormValue("slot"))
 		}
-		_, err = a.r.RerunMember(ctx, name, key, time.Unix(unix, 0), requestKey(req))
+		_, err = a.r.Families().Rerun(ctx, name, key, time.Unix(unix, 0), requestKey(req))
 		return err
 	})
 }
@@ -599,7 +599,7 @@ func (a *admin) apiTriggerMember(w http.ResponseWriter, req *http.Request) {
 	}
 	ctx, cancel := a.actionContext(req)
 	defer cancel()
-	occ, err := a.r.TriggerMember(ctx, req.PathValue("name"), req.PathValue("member"), req.Header.Get("Idempotency-Key"))
+	occ, err := a.r.Families().Trigger(ctx, req.PathValue("name"), req.PathValue("member"), req.Header.Get("Idempotency-Key"))
 	if err != nil {
 		a.writeMemberError(w, req, err)
 		return
@@ -615,10 +615,10 @@ func (a *admin) apiMemberRuns(w http.ResponseWriter, req *http.Request) {
 	name, key := req.PathValue("name"), req.PathValue("member")
 	a.serveRuns(w, req, a.memberError,
 		func(ctx context.Context, slot time.Time, idem string) (registry.Occurrence, error) {
-			return a.r.RerunMember(ctx, name, key, slot, idem)
+			return a.r.Families().Rerun(ctx, name, key, slot, idem)
 		},
 		func(ctx context.Context, from, to time.Time, idem string) ([]registry.Occurrence, error) {
-			return a.r.BackfillMember(ctx, name, key, from, to, idem)
+			return a.r.Families().Backfill(ctx, name, key, from, to, idem)
 		})
 }
 
@@ -690,25 +690,25 @@ func (a *admin) pauseMemberForm(w http.ResponseWriter, req *http.Request) {
 			mi.Pause.Reason == reason && mi.Pause.Actor == runtime.ActorFrom(ctx) {
 			return nil
 		}
-		return a.r.PauseMember(ctx, name, key, reason)
+		return a.r.Families().Pause(ctx, name, key, reason)
 	})
 }
 
 func (a *admin) resumeMemberForm(w http.ResponseWriter, req *http.Request) {
 	a.memberFormAction(w, req, "resumed", func(ctx context.Context, name, key string) error {
-		return a.r.ResumeMember(ctx, name, key)
+		return a.r.Families().Resume(ctx, name, key)
 	})
 }
 
 func (a *admin) apiPauseMember(w http.ResponseWriter, req *http.Request) {
 	a.servePause(w, req, a.memberError, func(ctx context.Context, reason string) error {
-		return a.r.PauseMember(ctx, req.PathValue("name"), req.PathValue("member"), reason)
+		return a.r.Families().Pause(ctx, req.PathValue("name"), req.PathValue("member"), reason)
 	})
 }
 
 func (a *admin) apiResumeMember(w http.ResponseWriter, req *http.Request) {
 	a.serveResume(w, req, a.memberError, func(ctx context.Context) error {
-		return a.r.ResumeMember(ctx, req.PathValue("name"), req.PathValue("member"))
+		return a.r.Families().Resume(ctx, req.PathValue("name"), req.PathValue("member"))
 	})
 }
 

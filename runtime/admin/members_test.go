@@ -30,7 +30,7 @@ func familySetup(t *testing.T, opts admin.Options) (*fixture, *httptest.Server) 
 	c := newFixture(t, sharedRedis(t),
 		registry.Schedule{Name: family, Expr: "0 9 * * MON", Zone: "UTC", Per: "tenant", Timeout: 10 * time.Minute},
 		registry.Schedule{Name: "nightly", Expr: "17 3 * * *", Zone: "Europe/Berlin"})
-	waitFor(t, 5*time.Second, "the replica to lead", c.rt.IsLeader)
+	waitFor(t, 5*time.Second, "the replica to lead", c.rt.Leadership().Leading)
 	mux := http.NewServeMux()
 	mux.Handle("/cron/", http.StripPrefix("/cron", admin.New(c.rt, opts)))
 	srv := httptest.NewServer(mux)
@@ -180,7 +180,7 @@ func TestMembersAPI(t *testing.T) {
 			t.Fatalf("step %q:\n%s", tt.name, body)
 		}
 	}
-	if n, _ := c.rt.MemberCount(context.Background(), family); n != 2 {
+	if n, _ := c.rt.Families().Count(context.Background(), family); n != 2 {
 		t.Errorf("%d members left, want 2 (globex and initech)", n)
 	}
 	// The member's run now is in asynq, once.
@@ -205,7 +205,7 @@ func TestMembersAPIPages(t *testing.T) {
 	for i := range 700 {
 		ms = append(ms, runtime.Member{Key: fmt.Sprintf("t-%03d", i), Zone: []string{"UTC", "Europe/London", "Australia/Sydney"}[i%3]})
 	}
-	if err := c.rt.SetMembers(context.Background(), family, ms); err != nil {
+	if err := c.rt.Families().SetMany(context.Background(), family, ms); err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]int{}
@@ -269,7 +269,7 @@ func TestMembersAPIPages(t *testing.T) {
 func TestMembersAPIRefusals(t *testing.T) {
 	t.Parallel()
 	c, srv := familySetup(t, admin.Options{ReadOnly: true})
-	if _, err := c.rt.SetMember(context.Background(), family, runtime.Member{Key: "acme"}); err != nil {
+	if _, err := c.rt.Families().Set(context.Background(), family, runtime.Member{Key: "acme"}); err != nil {
 		t.Fatal(err)
 	}
 	base := srv.URL + "/cron/api/schedules/" + family + "/members/acme"
@@ -299,7 +299,7 @@ func TestMembersPage(t *testing.T) {
 	t.Parallel()
 	c, srv := familySetup(t, admin.Options{Actor: alice})
 	ctx := context.Background()
-	if err := c.rt.SetMembers(ctx, family, []runtime.Member{{Key: "acme", Zone: "Europe/Paris"}, {Key: "globex", Zone: "America/New_York", Paused: true},
+	if err := c.rt.Families().SetMany(ctx, family, []runtime.Member{{Key: "acme", Zone: "Europe/Paris"}, {Key: "globex", Zone: "America/New_York", Paused: true},
 		{Key: "initech", Zone: "Asia/Tokyo", Expr: "0 8 * * *"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -368,7 +368,7 @@ func TestMembersPage(t *testing.T) {
 	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != "../acme?resumed=ok" {
 		t.Fatalf("POST resume: %d to %q", resp.StatusCode, loc)
 	}
-	if mi, err := c.rt.Member(ctx, family, "acme"); err != nil || mi.Paused {
+	if mi, err := c.rt.Families().Get(ctx, family, "acme"); err != nil || mi.Paused {
 		t.Errorf("after resume acme is %+v, %v; want it running", mi, err)
 	}
 
@@ -403,20 +403,20 @@ func TestAFamilyRowShowsItsMembersFailures(t *testing.T) {
 			}
 			return nil
 		}})
-	waitFor(t, 5*time.Second, "the replica to lead", c.rt.IsLeader)
+	waitFor(t, 5*time.Second, "the replica to lead", c.rt.Leadership().Leading)
 	mux := http.NewServeMux()
 	mux.Handle("/cron/", http.StripPrefix("/cron", admin.New(c.rt, admin.Options{})))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	ctx := context.Background()
-	if err := c.rt.SetMembers(ctx, family, []runtime.Member{{Key: "fine"}, {Key: "broken"}}); err != nil {
+	if err := c.rt.Families().SetMany(ctx, family, []runtime.Member{{Key: "fine"}, {Key: "broken"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.rt.TriggerMember(ctx, family, "broken", "once"); err != nil {
+	if _, err := c.rt.Families().Trigger(ctx, family, "broken", "once"); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "the member's failure to be recorded", func() bool {
-		snap, err := c.rt.SnapshotOf(ctx, []string{family}, 5)
+		snap, err := c.rt.Monitor().SnapshotOf(ctx, []string{family}, 5)
 		return err == nil && len(snap.Schedules) == 1 && snap.Schedules[0].Status == runtime.StatusFailing
 	})
 	checkResponse(t, "GET", srv.URL+"/cron/", nil, "", 200, "text/html", []string{
@@ -457,7 +457,7 @@ func TestAFamilyRowSaysWhoseNextRunItIs(t *testing.T) {
 	t.Parallel()
 	c, srv := familySetup(t, admin.Options{})
 	ctx := context.Background()
-	if err := c.rt.SetMembers(ctx, family, []runtime.Member{{Key: "acme"}, {Key: "live", Zone: "Asia/Tokyo", Expr: "* * * * * *"}}); err != nil {
+	if err := c.rt.Families().SetMany(ctx, family, []runtime.Member{{Key: "acme"}, {Key: "live", Zone: "Asia/Tokyo", Expr: "* * * * * *"}}); err != nil {
 		t.Fatal(err)
 	}
 	index := checkResponse(t, "GET", srv.URL+"/cron/", nil, "", 200, "text/html", []string{"2 members · per tenant · 2 expressions"})

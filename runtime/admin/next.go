@@ -48,12 +48,12 @@ func (a *admin) apiNext(w http.ResponseWriter, req *http.Request) {
 func (a *admin) apiMemberNext(w http.ResponseWriter, req *http.Request) {
 	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
 	defer cancel()
-	m, err := a.r.Member(ctx, req.PathValue("name"), req.PathValue("member"))
+	m, err := a.r.Families().Get(ctx, req.PathValue("name"), req.PathValue("member"))
 	if err != nil {
 		a.writeMemberError(w, req, err)
 		return
 	}
-	s, err := a.r.MemberSchedule(req.PathValue("name"), m)
+	s, err := a.r.Families().Schedule(req.PathValue("name"), m)
 	if err != nil {
 		a.writeMemberError(w, req, err)
 		return

@@ -358,7 +358,7 @@ func newRequestToken() string {
 func (a *admin) page(snap runtime.Snapshot, base string) pageData {
 	data := pageData{Title: a.opts.Title, Snapshot: snap, Request: newRequestToken(),
 		Base: base, HasMetrics: a.opts.Metrics != nil, AsOf: snap.At.UTC().Format("15:04:05") + " UTC",
-		CanAct: !a.opts.ReadOnly && a.r.Disabled() == ""}
+		CanAct: !a.opts.ReadOnly && a.r.Leadership().Disabled() == ""}
 	if a.opts.Refresh > 0 {
 		data.RefreshMS = a.opts.Refresh.Milliseconds()
 	}
@@ -429,7 +429,7 @@ func (a *admin) index(w http.ResponseWriter, req *http.Request) {
 	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
 	defer cancel()
 	l, _ := a.list(ctx, q)
-	snap, _ := a.r.SnapshotOf(ctx, l.names(), recentPerRow)
+	snap, _ := a.r.Monitor().SnapshotOf(ctx, l.names(), recentPerRow)
 	snap.Missing = mergeMissing(l.Statuses.Missing, snap.Missing)
 	if l.Statuses.Redis == runtime.RedisSlow && snap.Redis == runtime.RedisUp {
 		snap.Redis = runtime.RedisSlow
@@ -447,7 +447,7 @@ func (a *admin) index(w http.ResponseWriter, req *http.Request) {
 	if q.Cursor != "" {
 		data.Paging.First = "?" + q.values("").Encode()
 	}
-	if q.Cursor == "" && !data.Paging.Filtered && a.r.Disabled() == "" {
+	if q.Cursor == "" && !data.Paging.Filtered && a.r.Leadership().Disabled() == "" {
 		// Removed schedules are offered on the first page only.
 		data.Orphans, data.OrphansPending = a.orphans.get(ctx, a.r)
 	}

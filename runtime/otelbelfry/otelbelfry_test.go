@@ -160,7 +160,7 @@ func TestScheduledExecutionLinksToItsEnqueue(t *testing.T) {
 		registry.Schedule{Name: "report", Expr: "* * * * * *", Per: "tenant", Queue: queue, Handler: handler},
 	)
 	rt := service(t, reg, queue, otelbelfry.New(otelbelfry.Config{TracerProvider: sp.tp}))
-	if _, err := rt.SetMember(context.Background(), "report", runtime.Member{Key: "acme"}); err != nil {
+	if _, err := rt.Families().Set(context.Background(), "report", runtime.Member{Key: "acme"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"tick", "report"} {
@@ -223,7 +223,7 @@ func TestLeadersEnqueueOfATaskAlreadyThereSaysSo(t *testing.T) {
 	sp, rt, s := oneSchedule(t, "tick", "* * * * * *")
 	queue := s.Queue
 	// A slot the new leader has not reached: it starts from the moment it leads.
-	redistest.WaitFor(t, 10*time.Second, "a leader", rt.IsLeader)
+	redistest.WaitFor(t, 10*time.Second, "a leader", rt.Leadership().Leading)
 	slot := time.Now().Truncate(time.Second).Add(2 * time.Second).UTC()
 	occ := registry.Occurrence{Schedule: "tick", Slot: slot, Zone: "UTC",
 		ID: registry.Scope{Namespace: rt.Namespace(), Schedule: "tick"}.ID(slot)}
