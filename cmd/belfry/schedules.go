@@ -209,8 +209,11 @@ func (a *app) show(cmd *cobra.Command, c *client, name string, nextN int) error 
 		f.add("Source", s.Source)
 	}
 	if c := s.Counters; c != nil {
-		f.add("Counters", fmt.Sprintf("%d enqueued (%d manual), %d succeeded, %d failed, %d missed, %d skipped, %d paused",
-			c.Enqueued, c.Manual, c.Succeeded, c.Failed, c.Missed, c.Skipped, c.Paused))
+		// The API counts enqueues on schedule ("enqueued") and by hand
+		// ("manual") apart, while succeeded and failed count attempts of
+		// both: the total enqueued is their sum, as the admin page says it.
+		f.add("Counters", fmt.Sprintf("%d enqueued (%d on schedule, %d by hand), %d succeeded, %d failed, %d missed, %d skipped, %d paused",
+			c.Enqueued+c.Manual, c.Enqueued, c.Manual, c.Succeeded, c.Failed, c.Missed, c.Skipped, c.Paused))
 	}
 	if s.Per != "" {
 		f.add("Next run", whenRFC3339(s.NextRun, time.UTC)+" (the earliest of its members)")
