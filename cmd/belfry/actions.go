@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -44,11 +45,22 @@ func (a *app) actionCommand(use, short, example string, run func(cmd *cobra.Comm
 			if err != nil {
 				return err
 			}
-			return run(cmd, c, *t)
+			return inCLIWords(*t, run(cmd, c, *t))
 		},
 	}
 	cmd.Flags().StringVar(&t.member, "member", "", "act on one member `KEY` of a family")
 	return cmd, t
+}
+
+// inCLIWords says a refusal the admin words for its API in the CLI's:
+// a manual run of a family names the members' API paths, where the
+// CLI's user needs --member.
+func inCLIWords(t target, err error) error {
+	var refused refusedError
+	if t.member == "" && errors.As(err, &refused) && strings.HasPrefix(refused.msg, t.name+" is a family: run one of its members (") {
+		return refusedError{fmt.Sprintf("%s is a family: run one of its members with --member KEY (belfry members %s lists them)", t.name, t.name)}
+	}
+	return err
 }
 
 // requestKeyFlag adds --request-key: one key per manual run, so a repeat

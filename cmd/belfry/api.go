@@ -28,8 +28,16 @@ type apiSchedule struct {
 	History    []apiRecord  `json:"history"`
 	Missing    []apiMissing `json:"missing"`
 	// A family's (admin's apiFamily).
-	Per     string `json:"per"`
-	Members *int64 `json:"members"`
+	Per         string         `json:"per"`
+	Members     *int64         `json:"members"`
+	NextRunFor  *apiNextRunFor `json:"next_run_for"`
+	Expressions *int           `json:"expressions"`
+}
+
+// apiNextRunFor names the members a family's next run is for.
+type apiNextRunFor struct {
+	Zone       string `json:"zone"`
+	Expression string `json:"expression"`
 }
 
 type apiPause struct {

@@ -208,11 +208,17 @@ func refusal(resp response) string {
 	if json.Unmarshal(resp.body, &e) == nil && e.Error != "" {
 		return e.Error
 	}
+	// The admin answers its own 404s in JSON: a 404 in anything else is
+	// the host's, for a path the admin is not mounted at.
+	hint := ""
+	if resp.status == http.StatusNotFound {
+		hint = "; is --url where the service mounts the admin, e.g. http://host:8080/cron?"
+	}
 	text := strings.TrimSpace(string(resp.body))
 	if line, _, _ := strings.Cut(text, "\n"); line != "" && !strings.HasPrefix(line, "<") && len(line) < 500 {
-		return fmt.Sprintf("%s (HTTP %d)", strings.TrimSpace(line), resp.status)
+		return fmt.Sprintf("%s (HTTP %d)%s", strings.TrimSpace(line), resp.status, hint)
 	}
-	return fmt.Sprintf("the service answered HTTP %d %s", resp.status, http.StatusText(resp.status))
+	return fmt.Sprintf("the service answered HTTP %d %s%s", resp.status, http.StatusText(resp.status), hint)
 }
 
 // newRequestKey identifies one manual run, so a repeat of the same request

@@ -95,13 +95,23 @@ func (a *app) ls(cmd *cobra.Command, c *client, status []string, query string) e
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return refusedError{"the schedule list is not the admin's JSON: " + err.Error()}
 		}
-		zone, loc := s.Zone, zoneOf(s.Zone)
+		expr, zone, loc := s.Expression, s.Zone, zoneOf(s.Zone)
 		if s.Per != "" {
 			// A family's next run is its members' earliest, each in a zone
 			// of its own: shown in UTC.
 			zone, loc = "per "+s.Per, time.UTC
 		}
-		t.row(s.Name, s.Status, s.Expression, zone, whenRFC3339(s.NextRun, loc), lastRunCell(s.LastRun, now))
+		next := whenRFC3339(s.NextRun, loc)
+		if s.manyExpressions() {
+			// The family's expression is only the default of members that
+			// give none: beside a next run of another expression it would
+			// read as that expression's next run.
+			expr += " (default)"
+			if who := s.NextRunFor; who != nil {
+				next += " for " + who.Expression + " in " + who.Zone
+			}
+		}
+		t.row(s.Name, s.Status, expr, zone, next, lastRunCell(s.LastRun, now))
 	}
 	t.flush()
 	warnMissing(a, missing)
@@ -189,7 +199,11 @@ func (a *app) show(cmd *cobra.Command, c *client, name string, nextN int) error 
 	if s.Paused != nil {
 		f.add("Paused", pauseWords(s.Paused, loc, now))
 	}
-	f.add("Expression", s.Expression)
+	if s.manyExpressions() {
+		f.add("Expression", fmt.Sprintf("%s (the members' default; they run on %d expressions)", s.Expression, *s.Expressions))
+	} else {
+		f.add("Expression", s.Expression)
+	}
 	if s.Per != "" {
 		f.add("Zone", s.Zone+" (the members' default)")
 		f.add("Per", s.Per)
@@ -209,11 +223,18 @@ func (a *app) show(cmd *cobra.Command, c *client, name string, nextN int) error 
 		f.add("Source", s.Source)
 	}
 	if c := s.Counters; c != nil {
-		f.add("Counters", fmt.Sprintf("%d enqueued (%d manual), %d succeeded, %d failed, %d missed, %d skipped, %d paused",
-			c.Enqueued, c.Manual, c.Succeeded, c.Failed, c.Missed, c.Skipped, c.Paused))
+		// The API counts enqueues on schedule ("enqueued") and by hand
+		// ("manual") apart, while succeeded and failed count attempts of
+		// both: the total enqueued is their sum, as the admin page says it.
+		f.add("Counters", fmt.Sprintf("%d enqueued (%d on schedule, %d by hand), %d succeeded, %d failed, %d missed, %d skipped, %d paused",
+			c.Enqueued+c.Manual, c.Enqueued, c.Manual, c.Succeeded, c.Failed, c.Missed, c.Skipped, c.Paused))
 	}
 	if s.Per != "" {
-		f.add("Next run", whenRFC3339(s.NextRun, time.UTC)+" (the earliest of its members)")
+		whose := ""
+		if who := s.NextRunFor; who != nil && s.manyExpressions() {
+			whose = ", for " + who.Expression + " in " + who.Zone
+		}
+		f.add("Next run", whenRFC3339(s.NextRun, time.UTC)+" (the earliest of its members"+whose+")")
 	} else if len(next.NextRuns) > 0 {
 		runs := nextRuns(next, loc)
 		if s.Paused != nil {
@@ -306,3 +327,9 @@ func (f *fields) list(label string, values []string) {
 }
 
 func (f *fields) flush() { f.tw.Flush() }
+
+// manyExpressions reports a family whose members run on more than one
+// expression, so that its own is not what every member runs.
+func (s apiSchedule) manyExpressions() bool {
+	return s.Per != "" && s.Expressions != nil && *s.Expressions > 1
+}

@@ -144,6 +144,29 @@ func TestFixChangesOnlyReportedLines(t *testing.T) {
 	}
 }
 
+// TestFixReportsWhatRemains: cronlint -fix applies the fixes it has and
+// then reports what it could not fix, exiting 3 as a run without -fix
+// does. x/tools' -fix alone prints nothing and exits 0, which reads as
+// "all fixed" while an unknown key or zone is still in the directive.
+func TestFixReportsWhatRemains(t *testing.T) {
+	bin := buildCronlint(t)
+	mod := newModule(t, repoRoot(t))
+	out, code := run(t, mod, bin, "-fix", "./dirty")
+	if code != 3 {
+		t.Errorf("cronlint -fix ./dirty exited %d, want 3 (findings remain); output:\n%s", code, out)
+	}
+	// Standalone, cronlint names files by their absolute path.
+	if !strings.Contains(out, `/dirty/dirty.go:15:42: unknown key "colour"`) {
+		t.Errorf("cronlint -fix does not report the unknown key it cannot fix:\n%s", out)
+	}
+	if strings.Contains(out, `schedule "midnight-c" fires at 00:00 UTC`) {
+		t.Errorf("cronlint -fix reports the pile-up it fixed:\n%s", out)
+	}
+	if out, code := run(t, mod, bin, "-fix", "./jobs"); code != 0 || strings.TrimSpace(out) != "" {
+		t.Errorf("cronlint -fix ./jobs exited %d with output %q; want a clean package to pass silently", code, out)
+	}
+}
+
 // TestHelp checks that cronlint help <check> shows the check's doc.go:
 // its title and its WRONG and RIGHT examples.
 func TestHelp(t *testing.T) {

@@ -457,6 +457,34 @@ func TestAPITimesInUTCEndInZ(t *testing.T) {
 	}
 }
 
+// The next-runs endpoint writes times as next_run does: Z for a UTC
+// schedule, the offset (never Z) for any other zone.
+func TestAPINextRunsWriteTimesAsNextRunDoes(t *testing.T) {
+	t.Parallel()
+	for _, s := range []registry.Schedule{
+		{Name: "nightly", Expr: "17 3 * * *"},
+		{Name: "london", Expr: "0 8 * * *", Zone: "Europe/London"},
+	} {
+		nextRun, _, _ := nextRunJSON(t, s)
+		s.Handler = func(context.Context, registry.Occurrence) error { return nil }
+		rt, err := runtime.New(registry.MustNew(s), runtime.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := httptest.NewRecorder()
+		admin.New(rt, admin.Options{}).ServeHTTP(rec, httptest.NewRequest("GET", "/api/schedules/"+s.Name+"/next?n=1", nil))
+		var got struct {
+			NextRuns []string `json:"next_runs"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+			t.Fatal(err)
+		}
+		if len(got.NextRuns) != 1 || got.NextRuns[0] != nextRun {
+			t.Errorf("%s: next_runs %q, want [%q] as next_run writes it", s.Name, got.NextRuns, nextRun)
+		}
+	}
+}
+
 // A category:action name must not read as a URL scheme in the page's links
 // (html/template would neutralise them to #ZgotmplZ).
 func TestPageLinksWorkForCategoryActionNames(t *testing.T) {

@@ -73,7 +73,7 @@ func writeNextRuns(w http.ResponseWriter, req *http.Request, s *registry.Schedul
 	}
 	local, utc := make([]string, 0, n), make([]string, 0, n)
 	for t := s.Next(time.Now()); !t.IsZero() && len(local) < n; t = s.Next(t) {
-		local = append(local, t.In(s.Location()).Format(offsetLayout))
+		local = append(local, rfc3339(t.In(s.Location())))
 		utc = append(utc, t.UTC().Format(time.RFC3339))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"zone": s.Location().String(), "next_runs": local, "next_runs_utc": utc})
