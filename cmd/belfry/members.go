@@ -17,15 +17,15 @@ func (a *app) membersCommand() *cobra.Command {
 	var zone, expr, query string
 	var paused bool
 	cmd := &cobra.Command{
-		Use:   "members FAMILY [ls | set KEY --tz ZONE [--expr EXPR] [--paused] | rm KEY]",
+		Use:   "members FAMILY [ls | set KEY [--tz ZONE] [--expr EXPR] [--paused] | rm KEY]",
 		Short: "List, set or remove the members of a family (a schedule declared with per=)",
 		Long: `members manages a family's members, each with its own zone and, optionally,
 its own expression. Without a verb it lists them (ls), reading every page.
 
-set creates or updates a member: --tz is its zone (required); --expr its own
-expression, --expr "" the family's. What set does not name stays as it was:
-a member's own expression, and its pause (with the pause's reason) unless
---paused=false resumes it. A new member follows the family's expression
+set creates or updates a member: --tz is its zone (required to create one);
+--expr its own expression, --expr "" the family's. What set does not name
+stays as it was: a member's zone, its own expression, and its pause (with the
+pause's reason) unless --paused=false resumes it. A new member follows the family's expression
 unless --expr names one. rm removes a member.`,
 		Example: `  belfry members weekly-report
   belfry members weekly-report set acme --tz Europe/Paris
@@ -50,8 +50,6 @@ unless --expr names one. rm removes a member.`,
 				return usagef("--tz, --expr and --paused belong to members %s set", family)
 			case verb != "ls" && flags.Changed("query"):
 				return usagef("--query belongs to members %s ls", family)
-			case verb == "set" && !flags.Changed("tz"):
-				return usagef("members %s set %s: --tz is required (the member's IANA zone, e.g. Europe/Paris)", family, rest[0])
 			}
 			c, err := a.client()
 			if err != nil {
@@ -149,7 +147,7 @@ func (a *app) listMembers(cmd *cobra.Command, c *client, family, query string) e
 func (a *app) setMember(cmd *cobra.Command, c *client, family, key, zone string, expr, paused *string) error {
 	target := c.path("/api/schedules/", family, "/members/", key)
 	var current apiMember
-	if expr == nil || paused == nil {
+	if expr == nil || paused == nil || zone == "" {
 		resp, err := c.send(cmd.Context(), "GET", target, nil, "")
 		if err != nil {
 			return err
@@ -160,9 +158,15 @@ func (a *app) setMember(cmd *cobra.Command, c *client, family, key, zone string,
 				return refusedError{"the member is not the admin's JSON: " + err.Error()}
 			}
 		case http.StatusNotFound: // a new member, or no such family: the PUT says which
+			if zone == "" {
+				return usagef("members %s set %s: no such member yet; --tz is required to create it (its IANA zone, e.g. Europe/Paris)", family, key)
+			}
 		default:
 			return refusedError{refusal(resp)}
 		}
+	}
+	if zone == "" {
+		zone = current.Zone
 	}
 	body := map[string]any{"zone": zone, "expr": current.Expr, "paused": current.Paused}
 	if expr != nil {
