@@ -354,12 +354,7 @@ func (r *Runtime) planMembers(ctx context.Context, b *famBucket, keys []string, 
 		if hasCursor[i] && cursors[i].LastEnqueued > 0 {
 			p.prevID = p.scope.ID(time.Unix(cursors[i].LastEnqueued, 0))
 		}
-		if ms[i].Paused || famPaused {
-			p.pause(now, grace)
-		}
-		for _, w := range famWindows {
-			p.pausedBetween(time.UnixMilli(w.From), time.UnixMilli(w.To), now)
-		}
+		p.applyPauses(ms[i].Paused || famPaused, famWindows, now, grace)
 		plans = append(plans, p)
 		prior = append(prior, cursors[i].LastEnqueued)
 	}
@@ -397,12 +392,11 @@ func (r *Runtime) familyCommit(b *famBucket, plans []*slotPlan, prior []int64, n
 	mcs := make([]store.MemberCommit, 0, len(plans))
 	withLast := b.fam.Overlap == registry.OverlapSkip
 	loc := b.sched.Location()
-	var firstErr error
+	firstErr := firstPlanErr(plans)
+	if errors.Is(firstErr, store.ErrNotLeader) {
+		return fam, nil, firstErr
+	}
 	for i, p := range plans {
-		if errors.Is(p.err, store.ErrNotLeader) {
-			return fam, nil, store.ErrNotLeader
-		}
-		firstErr = cmp2(firstErr, p.err)
 		c := p.commit(now)
 		for k, v := range c.Counts {
 			if strings.HasPrefix(k, "last_") {

@@ -225,26 +225,17 @@ func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) 
 		return late, err
 	}
 	for i, p := range pauses {
-		if p != nil {
-			plans[i].pause(now, r.Grace(plans[i].sched))
-			continue
-		}
-		for _, w := range windows[i] {
-			plans[i].pausedBetween(time.UnixMilli(w.From), time.UnixMilli(w.To), now)
-		}
+		plans[i].applyPauses(p != nil, windows[i], now, r.Grace(plans[i].sched))
 	}
 	r.enqueueAll(ctx, st.value, plans)
 	late.enqueued = r.clock.Now()
+	firstErr := firstPlanErr(plans)
+	if errors.Is(firstErr, store.ErrNotLeader) {
+		return late, firstErr
+	}
 	st.uncommitted = slices.Grow(st.uncommitted, len(plans))
 	st.commits = slices.Grow(st.commits, len(plans))
-	var firstErr error
 	for _, p := range plans {
-		if errors.Is(p.err, store.ErrNotLeader) {
-			return late, store.ErrNotLeader // the commit would be refused too
-		}
-		if p.err != nil && firstErr == nil {
-			firstErr = p.err
-		}
 		st.uncommitted = append(st.uncommitted, p)
 		st.commits = append(st.commits, p.commit(now))
 		if d, ok := dueAt(p.sched, p.cursor); ok {
