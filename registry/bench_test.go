@@ -157,3 +157,15 @@ func BenchmarkParseCron(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLoadZoneUnknown is the error path a family pays for each member
+// stored with a zone this build cannot load: the suggestion is worked out
+// once per name.
+func BenchmarkLoadZoneUnknown(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := LoadZone("Europe/Londn"); err == nil {
+			b.Fatal("Europe/Londn loaded")
+		}
+	}
+}

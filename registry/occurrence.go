@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,12 +41,6 @@ type Occurrence struct {
 	// RerunOf is, for a re-run of a past slot, the ID of the scheduled
 	// occurrence of that slot; Key returns it.
 	RerunOf string `json:"rerun_of,omitempty"`
-	// Trace is the trace context of the enqueue that made the occurrence's
-	// task (W3C "traceparent" and "tracestate", or whatever the tracing
-	// hook's propagator writes), when a tracing hook was set
-	// (runtime.Options.EnqueueObserver, package runtime/otelbelfry); empty
-	// otherwise, and then absent from the payload.
-	Trace map[string]string `json:"trace,omitempty"`
 }
 
 // Key returns the stable idempotency key of the occurrence: the same for every
@@ -181,11 +173,7 @@ func EncodeOccurrence(occ Occurrence) []byte {
 	if err != nil { // only fails for unrepresentable times (years outside 0..9999)
 		panic(fmt.Sprintf("registry: encoding occurrence %q: %v", occ.ID, err))
 	}
-	size := 64 + len(occ.Schedule) + len(slot) + len(occ.Zone) + len(occ.Member) + len(occ.ID) + len(occ.RerunOf)
-	for k, v := range occ.Trace {
-		size += 8 + len(k) + len(v)
-	}
-	b := make([]byte, 0, size)
+	b := make([]byte, 0, 64+len(occ.Schedule)+len(slot)+len(occ.Zone)+len(occ.Member)+len(occ.ID)+len(occ.RerunOf))
 	b = append(b, `{"schedule":`...)
 	b = jsonquote.Append(b, occ.Schedule)
 	b = append(b, `,"slot":`...)
@@ -204,25 +192,6 @@ func EncodeOccurrence(occ Occurrence) []byte {
 	if occ.RerunOf != "" {
 		b = append(b, `,"rerun_of":`...)
 		b = jsonquote.Append(b, occ.RerunOf)
-	}
-	if len(occ.Trace) > 0 {
-		b = appendTrace(b, occ.Trace)
-	}
-	return append(b, '}')
-}
-
-// appendTrace appends the trace carrier as json.Marshal writes a map:
-// keys sorted. A carrier holds a few keys (traceparent, tracestate), so
-// sorting them costs less than the map's own iteration.
-func appendTrace(b []byte, trace map[string]string) []byte {
-	b = append(b, `,"trace":{`...)
-	for i, k := range slices.Sorted(maps.Keys(trace)) {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = jsonquote.Append(b, k)
-		b = append(b, ':')
-		b = jsonquote.Append(b, trace[k])
 	}
 	return append(b, '}')
 }

@@ -5,7 +5,11 @@
 // time/tzdata embeds), one a line, sorted. Go offers no way to list the
 // zones it embeds, and a suggestion for a misspelt zone needs the list.
 //
-//	go generate ./registry
+// It is a deliberate step, not part of go generate, whose output must not
+// depend on the Go release that runs it. After a Go upgrade, from the
+// repository's root:
+//
+//	make zones
 package main
 
 import (

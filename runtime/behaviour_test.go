@@ -33,7 +33,7 @@ func TestTakeoverAfterHolderCrash(t *testing.T) {
 	done := make(chan struct{})
 	go func() { follower.Run(runCtx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	waitFor(t, 3*ttl, "the follower to take over", follower.IsLeader)
+	waitFor(t, 3*ttl, "the follower to take over", follower.Leadership().Leading)
 	// The follower retries when the key expires, not on a blind poll: the
 	// takeover lands within TTL of the crashed holder's last renewal, plus
 	// scheduling slack, and never before.
@@ -51,13 +51,13 @@ func TestGracefulShutdownHandsOverAtOnce(t *testing.T) {
 	c := newCluster(t, rdb, 2, runtime.Options{LeaseTTL: 20 * time.Second}, registry.Schedule{Name: "nightly", Expr: "17 3 * * *"})
 	waitFor(t, 5*time.Second, "a leader", func() bool { return c.leaders() == 1 })
 	holder := 0
-	if c.rts[1].IsLeader() {
+	if c.rts[1].Leadership().Leading() {
 		holder = 1
 	}
 	stopped := time.Now()
 	c.cancels[holder]()
 	other := c.rts[1-holder]
-	waitFor(t, 5*time.Second, "the other replica to take over", other.IsLeader)
+	waitFor(t, 5*time.Second, "the other replica to take over", other.Leadership().Leading)
 	if took := time.Since(stopped); took > 2*time.Second {
 		t.Errorf("graceful handover took %s; want well under the 20s TTL", took)
 	}
@@ -84,12 +84,12 @@ func TestSlotsOlderThanGraceAreMissedNotRun(t *testing.T) {
 	startWorker(t, rdb, queue, func(mux *asynq.ServeMux) { rt.RegisterHandlers(mux) })
 	runUntilTheEnd(t, rt)
 	waitFor(t, 10*time.Second, "the backlog to be recorded as missed", func() bool {
-		c, _ := rt.Counters(ctx)
+		c, _ := rt.Monitor().Counters(ctx)
 		return c["tick"].Missed > 0
 	})
 	started := time.Now()
 	waitFor(t, 10*time.Second, "fresh slots to run", func() bool { return len(exec.slots("tick")) >= 3 })
-	counters, _ := rt.Counters(ctx)
+	counters, _ := rt.Monitor().Counters(ctx)
 	if m := counters["tick"].Missed; m < 50 || m > 60 {
 		t.Errorf("missed = %d, want the ~57 slots older than the %s grace", m, grace)
 	}
@@ -189,7 +189,7 @@ func TestOverlapSkipDoesNotEnqueueWhilePreviousRuns(t *testing.T) {
 	c := newCluster(t, rdb, 1, runtime.Options{},
 		registry.Schedule{Name: "slow", Expr: "* * * * * *", Overlap: registry.OverlapSkip, Handler: slow})
 	waitFor(t, 10*time.Second, "two slots skipped while the first runs", func() bool {
-		counters, _ := c.rts[0].Counters(ctx)
+		counters, _ := c.rts[0].Monitor().Counters(ctx)
 		return counters["slow"].Skipped >= 2
 	})
 	mu.Lock()
@@ -221,7 +221,7 @@ func TestWithoutRedisTheSchedulerIsDisabledNotFatal(t *testing.T) {
 	if _, err := rt.Trigger(context.Background(), "nightly", ""); !errors.Is(err, runtime.ErrDisabled) {
 		t.Errorf("Trigger without Redis: %v, want ErrDisabled", err)
 	}
-	if state, _ := rt.RedisState(); state != runtime.RedisDisabled {
+	if state, _ := rt.Redis().State(); state != runtime.RedisDisabled {
 		t.Errorf("RedisState = %q, want disabled", state)
 	}
 	// A deploy that forgot its Redis must not look healthy; it is alive.
@@ -269,8 +269,8 @@ func TestRedisDownThenBackResumesAlone(t *testing.T) {
 	waitFor(t, 10*time.Second, "runs before the outage", func() bool { return len(exec.slots("tick")) >= 2 })
 	srv.Stop()
 	waitFor(t, 10*time.Second, "the runtime to notice Redis is down", func() bool {
-		state, _ := rt.RedisState()
-		return state == runtime.RedisDown && !rt.IsLeader()
+		state, _ := rt.Redis().State()
+		return state == runtime.RedisDown && !rt.Leadership().Leading()
 	})
 	if h := rt.Health(ctx); h.Status != "unhealthy" || h.Redis != runtime.RedisDown {
 		t.Errorf("health during the outage: %+v, want unhealthy with Redis down", h)
@@ -418,7 +418,7 @@ func TestMisfireAfterAnOutage(t *testing.T) {
 					t.Errorf("slot %s ran %d times, want once; ran %v", slot.UTC(), runs[slot.Unix()], runs)
 				}
 			}
-			counters, _ := rt.Counters(ctx)
+			counters, _ := rt.Monitor().Counters(ctx)
 			if c := counters["daily"]; c.Missed != tt.missed || c.Enqueued != tt.runs {
 				t.Errorf("missed %d, enqueued %d; want %d and %d", c.Missed, c.Enqueued, tt.missed, tt.runs)
 			}

@@ -34,11 +34,11 @@ func TestTheRuntimesReadsObeyTheirDeadlinesOnAServiceClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rt.Snapshot(context.Background()); err != nil {
+	if _, err := rt.Monitor().Snapshot(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	acme := runtime.Member{Key: "acme"}
-	if _, err := rt.SetMember(context.Background(), "reports", acme); err != nil {
+	if _, err := rt.Families().Set(context.Background(), "reports", acme); err != nil {
 		t.Fatal(err)
 	}
 	const bound = 300 * time.Millisecond
@@ -46,26 +46,29 @@ func TestTheRuntimesReadsObeyTheirDeadlinesOnAServiceClient(t *testing.T) {
 		name string
 		do   func(context.Context) error
 	}{
-		{"Snapshot", func(ctx context.Context) error { _, err := rt.Snapshot(ctx); return err }},
+		{"Monitor.Snapshot", func(ctx context.Context) error { _, err := rt.Monitor().Snapshot(ctx); return err }},
 		{"History", func(ctx context.Context) error { _, err := rt.History(ctx, "nightly", 10); return err }},
 		{"Orphans", func(ctx context.Context) error { _, err := rt.Orphans(ctx); return err }},
-		{"Statuses", func(ctx context.Context) error { _, err := rt.Statuses(ctx); return err }},
-		{"LastTimes", func(ctx context.Context) error { _, err := rt.LastTimes(ctx); return err }},
-		{"Counters", func(ctx context.Context) error { _, err := rt.Counters(ctx); return err }},
+		{"Monitor.Statuses", func(ctx context.Context) error { _, err := rt.Monitor().Statuses(ctx); return err }},
+		{"Monitor.LastTimes", func(ctx context.Context) error { _, err := rt.Monitor().LastTimes(ctx); return err }},
+		{"Monitor.Counters", func(ctx context.Context) error { _, err := rt.Monitor().Counters(ctx); return err }},
 		{"Paused", func(ctx context.Context) error { _, err := rt.Paused(ctx); return err }},
-		{"Cluster", func(ctx context.Context) error { _, err := rt.Cluster(ctx); return err }},
-		{"LostWrites", func(ctx context.Context) error { _, err := rt.LostWrites(ctx); return err }},
-		{"MisroutedOccurrences", func(ctx context.Context) error { _, err := rt.MisroutedOccurrences(ctx); return err }},
+		{"Monitor.Cluster", func(ctx context.Context) error { _, err := rt.Monitor().Cluster(ctx); return err }},
+		{"Redis.LostWrites", func(ctx context.Context) error { _, err := rt.Redis().LostWrites(ctx); return err }},
+		{"Redis.Misrouted", func(ctx context.Context) error { _, err := rt.Redis().Misrouted(ctx); return err }},
 		// A family's reads, which the admin makes for each family it lists.
-		{"MemberCount", func(ctx context.Context) error { _, err := rt.MemberCount(ctx, "reports"); return err }},
-		{"FamilyNext", func(ctx context.Context) error { _, err := rt.FamilyNext(ctx, "reports"); return err }},
-		{"Member", func(ctx context.Context) error { _, err := rt.Member(ctx, "reports", "acme"); return err }},
-		{"Members", func(ctx context.Context) error { _, _, err := rt.Members(ctx, "reports", "", 10); return err }},
-		{"MemberInfos", func(ctx context.Context) error {
-			_, err := rt.MemberInfos(ctx, "reports", []runtime.Member{acme})
+		{"Families.Count", func(ctx context.Context) error { _, err := rt.Families().Count(ctx, "reports"); return err }},
+		{"Families.Next", func(ctx context.Context) error { _, err := rt.Families().Next(ctx, "reports"); return err }},
+		{"Families.Get", func(ctx context.Context) error { _, err := rt.Families().Get(ctx, "reports", "acme"); return err }},
+		{"Families.List", func(ctx context.Context) error { _, _, err := rt.Families().List(ctx, "reports", "", 10); return err }},
+		{"Families.Infos", func(ctx context.Context) error {
+			_, err := rt.Families().Infos(ctx, "reports", []runtime.Member{acme})
 			return err
 		}},
-		{"MemberHistory", func(ctx context.Context) error { _, err := rt.MemberHistory(ctx, "reports", "acme", 10); return err }},
+		{"Families.History", func(ctx context.Context) error {
+			_, err := rt.Families().History(ctx, "reports", "acme", 10)
+			return err
+		}},
 	}
 	// The reads run side by side, so that the stall outlasts them all and
 	// the health check after, however slow the machine.
@@ -93,7 +96,7 @@ func TestTheRuntimesReadsObeyTheirDeadlinesOnAServiceClient(t *testing.T) {
 			t.Errorf("%s with a %s deadline took %s during a stall", read.name, bound, r.took.Round(time.Millisecond))
 		}
 	}
-	state, err := rt.RedisState()
+	state, err := rt.Redis().State()
 	if state != runtime.RedisSlow {
 		t.Errorf("Redis during a stall is %q (%v), want %q", state, err, runtime.RedisSlow)
 	}
@@ -148,7 +151,7 @@ func TestHealthReportsARedisItCannotAuthenticateTo(t *testing.T) {
 	}
 	runUntilTheEnd(t, rt)
 	waitFor(t, 5*time.Second, "the runtime to find Redis refusing it", func() bool {
-		state, _ := rt.RedisState()
+		state, _ := rt.Redis().State()
 		return state == runtime.RedisDown
 	})
 	rec := httptest.NewRecorder()

@@ -182,7 +182,7 @@ func (h *chaosHarness) queuedTasks() (map[string]string, error) {
 func (h *chaosHarness) noteLost() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	lost, err := h.operator.LostWrites(ctx)
+	lost, err := h.operator.Redis().LostWrites(ctx)
 	if err != nil {
 		return // Redis down or refusing: the next look finds them
 	}

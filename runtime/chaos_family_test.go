@@ -97,7 +97,7 @@ func (h *chaosHarness) familyChurn(reg *registry.Registry, start time.Time) *cha
 			<-tick.C
 			// An operator's sync loop: members Redis lost are put back.
 			if missing := f.missing(); missing > 0 {
-				if f.retry("put back", func(ctx context.Context) error { return f.rt.SetMembers(ctx, chaosFamily, f.alive()) }) {
+				if f.retry("put back", func(ctx context.Context) error { return f.rt.Families().SetMany(ctx, chaosFamily, f.alive()) }) {
 					f.mu.Lock()
 					f.gaps = append(f.gaps, [2]time.Time{lastOK, time.Now()})
 					f.mu.Unlock()
@@ -137,7 +137,7 @@ func (f *chaosFamilyRun) retry(what string, do func(context.Context) error) bool
 
 func (f *chaosFamilyRun) add(m runtime.Member) {
 	cm := &chaosMember{Member: m}
-	if f.retry("add "+m.Key, func(ctx context.Context) error { _, err := f.rt.SetMember(ctx, chaosFamily, m); return err }) {
+	if f.retry("add "+m.Key, func(ctx context.Context) error { _, err := f.rt.Families().Set(ctx, chaosFamily, m); return err }) {
 		cm.added = time.Now()
 		f.mu.Lock()
 		f.all = append(f.all, cm)
@@ -160,7 +160,7 @@ func (f *chaosFamilyRun) deleteOldest() {
 		return
 	}
 	if f.retry("delete "+victim.Key, func(ctx context.Context) error {
-		err := f.rt.DeleteMember(ctx, chaosFamily, victim.Key)
+		err := f.rt.Families().Delete(ctx, chaosFamily, victim.Key)
 		if err != nil && strings.Contains(err.Error(), runtime.ErrNoMember.Error()) {
 			return nil // gone already (a flush); deleted all the same
 		}
@@ -189,7 +189,7 @@ func (f *chaosFamilyRun) moveEast() {
 	}
 	moved := m.Member
 	moved.Zone = "Asia/Tokyo"
-	if f.retry("move "+m.Key, func(ctx context.Context) error { _, err := f.rt.SetMember(ctx, chaosFamily, moved); return err }) {
+	if f.retry("move "+m.Key, func(ctx context.Context) error { _, err := f.rt.Families().Set(ctx, chaosFamily, moved); return err }) {
 		f.mu.Lock()
 		m.Member = moved
 		f.mu.Unlock()
@@ -214,7 +214,7 @@ func (f *chaosFamilyRun) alive() []runtime.Member {
 func (f *chaosFamilyRun) missing() int {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	n, err := f.rt.MemberCount(ctx, chaosFamily)
+	n, err := f.rt.Families().Count(ctx, chaosFamily)
 	if err != nil {
 		return -1
 	}
@@ -250,7 +250,7 @@ func (f *chaosFamilyRun) slots(from, to time.Time) map[string][]int64 {
 	defer f.mu.Unlock()
 	out := map[string][]int64{}
 	for _, m := range f.all {
-		s, err := f.rt.MemberSchedule(chaosFamily, m.Member)
+		s, err := f.rt.Families().Schedule(chaosFamily, m.Member)
 		if err != nil {
 			f.h.t.Fatal(err)
 		}

@@ -1013,7 +1013,7 @@ func (h *chaosHarness) flush() {
 // have run because Redis lost data: those in Redis now and those seen
 // during the run whose record a later loss took.
 func (h *chaosHarness) lostWindows() []runtime.LostWrites {
-	if _, err := h.operator.LostWrites(context.Background()); err != nil {
+	if _, err := h.operator.Redis().LostWrites(context.Background()); err != nil {
 		h.t.Errorf("reading the detected losses: %v", err)
 	}
 	h.noteLost()

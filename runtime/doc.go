@@ -10,6 +10,40 @@
 // collector (package runtime/metrics) are separate packages written against
 // this one's API, so a service that mounts neither links neither.
 //
+// # The API, in groups
+//
+// What a service calls is on [Runtime]: [New], [Runtime.RegisterHandlers]
+// (or [Runtime.Middleware] on a mux of its own), [Runtime.Run],
+// [Runtime.Close], [Runtime.Observe] for events, and [Runtime.Health],
+// [Runtime.HealthHandler] and [Runtime.LivezHandler] for probes, with
+// [Runtime.Registry], [Runtime.Namespace], [Runtime.Replica] and
+// [Runtime.Logger] for integrations that sit beside it.
+//
+// Operating a schedule is on [Runtime] too: [Runtime.Trigger],
+// [Runtime.Rerun] and [Runtime.Backfill] run it by hand, [Runtime.Pause],
+// [Runtime.Resume] and [Runtime.Paused] hold it, [Runtime.History] reads
+// what it did, and [Runtime.Orphans] and [Runtime.Forget] clear up after
+// a removed one.
+//
+// Families are behind [Runtime.Families]: [Families] writes, lists and
+// pauses a family's members and runs one by hand, each method taking the
+// family's name first (Set, SetMany, Get, List, Search, Count, Delete,
+// Pause, Resume, Infos, Next, NextRun, History, Trigger, Rerun, Backfill).
+//
+// What a dashboard reads is behind [Runtime.Monitor]: [Monitor] has the
+// snapshots the admin page shows ([Monitor.Snapshot], [Monitor.SnapshotOf]),
+// every schedule's status ([Monitor.Statuses]), counters and last times for
+// metrics, the replicas ([Monitor.Cluster]) and the settings that explain
+// them. This replica's part in scheduling is behind [Runtime.Leadership]:
+// whether it leads, why its scheduler is disabled, and how late its
+// enqueues ran.
+//
+// Redis diagnostics are behind [Runtime.Redis]: [RedisDiagnostics] says
+// whether Redis is up and safe to fence on, what a failover lost, which
+// queues no worker serves, what another service's workers took, whether
+// another service or process uses this one's names, and the clock skew.
+// They are the Redis engine's and move with it.
+//
 // # Exactly once
 //
 // An occurrence's identity is "cron:<namespace>/<name>:<slot unix seconds>"
@@ -17,7 +51,7 @@
 // and a queue never share an occurrence ID; it is the asynq TaskID. The
 // default namespace is named after the registry's package (DefaultNamespace),
 // and the handlers refuse another service's occurrence on a shared queue
-// (see DefaultNamespace, NamespaceContention and RegisterHandlers). asynq's enqueue is an atomic check-and-insert on that ID,
+// (see DefaultNamespace, RedisDiagnostics.NamespaceContention and RegisterHandlers). asynq's enqueue is an atomic check-and-insert on that ID,
 // so a second enqueue of the same occurrence is rejected with
 // asynq.ErrTaskIDConflict, which the runtime treats as "already enqueued".
 // The holder's enqueues and cursor commits are fenced (see below): Redis
@@ -73,7 +107,7 @@
 // # Families
 //
 // A schedule declared with per= is a family: its members are data in Redis
-// (SetMember, SetMembers, DeleteMember, Members), each with its own zone
+// (Families.Set, SetMany, Delete, List), each with its own zone
 // and optionally its own expression, and every guarantee above holds per
 // (member, slot). The leader keeps one heap entry per (zone, expression)
 // bucket, not per member, reads a bucket's members in pages only when it
@@ -102,6 +136,7 @@
 // replication) can lose a lease, a cursor or a task, and with them the
 // guarantee. The runtime does not run on Redis Cluster: its own keys are
 // not hash-tagged, and its fenced enqueue (the lease check, asynq's task
-// and the cursor in one script) spans slots. asynq's Client, Server and
-// Inspector do work on a Cluster; see docs/redis.md.
+// and the cursor in one script) spans slots; New refuses a cluster client
+// with ErrRedisCluster. asynq's Client, Server and Inspector do work on a
+// Cluster; see docs/redis.md.
 package runtime

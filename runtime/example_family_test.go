@@ -26,7 +26,7 @@ func Example_family() {
 		log.Fatal(err)
 	}
 	ctx := context.Background()
-	created, err := rt.SetMember(ctx, "weekly-report", runtime.Member{Key: "acme", Zone: "Europe/Paris"})
+	created, err := rt.Families().Set(ctx, "weekly-report", runtime.Member{Key: "acme", Zone: "Europe/Paris"})
 	switch {
 	case errors.Is(err, runtime.ErrBadMember):
 		log.Print(err) // e.g. bad value "Europe/Pariss" for tz: unknown zone ...
@@ -35,7 +35,7 @@ func Example_family() {
 	}
 	fmt.Println("created:", created)
 	// Many at once, e.g. from the tenants table at start-up.
-	err = rt.SetMembers(ctx, "weekly-report", []runtime.Member{
+	err = rt.Families().SetMany(ctx, "weekly-report", []runtime.Member{
 		{Key: "globex", Zone: "America/New_York"},
 		{Key: "initech", Zone: "Asia/Tokyo", Expr: "30 8 * * MON-FRI"}, // its own expression
 	})

@@ -65,6 +65,9 @@ func (r *Runtime) JudgeRedisSettingsEvery(d time.Duration) {
 	r.redisCheck.mu.Unlock()
 }
 
+// NoteRedis tells the runtime a Redis call's outcome, as its loops do.
+func (r *Runtime) NoteRedis(err error) { r.noteRedis(err) }
+
 // JudgeRedis is the verdict on an INFO reply.
 var JudgeRedis = judgeRedis
 

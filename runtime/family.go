@@ -1,6 +1,6 @@
 package runtime
 
-// Families: the Go API.
+// Families: the Go API, rt.Families().
 //
 // A family is a schedule declared with per= (registry.Schedule.Per): the
 // code declares the work (handler, queue, timeout, retries, grace,
@@ -8,33 +8,35 @@ package runtime
 // Redis, managed here, each with its own zone and optionally its own
 // expression:
 //
-//	rt.SetMember(ctx, "weekly-report", runtime.Member{Key: "acme", Zone: "Europe/Paris"})   // created?
-//	rt.SetMembers(ctx, "weekly-report", many)        // bulk: one script per 500 members
-//	rt.Member(ctx, "weekly-report", "acme")          // ErrNoMember if unknown
-//	rt.Members(ctx, "weekly-report", cursor, 100)    // a page and the next cursor ("" at the end)
-//	rt.SearchMembers(ctx, "weekly-report", "ac", cursor, 100)
-//	rt.MemberCount(ctx, "weekly-report")
-//	rt.DeleteMember(ctx, "weekly-report", "acme")    // ErrNoMember if unknown
-//	rt.PauseMember(ctx, "weekly-report", "acme", "moving to a new plan"); rt.ResumeMember(...)
-//	rt.MemberInfos(ctx, "weekly-report", page)       // each one's next run and last run
-//	rt.FamilyNext(ctx, "weekly-report")              // the next run of any member
-//	rt.MemberHistory(ctx, "weekly-report", "acme", 10)
-//	rt.TriggerMember / RerunMember / BackfillMember  // manual runs for one member
+//	fams := rt.Families()
+//	fams.Set(ctx, "weekly-report", runtime.Member{Key: "acme", Zone: "Europe/Paris"})   // created?
+//	fams.SetMany(ctx, "weekly-report", many)        // bulk: one script per 500 members
+//	fams.Get(ctx, "weekly-report", "acme")          // ErrNoMember if unknown
+//	fams.List(ctx, "weekly-report", cursor, 100)    // a page and the next cursor ("" at the end)
+//	fams.Search(ctx, "weekly-report", "ac", cursor, 100)
+//	fams.Count(ctx, "weekly-report")
+//	fams.Delete(ctx, "weekly-report", "acme")       // ErrNoMember if unknown
+//	fams.Pause(ctx, "weekly-report", "acme", "moving to a new plan"); fams.Resume(...)
+//	fams.Infos(ctx, "weekly-report", page)          // each one's next run and last run
+//	fams.Next(ctx, "weekly-report")                 // the next run of any member
+//	fams.History(ctx, "weekly-report", "acme", 10)
+//	fams.Trigger / Rerun / Backfill                 // manual runs for one member
 //
 // Names: an unknown schedule is ErrUnknownSchedule, an ordinary one
 // ErrNotAFamily; a bad member key, zone or expression is an error that
 // wraps ErrBadMember and reads as crongen's message for the same mistake
 // in a directive. Member.Zone and Member.Expr empty mean the family's
-// (Member returns the zone in effect; Expr stays empty when it is the
-// family's). Member.Paused (or PauseMember, with a reason) pauses one
-// member: its slots are recorded paused and never run, and resuming does
-// not backfill; Pause on the family's name pauses every member. The
-// family's counters (Counters) and history (History, HistoryLimit records
-// for all members together) cover all its members; Record.Member says
-// whose an occurrence was, and MemberInfos has each member's newest one.
-// Trigger, Rerun and Backfill refuse a family's name (ErrNoMember: say
-// which member): use the Member variants. Members pages come from HSCAN:
-// about limit members each, in no particular order.
+// (Families.Get returns the zone in effect; Expr stays empty when it is
+// the family's). Member.Paused (or Families.Pause, with a reason) pauses
+// one member: its slots are recorded paused and never run, and resuming
+// does not backfill; Runtime.Pause on the family's name pauses every
+// member. The family's counters (Monitor.Counters) and history
+// (Runtime.History, Monitor.HistoryLimit records for all members together)
+// cover all its members; Record.Member says whose an occurrence was, and
+// Families.Infos has each member's newest one. Runtime.Trigger, Rerun and
+// Backfill refuse a family's name (ErrNoMember: say which member): use
+// Families.Trigger, Rerun and Backfill. Families.List pages come from
+// HSCAN: about limit members each, in no particular order.
 //
 // A member's first slot is the first after it was written (by the
 // writing replica's clock). Redis holds a member's entry, its bucket's
@@ -49,6 +51,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -73,6 +76,16 @@ var (
 	// handling their slots at every try, or another writer); try again.
 	ErrMembersBusy = store.ErrMembersBusy
 )
+
+// Families manages the members of the registry's families (schedules
+// declared with per=) and runs them by hand. Every method takes the
+// family's name first: an unknown name is ErrUnknownSchedule, an ordinary
+// schedule's ErrNotAFamily, an unknown member ErrNoMember, and a bad key,
+// zone or expression wraps ErrBadMember.
+type Families struct{ rt *Runtime }
+
+// Families returns the runtime's family API: members and their manual runs.
+func (r *Runtime) Families() *Families { return &Families{rt: r} }
 
 // Member is one member of a family.
 type Member struct {
@@ -162,7 +175,7 @@ func checkMember(cache *memberSchedules, m Member) (store.SetMember, error) {
 	return store.SetMember{Key: m.Key, Paused: m.Paused, Zone: zone, Expr: expr}, nil
 }
 
-// SetMember creates or replaces a member of the family and reports
+// Set creates or replaces a member of the family and reports
 // whether it was created. A new member's first slot is its first after
 // now: one added at 08:59:58 runs at 09:00, not for a slot before. A
 // change of a member's zone or expression moves its next run and never
@@ -173,7 +186,8 @@ func checkMember(cache *memberSchedules, m Member) (store.SetMember, error) {
 // next runs the Monday after, not again on Monday 09:00 in New York; one
 // moved from 09:00 to 10:00 on a Monday at 09:30 next runs the Monday
 // after, at 10:00. The leader sees the change within about a second.
-func (r *Runtime) SetMember(ctx context.Context, family string, m Member) (created bool, err error) {
+func (fs *Families) Set(ctx context.Context, family string, m Member) (created bool, err error) {
+	r := fs.rt
 	fam, err := r.family(family)
 	if err != nil {
 		return false, err
@@ -190,10 +204,11 @@ func (r *Runtime) SetMember(ctx context.Context, family string, m Member) (creat
 	return c[0], nil
 }
 
-// SetMembers creates or replaces many members in one call: each is
+// SetMany creates or replaces many members in one call: each is
 // validated first, and a bad one fails the call before anything is
 // written (its error names it). The writes go in scripts of 500 members.
-func (r *Runtime) SetMembers(ctx context.Context, family string, ms []Member) error {
+func (fs *Families) SetMany(ctx context.Context, family string, ms []Member) error {
+	r := fs.rt
 	fam, err := r.family(family)
 	if err != nil {
 		return err
@@ -226,18 +241,20 @@ func (r *Runtime) memberPause(ctx context.Context, reason string) store.Pause {
 	return store.Pause{Reason: reason, Actor: ActorFrom(ctx), At: r.clock.Now().UnixMilli()}
 }
 
-// PauseMember pauses one member, as Pause does a schedule: its slots are
-// recorded paused and never run, until ResumeMember (or SetMember with
+// Pause pauses one member, as Runtime.Pause does a schedule: its slots are
+// recorded paused and never run, until Resume (or Set with
 // Paused false); resuming does not backfill. The reason, ctx's actor and
-// the time are kept (MemberInfos). Pausing a paused member replaces its
-// reason. A member set with Paused true through SetMember gets a pause with
+// the time are kept (Infos). Pausing a paused member replaces its
+// reason. A member set with Paused true through Set gets a pause with
 // no reason.
-func (r *Runtime) PauseMember(ctx context.Context, family, key, reason string) error {
+func (fs *Families) Pause(ctx context.Context, family, key, reason string) error {
+	r := fs.rt
 	return r.setPaused(ctx, family, key, true, reason)
 }
 
-// ResumeMember ends a member's pause; the next slot runs.
-func (r *Runtime) ResumeMember(ctx context.Context, family, key string) error {
+// Resume ends a member's pause; the next slot runs.
+func (fs *Families) Resume(ctx context.Context, family, key string) error {
+	r := fs.rt
 	return r.setPaused(ctx, family, key, false, "")
 }
 
@@ -276,9 +293,10 @@ func (r *Runtime) setPaused(ctx context.Context, family, key string, paused bool
 	return nil
 }
 
-// DeleteMember removes a member: it never runs again (ErrNoMember if the
+// Delete removes a member: it never runs again (ErrNoMember if the
 // family has no such member). Its records stay in the family's history.
-func (r *Runtime) DeleteMember(ctx context.Context, family, key string) error {
+func (fs *Families) Delete(ctx context.Context, family, key string) error {
+	r := fs.rt
 	if _, err := r.family(family); err != nil {
 		return err
 	}
@@ -300,8 +318,9 @@ func cmpOr(a, b string) string {
 	return a
 }
 
-// Member returns one member (ErrNoMember if unknown).
-func (r *Runtime) Member(ctx context.Context, family, key string) (Member, error) {
+// Get returns one member (ErrNoMember if unknown).
+func (fs *Families) Get(ctx context.Context, family, key string) (Member, error) {
+	r := fs.rt
 	fam, err := r.family(family)
 	if err != nil {
 		return Member{}, err
@@ -326,16 +345,17 @@ func (r *Runtime) Member(ctx context.Context, family, key string) (Member, error
 	return r.memberOf(fam, f.v), nil
 }
 
-// Members returns a page of about limit members (in no particular order)
+// List returns a page of about limit members (in no particular order)
 // and the cursor of the next page, "" after the last. Start with cursor
 // "". A member added or removed while paging may or may not be listed.
-func (r *Runtime) Members(ctx context.Context, family, cursor string, limit int) (page []Member, next string, err error) {
-	return r.SearchMembers(ctx, family, "", cursor, limit)
+func (fs *Families) List(ctx context.Context, family, cursor string, limit int) (page []Member, next string, err error) {
+	return fs.Search(ctx, family, "", cursor, limit)
 }
 
-// SearchMembers is Members restricted to members whose key contains
+// Search is List restricted to members whose key contains
 // substr.
-func (r *Runtime) SearchMembers(ctx context.Context, family, substr, cursor string, limit int) (page []Member, next string, err error) {
+func (fs *Families) Search(ctx context.Context, family, substr, cursor string, limit int) (page []Member, next string, err error) {
+	r := fs.rt
 	fam, err := r.family(family)
 	if err != nil {
 		return nil, "", err
@@ -378,18 +398,20 @@ func globEscape(s string) string {
 	return b.String()
 }
 
-// MemberCount returns the number of members of the family.
-func (r *Runtime) MemberCount(ctx context.Context, family string) (int64, error) {
+// Count returns the number of members of the family.
+func (fs *Families) Count(ctx context.Context, family string) (int64, error) {
+	r := fs.rt
 	if _, err := r.family(family); err != nil {
 		return 0, err
 	}
 	return bounded(ctx, func(ctx context.Context) (int64, error) { return r.store.MemberCount(ctx, family) })
 }
 
-// MemberSchedule returns the schedule a member follows: the family's in
+// Schedule returns the schedule a member follows: the family's in
 // the member's zone and with its expression (ErrBadMember if either is
 // not valid). Its Next is the member's next run.
-func (r *Runtime) MemberSchedule(family string, m Member) (*registry.Schedule, error) {
+func (fs *Families) Schedule(family string, m Member) (*registry.Schedule, error) {
+	r := fs.rt
 	fam, ok := r.reg.Lookup(family)
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownSchedule, family)
@@ -404,44 +426,80 @@ func (r *Runtime) MemberSchedule(family string, m Member) (*registry.Schedule, e
 	return s, nil
 }
 
-// FamilyNext returns the family's next run over all its members: the
+// Next returns the family's next run over all its members: the
 // earliest slot after now of any (zone, expression) its members have,
 // in UTC; zero when it has no members. It reads the buckets, not the
 // members: a member whose change of zone or expression moved its next
 // run later (familychange.go) still counts its bucket's next slot, so
-// this can be earlier than any member's own next run (MemberInfos).
-func (r *Runtime) FamilyNext(ctx context.Context, family string) (time.Time, error) {
+// this can be earlier than any member's own next run (Infos).
+func (fs *Families) Next(ctx context.Context, family string) (time.Time, error) {
+	n, err := fs.NextRun(ctx, family)
+	return n.At, err
+}
+
+// FamilyNextRun is a family's next run across its members, and whose it is.
+type FamilyNextRun struct {
+	At time.Time // UTC; zero if no member runs again
+	// Zone and Expr are those of the members the next run is for; Expr is
+	// the family's own expression when they give none.
+	Zone, Expr string
+	// Expressions is how many different expressions the members run on,
+	// the family's own counted once: with more than one, the family's
+	// expression is not what every member runs.
+	Expressions int
+}
+
+// NextRun is Next, saying which members' (zone, expression)
+// the next run is for and how many expressions the members use, in the
+// same one read of the family's buckets.
+func (fs *Families) NextRun(ctx context.Context, family string) (FamilyNextRun, error) {
+	r := fs.rt
 	fam, err := r.family(family)
 	if err != nil {
-		return time.Time{}, err
+		return FamilyNextRun{}, err
 	}
 	buckets, err := bounded(ctx, func(ctx context.Context) ([]store.BucketVersion, error) {
 		return r.store.BucketsChangedAfter(ctx, family, -1)
 	})
 	if err != nil {
-		return time.Time{}, err
+		return FamilyNextRun{}, err
 	}
 	now := r.clock.Now()
-	var next time.Time
+	var next FamilyNextRun
+	exprs := map[string]bool{}
 	for _, b := range buckets {
-		zone, expr := store.SplitBucket(b.Bucket)
-		s, err := fam.ForMember(zone, expr)
+		s, err := fam.ForMember(store.SplitBucket(b.Bucket))
 		if err != nil {
 			continue
 		}
-		if t := s.Next(now); !t.IsZero() && (next.IsZero() || t.Before(next)) {
-			next = t
+		exprs[s.Expr] = true
+		if t := s.Next(now); !t.IsZero() && (next.At.IsZero() || t.Before(next.At)) {
+			next.At, next.Zone, next.Expr = t, s.Zone, s.Expr
 		}
 	}
-	return next.UTC(), nil
+	next.At, next.Expressions = next.At.UTC(), len(exprs)
+	return next, nil
 }
 
-// LastRun is a member's newest occurrence.
+// LastRun is a member's newest occurrence. In JSON, as a Record's,
+// "task_id" is null for a slot that was never enqueued (missed, skipped,
+// paused), and "occurrence_id" is ID.
 type LastRun struct {
 	Slot    time.Time `json:"slot"`
 	Outcome Outcome   `json:"outcome"`
 	At      time.Time `json:"at"`
 	ID      string    `json:"task_id"`
+}
+
+// MarshalJSON writes the last run as its struct tags say, with "task_id"
+// null for a slot that was never enqueued and "occurrence_id" beside it.
+func (l LastRun) MarshalJSON() ([]byte, error) {
+	type fields LastRun
+	return json.Marshal(struct {
+		fields
+		TaskID       *string `json:"task_id"`
+		OccurrenceID string  `json:"occurrence_id"`
+	}{fields(l), taskIDOrNil(l.ID, l.Outcome), l.ID})
 }
 
 // MemberInfo is a member with its next and last run.
@@ -455,9 +513,10 @@ type MemberInfo struct {
 	Pause *Pause `json:"pause,omitempty"`
 }
 
-// MemberInfos adds each member's next run (after now) and last run, in
+// Infos adds each member's next run (after now) and last run, in
 // three round trips for the page, whatever its size.
-func (r *Runtime) MemberInfos(ctx context.Context, family string, ms []Member) ([]MemberInfo, error) {
+func (fs *Families) Infos(ctx context.Context, family string, ms []Member) ([]MemberInfo, error) {
+	r := fs.rt
 	fam, err := r.family(family)
 	if err != nil {
 		return nil, err
@@ -519,11 +578,12 @@ func (r *Runtime) MemberInfos(ctx context.Context, family string, ms []Member) (
 	return out, nil
 }
 
-// MemberHistory returns the member's occurrences among the family's
-// newest records (the family keeps HistoryLimit records for all its
-// members together), newest first, at most n. MemberInfos has every
+// History returns the member's occurrences among the family's
+// newest records (the family keeps Monitor.HistoryLimit records for all its
+// members together), newest first, at most n. Infos has every
 // member's newest occurrence.
-func (r *Runtime) MemberHistory(ctx context.Context, family, key string, n int) ([]Record, error) {
+func (fs *Families) History(ctx context.Context, family, key string, n int) ([]Record, error) {
+	r := fs.rt
 	if _, err := r.family(family); err != nil {
 		return nil, err
 	}
@@ -544,20 +604,21 @@ func (r *Runtime) memberScope(fam *registry.Schedule, key string) registry.Scope
 // manualMember looks a member up for a manual run: the schedule it
 // follows and its scope.
 func (r *Runtime) manualMember(ctx context.Context, family, key string) (*registry.Schedule, registry.Scope, error) {
-	m, err := r.Member(ctx, family, key)
+	m, err := r.Families().Get(ctx, family, key)
 	if err != nil {
 		return nil, registry.Scope{}, err
 	}
-	s, err := r.MemberSchedule(family, m)
+	s, err := r.Families().Schedule(family, m)
 	if err != nil {
 		return nil, registry.Scope{}, err
 	}
 	return s, r.memberScope(s, key), nil
 }
 
-// TriggerMember is Trigger for one member of a family: a run now, in the
+// Trigger is Runtime.Trigger for one member of a family: a run now, in the
 // member's zone, with its own key.
-func (r *Runtime) TriggerMember(ctx context.Context, family, key, requestKey string) (registry.Occurrence, error) {
+func (fs *Families) Trigger(ctx context.Context, family, key, requestKey string) (registry.Occurrence, error) {
+	r := fs.rt
 	s, sc, err := r.manualMember(ctx, family, key)
 	if err != nil {
 		return registry.Occurrence{}, err
@@ -565,9 +626,10 @@ func (r *Runtime) TriggerMember(ctx context.Context, family, key, requestKey str
 	return r.trigger(ctx, s, sc, requestKey)
 }
 
-// RerunMember is Rerun for one member: the slot must be one the member's
+// Rerun is Runtime.Rerun for one member: the slot must be one the member's
 // schedule (its zone and expression now) really had.
-func (r *Runtime) RerunMember(ctx context.Context, family, key string, slot time.Time, requestKey string) (registry.Occurrence, error) {
+func (fs *Families) Rerun(ctx context.Context, family, key string, slot time.Time, requestKey string) (registry.Occurrence, error) {
+	r := fs.rt
 	s, sc, err := r.manualMember(ctx, family, key)
 	if err != nil {
 		return registry.Occurrence{}, err
@@ -575,8 +637,9 @@ func (r *Runtime) RerunMember(ctx context.Context, family, key string, slot time
 	return r.rerun(ctx, s, sc, slot, requestKey)
 }
 
-// BackfillMember is Backfill for one member.
-func (r *Runtime) BackfillMember(ctx context.Context, family, key string, from, to time.Time, requestKey string) ([]registry.Occurrence, error) {
+// Backfill is Runtime.Backfill for one member.
+func (fs *Families) Backfill(ctx context.Context, family, key string, from, to time.Time, requestKey string) ([]registry.Occurrence, error) {
+	r := fs.rt
 	s, sc, err := r.manualMember(ctx, family, key)
 	if err != nil {
 		return nil, err
@@ -605,7 +668,7 @@ func (r *Runtime) families() []*registry.Schedule {
 	return out
 }
 
-// noteMemberRun records a member's newest occurrence for MemberInfos; a
+// noteMemberRun records a member's newest occurrence for Families.Infos; a
 // failure is logged, never the handler's.
 func (r *Runtime) noteMemberRun(ctx context.Context, occ registry.Occurrence, outcome Outcome, at time.Time) {
 	id := occ.ID

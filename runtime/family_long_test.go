@@ -60,7 +60,7 @@ func TestFamilyOfAHundredThousandMembersRunsEachOnceAtItsLocalTime(t *testing.T)
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Shutdown)
-	waitFor(t, 10*time.Second, "the replica to lead", rt.IsLeader)
+	waitFor(t, 10*time.Second, "the replica to lead", rt.Leadership().Leading)
 
 	// Written in bulk, as a service importing its tenants would; each
 	// member's Monday 09:00 in its zone is the slot it must run once.
@@ -80,12 +80,12 @@ func TestFamilyOfAHundredThousandMembersRunsEachOnceAtItsLocalTime(t *testing.T)
 	}
 	start := time.Now()
 	for lo := 0; lo < len(ms); lo += 10_000 {
-		if err := rt.SetMembers(context.Background(), family, ms[lo:min(lo+10_000, len(ms))]); err != nil {
+		if err := rt.Families().SetMany(context.Background(), family, ms[lo:min(lo+10_000, len(ms))]); err != nil {
 			t.Fatal(err)
 		}
 	}
 	t.Logf("%d members in %d zones written in %s", members, len(zones), time.Since(start).Round(time.Millisecond))
-	if n, err := rt.MemberCount(context.Background(), family); err != nil || n != members {
+	if n, err := rt.Families().Count(context.Background(), family); err != nil || n != members {
 		t.Fatalf("MemberCount = %d, %v; want %d", n, err, members)
 	}
 	instants := make([]time.Time, 0, len(byInstant))

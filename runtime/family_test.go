@@ -173,7 +173,7 @@ func newFamCluster(t *testing.T, n int, clk *jumpClock, expr, zone string, tweak
 
 func (c *famCluster) leader() *runtime.Runtime {
 	for _, rt := range c.rts {
-		if rt.IsLeader() && rt.Scheduling() {
+		if rt.Leadership().Leading() && rt.Scheduling() {
 			return rt
 		}
 	}
@@ -197,24 +197,24 @@ func TestFamilyMembersAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	created, err := rt.SetMember(ctx, family, runtime.Member{Key: "acme", Zone: "Europe/Paris"})
+	created, err := rt.Families().Set(ctx, family, runtime.Member{Key: "acme", Zone: "Europe/Paris"})
 	if err != nil || !created {
 		t.Fatalf("SetMember(acme) = %v, %v; want created", created, err)
 	}
-	created, err = rt.SetMember(ctx, family, runtime.Member{Key: "acme", Zone: "Asia/Tokyo", Expr: "30 8 * * *", Paused: true})
+	created, err = rt.Families().Set(ctx, family, runtime.Member{Key: "acme", Zone: "Asia/Tokyo", Expr: "30 8 * * *", Paused: true})
 	if err != nil || created {
 		t.Fatalf("SetMember(acme) again = %v, %v; want updated", created, err)
 	}
-	got, err := rt.Member(ctx, family, "acme")
+	got, err := rt.Families().Get(ctx, family, "acme")
 	if want := (runtime.Member{Key: "acme", Zone: "Asia/Tokyo", Expr: "30 8 * * *", Paused: true}); err != nil || got != want {
 		t.Errorf("Member(acme) = %+v, %v; want %+v", got, err, want)
 	}
 	// The family's own zone and expression read back as the zone and an
 	// empty expression: such members follow the code's default.
-	if _, err := rt.SetMember(ctx, family, runtime.Member{Key: "globex", Expr: "0 9 * * MON"}); err != nil {
+	if _, err := rt.Families().Set(ctx, family, runtime.Member{Key: "globex", Expr: "0 9 * * MON"}); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := rt.Member(ctx, family, "globex"); got != (runtime.Member{Key: "globex", Zone: "UTC"}) {
+	if got, _ := rt.Families().Get(ctx, family, "globex"); got != (runtime.Member{Key: "globex", Zone: "UTC"}) {
 		t.Errorf("Member(globex) = %+v; want the family's zone and no expression", got)
 	}
 
@@ -222,15 +222,15 @@ func TestFamilyMembersAPI(t *testing.T) {
 	for i := range 1200 {
 		bulk = append(bulk, runtime.Member{Key: fmt.Sprintf("t-%04d", i), Zone: []string{"UTC", "America/New_York", "Australia/Lord_Howe"}[i%3]})
 	}
-	if err := rt.SetMembers(ctx, family, bulk); err != nil {
+	if err := rt.Families().SetMany(ctx, family, bulk); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := rt.MemberCount(ctx, family); err != nil || n != 1202 {
+	if n, err := rt.Families().Count(ctx, family); err != nil || n != 1202 {
 		t.Errorf("MemberCount = %d, %v; want 1202", n, err)
 	}
 	seen := map[string]bool{}
 	for cursor, pages := "", 0; ; pages++ {
-		page, next, err := rt.Members(ctx, family, cursor, 100)
+		page, next, err := rt.Families().List(ctx, family, cursor, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -248,30 +248,30 @@ func TestFamilyMembersAPI(t *testing.T) {
 	if len(seen) != 1202 {
 		t.Errorf("paging saw %d members; want 1202", len(seen))
 	}
-	found, _, err := rt.SearchMembers(ctx, family, "t-011", "", 1000)
+	found, _, err := rt.Families().Search(ctx, family, "t-011", "", 1000)
 	if err != nil || len(found) != 10 {
 		t.Errorf("SearchMembers(t-011) found %d (%v); want 10", len(found), err)
 	}
-	globex, _ := rt.Member(ctx, family, "globex")
-	infos, err := rt.MemberInfos(ctx, family, []runtime.Member{globex})
+	globex, _ := rt.Families().Get(ctx, family, "globex")
+	infos, err := rt.Families().Infos(ctx, family, []runtime.Member{globex})
 	if err != nil || len(infos) != 1 || infos[0].Next.IsZero() || infos[0].Next.Weekday() != time.Monday || infos[0].Last != nil {
 		t.Errorf("MemberInfos = %+v, %v; want a Monday next run and no last run", infos, err)
 	}
 
 	// Tokyo's 08:30 daily (acme) comes before any Monday 09:00.
-	next, err := rt.FamilyNext(ctx, family)
+	next, err := rt.Families().Next(ctx, family)
 	if want := infos[0].Next; err != nil || next.IsZero() {
 		t.Errorf("FamilyNext = %s, %v", next, err)
-	} else if acme, _ := rt.MemberSchedule(family, got); !next.Equal(acme.Next(time.Now())) || !next.Before(want) {
+	} else if acme, _ := rt.Families().Schedule(family, got); !next.Equal(acme.Next(time.Now())) || !next.Before(want) {
 		t.Errorf("FamilyNext = %s; want acme's next %s, before globex's %s", next, acme.Next(time.Now()), want)
 	}
-	if err := rt.DeleteMember(ctx, family, "acme"); err != nil {
+	if err := rt.Families().Delete(ctx, family, "acme"); err != nil {
 		t.Fatal(err)
 	}
-	if err := rt.DeleteMember(ctx, family, "acme"); !errors.Is(err, runtime.ErrNoMember) {
+	if err := rt.Families().Delete(ctx, family, "acme"); !errors.Is(err, runtime.ErrNoMember) {
 		t.Errorf("DeleteMember twice: %v; want ErrNoMember", err)
 	}
-	if _, err := rt.Member(ctx, family, "acme"); !errors.Is(err, runtime.ErrNoMember) {
+	if _, err := rt.Families().Get(ctx, family, "acme"); !errors.Is(err, runtime.ErrNoMember) {
 		t.Errorf("Member after delete: %v; want ErrNoMember", err)
 	}
 
@@ -288,31 +288,31 @@ func TestFamilyMembersAPI(t *testing.T) {
 		{runtime.Member{Key: "x", Expr: "0 25 * * *"}, `bad cron expression "0 25 * * *": `},
 		{runtime.Member{Key: "x", Expr: "TZ=UTC 0 9 * * *"}, "tz="},
 	} {
-		if _, err := rt.SetMember(ctx, family, tt.m); !errors.Is(err, runtime.ErrBadMember) || !strings.Contains(err.Error(), tt.want) {
+		if _, err := rt.Families().Set(ctx, family, tt.m); !errors.Is(err, runtime.ErrBadMember) || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("SetMember(%+v) = %v; want ErrBadMember saying %q", tt.m, err, tt.want)
 		}
 	}
-	before, _ := rt.MemberCount(ctx, family)
-	err = rt.SetMembers(ctx, family, []runtime.Member{{Key: "fine-1"}, {Key: "fine-2", Expr: "not cron"}})
+	before, _ := rt.Families().Count(ctx, family)
+	err = rt.Families().SetMany(ctx, family, []runtime.Member{{Key: "fine-1"}, {Key: "fine-2", Expr: "not cron"}})
 	if !errors.Is(err, runtime.ErrBadMember) || !strings.Contains(err.Error(), "fine-2") {
 		t.Errorf("SetMembers with a bad member: %v; want ErrBadMember naming it", err)
 	}
-	if after, _ := rt.MemberCount(ctx, family); after != before {
+	if after, _ := rt.Families().Count(ctx, family); after != before {
 		t.Errorf("a failed SetMembers wrote %d members", after-before)
 	}
-	if _, err := rt.SetMember(ctx, "nightly", runtime.Member{Key: "x"}); !errors.Is(err, runtime.ErrNotAFamily) {
+	if _, err := rt.Families().Set(ctx, "nightly", runtime.Member{Key: "x"}); !errors.Is(err, runtime.ErrNotAFamily) {
 		t.Errorf("SetMember on an ordinary schedule: %v; want ErrNotAFamily", err)
 	}
-	if _, err := rt.SetMember(ctx, "nope", runtime.Member{Key: "x"}); !errors.Is(err, runtime.ErrUnknownSchedule) {
+	if _, err := rt.Families().Set(ctx, "nope", runtime.Member{Key: "x"}); !errors.Is(err, runtime.ErrUnknownSchedule) {
 		t.Errorf("SetMember on an unknown schedule: %v; want ErrUnknownSchedule", err)
 	}
-	if _, _, err := rt.Members(ctx, family, "not-a-cursor", 10); !errors.Is(err, runtime.ErrBadMember) {
+	if _, _, err := rt.Families().List(ctx, family, "not-a-cursor", 10); !errors.Is(err, runtime.ErrBadMember) {
 		t.Errorf("Members with a bad cursor: %v", err)
 	}
 	if _, err := rt.Trigger(ctx, family, ""); !errors.Is(err, runtime.ErrNoMember) {
 		t.Errorf("Trigger on a family: %v; want ErrNoMember (say which member)", err)
 	}
-	if _, err := rt.TriggerMember(ctx, family, "acme", ""); !errors.Is(err, runtime.ErrNoMember) {
+	if _, err := rt.Families().Trigger(ctx, family, "acme", ""); !errors.Is(err, runtime.ErrNoMember) {
 		t.Errorf("TriggerMember of a deleted member: %v; want ErrNoMember", err)
 	}
 }
@@ -324,7 +324,7 @@ func TestFamilyAddRemoveUpdateWhileLeading(t *testing.T) {
 	ctx := context.Background()
 	c := newFamCluster(t, 1, nil, "* * * * * *", "UTC")
 	rt := c.waitLeader(t)
-	if _, err := rt.SetMember(ctx, family, runtime.Member{Key: "acme"}); err != nil {
+	if _, err := rt.Families().Set(ctx, family, runtime.Member{Key: "acme"}); err != nil {
 		t.Fatal(err)
 	}
 	added := time.Now()
@@ -335,7 +335,7 @@ func TestFamilyAddRemoveUpdateWhileLeading(t *testing.T) {
 		}
 	}
 	// A member in a zone no other has: a new bucket, seen within a second.
-	if _, err := rt.SetMember(ctx, family, runtime.Member{Key: "globex", Zone: "Asia/Kathmandu"}); err != nil {
+	if _, err := rt.Families().Set(ctx, family, runtime.Member{Key: "globex", Zone: "Asia/Kathmandu"}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 3*time.Second, "globex (a new bucket) to run", func() bool { return len(c.runs.of("globex")) >= 2 })
@@ -343,17 +343,17 @@ func TestFamilyAddRemoveUpdateWhileLeading(t *testing.T) {
 		t.Errorf("globex ran in zone %q", z)
 	}
 
-	if err := rt.DeleteMember(ctx, family, "acme"); err != nil {
+	if err := rt.Families().Delete(ctx, family, "acme"); err != nil {
 		t.Fatal(err)
 	}
 	deleted := time.Now()
 	// Pausing globex: its slots are recorded paused, none runs.
-	if err := rt.PauseMember(runtime.WithActor(ctx, "ops"), family, "globex", "billing dispute"); err != nil {
+	if err := rt.Families().Pause(runtime.WithActor(ctx, "ops"), family, "globex", "billing dispute"); err != nil {
 		t.Fatal(err)
 	}
 	paused := time.Now()
 	// An expression of its own: every other second.
-	if _, err := rt.SetMember(ctx, family, runtime.Member{Key: "initech", Expr: "*/2 * * * * *"}); err != nil {
+	if _, err := rt.Families().Set(ctx, family, runtime.Member{Key: "initech", Expr: "*/2 * * * * *"}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 6*time.Second, "initech to run twice", func() bool { return len(c.runs.of("initech")) >= 2 })
@@ -378,34 +378,34 @@ func TestFamilyAddRemoveUpdateWhileLeading(t *testing.T) {
 	if d := c.runs.duplicates(); len(d) > 0 {
 		t.Errorf("duplicates: %v", d)
 	}
-	infos, err := rt.MemberInfos(ctx, family, []runtime.Member{{Key: "globex", Zone: "Asia/Kathmandu", Paused: true}})
+	infos, err := rt.Families().Infos(ctx, family, []runtime.Member{{Key: "globex", Zone: "Asia/Kathmandu", Paused: true}})
 	if err != nil || infos[0].Last == nil || infos[0].Last.Outcome != runtime.OutcomePaused {
 		t.Errorf("globex's last run: %+v, %v; want paused", infos[0].Last, err)
 	}
 	if p := infos[0].Pause; p == nil || p.Reason != "billing dispute" || p.Actor != "ops" || p.At.IsZero() {
 		t.Errorf("globex's pause: %+v; want the reason, actor and time", p)
 	}
-	if err := rt.ResumeMember(ctx, family, "globex"); err != nil {
+	if err := rt.Families().Resume(ctx, family, "globex"); err != nil {
 		t.Fatal(err)
 	}
 	resumed := time.Now().Add(time.Second).Unix()
 	waitFor(t, 5*time.Second, "globex to run again", func() bool { return c.runs.newest("globex") > resumed })
-	if infos, _ := rt.MemberInfos(ctx, family, []runtime.Member{{Key: "globex", Zone: "Asia/Kathmandu"}}); infos[0].Pause != nil {
+	if infos, _ := rt.Families().Infos(ctx, family, []runtime.Member{{Key: "globex", Zone: "Asia/Kathmandu"}}); infos[0].Pause != nil {
 		t.Errorf("a resumed member keeps its pause: %+v", infos[0].Pause)
 	}
-	if err := rt.PauseMember(ctx, family, "nobody", ""); !errors.Is(err, runtime.ErrNoMember) {
+	if err := rt.Families().Pause(ctx, family, "nobody", ""); !errors.Is(err, runtime.ErrNoMember) {
 		t.Errorf("PauseMember of an unknown member: %v", err)
 	}
-	hist, err := rt.MemberHistory(ctx, family, "initech", 3)
+	hist, err := rt.Families().History(ctx, family, "initech", 3)
 	if err != nil || len(hist) == 0 || hist[0].Member != "initech" {
 		t.Errorf("MemberHistory(initech) = %+v, %v", hist, err)
 	}
-	counters, _ := rt.Counters(ctx)
+	counters, _ := rt.Monitor().Counters(ctx)
 	if fc := counters[family]; fc.Enqueued < 5 || fc.Paused < 1 {
 		t.Errorf("family counters %+v; want its members' enqueues and pauses", fc)
 	}
 	// A manual run of one member, recorded with it.
-	occ, err := rt.TriggerMember(ctx, family, "initech", "")
+	occ, err := rt.Families().Trigger(ctx, family, "initech", "")
 	if err != nil || occ.Member != "initech" || !strings.Contains(occ.ID, ":member:initech:manual:") {
 		t.Errorf("TriggerMember = %+v, %v", occ, err)
 	}
@@ -424,7 +424,7 @@ func TestFamilyExactlyOncePerMemberAcrossReplicas(t *testing.T) {
 	for i := range 50 {
 		ms = append(ms, runtime.Member{Key: fmt.Sprintf("m%02d", i), Zone: zones[i%len(zones)]})
 	}
-	if err := rt.SetMembers(ctx, family, ms); err != nil {
+	if err := rt.Families().SetMany(ctx, family, ms); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now().Truncate(time.Second).Add(2 * time.Second)
@@ -507,7 +507,7 @@ func TestFamilyMembersAcrossDST(t *testing.T) {
 			ctx := context.Background()
 			c := newFamCluster(t, 1, newJumpClock(tt.start), "30 2 * * *", "UTC")
 			rt := c.waitLeader(t)
-			if err := rt.SetMembers(ctx, family, tt.members); err != nil {
+			if err := rt.Families().SetMany(ctx, family, tt.members); err != nil {
 				t.Fatal(err)
 			}
 			for member, slot := range tt.want {
@@ -538,13 +538,13 @@ func TestFamilyZoneChangeMidWeek(t *testing.T) {
 	// Thursday 08:59:56 in Tokyo.
 	c := newFamCluster(t, 1, newJumpClock(time.Date(2026, 3, 4, 23, 59, 56, 0, time.UTC)), "0 9 * * *", "UTC")
 	rt := c.waitLeader(t)
-	if err := rt.SetMembers(ctx, family, []runtime.Member{{Key: "mover", Zone: "Asia/Tokyo"},
+	if err := rt.Families().SetMany(ctx, family, []runtime.Member{{Key: "mover", Zone: "Asia/Tokyo"},
 		{Key: "ny", Zone: "America/New_York"}}); err != nil {
 		t.Fatal(err)
 	}
 	thuTokyo := time.Date(2026, 3, 5, 0, 0, 0, 0, time.UTC)
 	c.waitRun(t, "mover", thuTokyo)
-	if _, err := rt.SetMember(ctx, family, runtime.Member{Key: "mover", Zone: "America/New_York"}); err != nil {
+	if _, err := rt.Families().Set(ctx, family, runtime.Member{Key: "mover", Zone: "America/New_York"}); err != nil {
 		t.Fatal(err)
 	}
 	thuNY, friNY := time.Date(2026, 3, 5, 14, 0, 0, 0, time.UTC), time.Date(2026, 3, 6, 14, 0, 0, 0, time.UTC)
@@ -584,14 +584,14 @@ func TestFamilyLeaderCutOffMidSpike(t *testing.T) {
 		startWorker(t, sharedRedis(t), queue, func(mux *asynq.ServeMux) { rts[1].RegisterHandlers(mux) })
 	}
 	runUntilTheEnd(t, rts[0])
-	waitFor(t, 10*time.Second, "r0 to lead", rts[0].IsLeader)
+	waitFor(t, 10*time.Second, "r0 to lead", rts[0].Leadership().Leading)
 	runUntilTheEnd(t, rts[1])
 	const n = 6000
 	ms := make([]runtime.Member, n)
 	for i := range ms {
 		ms[i] = runtime.Member{Key: fmt.Sprintf("t%05d", i)}
 	}
-	if err := rts[1].SetMembers(ctx, family, ms); err != nil {
+	if err := rts[1].Families().SetMany(ctx, family, ms); err != nil {
 		t.Fatal(err)
 	}
 	rdb := sharedRedis(t)
@@ -613,7 +613,7 @@ func TestFamilyLeaderCutOffMidSpike(t *testing.T) {
 	if k, _ := rdb.HLen(ctx, cursors).Result(); k >= n {
 		t.Logf("r0 had committed all %d members when it was cut off: the takeover only proved nothing ran twice", k)
 	}
-	waitFor(t, 10*time.Second, "r1 to take over", rts[1].IsLeader)
+	waitFor(t, 10*time.Second, "r1 to take over", rts[1].Leadership().Leading)
 	allRan := func(slot int64) func() bool {
 		return func() bool {
 			runs.mu.Lock()
@@ -630,7 +630,7 @@ func TestFamilyLeaderCutOffMidSpike(t *testing.T) {
 	// second: the deadlines only bound a hang.
 	waitFor(t, 120*time.Second, "every member's spike slot to run", allRan(spike))
 	proxy.Pass() // what r0 still holds arrives now, late
-	waitFor(t, 10*time.Second, "r0 to see it lost the lease", func() bool { return !rts[0].IsLeader() })
+	waitFor(t, 10*time.Second, "r0 to see it lost the lease", func() bool { return !rts[0].Leadership().Leading() })
 	// A late enqueue that got through would have run by the time every
 	// member ran a slot after the partition healed.
 	after := (time.Now().Unix()/10 + 1) * 10
@@ -652,7 +652,7 @@ func TestFamilyExpressionChangeMovesTheRunAndAddsNone(t *testing.T) {
 	monday := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	c := newFamCluster(t, 1, newJumpClock(monday.Add(-4*time.Second)), "0 9 * * MON", "UTC")
 	rt := c.waitLeader(t)
-	if err := rt.SetMembers(ctx, family, []runtime.Member{{Key: "weekly"}, {Key: "daily", Expr: "0 9 * * *"}}); err != nil {
+	if err := rt.Families().SetMany(ctx, family, []runtime.Member{{Key: "weekly"}, {Key: "daily", Expr: "0 9 * * *"}}); err != nil {
 		t.Fatal(err)
 	}
 	c.waitRun(t, "weekly", monday)
@@ -663,11 +663,11 @@ func TestFamilyExpressionChangeMovesTheRunAndAddsNone(t *testing.T) {
 		// Members new to the same buckets, whose runs at 10:00 say the
 		// buckets were dispatched.
 		{Key: "control-weekly", Expr: "0 10 * * MON"}, {Key: "control-ten", Expr: "*/10 * * * *"}} {
-		if _, err := rt.SetMember(ctx, family, m); err != nil {
+		if _, err := rt.Families().Set(ctx, family, m); err != nil {
 			t.Fatal(err)
 		}
 	}
-	infos, err := rt.MemberInfos(ctx, family, []runtime.Member{{Key: "weekly", Zone: "UTC", Expr: "0 10 * * MON"},
+	infos, err := rt.Families().Infos(ctx, family, []runtime.Member{{Key: "weekly", Zone: "UTC", Expr: "0 10 * * MON"},
 		{Key: "daily", Zone: "UTC", Expr: "*/10 * * * *"}})
 	if err != nil {
 		t.Fatal(err)
@@ -684,7 +684,7 @@ func TestFamilyExpressionChangeMovesTheRunAndAddsNone(t *testing.T) {
 	// as one: once the counters hold the controls' enqueues and every
 	// enqueue has run, whatever the 10:00 dispatches did is in.
 	waitFor(t, 10*time.Second, "the 10:00 dispatches to be committed and run", func() bool {
-		counters, err := rt.Counters(ctx)
+		counters, err := rt.Monitor().Counters(ctx)
 		return err == nil && counters[family].Enqueued >= 4 && int64(c.runs.total()) == counters[family].Enqueued
 	})
 	for _, m := range []string{"weekly", "daily"} {
@@ -692,7 +692,7 @@ func TestFamilyExpressionChangeMovesTheRunAndAddsNone(t *testing.T) {
 			t.Errorf("%s ran %v; want Monday 09:00 only", m, runs)
 		}
 	}
-	counters, err := rt.Counters(ctx)
+	counters, err := rt.Monitor().Counters(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -712,12 +712,12 @@ func TestANewBucketIsNoLateness(t *testing.T) {
 	ctx := context.Background()
 	c := newFamCluster(t, 2, nil, "*/2 * * * * *", "UTC")
 	rt := c.waitLeader(t)
-	if _, err := rt.SetMember(ctx, family, runtime.Member{Key: "steady"}); err != nil {
+	if _, err := rt.Families().Set(ctx, family, runtime.Member{Key: "steady"}); err != nil {
 		t.Fatal(err)
 	}
 	// Leading for longer than three handover bounds (2 s each here).
 	waitFor(t, 30*time.Second, "steady to run four slots", func() bool { return len(c.runs.of("steady")) >= 4 })
-	if _, err := rt.SetMember(ctx, family, runtime.Member{Key: "new", Expr: "*/30 * * * * *"}); err != nil {
+	if _, err := rt.Families().Set(ctx, family, runtime.Member{Key: "new", Expr: "*/30 * * * * *"}); err != nil {
 		t.Fatal(err)
 	}
 	bucketCursors := c.ns + ":fam:{" + family + "}:bc"
@@ -729,8 +729,8 @@ func TestANewBucketIsNoLateness(t *testing.T) {
 	// turns: two more of steady's slots and it has.
 	runs := len(c.runs.of("steady"))
 	waitFor(t, 10*time.Second, "steady to run two more slots", func() bool { return len(c.runs.of("steady")) >= runs+2 })
-	if n := rt.HandoversForLateness(); n != 0 || !rt.IsLeader() {
-		t.Errorf("after a new bucket: %d handovers for lateness, leading %v; want none, still leading", n, rt.IsLeader())
+	if n := rt.Leadership().HandoversForLateness(); n != 0 || !rt.Leadership().Leading() {
+		t.Errorf("after a new bucket: %d handovers for lateness, leading %v; want none, still leading", n, rt.Leadership().Leading())
 	}
 }
 
@@ -747,7 +747,7 @@ func TestFamilyTakeoverMidSpike(t *testing.T) {
 	for i := range ms {
 		ms[i] = runtime.Member{Key: fmt.Sprintf("t%05d", i)}
 	}
-	if err := rt.SetMembers(ctx, family, ms); err != nil {
+	if err := rt.Families().SetMany(ctx, family, ms); err != nil {
 		t.Fatal(err)
 	}
 	// More workers, so that 12,000 runs take seconds, not minutes.
@@ -764,7 +764,7 @@ func TestFamilyTakeoverMidSpike(t *testing.T) {
 	})
 	first := time.Now().Truncate(time.Second)
 	for i, r := range c.rts {
-		if r.IsLeader() {
+		if r.Leadership().Leading() {
 			c.cancels[i]()
 		}
 	}
@@ -822,7 +822,7 @@ func TestFamilyOverlapSkipPerMember(t *testing.T) {
 	})
 	t.Cleanup(func() { close(release) }) // before the worker's shutdown, which waits for it
 	rt := c.waitLeader(t)
-	if err := rt.SetMembers(ctx, family, []runtime.Member{{Key: "slow"}, {Key: "fast"}}); err != nil {
+	if err := rt.Families().SetMany(ctx, family, []runtime.Member{{Key: "slow"}, {Key: "fast"}}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 8*time.Second, "fast to run five slots", func() bool { return len(c.runs.of("fast")) >= 5 })
@@ -836,16 +836,16 @@ func TestFamilyOverlapSkipPerMember(t *testing.T) {
 			t.Errorf("fast ran %d times for %d; the slow member must not hold it up", fast[slot], slot)
 		}
 	}
-	counters, _ := rt.Counters(ctx)
+	counters, _ := rt.Monitor().Counters(ctx)
 	if counters[family].Skipped < 3 {
 		t.Errorf("family counters %+v; want slow's slots counted skipped", counters[family])
 	}
 	slot := time.Unix(newest, 0)
-	occ, err := rt.RerunMember(ctx, family, "fast", slot, "")
+	occ, err := rt.Families().Rerun(ctx, family, "fast", slot, "")
 	if err != nil || !occ.Manual || occ.Member != "fast" || occ.Key() != (registry.Scope{Namespace: c.ns, Schedule: family, Member: "fast"}).ID(slot) {
 		t.Errorf("RerunMember = %+v (key %s), %v; want the slot's scheduled key", occ, occ.Key(), err)
 	}
-	if _, err := rt.RerunMember(ctx, family, "fast", slot.Add(time.Hour), ""); !errors.Is(err, runtime.ErrNotASlot) {
+	if _, err := rt.Families().Rerun(ctx, family, "fast", slot.Add(time.Hour), ""); !errors.Is(err, runtime.ErrNotASlot) {
 		t.Errorf("RerunMember of a future slot: %v; want ErrNotASlot", err)
 	}
 }
@@ -859,11 +859,11 @@ func TestFamilyMemberAddedJustBeforeItsSlotRuns(t *testing.T) {
 	nine := time.Date(2026, 3, 9, 9, 0, 0, 0, paris) // a Monday
 	c := newFamCluster(t, 2, newJumpClock(nine.Add(-5*time.Second)), "0 9 * * MON", "UTC")
 	rt := c.waitLeader(t)
-	if _, err := rt.SetMember(ctx, family, runtime.Member{Key: "early", Zone: "UTC"}); err != nil {
+	if _, err := rt.Families().Set(ctx, family, runtime.Member{Key: "early", Zone: "UTC"}); err != nil {
 		t.Fatal(err)
 	}
 	c.waitClock(t, nine.Add(-2*time.Second)) // 08:59:58 in Paris
-	if _, err := rt.SetMember(ctx, family, runtime.Member{Key: "acme", Zone: "Europe/Paris"}); err != nil {
+	if _, err := rt.Families().Set(ctx, family, runtime.Member{Key: "acme", Zone: "Europe/Paris"}); err != nil {
 		t.Fatal(err)
 	}
 	c.waitRun(t, "acme", nine)
@@ -881,7 +881,7 @@ func TestFamilyPauseOfTheWholeFamily(t *testing.T) {
 	ctx := context.Background()
 	c := newFamCluster(t, 1, nil, "* * * * * *", "UTC")
 	rt := c.waitLeader(t)
-	if err := rt.SetMembers(ctx, family, []runtime.Member{{Key: "acme"}, {Key: "globex", Zone: "Asia/Tokyo"}}); err != nil {
+	if err := rt.Families().SetMany(ctx, family, []runtime.Member{{Key: "acme"}, {Key: "globex", Zone: "Asia/Tokyo"}}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "both to run", func() bool { return c.runs.newest("acme") > 0 && c.runs.newest("globex") > 0 })
@@ -890,7 +890,7 @@ func TestFamilyPauseOfTheWholeFamily(t *testing.T) {
 	}
 	paused := time.Now().Add(time.Second).Unix()
 	waitFor(t, 5*time.Second, "slots to be recorded paused", func() bool {
-		counters, _ := rt.Counters(ctx)
+		counters, _ := rt.Monitor().Counters(ctx)
 		return counters[family].Paused >= 4
 	})
 	for _, m := range []string{"acme", "globex"} {

@@ -43,7 +43,7 @@ import (
 // the member before the write and enqueues the old slot just after it
 // can still give that one occurrence a second run, at its new time: a
 // window of the leader's read-to-enqueue, as for a deletion.) Use
-// TriggerMember to run a member now after a change.
+// Families.Trigger to run a member now after a change.
 //
 // The floor is computed by the writer, from the member and cursor it
 // read, and written only if both are unchanged when the write lands.

@@ -210,7 +210,7 @@ func (r *Runtime) addBuckets(ctx context.Context, st *familyState, fam *registry
 		// From the bucket's cursor, or for a bucket never handled, from
 		// the oldest slot still within grace: the members' own cursors
 		// then say which slots each one still has to run.
-		from := now.Add(-r.Grace(fam))
+		from := now.Add(-r.grace(fam))
 		if cursors[i] > 0 {
 			from = time.Unix(cursors[i], 0)
 		}
@@ -338,7 +338,7 @@ func (r *Runtime) planMembers(ctx context.Context, b *famBucket, keys []string, 
 	if err != nil {
 		return nil, nil, err
 	}
-	s, grace := b.sched, r.Grace(b.fam)
+	s, grace := b.sched, r.grace(b.fam)
 	plans := make([]*slotPlan, 0, len(keys))
 	prior := make([]int64, 0, len(keys))
 	for i, key := range keys {

@@ -75,10 +75,10 @@ func TestStalledHolderResumesAfterItsNextRenewal(t *testing.T) {
 	c := newCluster(t, rdb, 1, runtime.Options{LeaseTTL: 30 * time.Second},
 		registry.Schedule{Name: "tick", Expr: "* * * * * *"})
 	rt := c.rts[0]
-	waitFor(t, 5*time.Second, "the replica to lead", rt.IsLeader)
+	waitFor(t, 5*time.Second, "the replica to lead", rt.Leadership().Leading)
 	waitFor(t, 5*time.Second, "the loop to hold leader state", rt.Scheduling)
 	rt.LapseTrust()
-	if rt.IsLeader() {
+	if rt.Leadership().Leading() {
 		t.Fatal("the holder still trusts a lapsed lease")
 	}
 	waitFor(t, 5*time.Second, "the loop to stand down", func() bool { return !rt.Scheduling() })

@@ -132,17 +132,17 @@ func (r *Runtime) noteDispatch(ctx context.Context, earliest, enqueued time.Time
 	return nil
 }
 
-// EnqueueLateness is how late this replica's newest dispatch was enqueued
+// enqueueLateness is how late this replica's newest dispatch was enqueued
 // after its slot (zero before it has led).
-func (r *Runtime) EnqueueLateness() time.Duration {
+func (r *Runtime) enqueueLateness() time.Duration {
 	r.lateness.mu.Lock()
 	defer r.lateness.mu.Unlock()
 	return r.lateness.last
 }
 
-// HandoversForLateness counts the times this replica handed the lease over
+// handoversForLateness counts the times this replica handed the lease over
 // because its enqueues fell behind.
-func (r *Runtime) HandoversForLateness() int {
+func (r *Runtime) handoversForLateness() int {
 	r.lateness.mu.Lock()
 	defer r.lateness.mu.Unlock()
 	return r.lateness.handovers

@@ -44,8 +44,8 @@ func TestAHandoverCommitsWhatTheLeaderEnqueued(t *testing.T) {
 			}
 		}
 	}
-	if _, ok := r.lease.Current(); ok || r.HandoversForLateness() != 1 {
-		t.Fatalf("still leading after %d late dispatches (handovers %d)", handoverAfter, r.HandoversForLateness())
+	if _, ok := r.lease.Current(); ok || r.Leadership().HandoversForLateness() != 1 {
+		t.Fatalf("still leading after %d late dispatches (handovers %d)", handoverAfter, r.Leadership().HandoversForLateness())
 	}
 	l.flush(ctx) // what the loop does once it no longer leads
 	stats, err := r.store.Stats(ctx)

@@ -59,12 +59,12 @@ func newSlowClusterOf(t *testing.T, n int, schedule func(queue string, h registr
 	startWorker(t, sharedRedis(t), queue, func(mux *asynq.ServeMux) { c.rts[0].RegisterHandlers(mux) })
 	// r0 first, so the test knows who leads; then the others, heartbeating.
 	runUntilTheEnd(t, c.rts[0])
-	waitFor(t, 10*time.Second, "r0 to lead", c.rts[0].IsLeader)
+	waitFor(t, 10*time.Second, "r0 to lead", c.rts[0].Leadership().Leading)
 	for _, rt := range c.rts[1:] {
 		runUntilTheEnd(t, rt)
 	}
 	waitFor(t, 10*time.Second, "every replica to heartbeat", func() bool {
-		cl, err := c.rts[0].Cluster(context.Background())
+		cl, err := c.rts[0].Monitor().Cluster(context.Background())
 		return err == nil && len(cl.Replicas) == n
 	})
 	return c
@@ -90,20 +90,20 @@ func TestASlowLeaderHandsTheLeaseOver(t *testing.T) {
 	slow, fast := c.rts[0], c.rts[1]
 	c.proxies[0].Delay(slowLatency)
 	slowSince := time.Now()
-	waitFor(t, 30*time.Second, "the slow leader to hand the lease over", fast.IsLeader)
+	waitFor(t, 30*time.Second, "the slow leader to hand the lease over", fast.Leadership().Leading)
 	t.Logf("handed over %s after the link slowed", time.Since(slowSince).Round(time.Millisecond))
 	// The slow replica learns its handover landed one slow reply later.
-	waitFor(t, 15*time.Second, "the slow replica to count its handover", func() bool { return slow.HandoversForLateness() == 1 })
+	waitFor(t, 15*time.Second, "the slow replica to count its handover", func() bool { return slow.Leadership().HandoversForLateness() == 1 })
 	if !slow.CoolingDown() {
 		t.Error("the slow replica is not cooling down after handing over")
 	}
 	handed := time.Now()
 	var worst time.Duration
 	waitFor(t, 15*time.Second, "ten slots under the new leader", func() bool {
-		if !fast.IsLeader() {
+		if !fast.Leadership().Leading() {
 			t.Fatal("the lease left the replica with a good link")
 		}
-		worst = max(worst, fast.EnqueueLateness())
+		worst = max(worst, fast.Leadership().EnqueueLateness())
 		n := 0
 		for slot := range c.exec.slots("tick") {
 			if time.Unix(slot, 0).After(handed) {
@@ -137,7 +137,7 @@ func TestEveryReplicaSlowDoesNotMakeTheLeaseFlap(t *testing.T) {
 	handovers := func() int {
 		n := 0
 		for _, rt := range c.rts {
-			n += rt.HandoversForLateness()
+			n += rt.Leadership().HandoversForLateness()
 		}
 		return n
 	}
@@ -166,17 +166,17 @@ func TestASlowLeaderAloneKeepsTheLease(t *testing.T) {
 	r := c.rts[0]
 	c.proxies[0].Delay(slowLatency)
 	waitFor(t, 30*time.Second, "enqueues to fall behind the bound", func() bool {
-		return r.EnqueueLateness() > 2*time.Second
+		return r.Leadership().EnqueueLateness() > 2*time.Second
 	})
 	late := time.Now()
 	waitFor(t, 20*time.Second, "several more late dispatches", func() bool {
-		if n := r.HandoversForLateness(); n != 0 {
+		if n := r.Leadership().HandoversForLateness(); n != 0 {
 			t.Fatalf("a slow leader alone handed the lease over %d times for lateness", n)
 		}
 		return time.Since(late) > 8*time.Second
 	})
-	waitFor(t, 2*slowTTL, "the lone slow replica to lead", r.IsLeader)
-	if n := r.HandoversForLateness(); n != 0 {
+	waitFor(t, 2*slowTTL, "the lone slow replica to lead", r.Leadership().Leading)
+	if n := r.Leadership().HandoversForLateness(); n != 0 {
 		t.Errorf("a slow leader alone handed the lease over %d times for lateness", n)
 	}
 	c.proxies[0].Pass()
@@ -191,12 +191,12 @@ func TestASlowLeaderOfAFamilyHandsTheLeaseOver(t *testing.T) {
 		return registry.Schedule{Name: "reports", Expr: "* * * * * *", Per: "tenant", Zone: "UTC", Queue: queue, Handler: h}
 	})
 	slow, fast := c.rts[0], c.rts[1]
-	if err := slow.SetMembers(context.Background(), "reports", []runtime.Member{{Key: "acme"}, {Key: "globex", Zone: "Asia/Tokyo"}}); err != nil {
+	if err := slow.Families().SetMany(context.Background(), "reports", []runtime.Member{{Key: "acme"}, {Key: "globex", Zone: "Asia/Tokyo"}}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "a member's run", func() bool { return len(c.exec.slots("reports")) > 0 })
 	c.proxies[0].Delay(slowLatency)
-	waitFor(t, 40*time.Second, "the slow leader of the family to hand the lease over", fast.IsLeader)
-	waitFor(t, 15*time.Second, "the slow replica to count its handover", func() bool { return slow.HandoversForLateness() == 1 })
+	waitFor(t, 40*time.Second, "the slow leader of the family to hand the lease over", fast.Leadership().Leading)
+	waitFor(t, 15*time.Second, "the slow replica to count its handover", func() bool { return slow.Leadership().HandoversForLateness() == 1 })
 	c.proxies[0].Pass()
 }

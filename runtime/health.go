@@ -51,8 +51,8 @@ func (r *Runtime) Health(ctx context.Context) Health {
 	var statuses Statuses
 	var snap Snapshot
 	var wg sync.WaitGroup
-	wg.Go(func() { statuses, _ = r.Statuses(ctx) })
-	wg.Go(func() { snap, _ = r.SnapshotOf(ctx, nil, 0) })
+	wg.Go(func() { statuses, _ = r.Monitor().Statuses(ctx) })
+	wg.Go(func() { snap, _ = r.Monitor().SnapshotOf(ctx, nil, 0) })
 	wg.Wait()
 	h := Health{Status: "ok", Redis: snap.Redis, Leader: snap.Cluster.Leader,
 		Late: []string{}, Failing: []string{}, Paused: []string{}, Unserved: []string{}, Problems: []string{}}
@@ -78,14 +78,17 @@ func (r *Runtime) Health(ctx context.Context) Health {
 		}
 	}
 	// What could not be read is a problem: health that cannot see the
-	// schedules must not say they are fine.
-	for _, m := range append(statuses.Missing, snap.Missing...) {
-		h.Problems = append(h.Problems, m.Part+" not read: "+m.Reason)
+	// schedules must not say they are fine. On a Redis Cluster nothing
+	// reads, and the configuration error below says why once.
+	if !r.refusesCluster() {
+		for _, m := range append(statuses.Missing, snap.Missing...) {
+			h.Problems = append(h.Problems, m.Part+" not read: "+m.Reason)
+		}
+		if unknown > 0 {
+			h.Problems = append(h.Problems, "the status of "+plural(unknown, "schedule is", "schedules are")+" unknown")
+		}
 	}
-	if unknown > 0 {
-		h.Problems = append(h.Problems, "the status of "+plural(unknown, "schedule is", "schedules are")+" unknown")
-	}
-	switch unsafe := r.RedisUnsafe(); {
+	switch unsafe := r.Redis().Unsafe(); {
 	case unsafe != "":
 		h.Problems = append(h.Problems, unsafe)
 	case snap.Redis == RedisDown:

@@ -24,7 +24,7 @@ func TestEveryDispatchCountsTowardTheHandover(t *testing.T) {
 		registry.Schedule{Name: "tick", Expr: "* * * * * *"},
 		registry.Schedule{Name: "reports", Expr: "* * * * * *", Per: "tenant"})
 	otherReplicaHeartbeats(t, r)
-	if err := r.SetMembers(ctx, "reports", []Member{{Key: "acme"}}); err != nil {
+	if err := r.Families().SetMany(ctx, "reports", []Member{{Key: "acme"}}); err != nil {
 		t.Fatal(err)
 	}
 	l := r.newLeaderLoop()
@@ -62,10 +62,10 @@ func TestEveryDispatchCountsTowardTheHandover(t *testing.T) {
 	stillLeads("a late family dispatch and a late schedule dispatch")
 	clk.Advance(late)
 	step("a second late family dispatch")
-	if _, ok := r.lease.Current(); ok || r.HandoversForLateness() != 1 {
-		t.Fatalf("still leading after %d late dispatches in a row, of a family and a schedule (handovers %d)", handoverAfter, r.HandoversForLateness())
+	if _, ok := r.lease.Current(); ok || r.handoversForLateness() != 1 {
+		t.Fatalf("still leading after %d late dispatches in a row, of a family and a schedule (handovers %d)", handoverAfter, r.handoversForLateness())
 	}
-	if got := r.EnqueueLateness(); got < late-time.Second {
+	if got := r.enqueueLateness(); got < late-time.Second {
 		t.Errorf("the newest dispatch's lateness is %s, want the family's, at least %s", got, late-time.Second)
 	}
 	stats, err := r.store.Stats(ctx)
@@ -110,7 +110,7 @@ func TestAShutdownCommitsTheFamilysEnqueues(t *testing.T) {
 	clk := clock.NewStub(start)
 	r, value := leadingRuntimeWith(t, Options{EnqueueObserver: cancelAfterEnqueue{cancel}}, clk, nil,
 		registry.Schedule{Name: "reports", Expr: "* * * * * *", Per: "tenant"})
-	if err := r.SetMembers(ctx, "reports", []Member{{Key: "acme"}}); err != nil {
+	if err := r.Families().SetMany(ctx, "reports", []Member{{Key: "acme"}}); err != nil {
 		t.Fatal(err)
 	}
 	l := r.newLeaderLoop()

@@ -1,7 +1,9 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -70,13 +72,23 @@ func historyLimits(reg *registry.Registry, limit int) map[string]int {
 const maxErrorLen = 2000
 
 // Record is one occurrence in the ledger.
+//
+// In JSON, "occurrence_id" is ID and "task_id" is TaskID: null for a
+// missed, skipped or paused slot, which was never enqueued and has no
+// task, as it has no "enqueued_at" ("recorded_at" says when it was
+// recorded).
 type Record struct {
-	ID         string        `json:"task_id"`
-	Schedule   string        `json:"schedule"`
-	Slot       time.Time     `json:"slot"`
-	Manual     bool          `json:"manual"`
-	Outcome    Outcome       `json:"outcome"`
-	EnqueuedAt time.Time     `json:"enqueued_at,omitzero"`
+	// ID is the occurrence's ID, which is its asynq task ID once it is
+	// enqueued (see TaskID).
+	ID         string    `json:"task_id"`
+	Schedule   string    `json:"schedule"`
+	Slot       time.Time `json:"slot"`
+	Manual     bool      `json:"manual"`
+	Outcome    Outcome   `json:"outcome"`
+	EnqueuedAt time.Time `json:"enqueued_at,omitzero"`
+	// RecordedAt is when a slot that was never enqueued (missed, skipped,
+	// paused) was recorded; zero for the others.
+	RecordedAt time.Time     `json:"recorded_at,omitzero"`
 	StartedAt  time.Time     `json:"started_at,omitzero"`
 	FinishedAt time.Time     `json:"finished_at,omitzero"`
 	Duration   time.Duration `json:"-"`
@@ -101,11 +113,62 @@ func unixMilli(ms int64) time.Time {
 }
 
 func recordOf(s store.Record) Record {
-	return Record{ID: s.ID, Schedule: s.Schedule, Slot: time.Unix(s.Slot, 0).UTC(), Manual: s.Manual,
-		Outcome: Outcome(s.Outcome), EnqueuedAt: unixMilli(s.EnqueuedAt), StartedAt: unixMilli(s.StartedAt),
-		FinishedAt: unixMilli(s.FinishedAt), Duration: time.Duration(s.DurationMS) * time.Millisecond,
-		DurationMS: s.DurationMS, Error: s.Error, Attempt: s.Attempt, MaxRetry: s.MaxRetry, Replica: s.Replica,
-		Actor: s.Actor, Member: s.Member}
+	rec := Record{ID: s.ID, Schedule: s.Schedule, Slot: time.Unix(s.Slot, 0).UTC(), Manual: s.Manual,
+		Outcome: Outcome(s.Outcome), EnqueuedAt: unixMilli(s.EnqueuedAt), RecordedAt: unixMilli(s.RecordedAt),
+		StartedAt: unixMilli(s.StartedAt), FinishedAt: unixMilli(s.FinishedAt),
+		Duration: time.Duration(s.DurationMS) * time.Millisecond, DurationMS: s.DurationMS, Error: s.Error,
+		Attempt: s.Attempt, MaxRetry: s.MaxRetry, Replica: s.Replica, Actor: s.Actor, Member: s.Member}
+	if !rec.Outcome.enqueued() && rec.RecordedAt.IsZero() {
+		// Written before such records said when they were recorded: the
+		// time they gave as enqueued is that.
+		rec.RecordedAt, rec.EnqueuedAt = rec.EnqueuedAt, time.Time{}
+	}
+	return rec
+}
+
+// TaskID is the occurrence's asynq task ID, "" for a slot that was never
+// enqueued (missed, skipped, paused).
+func (r Record) TaskID() string {
+	if !r.Outcome.enqueued() {
+		return ""
+	}
+	return r.ID
+}
+
+// MarshalJSON writes the record as its struct tags say, with "task_id"
+// null for a slot that was never enqueued and "occurrence_id" beside it.
+func (r Record) MarshalJSON() ([]byte, error) {
+	type fields Record
+	return json.Marshal(struct {
+		TaskID       *string `json:"task_id"`
+		OccurrenceID string  `json:"occurrence_id"`
+		fields
+	}{taskIDOrNil(r.ID, r.Outcome), r.ID, fields(r)})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes, and a record without
+// "occurrence_id".
+func (r *Record) UnmarshalJSON(b []byte) error {
+	type fields Record
+	var v struct {
+		OccurrenceID string `json:"occurrence_id"`
+		fields
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*r = Record(v.fields)
+	r.ID = cmp.Or(v.OccurrenceID, r.ID)
+	return nil
+}
+
+// taskIDOrNil is id for an occurrence that was enqueued, nil for one
+// that never was.
+func taskIDOrNil(id string, o Outcome) *string {
+	if !o.enqueued() {
+		return nil
+	}
+	return &id
 }
 
 // Middleware returns the worker-side recorder. Every execution ends in a
@@ -307,6 +370,12 @@ func (r *Runtime) records(ctx context.Context, ids []string) ([]Record, error) {
 
 // Counters are a schedule's totals across the cluster since the ledger
 // began, and the times of its last enqueue, success and failure.
+//
+// Enqueued counts the occurrences enqueued for their slots, Manual those
+// enqueued by hand (Run now, Re-run): each enqueue is in exactly one of
+// the two. Succeeded and Failed count attempts of both kinds (Failed each
+// failed attempt, retried or not); Missed, Skipped and Paused the slots
+// that were never enqueued.
 type Counters struct {
 	Enqueued, Manual, Missed, Skipped, Paused, Succeeded, Failed int64
 	LastEnqueue, LastSuccess, LastFailure                        time.Time
@@ -336,7 +405,8 @@ func countersOf(m map[string]int64) Counters {
 // thousand or so schedules). Counters written meanwhile may or may
 // not be in it. It returns by ctx's deadline whatever the client (see
 // bounded).
-func (r *Runtime) Counters(ctx context.Context) (map[string]Counters, error) {
+func (mon *Monitor) Counters(ctx context.Context) (map[string]Counters, error) {
+	r := mon.rt
 	out := make(map[string]Counters, r.reg.Len())
 	if r.disabled != "" {
 		return out, nil
@@ -400,15 +470,33 @@ type Cluster struct {
 	Leader   string   `json:"leader"` // replica name, "" if none
 	Token    int64    `json:"lease_token,omitempty"`
 	Replicas []string `json:"replicas"`
+	// Processes are the live replicas' processes by replica name, as
+	// their heartbeats recorded them: what an operator stops or inspects.
+	// A replica of a version that does not record one has none.
+	Processes map[string]ReplicaProcess `json:"processes,omitempty"`
+}
+
+// ReplicaProcess is the operating-system process behind a replica name.
+type ReplicaProcess struct {
+	PID  int    `json:"pid"`
+	Host string `json:"host"`
 }
 
 // Cluster reads the lease holder and the replicas with a fresh heartbeat.
-func (r *Runtime) Cluster(ctx context.Context) (Cluster, error) {
+func (mon *Monitor) Cluster(ctx context.Context) (Cluster, error) {
+	r := mon.rt
 	if r.disabled != "" {
 		return Cluster{}, nil
 	}
 	h, err := bounded(ctx, func(ctx context.Context) (lease.Holder, error) {
 		return lease.Observe(ctx, r.rdb, r.store.Keys, r.lease.HeartbeatStale())
 	})
-	return Cluster{Leader: h.Replica, Token: h.Token, Replicas: h.Replicas}, err
+	c := Cluster{Leader: h.Replica, Token: h.Token, Replicas: h.Replicas}
+	for name, p := range h.Processes {
+		if c.Processes == nil {
+			c.Processes = map[string]ReplicaProcess{}
+		}
+		c.Processes[name] = ReplicaProcess{PID: p.PID, Host: p.Host}
+	}
+	return c, err
 }

@@ -335,7 +335,8 @@ func (r *Runtime) checkLostWrites(ctx context.Context, value string) (resume tim
 }
 
 // LostWrites returns the losses of Redis data detected, newest first.
-func (r *Runtime) LostWrites(ctx context.Context) ([]LostWrites, error) {
+func (rd *RedisDiagnostics) LostWrites(ctx context.Context) ([]LostWrites, error) {
+	r := rd.rt
 	if r.disabled != "" {
 		return nil, nil
 	}
@@ -353,7 +354,7 @@ func (r *Runtime) LostWrites(ctx context.Context) ([]LostWrites, error) {
 func (r *Runtime) longestGrace() time.Duration {
 	var g time.Duration
 	for _, s := range r.reg.Schedules() {
-		g = max(g, r.Grace(s))
+		g = max(g, r.grace(s))
 	}
 	return g
 }

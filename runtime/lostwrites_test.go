@@ -43,10 +43,10 @@ func TestLostDataIsDetectedAndNoSlotRunsTwice(t *testing.T) {
 	}
 	// asynq's workers re-announce their queue on their own.
 	waitFor(t, 10*time.Second, "the loss to be detected", func() bool {
-		lost, _ := rt.LostWrites(ctx)
+		lost, _ := rt.Redis().LostWrites(ctx)
 		return len(lost) == 1
 	})
-	lost, _ := rt.LostWrites(ctx)
+	lost, _ := rt.Redis().LostWrites(ctx)
 	l := lost[0]
 	if !strings.Contains(l.Reason, "epoch is gone") || !l.To.After(l.From) || l.To.Sub(l.At) < 2*time.Second {
 		t.Errorf("loss recorded as %+v; want the epoch reason and a window reaching SkewMargin past the detection", l)
@@ -85,13 +85,13 @@ func TestATokenGoingBackwardsIsALoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	runUntilTheEnd(t, rt)
-	waitFor(t, 5*time.Second, "the replica to lead", func() bool { return rt.IsLeader() && rt.Scheduling() })
+	waitFor(t, 5*time.Second, "the replica to lead", func() bool { return rt.Leadership().Leading() && rt.Scheduling() })
 	// The promoted replica had not seen the last writes: the counter and the
 	// lease are older, the epoch survived.
 	rdb.Set(ctx, keys.Token, 2, 0)
 	rdb.Del(ctx, keys.Lease)
 	waitFor(t, 10*time.Second, "the loss to be detected", func() bool {
-		lost, _ := rt.LostWrites(ctx)
+		lost, _ := rt.Redis().LostWrites(ctx)
 		return len(lost) == 1 && strings.Contains(lost[0].Reason, "fencing token went back from 6 to 3")
 	})
 }
@@ -180,7 +180,7 @@ func TestAFollowerThatTakesOverAfterALossRunsNoSlotTwice(t *testing.T) {
 			t.Errorf("slot %s ran %d times", time.Unix(slot, 0).UTC(), n)
 		}
 	}
-	if lost, _ := rts[last].LostWrites(ctx); len(lost) != 1 || lost[0].Replica != rts[next].Replica() {
+	if lost, _ := rts[last].Redis().LostWrites(ctx); len(lost) != 1 || lost[0].Replica != rts[next].Replica() {
 		t.Errorf("losses recorded: %+v, want one, by %s", lost, rts[next].Replica())
 	}
 }
@@ -216,7 +216,7 @@ func TestAFollowerNoticesATokenGoneBack(t *testing.T) {
 	}
 	c.cancels[leader]()
 	waitFor(t, 10*time.Second, "the follower to notice the loss", func() bool {
-		lost, _ := follower.LostWrites(ctx)
+		lost, _ := follower.Redis().LostWrites(ctx)
 		return len(lost) == 1 && lost[0].Replica == follower.Replica() && strings.Contains(lost[0].Reason, "fencing token went back from 1 to 1")
 	})
 }
@@ -274,10 +274,10 @@ func TestSlotsPendingWhenDataIsLostAreInTheWindow(t *testing.T) {
 	}
 	hook.on.Store(false)
 	waitFor(t, 10*time.Second, "the loss to be detected", func() bool {
-		lost, _ := rt.LostWrites(ctx)
+		lost, _ := rt.Redis().LostWrites(ctx)
 		return len(lost) == 1
 	})
-	lost, _ := rt.LostWrites(ctx)
+	lost, _ := rt.Redis().LostWrites(ctx)
 	l := lost[0]
 	waitFor(t, 15*time.Second, "runs after the window", func() bool {
 		for slot := range exec.slots("tick") {
@@ -318,13 +318,13 @@ func TestAFollowerThatNeverLeadsStillRecordsALossItSaw(t *testing.T) {
 	freshHolderAfterALoss(t, rdb, keys)
 	c.cancels[leader]()
 	waitFor(t, 10*time.Second, "the follower to record the loss", func() bool {
-		lost, _ := follower.LostWrites(ctx)
+		lost, _ := follower.Redis().LostWrites(ctx)
 		return len(lost) == 1 && lost[0].Replica == follower.Replica() && strings.Contains(lost[0].Reason, "fencing token went back from 1 to 1")
 	})
-	if follower.IsLeader() {
+	if follower.Leadership().Leading() {
 		t.Fatal("the follower leads: the test meant it never to")
 	}
-	lost, _ := follower.LostWrites(ctx)
+	lost, _ := follower.Redis().LostWrites(ctx)
 	if now := time.Now(); lost[0].From.After(now.Add(-30*time.Second)) || lost[0].To.Before(now) {
 		t.Errorf("loss window %s..%s does not reach back over grace and up to now", lost[0].From, lost[0].To)
 	}
@@ -334,7 +334,7 @@ func TestAFollowerThatNeverLeadsStillRecordsALossItSaw(t *testing.T) {
 		pttl, err := rdb.PTTL(ctx, keys.Lease).Result()
 		return err == nil && pttl < time.Minute-3*time.Second
 	})
-	if lost, _ := follower.LostWrites(ctx); len(lost) != 1 {
+	if lost, _ := follower.Redis().LostWrites(ctx); len(lost) != 1 {
 		t.Errorf("losses recorded: %+v, want the one", lost)
 	}
 }
@@ -350,7 +350,7 @@ func TestAFollowerThatRecordedALossDoesNotFindItAgainWhenItLeads(t *testing.T) {
 	freshHolderAfterALoss(t, rdb, keys)
 	c.cancels[leader]()
 	waitFor(t, 10*time.Second, "the follower to record the loss", func() bool {
-		lost, _ := follower.LostWrites(ctx)
+		lost, _ := follower.Redis().LostWrites(ctx)
 		return len(lost) == 1
 	})
 	// The fresh holder goes away; the follower leads.
@@ -358,7 +358,7 @@ func TestAFollowerThatRecordedALossDoesNotFindItAgainWhenItLeads(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "the follower to schedule", follower.Scheduling)
-	if lost, _ := follower.LostWrites(ctx); len(lost) != 1 {
+	if lost, _ := follower.Redis().LostWrites(ctx); len(lost) != 1 {
 		t.Errorf("losses recorded: %+v, want the one the follower saw", lost)
 	}
 }

@@ -298,7 +298,8 @@ func (w *namespaceWatch) problemLocked(namespace, identity string) string {
 
 // NamespaceContention says, when a replica of another registry beats in
 // this runtime's namespace, which it is and who leads; "" otherwise.
-func (r *Runtime) NamespaceContention() string {
+func (rd *RedisDiagnostics) NamespaceContention() string {
+	r := rd.rt
 	if r.disabled != "" {
 		return ""
 	}
@@ -407,7 +408,8 @@ func (r *Runtime) checkLegacy(ctx context.Context, now time.Time) {
 // LegacyNamespace says, when a live leader in NamespaceLegacy schedules
 // this registry's schedules while this runtime uses the derived default,
 // what that means and what to do; "" otherwise.
-func (r *Runtime) LegacyNamespace() string {
+func (rd *RedisDiagnostics) LegacyNamespace() string {
+	r := rd.rt
 	if r.disabled != "" {
 		return ""
 	}

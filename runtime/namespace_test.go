@@ -220,7 +220,7 @@ func TestTwoServicesWithDefaultOptionsShareARedis(t *testing.T) {
 		t.Errorf("both services use namespace %q", a)
 	}
 	for _, svc := range svcs {
-		if !svc.rt.IsLeader() {
+		if !svc.rt.Leadership().Leading() {
 			t.Errorf("%s does not lead its own namespace", svc.rt.Replica())
 		}
 		if h := svc.rt.Health(context.Background()); h.Leader != svc.rt.Replica() {
@@ -242,15 +242,15 @@ func TestTwoRegistriesContendingForANamespace(t *testing.T) {
 		return runtime.Options{Namespace: ns, Replica: name, LeaseTTL: time.Second}
 	}
 	owner := startService(t, rdb, opts("owner"), queue, everySecond("owner-tick", queue, "example.com/owner/jobs"))
-	waitFor(t, 10*time.Second, "the first service to lead", owner.rt.IsLeader)
+	waitFor(t, 10*time.Second, "the first service to lead", owner.rt.Leadership().Leading)
 	other := startService(t, rdb, opts("other"), queue, everySecond("other-tick", queue, "example.com/other/jobs"))
 
 	waitFor(t, 10*time.Second, "both replicas to report the contention", func() bool {
-		return owner.rt.NamespaceContention() != "" && other.rt.NamespaceContention() != ""
+		return owner.rt.Redis().NamespaceContention() != "" && other.rt.Redis().NamespaceContention() != ""
 	})
 	// Past the other's first acquire attempts: it still must not lead.
 	waitFor(t, 10*time.Second, "two more slots of the owner", func() bool { return len(owner.ran.slots("owner-tick")) >= 3 })
-	if other.rt.IsLeader() {
+	if other.rt.Leadership().Leading() {
 		t.Errorf("the other registry's replica leads over the owner's cursors")
 	}
 	if n := len(other.ran.slots("other-tick")); n > 0 {
@@ -265,12 +265,12 @@ func TestTwoRegistriesContendingForANamespace(t *testing.T) {
 			t.Errorf("%s logged the contention %d times, want once", svc.rt.Replica(), n)
 		}
 	}
-	if got := other.rt.NamespaceContention(); !strings.Contains(got, "does not lead") {
+	if got := other.rt.Redis().NamespaceContention(); !strings.Contains(got, "does not lead") {
 		t.Errorf("the other's report %q does not say it does not lead", got)
 	}
 
 	owner.stop()
-	waitFor(t, 15*time.Second, "the other registry to take the namespace over", other.rt.IsLeader)
+	waitFor(t, 15*time.Second, "the other registry to take the namespace over", other.rt.Leadership().Leading)
 	waitFor(t, 10*time.Second, "a slot of the other's schedule", func() bool { return len(other.ran.slots("other-tick")) > 0 })
 	// It led only once the owner's last replica had gone: the takeover of
 	// the namespace comes before the lease, though the owner released the
@@ -295,7 +295,7 @@ func TestRollingDeployWithChangedSchedulesIsNoContention(t *testing.T) {
 	queue := uniq("q")
 	old := startService(t, rdb, runtime.Options{Replica: "old", LeaseTTL: time.Second}, queue,
 		everySecond("common", queue, pkg), everySecond("retired", queue, pkg))
-	waitFor(t, 10*time.Second, "the old replica to lead", old.rt.IsLeader)
+	waitFor(t, 10*time.Second, "the old replica to lead", old.rt.Leadership().Leading)
 	next := startService(t, rdb, runtime.Options{Replica: "next", LeaseTTL: time.Second}, queue,
 		everySecond("common", queue, pkg), everySecond("added", queue, pkg))
 	if old.rt.Namespace() != next.rt.Namespace() {
@@ -305,13 +305,13 @@ func TestRollingDeployWithChangedSchedulesIsNoContention(t *testing.T) {
 		return len(old.ran.slots("common"))+len(next.ran.slots("common")) >= 3
 	})
 	old.stop() // its workers stay up a while, as in a rolling deploy
-	waitFor(t, 10*time.Second, "the new replica to lead", next.rt.IsLeader)
+	waitFor(t, 10*time.Second, "the new replica to lead", next.rt.Leadership().Leading)
 	waitFor(t, 20*time.Second, "three slots of the added schedule", func() bool { return len(next.ran.slots("added")) >= 3 })
 	next.stop()
 	drained(t, rdb, queue)
 
 	for _, svc := range []*service{old, next} {
-		if p := svc.rt.NamespaceContention(); p != "" {
+		if p := svc.rt.Redis().NamespaceContention(); p != "" {
 			t.Errorf("%s reports contention in a rolling deploy: %s", svc.rt.Replica(), p)
 		}
 		if strings.Contains(svc.logs.String(), "NAMESPACE SHARED") {
@@ -347,7 +347,7 @@ func TestWorkersWithoutTheHandlerAreReported(t *testing.T) {
 
 	var got []runtime.Misrouted
 	waitFor(t, 15*time.Second, "the bounce to be reported to the schedule's service", func() bool {
-		got, _ = owner.rt.MisroutedOccurrences(context.Background())
+		got, _ = owner.rt.Redis().Misrouted(context.Background())
 		return len(got) > 0
 	})
 	m := got[0]
@@ -367,7 +367,7 @@ func TestWorkersWithoutTheHandlerAreReported(t *testing.T) {
 	// The schedule's own workers start: the bounced occurrences run there.
 	startWorker(t, rdb, queue, func(mux *asynq.ServeMux) { owner.rt.RegisterHandlers(mux) })
 	waitFor(t, 15*time.Second, "the schedule to run on its own workers", func() bool { return len(owner.ran.slots("report")) >= 2 })
-	snap, _ := owner.rt.Snapshot(context.Background())
+	snap, _ := owner.rt.Monitor().Snapshot(context.Background())
 	if len(snap.Misrouted) == 0 {
 		t.Errorf("the snapshot does not show the misrouted occurrences")
 	}
@@ -390,8 +390,8 @@ func TestLiveLeaderInTheLegacyNamespaceIsReported(t *testing.T) {
 	s := idleSchedule()
 	s.Package = pkg
 	svc := startService(t, rdb, runtime.Options{Replica: "new-1", LeaseTTL: time.Second}, "", s)
-	waitFor(t, 10*time.Second, "the warning about the old namespace", func() bool { return svc.rt.LegacyNamespace() != "" })
-	if got := svc.rt.LegacyNamespace(); !strings.Contains(got, `"belfry"`) || !strings.Contains(got, "nightly") {
+	waitFor(t, 10*time.Second, "the warning about the old namespace", func() bool { return svc.rt.Redis().LegacyNamespace() != "" })
+	if got := svc.rt.Redis().LegacyNamespace(); !strings.Contains(got, `"belfry"`) || !strings.Contains(got, "nightly") {
 		t.Errorf("warning %q does not name the old namespace and the schedule", got)
 	}
 	if n := strings.Count(svc.logs.String(), "OLD DEFAULT NAMESPACE IN USE"); n != 1 {
@@ -406,8 +406,8 @@ func TestLiveLeaderInTheLegacyNamespaceIsReported(t *testing.T) {
 	rdb.ZAdd(ctx, runtime.NamespaceLegacy+":registries", redis.Z{Score: float64(time.Now().UnixMilli()), Member: "example.com/kept/jobs|kept-1"})
 	s.Package = uniq("example.com/next") + "/jobs"
 	next := startService(t, rdb, runtime.Options{Replica: "next-1", LeaseTTL: time.Second}, "", s)
-	waitFor(t, 10*time.Second, "the other service to lead (after its first look)", next.rt.IsLeader)
-	if got := next.rt.LegacyNamespace(); got != "" {
+	waitFor(t, 10*time.Second, "the other service to lead (after its first look)", next.rt.Leadership().Leading)
+	if got := next.rt.Redis().LegacyNamespace(); got != "" {
 		t.Errorf("warned of another service's leader in the old namespace: %s", got)
 	}
 
@@ -483,7 +483,7 @@ func TestLookForTheLegacyNamespaceStopsAtAnACLRefusal(t *testing.T) {
 	if n := strings.Count(logs.String(), "may not read the old default namespace"); n != 1 {
 		t.Errorf("logged the refusal %d times, want once:\n%s", n, logs.String())
 	}
-	if got := rt.LegacyNamespace(); got != "" {
+	if got := rt.Redis().LegacyNamespace(); got != "" {
 		t.Errorf("warned %q without reading the old namespace", got)
 	}
 }

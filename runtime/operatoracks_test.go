@@ -54,11 +54,11 @@ func TestOperatorWritesWaitForReplicaAcks(t *testing.T) {
 		t.Errorf("an unacknowledged backfill of three nights returned %d occurrences, want the 3 it enqueued", len(occs))
 	}
 
-	_, err = rt.SetMember(ctx, "reports:weekly", runtime.Member{Key: "acme", Zone: "Europe/Paris"})
+	_, err = rt.Families().Set(ctx, "reports:weekly", runtime.Member{Key: "acme", Zone: "Europe/Paris"})
 	notAcked("SetMember", err)
-	notAcked("SetMembers", rt.SetMembers(ctx, "reports:weekly", []runtime.Member{{Key: "globex", Zone: "Asia/Tokyo"}}))
-	notAcked("DeleteMember", rt.DeleteMember(ctx, "reports:weekly", "acme"))
-	_, err = rt.Member(ctx, "reports:weekly", "acme")
+	notAcked("SetMembers", rt.Families().SetMany(ctx, "reports:weekly", []runtime.Member{{Key: "globex", Zone: "Asia/Tokyo"}}))
+	notAcked("DeleteMember", rt.Families().Delete(ctx, "reports:weekly", "acme"))
+	_, err = rt.Families().Get(ctx, "reports:weekly", "acme")
 	if !errors.Is(err, runtime.ErrNoMember) {
 		t.Errorf("the unacknowledged delete did not run in Redis: Member says %v", err)
 	}

@@ -97,7 +97,7 @@ func TestEveryExecutionEndsInATrueRecord(t *testing.T) {
 	if rec := last("hangs"); rec.Outcome != runtime.OutcomeFailed {
 		t.Errorf("after the hung handler returned, its record says %s", rec.Outcome)
 	}
-	counters, err := rt.Counters(ctx)
+	counters, err := rt.Monitor().Counters(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestEveryExecutionEndsInATrueRecord(t *testing.T) {
 	if c := counters["ok"]; c.LastSuccess.IsZero() || !c.LastSlotSuccess.IsZero() {
 		t.Errorf("a run now's success: last success %v, last slot success %v; want only the first set", c.LastSuccess, c.LastSlotSuccess)
 	}
-	snap, _ := rt.Snapshot(ctx)
+	snap, _ := rt.Monitor().Snapshot(ctx)
 	for _, st := range snap.Schedules {
 		want := runtime.StatusFailing
 		if st.Schedule.Name == "ok" || st.Schedule.Name == "flaky" {
@@ -137,16 +137,16 @@ func TestPauseHoldsAcrossTakeoverAndResumeDoesNotBackfill(t *testing.T) {
 		t.Fatal(err)
 	}
 	pausedAt := time.Now()
-	pausedCount := func() int64 { counters, _ := rt.Counters(ctx); return counters["tick"].Paused }
+	pausedCount := func() int64 { counters, _ := rt.Monitor().Counters(ctx); return counters["tick"].Paused }
 	waitFor(t, 10*time.Second, "slots recorded paused", func() bool { return pausedCount() >= 2 })
-	snap, _ := rt.Snapshot(ctx)
+	snap, _ := rt.Monitor().Snapshot(ctx)
 	if st := snap.Schedules[0]; st.Status != runtime.StatusPaused || st.Paused == nil ||
 		st.Paused.Reason != "the database is being migrated" || st.Paused.Actor != "alice" || st.Paused.At.IsZero() {
 		t.Errorf("while paused the snapshot says status %s, pause %+v", st.Status, st.Paused)
 	}
 	// The leader shuts down; the other replica takes over, still paused.
 	c.cancels[leader]()
-	waitFor(t, 10*time.Second, "the other replica to lead", c.rts[1-leader].IsLeader)
+	waitFor(t, 10*time.Second, "the other replica to lead", c.rts[1-leader].Leadership().Leading)
 	before := pausedCount()
 	waitFor(t, 10*time.Second, "the new leader to record paused slots", func() bool { return pausedCount() >= before+2 })
 	if err := rt.Resume(runtime.WithActor(ctx, "alice"), "tick"); err != nil {
@@ -174,12 +174,17 @@ func TestPauseHoldsAcrossTakeoverAndResumeDoesNotBackfill(t *testing.T) {
 	for _, r := range hist {
 		if r.Outcome == runtime.OutcomePaused {
 			paused++
+			// Never enqueued: no task, no enqueue time.
+			if r.TaskID() != "" || !r.EnqueuedAt.IsZero() || r.RecordedAt.IsZero() {
+				t.Errorf("a paused record has task %q, enqueued at %v, recorded at %v; want no task, no enqueue time, its record time",
+					r.TaskID(), r.EnqueuedAt, r.RecordedAt)
+			}
 		}
 	}
 	if paused < 4 {
 		t.Errorf("history has %d paused records, want every paused slot (at least 4)", paused)
 	}
-	snap, _ = rt.Snapshot(ctx)
+	snap, _ = rt.Monitor().Snapshot(ctx)
 	if st := snap.Schedules[0]; st.Paused != nil || st.Status == runtime.StatusLate || st.Status == runtime.StatusPaused {
 		t.Errorf("after resume: status %s, pause %+v", st.Status, st.Paused)
 	}
@@ -244,7 +249,7 @@ func pauseWhileNoneLeads(t *testing.T, c pauseCase) {
 	}
 	startWorker(t, rdb, queue, func(mux *asynq.ServeMux) { first.RegisterHandlers(mux) })
 	if c.family {
-		if err := first.SetMembers(ctx, "tick", []runtime.Member{{Key: "acme"}}); err != nil {
+		if err := first.Families().SetMany(ctx, "tick", []runtime.Member{{Key: "acme"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -407,7 +412,7 @@ func TestRerunAPastSlotAndBackfill(t *testing.T) {
 		return false
 	})
 
-	if c, _ := rt.Counters(ctx); c["prune"].LastSlotSuccess.IsZero() {
+	if c, _ := rt.Monitor().Counters(ctx); c["prune"].LastSlotSuccess.IsZero() {
 		t.Error("a re-run's success did not count as the slot's own")
 	}
 	var notASlot *runtime.NotASlotError
@@ -453,7 +458,7 @@ func TestAQueueNoWorkerServesIsReported(t *testing.T) {
 	// asynq's server announces its queues a moment after it starts; until
 	// then its queue is rightly unserved.
 	waitFor(t, 10*time.Second, "the worker to announce its queue", func() bool {
-		queues, _ := rt.UnservedQueues()
+		queues, _ := rt.Redis().UnservedQueues()
 		return len(queues) == 1
 	})
 	runUntilTheEnd(t, rt)
@@ -462,7 +467,7 @@ func TestAQueueNoWorkerServesIsReported(t *testing.T) {
 		strings.Contains(logs.String(), "queue="+served) {
 		t.Errorf("logged %d warnings, want one naming only %s:\n%s", n, lonely, logs.String())
 	}
-	snap, _ := rt.Snapshot(ctx)
+	snap, _ := rt.Monitor().Snapshot(ctx)
 	if len(snap.Unserved) != 1 || snap.Unserved[0] != lonely {
 		t.Errorf("snapshot unserved %v, want [%s]", snap.Unserved, lonely)
 	}
@@ -509,7 +514,7 @@ func TestADuplicateReplicaNameIsReported(t *testing.T) {
 	c := newCluster(t, rdb, 2, runtime.Options{LeaseTTL: time.Second, Replica: "same-name"}, idleSchedule())
 	for _, rt := range c.rts {
 		waitFor(t, 10*time.Second, "the duplicate name to be noticed", func() bool {
-			return strings.Contains(rt.DuplicateReplica(), `"same-name" is used by two processes`)
+			return strings.Contains(rt.Redis().DuplicateReplica(), `"same-name" is used by two processes`)
 		})
 		if h := rt.Health(context.Background()); h.Status != "unhealthy" {
 			t.Errorf("health %+v, want unhealthy naming the duplicate", h)

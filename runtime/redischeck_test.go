@@ -38,6 +38,12 @@ func TestJudgeRedis(t *testing.T) {
 			}
 		})
 	}
+	if err := runtime.JudgeRedis("redis_version:7.0.15\r\ncluster_enabled:1\r\n"); !errors.Is(err, runtime.ErrRedisCluster) {
+		t.Errorf("a cluster node: verdict %v, want ErrRedisCluster", err)
+	}
+	if err := runtime.JudgeRedis("redis_version:7.0.15\r\ncluster_enabled:0\r\n"); err != nil {
+		t.Errorf("cluster_enabled:0: verdict %v, want none", err)
+	}
 }
 
 // A Redis that evicts keys could drop the lease, the token and the cursors:
@@ -65,7 +71,7 @@ func TestNoLeadingOnARedisThatEvicts(t *testing.T) {
 	runUntilTheEnd(t, rt)
 	lease := store.NewKeys(rt.Namespace()).Lease
 	waitFor(t, 5*time.Second, "the refusal", func() bool { return strings.Contains(logs.String(), "will not schedule on this Redis") })
-	if n, _ := rdb.Exists(ctx, lease).Result(); n != 0 || rt.IsLeader() {
+	if n, _ := rdb.Exists(ctx, lease).Result(); n != 0 || rt.Leadership().Leading() {
 		t.Fatal("the runtime took the lease on a Redis that evicts")
 	}
 	if h := rt.Health(ctx); h.Status != "unhealthy" || !strings.Contains(strings.Join(h.Problems, ";"), "maxmemory-policy is allkeys-lru") {
@@ -74,7 +80,7 @@ func TestNoLeadingOnARedisThatEvicts(t *testing.T) {
 	if err := rdb.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "the runtime to lead once Redis is safe", rt.IsLeader)
+	waitFor(t, 5*time.Second, "the runtime to lead once Redis is safe", rt.Leadership().Leading)
 	if !strings.Contains(logs.String(), "safe again") {
 		t.Errorf("no recovery logged:\n%s", logs.String())
 	}
@@ -83,7 +89,7 @@ func TestNoLeadingOnARedisThatEvicts(t *testing.T) {
 	}
 	waitFor(t, 5*time.Second, "the holder to give the lease up", func() bool {
 		n, _ := rdb.Exists(ctx, lease).Result()
-		return !rt.IsLeader() && n == 0
+		return !rt.Leadership().Leading() && n == 0
 	})
 	if n := strings.Count(logs.String(), "will not schedule on this Redis"); n != 2 {
 		t.Errorf("logged the refusal %d times, want once per verdict (2):\n%s", n, logs.String())
@@ -110,18 +116,18 @@ func TestAReplicaWithASkewedClockDoesNotLead(t *testing.T) {
 				t.Fatal(err)
 			}
 			runUntilTheEnd(t, rt)
-			waitFor(t, 5*time.Second, "the skew to be measured", func() bool { _, ok := rt.ClockSkew(); return ok })
-			skew, _ := rt.ClockSkew()
+			waitFor(t, 5*time.Second, "the skew to be measured", func() bool { _, ok := rt.Redis().ClockSkew(); return ok })
+			skew, _ := rt.Redis().ClockSkew()
 			if d := skew - tt.offset; d > time.Second || d < -time.Second {
 				t.Errorf("measured skew %s, want about %s", skew, tt.offset)
 			}
 			if tt.leads {
-				waitFor(t, 5*time.Second, "the replica to lead", rt.IsLeader)
+				waitFor(t, 5*time.Second, "the replica to lead", rt.Leadership().Leading)
 				return
 			}
 			waitFor(t, 5*time.Second, "the refusal", func() bool { return strings.Contains(logs.String(), "clock is") })
-			if rt.IsLeader() || !strings.Contains(rt.RedisUnsafe(), "more than SkewMargin") {
-				t.Errorf("leader %v, unsafe %q; want no lead and the skew named", rt.IsLeader(), rt.RedisUnsafe())
+			if rt.Leadership().Leading() || !strings.Contains(rt.Redis().Unsafe(), "more than SkewMargin") {
+				t.Errorf("leader %v, unsafe %q; want no lead and the skew named", rt.Leadership().Leading(), rt.Redis().Unsafe())
 			}
 			if h := rt.Health(ctx); h.Status != "unhealthy" {
 				t.Errorf("health %+v, want unhealthy", h)

@@ -112,7 +112,7 @@ func TestACrashBetweenEnqueueAndCommitRunsNoSlotTwice(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	stopA()
 	<-doneA
-	if a.IsLeader() {
+	if a.Leadership().Leading() {
 		t.Fatal("the stopped holder still leads")
 	}
 	handedOver := time.Now()
@@ -214,7 +214,7 @@ func TestACrashBetweenAMemberEnqueueAndItsCommitRunsNoSlotTwice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.SetMember(ctx, "tick", runtime.Member{Key: "acme", Zone: "UTC"}); err != nil {
+	if _, err := a.Families().Set(ctx, "tick", runtime.Member{Key: "acme", Zone: "UTC"}); err != nil {
 		t.Fatal(err)
 	}
 	startJanitoredWorker(t, shared, queue, a)
@@ -254,7 +254,7 @@ func TestAMemberSlotMisfireLatestRunsAgainAfterACrashRunsOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.SetMember(ctx, "tick", runtime.Member{Key: "acme", Zone: "UTC"}); err != nil {
+	if _, err := a.Families().Set(ctx, "tick", runtime.Member{Key: "acme", Zone: "UTC"}); err != nil {
 		t.Fatal(err)
 	}
 	startJanitoredWorker(t, sharedRedis(t), queue, a)

@@ -99,6 +99,9 @@ func newRuntime(reg *registry.Registry, opts Options, clk clock.Clock) (*Runtime
 	r.log = opts.Logger.With("replica", opts.Replica)
 	switch {
 	case opts.Redis != nil:
+		if _, cluster := opts.Redis.(*redis.ClusterClient); cluster {
+			return nil, fmt.Errorf("%w: Options.Redis is a *redis.ClusterClient; %s", ErrRedisCluster, clusterAdvice)
+		}
 		r.rdb = opts.Redis
 	case opts.RedisURL != "":
 		rdb, err := openRedisURL(opts.RedisURL)
@@ -170,14 +173,11 @@ func (r *Runtime) Replica() string { return r.opts.Replica }
 // Logger returns the runtime's logger, for integrations that log beside it.
 func (r *Runtime) Logger() *slog.Logger { return r.log }
 
-// HistoryLimit is the number of occurrences the ledger keeps per schedule.
-func (r *Runtime) HistoryLimit() int { return r.opts.HistoryLimit }
-
-// DuplicateReplica says, when another process heartbeats under this
+// duplicateReplica says, when another process heartbeats under this
 // replica's Replica name on the same namespace, which it is; "" otherwise.
 // Two processes with one name make the admin and the metrics lie about
 // who did what.
-func (r *Runtime) DuplicateReplica() string {
+func (r *Runtime) duplicateReplica() string {
 	if r.disabled != "" {
 		return ""
 	}
@@ -187,20 +187,17 @@ func (r *Runtime) DuplicateReplica() string {
 	return ""
 }
 
-// Disabled returns why the scheduler is disabled, or "" if it is not.
-func (r *Runtime) Disabled() string { return r.disabled }
-
-// Grace returns how late a slot of s may still be enqueued: Options.Grace
+// grace returns how late a slot of s may still be enqueued: Options.Grace
 // when set, else the schedule's own.
-func (r *Runtime) Grace(s *registry.Schedule) time.Duration {
+func (r *Runtime) grace(s *registry.Schedule) time.Duration {
 	if r.opts.Grace > 0 {
 		return r.opts.Grace
 	}
 	return s.Grace
 }
 
-// IsLeader reports whether this replica holds the lease and trusts it.
-func (r *Runtime) IsLeader() bool {
+// isLeader reports whether this replica holds the lease and trusts it.
+func (r *Runtime) isLeader() bool {
 	if r.disabled != "" {
 		return false
 	}
@@ -254,6 +251,13 @@ func (r *Runtime) noteRedis(err error) {
 	if errors.Is(err, context.Canceled) || errors.Is(err, store.ErrNotLeader) {
 		return
 	}
+	// A cluster's refusal is an answer: Redis is reachable and refuses
+	// what belfry asks of it, which no retry mends.
+	refusal := clusterRefusal(err)
+	if refusal != nil {
+		defer r.refuseCluster(refusal)
+		err = nil
+	}
 	if err == nil {
 		r.statusIndex.answered.Store(time.Now().UnixNano())
 	}
@@ -271,13 +275,16 @@ func (r *Runtime) noteRedis(err error) {
 		// settings): judge its settings again before leading.
 		r.redisCheck.mu.Lock()
 		r.redisCheck.stale = true
+		if refusal == nil {
+			r.redisCheck.cluster = nil
+		}
 		r.redisCheck.mu.Unlock()
 	}
 }
 
-// RedisState returns the runtime's view of Redis and, when it is down, the
+// redisState returns the runtime's view of Redis and, when it is down, the
 // last error.
-func (r *Runtime) RedisState() (RedisState, error) {
+func (r *Runtime) redisState() (RedisState, error) {
 	if r.disabled != "" {
 		return RedisDisabled, nil
 	}
@@ -315,7 +322,7 @@ func (r *Runtime) retention(*registry.Schedule) time.Duration {
 // holder back after an outage longer than grace), that is until the next
 // slot; plus its clock's skew.
 func (r *Runtime) memberRetention(s *registry.Schedule, slot time.Time) time.Duration {
-	window := r.Grace(s)
+	window := r.grace(s)
 	if s.Misfire == registry.MisfireLatest {
 		if next := s.Next(slot); !next.IsZero() {
 			window = max(window, next.Sub(slot))

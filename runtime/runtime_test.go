@@ -96,7 +96,7 @@ func (c *cluster) leaderIndex(t *testing.T) int {
 	waitFor(t, 10*time.Second, "one leader", func() bool {
 		idx = -1
 		for i, rt := range c.rts {
-			if rt.IsLeader() {
+			if rt.Leadership().Leading() {
 				idx = i
 			}
 		}
@@ -107,7 +107,7 @@ func (c *cluster) leaderIndex(t *testing.T) int {
 
 func (c *cluster) leaders() (n int) {
 	for _, rt := range c.rts {
-		if rt.IsLeader() {
+		if rt.Leadership().Leading() {
 			n++
 		}
 	}

@@ -215,7 +215,7 @@ func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) 
 	late.earliest = st.queue[0].slotTime()
 	for len(st.queue) > 0 && !st.queue[0].slotTime().After(now) && len(plans) < dispatchBatch {
 		d := heap.Pop(&st.queue).(due)
-		plans = append(plans, planSlots(r.scope(d.sched), d.sched, d.slotTime(), d.cursorTime(), now, r.Grace(d.sched)))
+		plans = append(plans, planSlots(r.scope(d.sched), d.sched, d.slotTime(), d.cursorTime(), now, r.grace(d.sched)))
 		names = append(names, d.sched.Name)
 	}
 	// Pauses are read when slots come due, so a pause set on any replica
@@ -225,7 +225,7 @@ func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) 
 		return late, err
 	}
 	for i, p := range pauses {
-		plans[i].applyPauses(p != nil, windows[i], now, r.Grace(plans[i].sched))
+		plans[i].applyPauses(p != nil, windows[i], now, r.grace(plans[i].sched))
 	}
 	r.enqueueAll(ctx, st.value, plans)
 	late.enqueued = r.clock.Now()
@@ -477,9 +477,9 @@ func (r *Runtime) prepareSlot(ctx context.Context, fence *pipeline.Fence, p *slo
 		retention = r.memberRetention(s, slot)
 	}
 	se.send = true
-	sent, enqueued := r.beforeEnqueue(ctx, s, occ)
+	carrier, enqueued := r.beforeEnqueue(ctx, s, occ)
 	se.enqueued = enqueued
-	return se, pipeline.Item{Task: r.task(s, sent, retention), Mark: mark}, true
+	return se, pipeline.Item{Task: r.task(s, occ, carrier, retention), Mark: mark}, true
 }
 
 // finishSlot takes a slot's enqueue result: it records the slot, or cuts
@@ -510,8 +510,8 @@ func (r *Runtime) finishSlot(fence *pipeline.Fence, se slotEnqueue, res pipeline
 // this one, or a double-submitted trigger) already enqueued it: success,
 // with nothing inserted.
 func (r *Runtime) enqueue(ctx context.Context, s *registry.Schedule, occ registry.Occurrence, retention time.Duration) (inserted bool, err error) {
-	sent, enqueued := r.beforeEnqueue(ctx, s, occ)
-	inserted, err = r.enqueuer.Enqueue(ctx, r.task(s, sent, retention))
+	carrier, enqueued := r.beforeEnqueue(ctx, s, occ)
+	inserted, err = r.enqueuer.Enqueue(ctx, r.task(s, occ, carrier, retention))
 	if err != nil {
 		inserted, err = false, fmt.Errorf("enqueue %s: %w", occ.ID, err)
 	}
@@ -523,10 +523,11 @@ func (r *Runtime) enqueue(ctx context.Context, s *registry.Schedule, occ registr
 
 // task is an occurrence's asynq task: written as asynq's Client writes it,
 // but sent with the enqueues of other schedules due at the same moment
-// (pipeline.Task says why).
-func (r *Runtime) task(s *registry.Schedule, occ registry.Occurrence, retention time.Duration) pipeline.Task {
+// (pipeline.Task says why). The observer's carrier, if any, goes in its
+// headers.
+func (r *Runtime) task(s *registry.Schedule, occ registry.Occurrence, carrier map[string]string, retention time.Duration) pipeline.Task {
 	return pipeline.Task{Type: s.Name, Payload: registry.EncodeOccurrence(occ), ID: occ.ID,
-		Queue: s.Queue, MaxRetry: s.MaxRetry, Timeout: s.Timeout, Retention: retention}
+		Queue: s.Queue, MaxRetry: s.MaxRetry, Timeout: s.Timeout, Retention: retention, Headers: carrier}
 }
 
 // previousStillRunning reports whether the schedule's last enqueued

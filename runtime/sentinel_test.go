@@ -140,7 +140,7 @@ func (rig *failoverRig) waitRun(within time.Duration, after time.Time) {
 func (rig *failoverRig) verdict(ctx context.Context, from, to time.Time) (duplicates, missed int, lost []runtime.LostWrites) {
 	rig.t.Helper()
 	rig.waitRun(30*time.Second, to.Add(5*time.Second))
-	lost, err := rig.rts[0].LostWrites(ctx)
+	lost, err := rig.rts[0].Redis().LostWrites(ctx)
 	if err != nil {
 		rig.t.Fatalf("reading the detected losses: %v", err)
 	}
@@ -362,9 +362,9 @@ func stageLostWritesAndDetect(t *testing.T) (staged bool) {
 	staged = true
 	var lost []runtime.LostWrites
 	deadline := time.Now().Add(60 * time.Second) // under -race and load a re-dial through the sentinels is slow
-	for lost, _ = next.LostWrites(ctx); len(lost) == 0; lost, _ = next.LostWrites(ctx) {
+	for lost, _ = next.Redis().LostWrites(ctx); len(lost) == 0; lost, _ = next.Redis().LostWrites(ctx) {
 		if time.Now().After(deadline) {
-			state, err := next.RedisState()
+			state, err := next.Redis().State()
 			t.Fatalf("the loss was not detected within 60s; the follower's Redis is %s (%v), scheduling %v", state, err, next.Scheduling())
 		}
 		time.Sleep(50 * time.Millisecond) // polls the detection; the deadline is the assertion
@@ -435,7 +435,7 @@ func TestRedisURLWithMasterNameFollowsTheSentinels(t *testing.T) {
 		t.Fatal(err)
 	}
 	runUntilTheEnd(t, rt)
-	waitFor(t, 10*time.Second, "the runtime to lead through the sentinels", rt.IsLeader)
+	waitFor(t, 10*time.Second, "the runtime to lead through the sentinels", rt.Leadership().Leading)
 	if _, err := s.Failover(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -445,7 +445,7 @@ func TestRedisURLWithMasterNameFollowsTheSentinels(t *testing.T) {
 	}
 	waitFor(t, 20*time.Second, "the runtime to lead on the new primary", func() bool {
 		info, err := rt.RedisClient().Info(ctx, "server").Result()
-		return err == nil && strings.Contains(info, "tcp_port:"+primary.Addr[strings.LastIndexByte(primary.Addr, ':')+1:]+"\r") && rt.IsLeader()
+		return err == nil && strings.Contains(info, "tcp_port:"+primary.Addr[strings.LastIndexByte(primary.Addr, ':')+1:]+"\r") && rt.Leadership().Leading()
 	})
 }
 
@@ -490,7 +490,7 @@ func TestRedissURLSpeaksTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	runUntilTheEnd(t, rt)
-	waitFor(t, 10*time.Second, "the runtime to lead over TLS", rt.IsLeader)
+	waitFor(t, 10*time.Second, "the runtime to lead over TLS", rt.Leadership().Leading)
 	plain, err := runtime.New(registry.MustNew(idleSchedule()), runtime.Options{RedisURL: "redis://" + addr + "/0", Namespace: uniq("ns")})
 	if err != nil {
 		t.Fatal(err)

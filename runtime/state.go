@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/belfry/belfry/runtime/internal/pipeline"
+	"github.com/belfry/belfry/runtime/internal/store"
 )
 
 // Outcome is what happened to one occurrence, as the ledger records it.
@@ -25,6 +26,16 @@ const (
 	// old primary, and is not enqueued again (Options.ReplicaAcks).
 	OutcomeLost Outcome = "lost"
 )
+
+// enqueued reports whether an occurrence with this outcome was put in
+// asynq: a missed, skipped or paused slot never was.
+func (o Outcome) enqueued() bool {
+	switch o {
+	case OutcomeMissed, OutcomeSkipped, OutcomePaused:
+		return false
+	}
+	return true
+}
 
 // Status is a schedule's health as the admin page, the JSON API, metrics
 // and the health check show it.
@@ -77,4 +88,8 @@ var (
 	// Repeating the call is safe: a manual run with the same request key is
 	// enqueued once.
 	ErrNotAcked = pipeline.ErrNotAcked
+	// ErrNotLeader: the scheduler's enqueue found its lease taken by
+	// another replica, and wrote nothing; the replica that holds the lease
+	// enqueues the occurrence. An EnqueueObserver's done may hear it.
+	ErrNotLeader = store.ErrNotLeader
 )

@@ -14,7 +14,7 @@ import (
 )
 
 // ScheduleState is one schedule as the admin page and the JSON API show
-// it, read by Snapshot or SnapshotOf.
+// it, read by Monitor.Snapshot or Monitor.SnapshotOf.
 type ScheduleState struct {
 	Schedule *registry.Schedule
 	Next     time.Time // in the schedule's zone; zero if it never fires again
@@ -33,6 +33,21 @@ func (s ScheduleState) LastRun() *Record {
 	return &s.Recent[0]
 }
 
+// Monitor reads what the admin page, the metrics and a health check show:
+// the schedules' state and status, their counters, the replicas, and the
+// settings that explain them. It only reads.
+type Monitor struct{ rt *Runtime }
+
+// Monitor returns the runtime's read side for dashboards and metrics.
+func (r *Runtime) Monitor() *Monitor { return &Monitor{rt: r} }
+
+// HistoryLimit is the number of occurrences the ledger keeps per schedule.
+func (mon *Monitor) HistoryLimit() int { return mon.rt.opts.HistoryLimit }
+
+// Grace returns how late a slot of s may still be enqueued: Options.Grace
+// when set, else the schedule's own.
+func (mon *Monitor) Grace(s *registry.Schedule) time.Duration { return mon.rt.grace(s) }
+
 // Snapshot is the state of schedules and of the cluster at one moment.
 type Snapshot struct {
 	At         time.Time
@@ -46,7 +61,7 @@ type Snapshot struct {
 	RedisUnsafe string
 	Disabled    string
 	// Unserved are the schedules' queues no asynq server listens to (see
-	// Runtime.UnservedQueues).
+	// RedisDiagnostics.UnservedQueues).
 	Unserved []string
 	// LostWrites are the losses of Redis data detected, newest first.
 	LostWrites []LostWrites
@@ -56,13 +71,13 @@ type Snapshot struct {
 	// would show is unknown, not empty. Empty when everything was read.
 	Missing []Missing
 	// NamespaceContention says a replica of another registry beats in this
-	// namespace (see Runtime.NamespaceContention).
+	// namespace (see RedisDiagnostics.NamespaceContention).
 	NamespaceContention string
 	// Misrouted are recent reports of this service's occurrences bounced
-	// by workers of their queue (see Runtime.MisroutedOccurrences).
+	// by workers of their queue (see RedisDiagnostics.Misrouted).
 	Misrouted []Misrouted
 	// LegacyNamespace says an earlier deployment still schedules this
-	// registry in the old default namespace (see Runtime.LegacyNamespace).
+	// registry in the old default namespace (see RedisDiagnostics.LegacyNamespace).
 	LegacyNamespace string
 }
 
@@ -97,8 +112,9 @@ const recentPerSchedule = 5
 // schedules use SnapshotOf, for every schedule's status Statuses. When
 // Redis is unreachable or slow it still returns every schedule with its
 // next run; Missing and the error say what is missing.
-func (r *Runtime) Snapshot(ctx context.Context) (Snapshot, error) {
-	return r.SnapshotOf(ctx, r.names(), recentPerSchedule)
+func (mon *Monitor) Snapshot(ctx context.Context) (Snapshot, error) {
+	r := mon.rt
+	return mon.SnapshotOf(ctx, r.names(), recentPerSchedule)
 }
 
 // counterFields are the stats counters Counters holds, in the order
@@ -123,7 +139,8 @@ func countersFrom(vals []int64) Counters {
 // fails or does not answer in time is listed in Missing, and the others are
 // still shown. A read that times out is reported slow (RedisSlow), not
 // down: Redis answers, only not in time.
-func (r *Runtime) SnapshotOf(ctx context.Context, names []string, recent int) (Snapshot, error) {
+func (mon *Monitor) SnapshotOf(ctx context.Context, names []string, recent int) (Snapshot, error) {
+	r := mon.rt
 	now := r.clock.Now()
 	snap := Snapshot{At: now, Replica: r.opts.Replica, Disabled: r.disabled}
 	scheds := make([]*registry.Schedule, 0, len(names))
@@ -144,12 +161,12 @@ func (r *Runtime) SnapshotOf(ctx context.Context, names []string, recent int) (S
 				})
 			})
 		}
-		wg.Go(func() { snap.Cluster, _ = timedRead(ctx, &reads, PartCluster, r.Cluster) })
+		wg.Go(func() { snap.Cluster, _ = timedRead(ctx, &reads, PartCluster, mon.Cluster) })
 		wg.Go(func() {
-			snap.Unserved, _ = timedRead(ctx, &reads, PartQueues, func(context.Context) ([]string, error) { return r.UnservedQueues() })
+			snap.Unserved, _ = timedRead(ctx, &reads, PartQueues, func(context.Context) ([]string, error) { return r.Redis().UnservedQueues() })
 		})
-		wg.Go(func() { snap.LostWrites, _ = timedRead(ctx, &reads, PartLostWrites, r.LostWrites) })
-		wg.Go(func() { snap.Misrouted, _ = timedRead(ctx, &reads, PartMisrouted, r.MisroutedOccurrences) })
+		wg.Go(func() { snap.LostWrites, _ = timedRead(ctx, &reads, PartLostWrites, r.Redis().LostWrites) })
+		wg.Go(func() { snap.Misrouted, _ = timedRead(ctx, &reads, PartMisrouted, r.Redis().Misrouted) })
 		wg.Wait()
 	}
 	r.settle(&snap, &reads)
@@ -170,7 +187,7 @@ func (r *Runtime) SnapshotOf(ctx context.Context, names []string, recent int) (S
 				st.Paused = &p
 			}
 			st.Status = scheduleStatus(statusInputs{paused: st.Paused != nil, failing: d.FailingSince > 0,
-				active: Outcome(d.Active), lateAt: lateAt(s, st.Counters, r.Grace(s))}, now)
+				active: Outcome(d.Active), lateAt: lateAt(s, st.Counters, r.grace(s))}, now)
 		}
 		snap.Schedules = append(snap.Schedules, st)
 	}
@@ -248,6 +265,11 @@ func (l *readLog) fail(part string, err error, took time.Duration) {
 	l.errs = append(l.errs, fmt.Errorf("%s: %w", part, err))
 	reason := "Redis unreachable: " + err.Error()
 	switch {
+	case clusterRefusal(err) != nil:
+		reason = ErrRedisCluster.Error()
+		if l.down == nil {
+			l.down = err
+		}
 	case isSlow(err):
 		reason = fmt.Sprintf("Redis slow: no answer within %.1f s", took.Seconds())
 		if took < 50*time.Millisecond {
@@ -279,7 +301,7 @@ func (r *Runtime) settle(snap *Snapshot, reads *readLog) {
 			r.noteRedis(nil)
 		}
 	}
-	state, lastErr := r.RedisState()
+	state, lastErr := r.redisState()
 	snap.Redis = state
 	if lastErr != nil {
 		snap.RedisError = redactSecrets(lastErr.Error(), r.redisURL)
@@ -304,9 +326,9 @@ func (r *Runtime) settle(snap *Snapshot, reads *readLog) {
 		reads.missing[i].Reason = redactSecrets(reads.missing[i].Reason, r.redisURL)
 	}
 	snap.Missing = reads.missing
-	snap.RedisUnsafe = r.RedisUnsafe()
-	snap.DuplicateReplica = r.DuplicateReplica()
-	snap.NamespaceContention, snap.LegacyNamespace = r.NamespaceContention(), r.LegacyNamespace()
+	snap.RedisUnsafe = r.Redis().Unsafe()
+	snap.DuplicateReplica = r.duplicateReplica()
+	snap.NamespaceContention, snap.LegacyNamespace = r.Redis().NamespaceContention(), r.Redis().LegacyNamespace()
 }
 
 // statusInputs are what a schedule's status is judged from: a few values
@@ -444,7 +466,7 @@ func (r *Runtime) warmStatuses(ctx context.Context) {
 	if err := r.backfillFailing(ctx); err != nil {
 		r.log.Warn("could not mark the schedules that failed before this version", "err", err)
 	}
-	r.Statuses(ctx)
+	r.Monitor().Statuses(ctx)
 }
 
 // backfillFailing marks failing, once per namespace, the schedules whose
@@ -493,7 +515,8 @@ var lateFields = []string{counterFirstSeen, counterLastResume, counterLastSlotSu
 // schedule is late only for those whose last known lateAt has passed, in
 // pipelined chunks. What could not be read is in Missing, and the
 // schedules it decides are StatusUnknown, never guessed ok.
-func (r *Runtime) Statuses(ctx context.Context) (Statuses, error) {
+func (mon *Monitor) Statuses(ctx context.Context) (Statuses, error) {
+	r := mon.rt
 	now := r.clock.Now()
 	scheds := r.reg.Schedules()
 	out := Statuses{At: now, Schedules: make([]ScheduleStatus, len(scheds)), Counts: map[Status]int{}}
@@ -530,7 +553,7 @@ func (r *Runtime) Statuses(ctx context.Context) (Statuses, error) {
 			for k, i := range stale {
 				s, v := scheds[i], vals[k]
 				c := Counters{FirstSeen: unixMilli(v[0]), LastResume: unixMilli(v[1]), LastSlotSuccess: unixMilli(v[2])}
-				idx.lateAt[i] = lateInstantOf(lateAt(s, c, r.Grace(s)))
+				idx.lateAt[i] = lateInstantOf(lateAt(s, c, r.grace(s)))
 			}
 			idx.mu.Unlock()
 		}
@@ -568,7 +591,8 @@ var lastFields = []string{counterLastEnqueue, counterLastSuccess, counterLastFai
 
 // LastTimes reads every schedule's LastTimes, in registry order: three
 // counters a schedule in pipelined chunks, none of its history.
-func (r *Runtime) LastTimes(ctx context.Context) ([]LastTimes, error) {
+func (mon *Monitor) LastTimes(ctx context.Context) ([]LastTimes, error) {
+	r := mon.rt
 	scheds := r.reg.Schedules()
 	out := make([]LastTimes, len(scheds))
 	if r.disabled != "" {

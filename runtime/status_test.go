@@ -70,11 +70,11 @@ func TestStatusesFollowTheWorkersRuns(t *testing.T) {
 	})
 	agree := func(want map[string]runtime.Status) func() bool {
 		return func() bool {
-			st, err := rt.Statuses(ctx)
+			st, err := rt.Monitor().Statuses(ctx)
 			if err != nil {
 				return false
 			}
-			snap, err := rt.SnapshotOf(ctx, []string{"flips", "blocks", "held"}, 1)
+			snap, err := rt.Monitor().SnapshotOf(ctx, []string{"flips", "blocks", "held"}, 1)
 			if err != nil {
 				return false
 			}
@@ -148,7 +148,7 @@ func TestStatusesRereadLatenessOnlyOnceItIsDue(t *testing.T) {
 	read := func() (runtime.Status, int64) {
 		t.Helper()
 		before := commands.Load()
-		st, err := rt.Statuses(ctx)
+		st, err := rt.Monitor().Statuses(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -207,7 +207,7 @@ func TestStatusesMarkWhatFailedBeforeTheUpgrade(t *testing.T) {
 	}
 	runUntilTheEnd(t, rt)
 	waitFor(t, 10*time.Second, "broke failing, mended ok", func() bool {
-		st, err := rt.Statuses(ctx)
+		st, err := rt.Monitor().Statuses(ctx)
 		return err == nil && statusOf(st, "broke") == runtime.StatusFailing && statusOf(st, "mended") == runtime.StatusOK
 	})
 }
@@ -237,7 +237,7 @@ func TestSnapshotOfManySchedulesKeepsEachOnesState(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rt.Close() })
-	snap, err := rt.SnapshotOf(ctx, names, 1)
+	snap, err := rt.Monitor().SnapshotOf(ctx, names, 1)
 	if err != nil || len(snap.Schedules) != n {
 		t.Fatalf("%d schedules, %v", len(snap.Schedules), err)
 	}

@@ -28,7 +28,8 @@ const unservedCheckEvery = time.Minute
 // for ever, and the schedule turns late. asynq's servers announce their
 // queues every few seconds, so a server that just started may not be seen
 // yet.
-func (r *Runtime) UnservedQueues() ([]string, error) {
+func (rd *RedisDiagnostics) UnservedQueues() ([]string, error) {
+	r := rd.rt
 	if r.disabled != "" {
 		return nil, nil
 	}
@@ -83,7 +84,7 @@ func (r *Runtime) checkQueues(now time.Time) bool {
 		return false
 	}
 	u.checked = now
-	queues, err := r.UnservedQueues()
+	queues, err := r.Redis().UnservedQueues()
 	if err != nil {
 		return false // the scheduler's own calls report Redis trouble
 	}
@@ -129,7 +130,9 @@ func (r *Runtime) schedulesOn(queue string, limit int) (names []string, more int
 
 // RegisterHandlers registers every schedule's handler on mux, wrapped so the
 // runtime records each execution (start, finish, duration, error) in its
-// ledger; extra middleware runs inside that recording.
+// ledger; extra middleware runs inside that recording. The handlers' context
+// holds what the enqueue's EnqueueObserver asked to carry with the task
+// (Carrier).
 //
 // asynq routes a task by its queue and type alone, so workers of two
 // services that share a queue take each other's tasks: a type the mux does
@@ -152,7 +155,7 @@ func (r *Runtime) RegisterHandlers(mux *asynq.ServeMux, middleware ...registry.M
 			if err := r.refuseForeign(ctx, s, t); err != nil {
 				return err
 			}
-			return s.HandlePayload(ctx, t.Payload(), mw...)
+			return s.HandlePayload(withCarrier(ctx, t.Headers()), t.Payload(), mw...)
 		})
 	}
 	mux.Use(r.noteUnhandled)
@@ -316,10 +319,11 @@ func (r *Runtime) reportMisrouted(ctx context.Context, ns, schedule, queue, reas
 	})
 }
 
-// MisroutedOccurrences returns the recent reports, by workers of the
+// Misrouted returns the recent reports, by workers of the
 // schedules' queues, of this service's occurrences they could not run,
 // sorted by schedule.
-func (r *Runtime) MisroutedOccurrences(ctx context.Context) ([]Misrouted, error) {
+func (rd *RedisDiagnostics) Misrouted(ctx context.Context) ([]Misrouted, error) {
+	r := rd.rt
 	if r.disabled != "" {
 		return nil, nil
 	}
@@ -364,7 +368,7 @@ func (r *Runtime) MisroutedOccurrences(ctx context.Context) ([]Misrouted, error)
 // checkMisrouted logs each current report of a misrouted occurrence once;
 // the leader calls it with its look at the queues.
 func (r *Runtime) checkMisrouted(ctx context.Context) {
-	ms, err := r.MisroutedOccurrences(ctx)
+	ms, err := r.Redis().Misrouted(ctx)
 	if err != nil {
 		return
 	}

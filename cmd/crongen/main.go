@@ -7,9 +7,11 @@
 //	crongen next [--tz ZONE] [--from RFC3339] [-n N] [--name NAME] [--phase D] "<expr>"
 //	crongen list [--now RFC3339] [packages]
 //
-// Add it to a module as a tool dependency, which go mod tidy keeps:
+// Add it to a module as a tool dependency, which go mod tidy keeps (with
+// a replace of github.com/belfry/belfry by a checkout, as the README
+// shows: the module proxy does not serve belfry, so go get -tool fails):
 //
-//	go get -tool github.com/belfry/belfry/cmd/crongen
+//	go mod edit -tool github.com/belfry/belfry/cmd/crongen && go mod tidy
 //
 // and in a package with schedules:
 //

@@ -1,14 +1,13 @@
 package main
 
 import (
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/belfry/belfry/internal/scripttest"
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
@@ -49,35 +48,7 @@ func TestScript(t *testing.T) {
 			return os.WriteFile(filepath.Join(env.WorkDir, "go.sum"), sum, 0o666)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"exitcode": exitCode,
+			"exitcode": scripttest.ExitCode,
 		},
 	})
-}
-
-// exitCode runs a command and checks its exit status, which the builtin
-// exec cannot tell apart beyond zero and non-zero:
-//
-//	exitcode 2 crongen next --tz Nowhere '* * * * *'
-func exitCode(ts *testscript.TestScript, neg bool, args []string) {
-	if neg {
-		ts.Fatalf("usage: exitcode N command [args...] (no !)")
-	}
-	if len(args) < 2 {
-		ts.Fatalf("usage: exitcode N command [args...]")
-	}
-	want, err := strconv.Atoi(args[0])
-	if err != nil {
-		ts.Fatalf("exitcode: %q is not a number", args[0])
-	}
-	got := 0
-	if err := ts.Exec(args[1], args[2:]...); err != nil {
-		var exitErr *exec.ExitError
-		if !errors.As(err, &exitErr) {
-			ts.Fatalf("exitcode: %v", err)
-		}
-		got = exitErr.ExitCode()
-	}
-	if got != want {
-		ts.Fatalf("%s exited with status %d, want %d", args[1], got, want)
-	}
 }

@@ -4,9 +4,9 @@
 // It runs as a vet tool in CI (go vet -vettool=$(go tool -n cronlint) ./...)
 // or standalone (go tool cronlint ./...); cronlint help lists the checks and
 // flags, and cronlint help <check> shows what a check reports and why.
-// -fix applies the suggested fixes, which rewrite only what is reported;
-// the generated registry holds the expressions, so run go generate
-// afterwards. Each check can be silenced for one schedule with
+// -fix applies the suggested fixes, which rewrite only what is reported,
+// and reports what remains; the generated registry holds the expressions,
+// so run go generate afterwards. Each check can be silenced for one schedule with
 // //cronlint:ignore <check> <reason> in the directive's doc comment.
 //
 // The go vet protocol (-V=full, -flags, a *.cfg argument) is
@@ -16,11 +16,14 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 
 	"golang.org/x/tools/go/analysis"
@@ -54,6 +57,12 @@ func main() {
 				os.Exit(2)
 			}
 		}
+	case !slices.ContainsFunc(args, isPackageOrStandaloneFlag):
+		// Flags and no package (cronlint -fix): multichecker would print
+		// its generic usage and exit 1. A flag's value given as a separate
+		// argument (-c 3) looks like a package here and is left to it.
+		fmt.Fprintln(os.Stderr, usageLine)
+		os.Exit(2)
 	}
 	// The flag package calls Usage for -h, and for a bad flag after
 	// writing what is wrong to its output; it then exits 0 or 2. A bad
@@ -67,7 +76,90 @@ func main() {
 		}
 		fmt.Fprintf(os.Stderr, "cronlint: %s; cronlint help lists the flags\n", strings.TrimSpace(flagErr.String()))
 	}
+	if fixesToApply(args) {
+		// x/tools' -fix writes the fixes, then prints nothing and exits 0
+		// whatever it could not fix, which reads as "all fixed". A child
+		// run with -fix applies them; this run, without -fix, reports what
+		// remains and exits as a plain run does.
+		if code := applyFixes(args); code != 0 {
+			os.Exit(code)
+		}
+		os.Args = append(os.Args[:1], withoutFlag(args, "fix")...)
+	}
 	multichecker.Main(analyzers...)
+}
+
+// fixChildEnv marks the child run that applies the fixes, so that it does
+// not start a child of its own.
+const fixChildEnv = "CRONLINT_APPLYING_FIXES"
+
+// fixesToApply reports whether args ask for fixes to be written: -fix
+// without -diff (which prints them and writes nothing), in a run that is
+// not the child applying them.
+func fixesToApply(args []string) bool {
+	return os.Getenv(fixChildEnv) == "" && boolFlag(args, "fix") && !boolFlag(args, "diff")
+}
+
+// applyFixes runs cronlint with args (-fix included) in a child process
+// and returns its exit status.
+func applyFixes(args []string) int {
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cronlint:", err)
+		return 1
+	}
+	cmd := exec.Command(self, args...)
+	cmd.Env = append(os.Environ(), fixChildEnv+"=1")
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return exit.ExitCode()
+		}
+		fmt.Fprintln(os.Stderr, "cronlint:", err)
+		return 1
+	}
+	return 0
+}
+
+// boolFlag reports whether args set the boolean flag name (-name, --name,
+// -name=true); a package argument never starts with a dash.
+func boolFlag(args []string, name string) bool {
+	set := false
+	for _, arg := range args {
+		if v, ok := flagValue(arg, name); ok {
+			set, _ = strconv.ParseBool(v)
+		}
+	}
+	return set
+}
+
+// withoutFlag returns args without any setting of the boolean flag name.
+func withoutFlag(args []string, name string) []string {
+	return slices.DeleteFunc(slices.Clone(args), func(arg string) bool {
+		_, ok := flagValue(arg, name)
+		return ok
+	})
+}
+
+// flagValue returns the value arg gives the boolean flag name ("true" for
+// a bare -name), and whether arg sets it at all.
+func flagValue(arg, name string) (string, bool) {
+	flagName, value, hasValue := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(arg, "-"), "-"), "=")
+	if !strings.HasPrefix(arg, "-") || flagName != name {
+		return "", false
+	}
+	if !hasValue {
+		value = "true"
+	}
+	return value, true
+}
+
+// isPackageOrStandaloneFlag reports whether arg is a package (or go vet's
+// *.cfg file), or a flag that needs none: go vet's protocol flags
+// (-V=full, -flags) and the requests for help.
+func isPackageOrStandaloneFlag(arg string) bool {
+	return !strings.HasPrefix(arg, "-") || arg == "-V" || strings.HasPrefix(arg, "-V=") || arg == "-flags" || isHelpFlag(arg)
 }
 
 func isHelpFlag(arg string) bool {
@@ -99,7 +191,8 @@ Usage:
   go tool cronlint -fix ./...                    apply the suggested fixes, then run go generate
   cronlint help CHECK                            what CHECK reports, why, and how to fix it
 
-Install it as a tool of the module: go get -tool github.com/belfry/belfry/cmd/cronlint
+Make it a tool of the module (as the README does; the module proxy does not serve belfry):
+  go mod edit -tool github.com/belfry/belfry/cmd/cronlint && go mod tidy
 
 Checks (all run; -CHECK runs only the checks named, -CHECK=false all but those):
 `)
@@ -111,7 +204,7 @@ Checks (all run; -CHECK runs only the checks named, -CHECK=false all but those):
 	}
 	fmt.Fprint(w, "\nFlags:\n")
 	flags := [][2]string{
-		{"-fix", "apply the suggested fixes; they rewrite only what is reported"},
+		{"-fix", "apply the suggested fixes (they rewrite only what is reported), then report what remains"},
 		{"-diff", "with -fix, print the changes as a diff instead of writing them"},
 		{"-json", "print the findings as JSON"},
 		{"-c N", "show each finding's line with N lines of context"},

@@ -144,6 +144,29 @@ func TestFixChangesOnlyReportedLines(t *testing.T) {
 	}
 }
 
+// TestFixReportsWhatRemains: cronlint -fix applies the fixes it has and
+// then reports what it could not fix, exiting 3 as a run without -fix
+// does. x/tools' -fix alone prints nothing and exits 0, which reads as
+// "all fixed" while an unknown key or zone is still in the directive.
+func TestFixReportsWhatRemains(t *testing.T) {
+	bin := buildCronlint(t)
+	mod := newModule(t, repoRoot(t))
+	out, code := run(t, mod, bin, "-fix", "./dirty")
+	if code != 3 {
+		t.Errorf("cronlint -fix ./dirty exited %d, want 3 (findings remain); output:\n%s", code, out)
+	}
+	// Standalone, cronlint names files by their absolute path.
+	if !strings.Contains(out, `/dirty/dirty.go:15:42: unknown key "colour"`) {
+		t.Errorf("cronlint -fix does not report the unknown key it cannot fix:\n%s", out)
+	}
+	if strings.Contains(out, `schedule "midnight-c" fires at 00:00 UTC`) {
+		t.Errorf("cronlint -fix reports the pile-up it fixed:\n%s", out)
+	}
+	if out, code := run(t, mod, bin, "-fix", "./jobs"); code != 0 || strings.TrimSpace(out) != "" {
+		t.Errorf("cronlint -fix ./jobs exited %d with output %q; want a clean package to pass silently", code, out)
+	}
+}
+
 // TestHelp checks that cronlint help <check> shows the check's doc.go:
 // its title and its WRONG and RIGHT examples.
 func TestHelp(t *testing.T) {
@@ -179,6 +202,7 @@ func TestHelpTellsHowToRunCronlint(t *testing.T) {
 		want := []string{
 			"go vet -vettool=$(go tool -n cronlint) ./...", "go tool cronlint [flags] ./...", "go tool cronlint -fix ./...",
 			"run go generate", "cronlint help CHECK", "-pileup.threshold int", "//cronlint:ignore CHECK REASON",
+			"go mod edit -tool github.com/belfry/belfry/cmd/cronlint",
 		}
 		for _, check := range checks {
 			want = append(want, "\n  "+check+" ")
@@ -188,14 +212,16 @@ func TestHelpTellsHowToRunCronlint(t *testing.T) {
 				t.Errorf("cronlint %s lacks %q:\n%s", strings.Join(args, " "), w, out)
 			}
 		}
-		for _, wrong := range []string{"fixtool", "go fix", "PROGRAM"} {
+		// belfry is not on the module proxy, so go get -tool fails; the
+		// README adds the tool with go mod edit -tool.
+		for _, wrong := range []string{"fixtool", "go fix", "PROGRAM", "go get"} {
 			if strings.Contains(out, wrong) {
 				t.Errorf("cronlint %s mentions %q, which is not how belfry runs cronlint:\n%s", strings.Join(args, " "), wrong, out)
 			}
 		}
 	}
 
-	for _, args := range [][]string{{}, {"-bogus", "./..."}, {"help", "nope"}} {
+	for _, args := range [][]string{{}, {"-bogus", "./..."}, {"help", "nope"}, {"-fix"}, {"-pileup.threshold=2", "-json"}} {
 		out, code := run(t, dir, bin, args...)
 		if code != 2 || strings.Count(out, "\n") != 1 || !strings.Contains(out, "cronlint") {
 			t.Errorf("cronlint %s exited %d with %q; want one line naming cronlint and exit 2", strings.Join(args, " "), code, out)

@@ -329,7 +329,7 @@ func startOperatorService(t *testing.T) *operatorService {
 		Actor: func(*http.Request) string { return "alice" }, Refresh: 500 * time.Millisecond})))
 	srv := httptest.NewServer(web)
 	t.Cleanup(func() { srv.Close(); cancel(); <-done; workers.Shutdown(); rt.Close() })
-	waitFor(t, 10*time.Second, "the service to lead", rt.IsLeader)
+	waitFor(t, 10*time.Second, "the service to lead", rt.Leadership().Leading)
 	return &operatorService{rt: rt, base: srv.URL + "/cron/"}
 }
 

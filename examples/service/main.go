@@ -232,12 +232,12 @@ func seedTenants(ctx context.Context, rt *runtime.Runtime, log *slog.Logger) {
 		members[i] = runtime.Member{Key: t.Key, Zone: t.Zone, Expr: t.Expr}
 	}
 	for {
-		n, err := rt.MemberCount(ctx, jobs.TaskWeeklyReport)
+		n, err := rt.Families().Count(ctx, jobs.TaskWeeklyReport)
 		if err == nil && n > 0 {
 			return
 		}
 		if err == nil {
-			if err = rt.SetMembers(ctx, jobs.TaskWeeklyReport, members); err == nil {
+			if err = rt.Families().SetMany(ctx, jobs.TaskWeeklyReport, members); err == nil {
 				log.Info("seeded the weekly-report family", "tenants", len(members))
 				return
 			}

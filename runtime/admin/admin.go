@@ -30,7 +30,8 @@ type Options struct {
 	Middleware func(http.Handler) http.Handler
 	// Actor names who makes a request (e.g. the user the host's
 	// authentication found); triggers, re-runs, backfills, pauses and
-	// resumes record it. Default: nobody is named.
+	// resumes record it. Default: the client's own claim in the
+	// ActorHeader header (the belfry CLI sends user@host), else nobody.
 	Actor func(*http.Request) string
 	// Title heads the page; default "belfry".
 	Title string
@@ -80,9 +81,10 @@ const RefreshDefault = 5 * time.Second
 //	                                    limit, cursor, q or status one page:
 //	                                    {"schedules", "next_cursor", "matched", "counts", "missing"}
 //	GET  /api/schedules/{name}          one schedule with history, JSON
+//	GET  /api/schedules/{name}/next     its next ?n= slots: see next.go
 //	POST /api/schedules/{name}/trigger  202 {"task_id": ...}; Idempotency-Key header or
 //	                                    "request" form field makes a double submit a no-op
-//	GET  /api/status                    leader, replicas, Redis state
+//	GET  /api/status                    leader, replicas (and each one's process: pid, host), Redis state
 //	GET  /api/orphans                   {"orphans": [...]}: schedules with state in Redis
 //	                                    that the registry no longer declares
 //	DELETE /api/orphans/{name}          204: forget one (its cursor, counters, history)
@@ -143,6 +145,7 @@ func New(rt *runtime.Runtime, opts Options) http.Handler {
 	mux.HandleFunc("POST /api/schedules/{name}/pause", a.apiPause)
 	mux.HandleFunc("POST /api/schedules/{name}/resume", a.apiResume)
 	a.registerMembers(mux)
+	a.registerNext(mux)
 	var h http.Handler = http.NewCrossOriginProtection().Handler(a.guardHosts(mux))
 	if opts.Middleware != nil {
 		h = opts.Middleware(h)
@@ -172,7 +175,7 @@ const fullListTimeout = 5 * time.Second
 func (a *admin) snapshotOf(req *http.Request, names []string, recent int) (runtime.Snapshot, error) {
 	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
 	defer cancel()
-	return a.r.SnapshotOf(ctx, names, recent)
+	return a.r.Monitor().SnapshotOf(ctx, names, recent)
 }
 
 // missingOf is whether the schedules' own data is among the missing parts.
@@ -202,7 +205,7 @@ func (a *admin) trigger(req *http.Request) (id string, status int, msg string) {
 	case errors.Is(err, runtime.ErrUnknownSchedule):
 		return "", http.StatusNotFound, "no schedule is called " + req.PathValue("name")
 	case errors.Is(err, runtime.ErrDisabled):
-		return "", http.StatusServiceUnavailable, "the scheduler is disabled: " + a.r.Disabled()
+		return "", http.StatusServiceUnavailable, "the scheduler is disabled: " + a.r.Leadership().Disabled()
 	case errors.Is(err, runtime.ErrBadRequestKey):
 		return "", http.StatusBadRequest, err.Error()
 	case errors.Is(err, runtime.ErrNoMember):
@@ -243,6 +246,9 @@ type apiSchedule struct {
 	Missing []runtime.Missing `json:"missing,omitempty"`
 }
 
+// apiCounters are runtime.Counters in JSON: "enqueued" counts the
+// enqueues on schedule and "manual" those by hand, so every enqueue is
+// their sum; "succeeded" and "failed" count attempts of both.
 type apiCounters struct {
 	Enqueued    int64      `json:"enqueued"`
 	Manual      int64      `json:"manual"`
@@ -268,7 +274,7 @@ func (a *admin) toAPI(st runtime.ScheduleState, missing []runtime.Missing) apiSc
 	s, c := st.Schedule, st.Counters
 	out := apiSchedule{
 		Name: s.Name, Expression: s.Expr, Zone: s.Zone, Queue: s.Queue, Timeout: s.Timeout.String(),
-		MaxRetry: s.MaxRetry, Grace: a.r.Grace(s).String(), Overlap: string(s.Overlap), Misfire: string(s.Misfire),
+		MaxRetry: s.MaxRetry, Grace: a.r.Monitor().Grace(s).String(), Overlap: string(s.Overlap), Misfire: string(s.Misfire),
 		Source: s.Source, Status: st.Status, Paused: st.Paused, LastRun: st.LastRun(), Missing: missingOf(missing),
 	}
 	if len(out.Missing) == 0 {
@@ -278,8 +284,9 @@ func (a *admin) toAPI(st runtime.ScheduleState, missing []runtime.Missing) apiSc
 	}
 	if !st.Next.IsZero() {
 		// In the schedule's zone with its offset written out: RFC 3339's "Z"
-		// would make a London time in winter read as UTC.
-		local, utc := st.Next.Format(offsetLayout), st.Next.UTC().Format(time.RFC3339)
+		// would make a London time in winter read as UTC. A UTC schedule's
+		// is Z, as every other time in the JSON.
+		local, utc := rfc3339(st.Next), st.Next.UTC().Format(time.RFC3339)
 		out.NextRun, out.NextRunUTC = &local, &utc
 	}
 	return out
@@ -315,7 +322,7 @@ func (a *admin) apiList(w http.ResponseWriter, req *http.Request) {
 		for _, s := range a.r.Registry().Schedules() {
 			names = append(names, s.Name)
 		}
-		snap, _ := a.r.SnapshotOf(ctx, names, 1) // without Redis the schedules and next runs still answer
+		snap, _ := a.r.Monitor().SnapshotOf(ctx, names, 1) // without Redis the schedules and next runs still answer
 		out := make([]any, 0, len(snap.Schedules))
 		for _, st := range snap.Schedules {
 			out = append(out, a.withFamily(ctx, a.toAPI(st, snap.Missing)))
@@ -333,7 +340,7 @@ func (a *admin) apiList(w http.ResponseWriter, req *http.Request) {
 	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
 	defer cancel()
 	l, _ := a.list(ctx, q)
-	snap, _ := a.r.SnapshotOf(ctx, l.names(), 1)
+	snap, _ := a.r.Monitor().SnapshotOf(ctx, l.names(), 1)
 	out := apiPage{Schedules: make([]any, 0, len(snap.Schedules)), Matched: l.Matched,
 		Counts: l.Statuses.Counts, Missing: orEmpty(mergeMissing(l.Statuses.Missing, snap.Missing))}
 	for _, st := range snap.Schedules {
@@ -404,8 +411,8 @@ func (a *admin) withHistory(req *http.Request, name string, recent int) (runtime
 	var history []runtime.Record
 	var historyErr error
 	var wg sync.WaitGroup
-	wg.Go(func() { snap, _ = a.r.SnapshotOf(ctx, []string{name}, recent) })
-	wg.Go(func() { history, historyErr = a.r.History(ctx, name, a.r.HistoryLimit()) })
+	wg.Go(func() { snap, _ = a.r.Monitor().SnapshotOf(ctx, []string{name}, recent) })
+	wg.Go(func() { history, historyErr = a.r.History(ctx, name, a.r.Monitor().HistoryLimit()) })
 	wg.Wait()
 	if historyErr != nil {
 		snap.Missing = append(snap.Missing, runtime.Missing{Part: partHistory, Reason: readFailure(historyErr)})
@@ -438,11 +445,21 @@ func (a *admin) apiStatus(w http.ResponseWriter, req *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"leader": leader, "replicas": orEmpty(snap.Cluster.Replicas), "replica": snap.Replica,
-		"redis": snap.Redis, "redis_error": snap.RedisError, "redis_unsafe": snap.RedisUnsafe, "disabled": snap.Disabled,
+		"processes": orEmptyMap(snap.Cluster.Processes), "redis": snap.Redis, "redis_error": snap.RedisError,
+		"redis_unsafe": snap.RedisUnsafe, "disabled": snap.Disabled,
 		"lost_writes": orEmpty(snap.LostWrites), "duplicate_replica": snap.DuplicateReplica,
 		"namespace_contention": snap.NamespaceContention, "legacy_namespace": snap.LegacyNamespace,
 		"clock_skew_ms": clockSkewMS(a.r), "missing": orEmpty(snap.Missing),
 	})
+}
+
+// orEmptyMap is m, or an empty map for nil, so the JSON says {} and
+// not null.
+func orEmptyMap[K comparable, V any](m map[K]V) map[K]V {
+	if m == nil {
+		return map[K]V{}
+	}
+	return m
 }
 
 func (a *admin) apiOrphans(w http.ResponseWriter, req *http.Request) {
@@ -469,7 +486,7 @@ func (a *admin) forget(req *http.Request) (status int, msg string) {
 	case errors.Is(err, runtime.ErrScheduleInUse):
 		return http.StatusConflict, req.PathValue("name") + " is in the registry; only removed schedules can be forgotten"
 	case errors.Is(err, runtime.ErrDisabled):
-		return http.StatusServiceUnavailable, "the scheduler is disabled: " + a.r.Disabled()
+		return http.StatusServiceUnavailable, "the scheduler is disabled: " + a.r.Leadership().Disabled()
 	case err != nil:
 		a.r.Logger().Warn("forgetting a removed schedule failed", "schedule", req.PathValue("name"), "err", err)
 		return http.StatusServiceUnavailable, "could not forget: Redis unreachable"
@@ -498,8 +515,8 @@ func (a *admin) forgetForm(w http.ResponseWriter, req *http.Request) {
 // actionContext bounds a state-changing request and names its actor.
 func (a *admin) actionContext(req *http.Request) (context.Context, context.CancelFunc) {
 	ctx := req.Context()
-	if a.opts.Actor != nil {
-		ctx = runtime.WithActor(ctx, a.opts.Actor(req))
+	if actor := a.actorOf(req); actor != "" {
+		ctx = runtime.WithActor(ctx, actor)
 	}
 	return context.WithTimeout(ctx, 5*time.Second)
 }
@@ -532,7 +549,7 @@ func (a *admin) actionError(req *http.Request, err error) (int, string) {
 	case errors.Is(err, runtime.ErrUnknownSchedule):
 		return http.StatusNotFound, "no schedule is called " + name
 	case errors.Is(err, runtime.ErrDisabled):
-		return http.StatusServiceUnavailable, "the scheduler is disabled: " + a.r.Disabled()
+		return http.StatusServiceUnavailable, "the scheduler is disabled: " + a.r.Leadership().Disabled()
 	case errors.Is(err, runtime.ErrBadRequestKey), errors.Is(err, runtime.ErrNotASlot),
 		errors.Is(err, runtime.ErrTooManySlots), errors.Is(err, runtime.ErrBadRange):
 		return http.StatusBadRequest, err.Error()
@@ -589,7 +606,7 @@ func orEmpty[T any](s []T) []T {
 
 // clockSkewMS is this replica's measured clock skew against Redis, or nil.
 func clockSkewMS(rt *runtime.Runtime) *int64 {
-	skew, ok := rt.ClockSkew()
+	skew, ok := rt.Redis().ClockSkew()
 	if !ok {
 		return nil
 	}

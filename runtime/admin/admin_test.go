@@ -97,7 +97,7 @@ func adminSetup(t *testing.T, opts admin.Options) (*fixture, *httptest.Server) {
 		registry.Schedule{Name: "nightly", Expr: "17 3 * * *", Zone: "Europe/Berlin"},
 		registry.Schedule{Name: "fails", Expr: "0 4 * * *", MaxRetry: 0,
 			Handler: func(context.Context, registry.Occurrence) error { return errors.New(hostileError) }})
-	waitFor(t, 5*time.Second, "the replica to lead", c.rt.IsLeader)
+	waitFor(t, 5*time.Second, "the replica to lead", c.rt.Leadership().Leading)
 	if opts.Metrics == nil {
 		opts.Metrics = metrics.Handler(c.rt)
 	}
@@ -413,28 +413,75 @@ func TestAdminPauseResumeAndRerun(t *testing.T) {
 	}
 }
 
-// next_run is in the schedule's zone with the offset written out: a London
-// time in winter must not read as UTC ("Z").
-func TestAPINextRunCarriesTheZonesOffset(t *testing.T) {
-	t.Parallel()
-	reg := registry.MustNew(registry.Schedule{Name: "london", Expr: "0 8 * * *", Zone: "Europe/London",
-		Handler: func(context.Context, registry.Occurrence) error { return nil }})
+// nextRunJSON serves GET api/schedules/{name} of a registry of s alone,
+// without Redis, and returns its next_run and next_run_utc, and s's own
+// next slot.
+func nextRunJSON(t *testing.T, s registry.Schedule) (nextRun, nextRunUTC string, next time.Time) {
+	t.Helper()
+	s.Handler = func(context.Context, registry.Occurrence) error { return nil }
+	reg := registry.MustNew(s)
 	rt, err := runtime.New(reg, runtime.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec := httptest.NewRecorder()
-	admin.New(rt, admin.Options{}).ServeHTTP(rec, httptest.NewRequest("GET", "/api/schedules/london", nil))
+	admin.New(rt, admin.Options{}).ServeHTTP(rec, httptest.NewRequest("GET", "/api/schedules/"+s.Name, nil))
 	var got struct {
-		NextRun string `json:"next_run"`
+		NextRun    string `json:"next_run"`
+		NextRunUTC string `json:"next_run_utc"`
 	}
 	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
 		t.Fatal(err)
 	}
-	s, _ := reg.Lookup("london")
-	want := s.Next(time.Now()).Format("2006-01-02T15:04:05-07:00")
-	if got.NextRun != want || strings.HasSuffix(got.NextRun, "Z") {
-		t.Errorf("next_run %q, want %q", got.NextRun, want)
+	declared, _ := reg.Lookup(s.Name)
+	return got.NextRun, got.NextRunUTC, declared.Next(time.Now())
+}
+
+// next_run is in the schedule's zone with the offset written out: a London
+// time in winter must not read as UTC ("Z").
+func TestAPINextRunCarriesTheZonesOffset(t *testing.T) {
+	t.Parallel()
+	got, _, next := nextRunJSON(t, registry.Schedule{Name: "london", Expr: "0 8 * * *", Zone: "Europe/London"})
+	if want := next.Format("2006-01-02T15:04:05-07:00"); got != want || strings.HasSuffix(got, "Z") {
+		t.Errorf("next_run %q, want %q", got, want)
+	}
+}
+
+// A UTC schedule's next_run is written as every other time in the JSON
+// (records, counters, pauses): RFC 3339 with Z, not "+00:00".
+func TestAPITimesInUTCEndInZ(t *testing.T) {
+	t.Parallel()
+	got, gotUTC, next := nextRunJSON(t, registry.Schedule{Name: "nightly", Expr: "17 3 * * *"})
+	if want := next.UTC().Format(time.RFC3339); got != want || gotUTC != want {
+		t.Errorf("next_run %q, next_run_utc %q; want both %q", got, gotUTC, want)
+	}
+}
+
+// The next-runs endpoint writes times as next_run does: Z for a UTC
+// schedule, the offset (never Z) for any other zone.
+func TestAPINextRunsWriteTimesAsNextRunDoes(t *testing.T) {
+	t.Parallel()
+	for _, s := range []registry.Schedule{
+		{Name: "nightly", Expr: "17 3 * * *"},
+		{Name: "london", Expr: "0 8 * * *", Zone: "Europe/London"},
+	} {
+		nextRun, _, _ := nextRunJSON(t, s)
+		s.Handler = func(context.Context, registry.Occurrence) error { return nil }
+		rt, err := runtime.New(registry.MustNew(s), runtime.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := httptest.NewRecorder()
+		admin.New(rt, admin.Options{}).ServeHTTP(rec, httptest.NewRequest("GET", "/api/schedules/"+s.Name+"/next?n=1", nil))
+		var got struct {
+			NextRuns []string `json:"next_runs"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+			t.Fatal(err)
+		}
+		if len(got.NextRuns) != 1 || got.NextRuns[0] != nextRun {
+			t.Errorf("%s: next_runs %q, want [%q] as next_run writes it", s.Name, got.NextRuns, nextRun)
+		}
 	}
 }
 
@@ -443,7 +490,7 @@ func TestAPINextRunCarriesTheZonesOffset(t *testing.T) {
 func TestPageLinksWorkForCategoryActionNames(t *testing.T) {
 	t.Parallel()
 	c := newFixture(t, sharedRedis(t), registry.Schedule{Name: "email:send", Expr: "17 3 * * *"})
-	waitFor(t, 5*time.Second, "the replica to lead", c.rt.IsLeader)
+	waitFor(t, 5*time.Second, "the replica to lead", c.rt.Leadership().Leading)
 	s, _ := c.rt.Registry().Lookup("email:send")
 	if _, err := c.rt.Rerun(context.Background(), "email:send", s.Prev(time.Now()), ""); err != nil {
 		t.Fatal(err)

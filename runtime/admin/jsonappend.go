@@ -190,15 +190,21 @@ func (s apiSchedule) appendIndented(b []byte) []byte {
 	return w.b
 }
 
-// record writes a runtime.Record as its struct tags say.
+// record writes a runtime.Record as its MarshalJSON does.
 func (w *jsonIndenter) record(r *runtime.Record) {
 	w.open('{')
-	w.str("task_id", r.ID)
+	if id := r.TaskID(); id == "" {
+		w.null("task_id")
+	} else {
+		w.str("task_id", id)
+	}
+	w.str("occurrence_id", r.ID)
 	w.str("schedule", r.Schedule)
 	w.timestamp("slot", r.Slot)
 	w.boolean("manual", r.Manual)
 	w.str("outcome", string(r.Outcome))
 	w.timeOmitZero("enqueued_at", r.EnqueuedAt)
+	w.timeOmitZero("recorded_at", r.RecordedAt)
 	w.timeOmitZero("started_at", r.StartedAt)
 	w.timeOmitZero("finished_at", r.FinishedAt)
 	w.numOmitEmpty("duration_ms", r.DurationMS)

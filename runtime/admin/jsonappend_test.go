@@ -40,6 +40,10 @@ func sampleSchedules() []apiSchedule {
 			s.Status = runtime.StatusUnknown
 		case 2:
 			s.History = []runtime.Record{}
+			if i%2 == 0 { // a slot never enqueued: task_id null
+				s.History = []runtime.Record{{ID: "cron:p/" + text, Schedule: text, Slot: utc,
+					Outcome: runtime.OutcomePaused, RecordedAt: at}}
+			}
 			s.Missing = []runtime.Missing{}
 		}
 		out = append(out, s)

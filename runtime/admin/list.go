@@ -167,7 +167,7 @@ func newByName(rt *runtime.Runtime) byName {
 // list reads every schedule's status and picks the page q asks for: one
 // pass over the schedules in name order, bucketed by status.
 func (a *admin) list(ctx context.Context, q listQuery) (listing, error) {
-	statuses, err := a.r.Statuses(ctx)
+	statuses, err := a.r.Monitor().Statuses(ctx)
 	l := listing{Statuses: statuses}
 	buckets := make([][]int, len(statusOrder))
 	needle := strings.ToLower(q.Q)

@@ -9,7 +9,8 @@ package admin
 //	                                               409 if the member kept changing under the write (retry)
 //	DELETE /api/schedules/{name}/members/{member}  -> 204; 404 if the family has no such member
 //	GET    /api/schedules/{name}/members           ?limit=(1-1000, default 100)&cursor=&q=<substring of the key>
-//	                                               -> {"members": [...], "next_cursor": "" after the last page};
+//	                                               -> {"members": [...], "next_cursor": null on the last page,
+//	                                               as the schedule list's};
 //	                                               a page has about limit members, in no particular order (Redis
 //	                                               HSCAN: a family small enough for a listpack, 512 members by
 //	                                               default, comes whole)
@@ -30,7 +31,7 @@ package admin
 // adds "per" and "members" (the count), and its "next_run" is the earliest
 // next slot of any member (in UTC, since members have zones of their own):
 // computed from the family's (zone, expression) buckets, never by reading
-// every member (runtime.FamilyNext).
+// every member (runtime.Families.Next).
 //
 // Errors: an unknown schedule is 404; so is an ordinary schedule (declared
 // without per=), whose members collection does not exist, with a message
@@ -96,7 +97,7 @@ func (a *admin) memberError(req *http.Request, err error) (int, string) {
 		errors.Is(err, runtime.ErrNotASlot), errors.Is(err, runtime.ErrTooManySlots), errors.Is(err, runtime.ErrBadRange):
 		return http.StatusBadRequest, err.Error()
 	case errors.Is(err, runtime.ErrDisabled):
-		return http.StatusServiceUnavailable, "the scheduler is disabled: " + a.r.Disabled()
+		return http.StatusServiceUnavailable, "the scheduler is disabled: " + a.r.Leadership().Disabled()
 	case errors.Is(err, runtime.ErrNotAcked):
 		return http.StatusServiceUnavailable, notAckedMessage
 	case errors.Is(err, runtime.ErrMembersBusy):
@@ -132,7 +133,7 @@ func (a *admin) apiPutMember(w http.ResponseWriter, req *http.Request) {
 	ctx, cancel := a.actionContext(req)
 	defer cancel()
 	name, key := req.PathValue("name"), req.PathValue("member")
-	created, err := a.r.SetMember(ctx, name, runtime.Member{Key: key, Zone: body.Zone, Expr: body.Expr, Paused: body.Paused})
+	created, err := a.r.Families().Set(ctx, name, runtime.Member{Key: key, Zone: body.Zone, Expr: body.Expr, Paused: body.Paused})
 	if err != nil {
 		a.writeMemberError(w, req, err)
 		return
@@ -159,7 +160,7 @@ func (a *admin) apiDeleteMember(w http.ResponseWriter, req *http.Request) {
 	ctx, cancel := a.actionContext(req)
 	defer cancel()
 	name, key := req.PathValue("name"), req.PathValue("member")
-	if err := a.r.DeleteMember(ctx, name, key); err != nil {
+	if err := a.r.Families().Delete(ctx, name, key); err != nil {
 		a.writeMemberError(w, req, err)
 		return
 	}
@@ -170,11 +171,11 @@ func (a *admin) apiDeleteMember(w http.ResponseWriter, req *http.Request) {
 
 // memberInfo reads one member with its next and last run.
 func (a *admin) memberInfo(ctx context.Context, family, key string) (runtime.MemberInfo, error) {
-	m, err := a.r.Member(ctx, family, key)
+	m, err := a.r.Families().Get(ctx, family, key)
 	if err != nil {
 		return runtime.MemberInfo{}, err
 	}
-	infos, err := a.r.MemberInfos(ctx, family, []runtime.Member{m})
+	infos, err := a.r.Families().Infos(ctx, family, []runtime.Member{m})
 	if err != nil {
 		return runtime.MemberInfo{}, err
 	}
@@ -211,7 +212,7 @@ func (a *admin) memberJSON(family string, mi runtime.MemberInfo) apiMember {
 		}
 	}
 	if !mi.Next.IsZero() {
-		local, utc := mi.Next.Format(offsetLayout), mi.Next.UTC().Format(time.RFC3339)
+		local, utc := rfc3339(mi.Next), mi.Next.UTC().Format(time.RFC3339)
 		out.NextRun, out.NextRunUTC = &local, &utc
 	}
 	return out
@@ -228,11 +229,11 @@ func (a *admin) membersPage(ctx context.Context, req *http.Request) (infos []run
 		}
 	}
 	name := req.PathValue("name")
-	page, next, err := a.r.SearchMembers(ctx, name, strings.TrimSpace(q.Get("q")), q.Get("cursor"), limit)
+	page, next, err := a.r.Families().Search(ctx, name, strings.TrimSpace(q.Get("q")), q.Get("cursor"), limit)
 	if err != nil {
 		return nil, "", err
 	}
-	infos, err = a.r.MemberInfos(ctx, name, page)
+	infos, err = a.r.Families().Infos(ctx, name, page)
 	return infos, next, err
 }
 
@@ -248,7 +249,19 @@ func (a *admin) apiMembers(w http.ResponseWriter, req *http.Request) {
 	for i, mi := range infos {
 		out[i] = a.memberJSON(req.PathValue("name"), mi)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"members": out, "next_cursor": next})
+	page := apiMembersPage{Members: out}
+	if next != "" {
+		page.NextCursor = &next
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+// apiMembersPage is one page of a family's members.
+type apiMembersPage struct {
+	Members []apiMember `json:"members"`
+	// NextCursor is the cursor parameter of the next page; null on the
+	// last, as apiPage's.
+	NextCursor *string `json:"next_cursor"`
 }
 
 func (a *admin) apiMember(w http.ResponseWriter, req *http.Request) {
@@ -261,7 +274,7 @@ func (a *admin) apiMember(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	out := apiMemberDetail{apiMember: a.memberJSON(name, mi)}
-	history, _ := a.r.MemberHistory(ctx, name, key, memberHistory)
+	history, _ := a.r.Families().History(ctx, name, key, memberHistory)
 	out.History = orEmpty(history)
 	writeJSON(w, http.StatusOK, out)
 }
@@ -276,6 +289,18 @@ type apiFamily struct {
 	Members    *int64  `json:"members"`
 	NextRun    *string `json:"next_run"`
 	NextRunUTC *string `json:"next_run_utc"`
+	// NextRunFor is the zone and expression of the members the next run
+	// is for, and Expressions how many expressions the members run on:
+	// the family's own expression is only the default of members that
+	// give none. Null when Redis cannot be read or no member runs again.
+	NextRunFor  *apiNextRunFor `json:"next_run_for"`
+	Expressions *int           `json:"expressions"`
+}
+
+// apiNextRunFor names the members a family's next run is for.
+type apiNextRunFor struct {
+	Zone       string `json:"zone"`
+	Expression string `json:"expression"`
 }
 
 // withFamily returns out as it is for an ordinary schedule, and with the
@@ -290,28 +315,33 @@ func (a *admin) withFamily(ctx context.Context, out apiSchedule) any {
 	if err != nil {
 		return fam
 	}
-	fam.Members = &members
-	if !next.IsZero() {
-		local, utc := next.Format(offsetLayout), next.Format(time.RFC3339)
+	fam.Members, fam.Expressions = &members, &next.Expressions
+	if !next.At.IsZero() {
+		local, utc := rfc3339(next.At), next.At.Format(time.RFC3339)
 		fam.NextRun, fam.NextRunUTC = &local, &utc
+		fam.NextRunFor = &apiNextRunFor{Zone: next.Zone, Expression: next.Expr}
 	}
 	return fam
 }
 
 // familySummary is a family's member count and its next run across
 // members (UTC): two reads whatever the member count.
-func (a *admin) familySummary(ctx context.Context, name string) (members int64, next time.Time, err error) {
-	if members, err = a.r.MemberCount(ctx, name); err != nil {
-		return 0, time.Time{}, err
+func (a *admin) familySummary(ctx context.Context, name string) (members int64, next runtime.FamilyNextRun, err error) {
+	if members, err = a.r.Families().Count(ctx, name); err != nil {
+		return 0, next, err
 	}
-	next, err = a.r.FamilyNext(ctx, name)
+	next, err = a.r.Families().NextRun(ctx, name)
 	return members, next, err
 }
 
 // familyRow is what a family's row on the page adds.
 type familyRow struct {
-	Per     string
-	Members int64
+	Per         string
+	Members     int64
+	Expressions int // how many expressions the members run on
+	// NextZone and NextExpr are those of the members the next run is
+	// for; "" when none runs again or they could not be read.
+	NextZone, NextExpr string
 }
 
 // addFamilies gives each family's row on the page its member count and
@@ -328,8 +358,11 @@ func (a *admin) addFamilies(ctx context.Context, rows []scheduleRow, now time.Ti
 			rows[i].Next = instant{Zero: true} // unknown: the family's default is not its members'
 			continue
 		}
-		rows[i].Family.Members = members
-		rows[i].Next = instantOf(next, time.UTC, now)
+		rows[i].Family.Members, rows[i].Family.Expressions = members, next.Expressions
+		if !next.At.IsZero() {
+			rows[i].Family.NextZone, rows[i].Family.NextExpr = next.Zone, next.Expr
+		}
+		rows[i].Next = instantOf(next.At, time.UTC, now)
 	}
 }
 
@@ -341,6 +374,9 @@ type membersView struct {
 	NextCursor string // "" on the last page
 	Cursor     string // this page's cursor; "" for the first
 	Error      string
+	// FamilyPaused says the whole family is paused: every member's next
+	// slot is recorded paused, not run.
+	FamilyPaused bool
 }
 
 // memberRow is one member on the page.
@@ -380,7 +416,8 @@ func (a *admin) members(req *http.Request, row *scheduleRow, now time.Time) *mem
 	a.addFamilies(req.Context(), rows, now)
 	*row = rows[0]
 	q := req.URL.Query()
-	v := &membersView{Query: strings.TrimSpace(q.Get("q")), Cursor: q.Get("cursor"), Limit: membersPageDefault}
+	v := &membersView{Query: strings.TrimSpace(q.Get("q")), Cursor: q.Get("cursor"), Limit: membersPageDefault,
+		FamilyPaused: st.Paused != nil}
 	if n, err := strconv.Atoi(q.Get("limit")); err == nil && n >= 1 && n <= membersPageMax {
 		v.Limit = n
 	}
@@ -439,11 +476,11 @@ func (a *admin) memberDetail(w http.ResponseWriter, req *http.Request) {
 	mp.Back = "../../" + url.PathEscape(mp.Family)
 	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
 	defer cancel()
-	history, err := a.r.MemberHistory(ctx, mp.Family, mp.Row.Key, memberHistory)
+	history, err := a.r.Families().History(ctx, mp.Family, mp.Row.Key, memberHistory)
 	if err != nil {
 		data.Error = "Redis unreachable: history is not shown."
 	}
-	if s, err := a.r.MemberSchedule(mp.Family, mp.Row.Member); err == nil {
+	if s, err := a.r.Families().Schedule(mp.Family, mp.Row.Member); err == nil {
 		data.History = historyRows(history, s, data.At)
 	}
 	if notice, errMsg := resultNotice(req.URL.Query()); notice != "" || errMsg != "" {
@@ -534,7 +571,7 @@ func (a *admin) memberFormAction(w http.ResponseWriter, req *http.Request, param
 
 func (a *admin) triggerMemberForm(w http.ResponseWriter, req *http.Request) {
 	a.memberFormAction(w, req, "triggered", func(ctx context.Context, name, key string) error {
-		_, err := a.r.TriggerMember(ctx, name, key, requestKey(req))
+		_, err := a.r.Families().Trigger(ctx, name, key, requestKey(req))
 		return err
 	})
 }
@@ -545,7 +582,7 @@ func (a *admin) rerunMemberForm(w http.ResponseWriter, req *http.Request) {
 		if err != nil {
 			return fmt.Errorf("%w: slot %q is not unix seconds", runtime.ErrNotASlot, req.PostFormValue("slot"))
 		}
-		_, err = a.r.RerunMember(ctx, name, key, time.Unix(unix, 0), requestKey(req))
+		_, err = a.r.Families().Rerun(ctx, name, key, time.Unix(unix, 0), requestKey(req))
 		return err
 	})
 }
@@ -562,7 +599,7 @@ func (a *admin) apiTriggerMember(w http.ResponseWriter, req *http.Request) {
 	}
 	ctx, cancel := a.actionContext(req)
 	defer cancel()
-	occ, err := a.r.TriggerMember(ctx, req.PathValue("name"), req.PathValue("member"), req.Header.Get("Idempotency-Key"))
+	occ, err := a.r.Families().Trigger(ctx, req.PathValue("name"), req.PathValue("member"), req.Header.Get("Idempotency-Key"))
 	if err != nil {
 		a.writeMemberError(w, req, err)
 		return
@@ -578,10 +615,10 @@ func (a *admin) apiMemberRuns(w http.ResponseWriter, req *http.Request) {
 	name, key := req.PathValue("name"), req.PathValue("member")
 	a.serveRuns(w, req, a.memberError,
 		func(ctx context.Context, slot time.Time, idem string) (registry.Occurrence, error) {
-			return a.r.RerunMember(ctx, name, key, slot, idem)
+			return a.r.Families().Rerun(ctx, name, key, slot, idem)
 		},
 		func(ctx context.Context, from, to time.Time, idem string) ([]registry.Occurrence, error) {
-			return a.r.BackfillMember(ctx, name, key, from, to, idem)
+			return a.r.Families().Backfill(ctx, name, key, from, to, idem)
 		})
 }
 
@@ -653,25 +690,25 @@ func (a *admin) pauseMemberForm(w http.ResponseWriter, req *http.Request) {
 			mi.Pause.Reason == reason && mi.Pause.Actor == runtime.ActorFrom(ctx) {
 			return nil
 		}
-		return a.r.PauseMember(ctx, name, key, reason)
+		return a.r.Families().Pause(ctx, name, key, reason)
 	})
 }
 
 func (a *admin) resumeMemberForm(w http.ResponseWriter, req *http.Request) {
 	a.memberFormAction(w, req, "resumed", func(ctx context.Context, name, key string) error {
-		return a.r.ResumeMember(ctx, name, key)
+		return a.r.Families().Resume(ctx, name, key)
 	})
 }
 
 func (a *admin) apiPauseMember(w http.ResponseWriter, req *http.Request) {
 	a.servePause(w, req, a.memberError, func(ctx context.Context, reason string) error {
-		return a.r.PauseMember(ctx, req.PathValue("name"), req.PathValue("member"), reason)
+		return a.r.Families().Pause(ctx, req.PathValue("name"), req.PathValue("member"), reason)
 	})
 }
 
 func (a *admin) apiResumeMember(w http.ResponseWriter, req *http.Request) {
 	a.serveResume(w, req, a.memberError, func(ctx context.Context) error {
-		return a.r.ResumeMember(ctx, req.PathValue("name"), req.PathValue("member"))
+		return a.r.Families().Resume(ctx, req.PathValue("name"), req.PathValue("member"))
 	})
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,7 +30,7 @@ func familySetup(t *testing.T, opts admin.Options) (*fixture, *httptest.Server) 
 	c := newFixture(t, sharedRedis(t),
 		registry.Schedule{Name: family, Expr: "0 9 * * MON", Zone: "UTC", Per: "tenant", Timeout: 10 * time.Minute},
 		registry.Schedule{Name: "nightly", Expr: "17 3 * * *", Zone: "Europe/Berlin"})
-	waitFor(t, 5*time.Second, "the replica to lead", c.rt.IsLeader)
+	waitFor(t, 5*time.Second, "the replica to lead", c.rt.Leadership().Leading)
 	mux := http.NewServeMux()
 	mux.Handle("/cron/", http.StripPrefix("/cron", admin.New(c.rt, opts)))
 	srv := httptest.NewServer(mux)
@@ -127,7 +128,7 @@ func TestMembersAPI(t *testing.T) {
 		{"unknown schedule", "PUT", "nope/members/acme", nil, `{}`, 404, []string{"no schedule is called nope"}},
 		{"ordinary schedule", "PUT", "nightly/members/acme", nil, `{}`, 404, []string{"nightly is not a family (declared without per=): it has no members"}},
 		{"cross-origin", "PUT", family + "/members/acme", crossSite, `{}`, 403, nil},
-		{"list", "GET", family + "/members", nil, "", 200, []string{`"member": "acme"`, `"member": "globex"`, `"next_cursor": ""`}},
+		{"list", "GET", family + "/members", nil, "", 200, []string{`"member": "acme"`, `"member": "globex"`, `"next_cursor": null`}},
 		{"search", "GET", family + "/members?q=glo", nil, "", 200, []string{`"member": "globex"`}},
 		{"bad limit", "GET", family + "/members?limit=0", nil, "", 400, []string{"limit \\\"0\\\": want a number from 1 to 1000"}},
 		{"limit not a number", "GET", family + "/members?limit=abc", nil, "", 400, []string{"limit \\\"abc\\\": want a number from 1 to 1000"}},
@@ -179,7 +180,7 @@ func TestMembersAPI(t *testing.T) {
 			t.Fatalf("step %q:\n%s", tt.name, body)
 		}
 	}
-	if n, _ := c.rt.MemberCount(context.Background(), family); n != 2 {
+	if n, _ := c.rt.Families().Count(context.Background(), family); n != 2 {
 		t.Errorf("%d members left, want 2 (globex and initech)", n)
 	}
 	// The member's run now is in asynq, once.
@@ -204,7 +205,7 @@ func TestMembersAPIPages(t *testing.T) {
 	for i := range 700 {
 		ms = append(ms, runtime.Member{Key: fmt.Sprintf("t-%03d", i), Zone: []string{"UTC", "Europe/London", "Australia/Sydney"}[i%3]})
 	}
-	if err := c.rt.SetMembers(context.Background(), family, ms); err != nil {
+	if err := c.rt.Families().SetMany(context.Background(), family, ms); err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]int{}
@@ -222,7 +223,7 @@ func TestMembersAPIPages(t *testing.T) {
 				Member  string
 				NextRun string `json:"next_run"`
 			} `json:"members"`
-			NextCursor string `json:"next_cursor"`
+			NextCursor *string `json:"next_cursor"`
 		}
 		if err := json.Unmarshal([]byte(body), &page); err != nil {
 			t.Fatal(err)
@@ -233,8 +234,11 @@ func TestMembersAPIPages(t *testing.T) {
 				t.Errorf("member %s has no next run", m.Member)
 			}
 		}
-		if cursor = page.NextCursor; cursor == "" {
+		if page.NextCursor == nil {
 			break
+		}
+		if cursor = *page.NextCursor; cursor == "" {
+			t.Fatal(`a page that is not the last has "next_cursor": "" (the last page's is null)`)
 		}
 	}
 	if len(seen) != len(ms) {
@@ -265,7 +269,7 @@ func TestMembersAPIPages(t *testing.T) {
 func TestMembersAPIRefusals(t *testing.T) {
 	t.Parallel()
 	c, srv := familySetup(t, admin.Options{ReadOnly: true})
-	if _, err := c.rt.SetMember(context.Background(), family, runtime.Member{Key: "acme"}); err != nil {
+	if _, err := c.rt.Families().Set(context.Background(), family, runtime.Member{Key: "acme"}); err != nil {
 		t.Fatal(err)
 	}
 	base := srv.URL + "/cron/api/schedules/" + family + "/members/acme"
@@ -295,7 +299,7 @@ func TestMembersPage(t *testing.T) {
 	t.Parallel()
 	c, srv := familySetup(t, admin.Options{Actor: alice})
 	ctx := context.Background()
-	if err := c.rt.SetMembers(ctx, family, []runtime.Member{{Key: "acme", Zone: "Europe/Paris"}, {Key: "globex", Zone: "America/New_York", Paused: true},
+	if err := c.rt.Families().SetMany(ctx, family, []runtime.Member{{Key: "acme", Zone: "Europe/Paris"}, {Key: "globex", Zone: "America/New_York", Paused: true},
 		{Key: "initech", Zone: "Asia/Tokyo", Expr: "0 8 * * *"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -310,6 +314,13 @@ func TestMembersPage(t *testing.T) {
 		`href="./weekly-report/members/acme"`, "the earliest of any member's"})
 	if strings.Count(detail, "data-member=") != 3 {
 		t.Errorf("the family's page lists %d members, want 3", strings.Count(detail, "data-member="))
+	}
+	// The paused member's next run says it is paused, the others' when.
+	if row := regexp.MustCompile(`(?s)<tr data-member="globex">.*?</tr>`).FindString(detail); !strings.Contains(row, "recorded paused, not run") {
+		t.Errorf("the paused member's row does not say its next slot is recorded paused:\n%s", row)
+	}
+	if row := regexp.MustCompile(`(?s)<tr data-member="acme">.*?</tr>`).FindString(detail); strings.Contains(row, "recorded paused") {
+		t.Errorf("a running member's row says it is paused:\n%s", row)
 	}
 	search := checkResponse(t, "GET", base+"schedules/"+family+"?q=glo", nil, "", 200, "text/html", []string{`data-member="globex"`, `value="glo"`})
 	if strings.Contains(search, `data-member="acme"`) {
@@ -357,7 +368,7 @@ func TestMembersPage(t *testing.T) {
 	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != "../acme?resumed=ok" {
 		t.Fatalf("POST resume: %d to %q", resp.StatusCode, loc)
 	}
-	if mi, err := c.rt.Member(ctx, family, "acme"); err != nil || mi.Paused {
+	if mi, err := c.rt.Families().Get(ctx, family, "acme"); err != nil || mi.Paused {
 		t.Errorf("after resume acme is %+v, %v; want it running", mi, err)
 	}
 
@@ -392,20 +403,20 @@ func TestAFamilyRowShowsItsMembersFailures(t *testing.T) {
 			}
 			return nil
 		}})
-	waitFor(t, 5*time.Second, "the replica to lead", c.rt.IsLeader)
+	waitFor(t, 5*time.Second, "the replica to lead", c.rt.Leadership().Leading)
 	mux := http.NewServeMux()
 	mux.Handle("/cron/", http.StripPrefix("/cron", admin.New(c.rt, admin.Options{})))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	ctx := context.Background()
-	if err := c.rt.SetMembers(ctx, family, []runtime.Member{{Key: "fine"}, {Key: "broken"}}); err != nil {
+	if err := c.rt.Families().SetMany(ctx, family, []runtime.Member{{Key: "fine"}, {Key: "broken"}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.rt.TriggerMember(ctx, family, "broken", "once"); err != nil {
+	if _, err := c.rt.Families().Trigger(ctx, family, "broken", "once"); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "the member's failure to be recorded", func() bool {
-		snap, err := c.rt.SnapshotOf(ctx, []string{family}, 5)
+		snap, err := c.rt.Monitor().SnapshotOf(ctx, []string{family}, 5)
 		return err == nil && len(snap.Schedules) == 1 && snap.Schedules[0].Status == runtime.StatusFailing
 	})
 	checkResponse(t, "GET", srv.URL+"/cron/", nil, "", 200, "text/html", []string{
@@ -437,4 +448,29 @@ func TestMembersWithoutRedis(t *testing.T) {
 	if strings.Contains(page, memberNext(t, &fixture{rt: rt}, "UTC", "")[:19]) {
 		t.Error("the page shows the family's default next run as its members'")
 	}
+}
+
+// A family's row does not pair its default expression with another
+// member's next run: the next run says whose it is, and the row how many
+// expressions the members run on; the JSON says the same.
+func TestAFamilyRowSaysWhoseNextRunItIs(t *testing.T) {
+	t.Parallel()
+	c, srv := familySetup(t, admin.Options{})
+	ctx := context.Background()
+	if err := c.rt.Families().SetMany(ctx, family, []runtime.Member{{Key: "acme"}, {Key: "live", Zone: "Asia/Tokyo", Expr: "* * * * * *"}}); err != nil {
+		t.Fatal(err)
+	}
+	index := checkResponse(t, "GET", srv.URL+"/cron/", nil, "", 200, "text/html", []string{"2 members · per tenant · 2 expressions"})
+	row := regexp.MustCompile(`(?s)<tr data-schedule="` + family + `".*?</tr>`).FindString(index)
+	next := regexp.MustCompile(`(?s)</td>\s*<td>(.*?)</td>`).FindStringSubmatch(row)
+	if next == nil || !strings.Contains(next[1], "for the members on <code class=\"nowrap\">* * * * * *</code> in Asia/Tokyo") {
+		t.Errorf("the family's next run does not say whose it is:\n%s", row)
+	}
+	if !strings.Contains(row, "default: at 09:00 on Mondays, UTC") {
+		t.Errorf("the family's own expression does not read as the default:\n%s", row)
+	}
+	checkResponse(t, "GET", srv.URL+"/cron/schedules/"+family, nil, "", 200, "text/html", []string{
+		"for the members on <code class=\"nowrap\">* * * * * *</code> in Asia/Tokyo"})
+	checkResponse(t, "GET", srv.URL+"/cron/api/schedules/"+family, nil, "", 200, "application/json", []string{
+		`"next_run_for": {`, `"zone": "Asia/Tokyo"`, `"expression": "* * * * * *"`, `"expressions": 2`})
 }

@@ -35,7 +35,18 @@ var pageTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 	"pathEscape": url.PathEscape,
 	"duration":   registry.FormatDuration,
 	"glyph":      glyph,
+	"process":    processOf,
 }).Parse(pageHTML))
+
+// processOf names the process behind a replica, "pid 385 on web-1", as its
+// heartbeat recorded it; "" if it recorded none.
+func processOf(c runtime.Cluster, replica string) string {
+	p, ok := c.Processes[replica]
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("pid %d on %s", p.PID, p.Host)
+}
 
 // glyph is an outcome in one character, for the row of earlier runs on the
 // overview (each with its outcome in words as its title).
@@ -113,21 +124,21 @@ type scheduleRow struct {
 	// Unserved says no asynq server listens to the schedule's queue.
 	Unserved bool
 	Retries  string     // "1 retry", "2 retries"
+	Totals   string     // see totals
 	Family   *familyRow // a family's member count; nil for a schedule
 	// CanAct shows the row's buttons (see pageData.CanAct).
 	CanAct bool
 }
 
-// instant is a time as the page prints it: RFC 3339 with the offset of the
-// schedule's zone, never a bare Z for a zone that merely sits at +00:00,
-// with UTC beside it and a relative form.
+// instant is a time as the page prints it, every time the same way: RFC
+// 3339 in the schedule's zone (see rfc3339), with the zone's abbreviation,
+// UTC beside it and a relative form.
 type instant struct {
 	Zero     bool
 	Local    string // 2026-12-01T03:17:00+00:00
 	Abbrev   string // GMT; "" when the zone has only a numeric name
 	UTC      string // 2026-12-01T03:17:00Z; "" for a UTC schedule
 	Relative string // "in 16 min", "3 min ago"
-	Stamp    string // 2026-12-01 03:17:05, for history columns
 	Precise  string // RFC 3339 with milliseconds, for a tooltip
 }
 
@@ -136,19 +147,26 @@ type instant struct {
 // schedule reads as UTC half the year and wrongly the other half.
 const offsetLayout = "2006-01-02T15:04:05-07:00"
 
+// rfc3339 writes t in its location, as the page and the JSON write every
+// time of a schedule: Z for UTC, and for any other zone its offset, never
+// Z, even where the zone sits at +00:00 (see offsetLayout).
+func rfc3339(t time.Time) string {
+	if t.Location().String() == "UTC" {
+		return t.Format(time.RFC3339)
+	}
+	return t.Format(offsetLayout)
+}
+
 func instantOf(t time.Time, loc *time.Location, now time.Time) instant {
 	if t.IsZero() {
 		return instant{Zero: true}
 	}
 	t = t.In(loc)
-	in := instant{Relative: relative(t, now), Stamp: t.Format("2006-01-02 15:04:05"),
-		Precise: t.Format("2006-01-02T15:04:05.000-07:00")}
+	in := instant{Relative: relative(t, now), Local: rfc3339(t), Precise: t.Format("2006-01-02T15:04:05.000-07:00")}
 	if loc.String() == "UTC" {
-		in.Local = t.Format(time.RFC3339)
 		in.Precise = t.Format("2006-01-02T15:04:05.000Z07:00")
 		return in
 	}
-	in.Local = t.Format(offsetLayout)
 	if abbr := t.Format("MST"); !strings.HasPrefix(abbr, "+") && !strings.HasPrefix(abbr, "-") {
 		in.Abbrev = abbr
 	}
@@ -272,7 +290,7 @@ func (a *admin) rowOf(snap runtime.Snapshot, st runtime.ScheduleState, path stri
 	row := scheduleRow{ScheduleState: st, Path: path, Next: instantOf(st.Next, loc, now),
 		Unserved:    slices.Contains(snap.Unserved, s.Queue),
 		LastSuccess: instantOf(st.Counters.LastSuccess, loc, now), LastFailure: instantOf(st.Counters.LastFailure, loc, now),
-		Retries: plural(s.MaxRetry, "retry", "retries")}
+		Retries: plural(s.MaxRetry, "retry", "retries"), Totals: totals(st.Counters)}
 	row.Words, _ = describe(s.Expr, s.Zone)
 	for _, rec := range st.Recent {
 		row.Recent = append(row.Recent, historyRowOf(rec, s, now))
@@ -282,6 +300,15 @@ func (a *admin) rowOf(snap runtime.Snapshot, st runtime.ScheduleState, path stri
 	}
 	row.PausedNote = pausedNote(st.Paused, now)
 	return row
+}
+
+// totals are a schedule's counters in words that add up: the ledger
+// counts enqueues on schedule and by hand (Run now, Re-run) apart, while
+// successes and failures count both, so "enqueued" here is their sum.
+func totals(c runtime.Counters) string {
+	return fmt.Sprintf("%d enqueued (%d on schedule, %d by hand): %d succeeded, %s · not run: %d missed, %d skipped, %d paused",
+		c.Enqueued+c.Manual, c.Enqueued, c.Manual, c.Succeeded, plural(int(c.Failed), "failed attempt", "failed attempts"),
+		c.Missed, c.Skipped, c.Paused)
 }
 
 // pausedNote says who paused, when and why: "paused by alice 3 min ago:
@@ -331,7 +358,7 @@ func newRequestToken() string {
 func (a *admin) page(snap runtime.Snapshot, base string) pageData {
 	data := pageData{Title: a.opts.Title, Snapshot: snap, Request: newRequestToken(),
 		Base: base, HasMetrics: a.opts.Metrics != nil, AsOf: snap.At.UTC().Format("15:04:05") + " UTC",
-		CanAct: !a.opts.ReadOnly && a.r.Disabled() == ""}
+		CanAct: !a.opts.ReadOnly && a.r.Leadership().Disabled() == ""}
 	if a.opts.Refresh > 0 {
 		data.RefreshMS = a.opts.Refresh.Milliseconds()
 	}
@@ -402,7 +429,7 @@ func (a *admin) index(w http.ResponseWriter, req *http.Request) {
 	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
 	defer cancel()
 	l, _ := a.list(ctx, q)
-	snap, _ := a.r.SnapshotOf(ctx, l.names(), recentPerRow)
+	snap, _ := a.r.Monitor().SnapshotOf(ctx, l.names(), recentPerRow)
 	snap.Missing = mergeMissing(l.Statuses.Missing, snap.Missing)
 	if l.Statuses.Redis == runtime.RedisSlow && snap.Redis == runtime.RedisUp {
 		snap.Redis = runtime.RedisSlow
@@ -420,7 +447,7 @@ func (a *admin) index(w http.ResponseWriter, req *http.Request) {
 	if q.Cursor != "" {
 		data.Paging.First = "?" + q.values("").Encode()
 	}
-	if q.Cursor == "" && !data.Paging.Filtered && a.r.Disabled() == "" {
+	if q.Cursor == "" && !data.Paging.Filtered && a.r.Leadership().Disabled() == "" {
 		// Removed schedules are offered on the first page only.
 		data.Orphans, data.OrphansPending = a.orphans.get(ctx, a.r)
 	}

@@ -2,9 +2,11 @@ package admin_test
 
 import (
 	"context"
+	"html"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -375,5 +377,46 @@ func TestPageForgetAsksFirst(t *testing.T) {
 	}
 	if orphans, err := rt.Orphans(ctx); err != nil || len(orphans) != 0 {
 		t.Errorf("after Forget: orphans %v, %v", orphans, err)
+	}
+}
+
+// Every time on the page is written one way, RFC 3339 in the schedule's
+// zone (Z in UTC, the offset elsewhere): none without its zone, as the
+// last success and the history's columns once were.
+func TestPageTimesNameTheirZone(t *testing.T) {
+	t.Parallel()
+	c, srv := adminSetup(t, admin.Options{})
+	ctx := context.Background()
+	for _, name := range []string{"fails", "nightly"} {
+		if _, err := c.rt.Trigger(ctx, name, "setup"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 10*time.Second, "both runs to end", func() bool {
+		f, _ := c.rt.History(ctx, "fails", 1)
+		n, _ := c.rt.History(ctx, "nightly", 1)
+		return len(f) == 1 && f[0].Outcome == runtime.OutcomeFailed && len(n) == 1 && n[0].Outcome == runtime.OutcomeSucceeded
+	})
+	zoneless := regexp.MustCompile(`\d{4}-\d\d-\d\d[ T]\d\d:\d\d(:\d\d)?(\.\d+)?([^\dZ+.:-]|$)`)
+	timeText := regexp.MustCompile(`<time[^>]*>([^<]*)</time>`)
+	rfc3339 := regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(Z|[+-]\d\d:\d\d)$`)
+	for _, path := range []string{"", "schedules/fails", "schedules/nightly"} {
+		_, body := do(t, "GET", srv.URL+"/cron/"+path, nil, nil)
+		body = html.UnescapeString(body)
+		if m := zoneless.FindString(body); m != "" {
+			t.Errorf("/%s has a time without its zone: %q", path, m)
+		}
+		texts := timeText.FindAllStringSubmatch(body, -1)
+		if len(texts) < 3 {
+			t.Fatalf("/%s shows %d times, want several:\n%s", path, len(texts), body)
+		}
+		for _, m := range texts {
+			if !rfc3339.MatchString(m[1]) {
+				t.Errorf("/%s shows the time %q, want RFC 3339 with its zone", path, m[1])
+			}
+		}
+		if path == "schedules/nightly" && !strings.Contains(body, "+01:00</time> <span class=\"muted\">CET</span>") {
+			t.Errorf("nightly's times are not in Berlin's offset with its abbreviation:\n%s", body)
+		}
 	}
 }

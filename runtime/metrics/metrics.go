@@ -132,7 +132,7 @@ type collector struct {
 	disabled                                    *prometheus.Desc
 	duplicateReplica, clockSkew                 *prometheus.Desc
 	// What tells two services on one Redis apart (see the runtime's
-	// NamespaceContention, LegacyNamespace and MisroutedOccurrences).
+	// RedisDiagnostics.NamespaceContention, LegacyNamespace and Misrouted).
 	namespaceContended, legacyNamespace, misrouted *prometheus.Desc
 }
 
@@ -176,7 +176,7 @@ func NewCollectorWith(rt *runtime.Runtime, opts Options) prometheus.Collector {
 		leader:           desc("belfry_leader", "1 when this replica holds the scheduler lease.", "replica"),
 		redisUp:          desc("belfry_redis_up", "1 when this replica's last Redis call succeeded, or was only slow."),
 		redisSlow:        desc("belfry_redis_slow", "1 when a read of this scrape did not answer in time: the series it would give are left out."),
-		redisUnsafe:      desc("belfry_redis_unsafe", "1 when this replica will not lead on its Redis: it evicts keys (maxmemory-policy is not noeviction) or is older than 6.2."),
+		redisUnsafe:      desc("belfry_redis_unsafe", "1 when this replica will not lead on its Redis: it evicts keys (maxmemory-policy is not noeviction), is older than 6.2, or is a Redis Cluster."),
 		disabled:         desc("belfry_scheduler_disabled", "1 when no Redis is configured, so nothing is ever scheduled."),
 		clockSkew:        desc("belfry_clock_skew_seconds", "This replica's clock minus Redis's, as last measured; a replica off by more than SkewMargin does not lead.", "replica"),
 		duplicateReplica: desc("belfry_replica_name_duplicate", "1 when another process heartbeats under this replica's name on the same namespace.", "replica"),
@@ -262,9 +262,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	var snap runtime.Snapshot
 	var lastErr error
 	var wg sync.WaitGroup
-	wg.Go(func() { statuses, _ = c.rt.Statuses(ctx) })
-	wg.Go(func() { last, lastErr = c.rt.LastTimes(ctx) })
-	wg.Go(func() { snap, _ = c.rt.SnapshotOf(ctx, nil, 0) })
+	wg.Go(func() { statuses, _ = c.rt.Monitor().Statuses(ctx) })
+	wg.Go(func() { last, lastErr = c.rt.Monitor().LastTimes(ctx) })
+	wg.Go(func() { snap, _ = c.rt.Monitor().SnapshotOf(ctx, nil, 0) })
 	wg.Wait()
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
@@ -363,7 +363,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	slow := statuses.Redis == runtime.RedisSlow || snap.Redis == runtime.RedisSlow || errors.Is(lastErr, runtime.ErrRedisSlow)
 	gauge(c.redisSlow, flag(slow && snap.Redis != runtime.RedisDown))
-	gauge(c.leader, flag(c.rt.IsLeader()), c.rt.Replica())
+	gauge(c.leader, flag(c.rt.Leadership().Leading()), c.rt.Replica())
 	// Slow is reachable: belfry_redis_slow says the rest.
 	gauge(c.redisUp, flag(snap.Redis == runtime.RedisUp || snap.Redis == runtime.RedisSlow))
 	gauge(c.redisUnsafe, flag(snap.RedisUnsafe != ""))
@@ -371,7 +371,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.duplicateReplica, flag(snap.DuplicateReplica != ""), c.rt.Replica())
 	gauge(c.namespaceContended, flag(snap.NamespaceContention != ""), c.rt.Replica())
 	gauge(c.legacyNamespace, flag(snap.LegacyNamespace != ""), c.rt.Replica())
-	if skew, ok := c.rt.ClockSkew(); ok {
+	if skew, ok := c.rt.Redis().ClockSkew(); ok {
 		gauge(c.clockSkew, skew.Seconds(), c.rt.Replica())
 	}
 }

@@ -101,7 +101,7 @@ func TestCountersSumAcrossReplicasToTheClusterTotal(t *testing.T) {
 	redistest.WaitFor(t, 15*time.Second, "six runs", func() bool { return runs.Load() >= 6 })
 	// The leader shuts down and hands over, so both replicas enqueue.
 	leader := 0
-	if rts[1].IsLeader() {
+	if rts[1].Leadership().Leading() {
 		leader = 1
 	}
 	cancels[leader]()
@@ -110,10 +110,10 @@ func TestCountersSumAcrossReplicasToTheClusterTotal(t *testing.T) {
 	cancels[1-leader]()
 	wg.Wait()
 	redistest.WaitFor(t, 5*time.Second, "the last attempts to finish", func() bool {
-		c, _ := rts[0].Counters(context.Background())
+		c, _ := rts[0].Monitor().Counters(context.Background())
 		return c["tick"].Succeeded == c["tick"].Enqueued
 	})
-	counters, _ := rts[0].Counters(context.Background())
+	counters, _ := rts[0].Monitor().Counters(context.Background())
 	sum := func(series string) float64 {
 		total := 0.0
 		for _, h := range handlers {

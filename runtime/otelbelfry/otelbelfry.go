@@ -12,7 +12,7 @@
 // one fits. An enqueue is a "create" span (kind PRODUCER, named "enqueue
 // QUEUE"): the leader enqueues the occurrences due together in shared
 // batches, so each occurrence gets a span of its own whose context is its
-// creation context, written into the task's payload (Occurrence.Trace). An
+// creation context, carried in the task's headers (runtime.Carrier). An
 // attempt is a "process" span (kind CONSUMER, named "process QUEUE") with a
 // span link to that creation context, as the conventions recommend for
 // consumers: an attempt runs in a trace of its own (or its caller's, if the
@@ -27,12 +27,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"sync"
 	"time"
 
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -84,8 +87,21 @@ const (
 	// run): nothing was inserted, and that is no failure. The task that is
 	// there carries the trace context of the enqueue that inserted it.
 	ResultAlreadyThere = "already_there"
-	// ResultError: the enqueue failed; the span has the error.
+	// ResultError: the enqueue failed; the span has the error, and
+	// error.type says what kind of failure it was: ErrorNotLeader,
+	// ErrorRedis, ErrorTimeout, ErrorInterrupted, or else the type of the
+	// innermost error the runtime's wrapping holds.
 	ResultError = "error"
+)
+
+// Values of error.type on a failed enqueue's span.
+const (
+	// ErrorNotLeader: the scheduler's enqueue found its lease taken
+	// (runtime.ErrNotLeader); the new leader enqueues the occurrence.
+	ErrorNotLeader = "not_leader"
+	// ErrorRedis: Redis refused the write, the connection failed, or too
+	// few replicas acknowledged it (runtime.ErrNotAcked).
+	ErrorRedis = "redis"
 )
 
 // Values of error.type on an attempt's span, beside the types of returned
@@ -95,10 +111,12 @@ const (
 	ErrorPanic = "panic"
 	// ErrorTimeout: the attempt ran past its timeout. The span ends at the
 	// deadline, when asynq gives up on the attempt, whether or not the
-	// handler ever returns.
+	// handler ever returns. On an enqueue's span: its context's deadline
+	// passed, or Redis did not answer in time.
 	ErrorTimeout = "timeout"
 	// ErrorInterrupted: the worker stopped, or the task was cancelled,
-	// before the handler returned.
+	// before the handler returned. On an enqueue's span: its context was
+	// cancelled (the caller went away, or the scheduler stopped).
 	ErrorInterrupted = "interrupted"
 )
 
@@ -150,8 +168,15 @@ func New(cfg Config) *Tracer {
 // hundred thousand occurrences in one slot.
 func (t *Tracer) startSpan(ctx context.Context, kind trace.SpanKind, occ registry.Occurrence, queue string,
 	operation attribute.KeyValue, operationName string, links []trace.Link, more ...attribute.KeyValue) (context.Context, trace.Span) {
-	ctx, span := t.tracer.Start(ctx, operationName+" "+queue, trace.WithSpanKind(kind), trace.WithLinks(links...),
-		trace.WithAttributes(AttrSchedule.String(occ.Schedule)))
+	opts := []trace.SpanStartOption{trace.WithSpanKind(kind), trace.WithLinks(links...),
+		trace.WithAttributes(AttrSchedule.String(occ.Schedule))}
+	if kind == trace.SpanKindProducer && !occ.Manual {
+		// The scheduler enqueues with the context Run was given: a span
+		// there (a traced start-up) would make every enqueue of the
+		// service's life one trace. Each occurrence is a trace of its own.
+		opts = append(opts, trace.WithNewRoot())
+	}
+	ctx, span := t.tracer.Start(ctx, operationName+" "+queue, opts...)
 	if !span.IsRecording() {
 		return ctx, span
 	}
@@ -186,7 +211,7 @@ func (t *Tracer) BeforeEnqueue(ctx context.Context, s *registry.Schedule, occ re
 	return carrier, func(inserted bool, err error) {
 		switch {
 		case err != nil:
-			span.SetAttributes(AttrEnqueueResult.String(ResultError), semconv.ErrorType(err))
+			span.SetAttributes(AttrEnqueueResult.String(ResultError), semconv.ErrorTypeKey.String(enqueueErrorType(err)))
 			span.RecordError(err)
 			span.SetStatus(codes.Error, err.Error())
 		case inserted:
@@ -195,6 +220,49 @@ func (t *Tracer) BeforeEnqueue(ctx context.Context, s *registry.Schedule, occ re
 			span.SetAttributes(AttrEnqueueResult.String(ResultAlreadyThere))
 		}
 		span.End()
+	}
+}
+
+// enqueueErrorType names the kind of an enqueue's failure. The runtime
+// wraps every enqueue error with the occurrence's ID, so the error's own
+// type says nothing; a small vocabulary lets a backend group failures
+// across schedules, and what it does not name is known by the type of the
+// innermost error.
+func enqueueErrorType(err error) string {
+	var netErr net.Error
+	var redisErr redis.Error
+	switch {
+	case errors.Is(err, runtime.ErrNotLeader):
+		return ErrorNotLeader
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, runtime.ErrRedisSlow),
+		errors.As(err, &netErr) && netErr.Timeout():
+		return ErrorTimeout
+	case errors.Is(err, context.Canceled):
+		return ErrorInterrupted
+	case errors.As(err, &redisErr), errors.As(err, &netErr), errors.Is(err, runtime.ErrNotAcked),
+		errors.Is(err, redis.ErrClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return ErrorRedis
+	}
+	return semconv.ErrorType(innermost(err)).Value.AsString()
+}
+
+// innermost follows err's chain of wrapped errors to its end; of several
+// joined errors, it follows the first.
+func innermost(err error) error {
+	for {
+		var next error
+		switch e := err.(type) {
+		case interface{ Unwrap() error }:
+			next = e.Unwrap()
+		case interface{ Unwrap() []error }:
+			if errs := e.Unwrap(); len(errs) > 0 {
+				next = errs[0]
+			}
+		}
+		if next == nil {
+			return err
+		}
+		err = next
 	}
 }
 
@@ -250,8 +318,8 @@ func (t *Tracer) startAttempt(ctx context.Context, s *registry.Schedule, occ reg
 		queue = s.Queue
 	}
 	var links []trace.Link
-	if len(occ.Trace) > 0 {
-		enqueued := trace.SpanContextFromContext(t.propagator.Extract(context.Background(), propagation.MapCarrier(occ.Trace)))
+	if carrier := runtime.Carrier(ctx); len(carrier) > 0 {
+		enqueued := trace.SpanContextFromContext(t.propagator.Extract(context.Background(), propagation.MapCarrier(carrier)))
 		if enqueued.IsValid() {
 			links = []trace.Link{{SpanContext: enqueued}}
 		}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +18,7 @@ import (
 	"github.com/belfry/belfry/runtime/internal/redistest"
 	"github.com/belfry/belfry/runtime/otelbelfry"
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -79,7 +82,7 @@ func wantAttrs(t *testing.T, span sdktrace.ReadOnlySpan, want ...attribute.KeyVa
 }
 
 // linksTo reports whether the span links to the enqueue span, and to no
-// other. The link's context came out of the task's payload, so it is
+// other. The link's context came out of the task's headers, so it is
 // remote: trace and span IDs are what must match.
 func linksTo(span, enqueue sdktrace.ReadOnlySpan) bool {
 	links := span.Links()
@@ -157,7 +160,7 @@ func TestScheduledExecutionLinksToItsEnqueue(t *testing.T) {
 		registry.Schedule{Name: "report", Expr: "* * * * * *", Per: "tenant", Queue: queue, Handler: handler},
 	)
 	rt := service(t, reg, queue, otelbelfry.New(otelbelfry.Config{TracerProvider: sp.tp}))
-	if _, err := rt.SetMember(context.Background(), "report", runtime.Member{Key: "acme"}); err != nil {
+	if _, err := rt.Families().Set(context.Background(), "report", runtime.Member{Key: "acme"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"tick", "report"} {
@@ -220,7 +223,7 @@ func TestLeadersEnqueueOfATaskAlreadyThereSaysSo(t *testing.T) {
 	sp, rt, s := oneSchedule(t, "tick", "* * * * * *")
 	queue := s.Queue
 	// A slot the new leader has not reached: it starts from the moment it leads.
-	redistest.WaitFor(t, 10*time.Second, "a leader", rt.IsLeader)
+	redistest.WaitFor(t, 10*time.Second, "a leader", rt.Leadership().Leading)
 	slot := time.Now().Truncate(time.Second).Add(2 * time.Second).UTC()
 	occ := registry.Occurrence{Schedule: "tick", Slot: slot, Zone: "UTC",
 		ID: registry.Scope{Namespace: rt.Namespace(), Schedule: "tick"}.ID(slot)}
@@ -445,8 +448,40 @@ func TestAttemptOutcomes(t *testing.T) {
 	}
 }
 
-// With otel's default no-op provider nothing is carried: the payload stays
-// as it is without a tracer.
+// The scheduler's enqueue spans are roots, one trace per occurrence, even
+// when the context Run was given holds a span (a service that traces its
+// start-up): otherwise every enqueue of the service's life would be one
+// trace. A manual run's enqueue stays in its caller's trace.
+func TestScheduledEnqueueIsARootWhateverRunsContextHolds(t *testing.T) {
+	sp := newSpans()
+	tracer := otelbelfry.New(otelbelfry.Config{TracerProvider: sp.tp})
+	ctx, startup := sp.tp.Tracer("test").Start(context.Background(), "start-up")
+	defer startup.End()
+	s := &registry.Schedule{Name: "tick", Queue: "default"}
+	scheduled, manual := benchOccurrence(), benchOccurrence()
+	manual.Manual, manual.ID = true, "cron:ns/tick:manual:r1"
+	for _, occ := range []registry.Occurrence{scheduled, manual} {
+		_, done := tracer.BeforeEnqueue(ctx, s, occ)
+		done(true, nil)
+	}
+	enqueue := func(id string) sdktrace.ReadOnlySpan {
+		t.Helper()
+		spans := sp.of(trace.SpanKindProducer, semconv.MessagingMessageIDKey, id)
+		if len(spans) != 1 {
+			t.Fatalf("%d enqueue spans of %s, want 1", len(spans), id)
+		}
+		return spans[0]
+	}
+	if got := enqueue(scheduled.ID); got.Parent().IsValid() || got.SpanContext().TraceID() == startup.SpanContext().TraceID() {
+		t.Errorf("the scheduled enqueue's parent is %v in trace %v; want a root of its own trace", got.Parent(), got.SpanContext().TraceID())
+	}
+	if got := enqueue(manual.ID); got.Parent().SpanID() != startup.SpanContext().SpanID() {
+		t.Errorf("the manual enqueue's parent is %v, want the caller's span %v", got.Parent(), startup.SpanContext())
+	}
+}
+
+// With otel's default no-op provider nothing is carried: the task stays as
+// it is without a tracer.
 func TestNoopProviderCarriesNothing(t *testing.T) {
 	tracer := otelbelfry.New(otelbelfry.Config{TracerProvider: noop.NewTracerProvider()})
 	s := &registry.Schedule{Name: "tick", Queue: "default"}
@@ -457,8 +492,88 @@ func TestNoopProviderCarriesNothing(t *testing.T) {
 	}
 }
 
-// A sampler sees the schedule's name when a span starts, so a service can
-// trace a per-second schedule less than the rest.
+// A failed enqueue's error.type says what kind of failure it was, through
+// the runtime's wrapping: a small vocabulary, else the innermost error's
+// type.
+func TestEnqueueErrorTypes(t *testing.T) {
+	wrap := func(err error) error { return fmt.Errorf("enqueue cron:ns/tick:1793610000: %w", err) }
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{runtime.ErrNotLeader, otelbelfry.ErrorNotLeader},
+		{wrap(runtime.ErrNotLeader), otelbelfry.ErrorNotLeader},
+		{wrap(context.DeadlineExceeded), otelbelfry.ErrorTimeout},
+		{wrap(&net.OpError{Op: "read", Net: "tcp", Err: timeoutError{}}), otelbelfry.ErrorTimeout},
+		{wrap(context.Canceled), otelbelfry.ErrorInterrupted},
+		{wrap(refused), otelbelfry.ErrorRedis},
+		{wrap(scriptError("ERR Error running script")), otelbelfry.ErrorRedis},
+		{wrap(io.EOF), otelbelfry.ErrorRedis},
+		{wrap(redis.ErrClosed), otelbelfry.ErrorRedis},
+		{wrap(runtime.ErrNotAcked), otelbelfry.ErrorRedis},
+		{wrap(fmt.Errorf("hook: %w", &customError{})), "*otelbelfry_test.customError"},
+		{wrap(errors.Join(&customError{}, errors.New("and more"))), "*otelbelfry_test.customError"},
+		{fmt.Errorf("two: %w, %w", &customError{}, io.ErrShortWrite), "*otelbelfry_test.customError"},
+	} {
+		sp := newSpans()
+		_, done := otelbelfry.New(otelbelfry.Config{TracerProvider: sp.tp}).BeforeEnqueue(context.Background(),
+			&registry.Schedule{Name: "tick", Queue: "default"}, benchOccurrence())
+		done(false, tc.err)
+		ended := sp.rec.Ended()
+		if len(ended) != 1 {
+			t.Fatalf("%v: %d spans, want 1", tc.err, len(ended))
+		}
+		wantAttrs(t, ended[0], otelbelfry.AttrEnqueueResult.String(otelbelfry.ResultError), semconv.ErrorTypeKey.String(tc.want))
+		if ended[0].Status().Code != codes.Error {
+			t.Errorf("%v: status %v, want an error", tc.err, ended[0].Status())
+		}
+	}
+}
+
+// A real failed enqueue, a manual run on a Redis client that is closed,
+// is a Redis failure, whatever the runtime wraps it in.
+func TestFailedManualEnqueueIsARedisError(t *testing.T) {
+	sp := newSpans()
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr()})
+	reg := registry.MustNew(registry.Schedule{Name: "nightly", Expr: "17 3 * * *", Queue: redistest.Uniq("q"),
+		Handler: func(context.Context, registry.Occurrence) error { return nil }})
+	rt, err := runtime.New(reg, runtime.Options{Redis: rdb, Namespace: redistest.Uniq("otel"), Logger: slog.New(slog.DiscardHandler),
+		EnqueueObserver: otelbelfry.New(otelbelfry.Config{TracerProvider: sp.tp})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	rdb.Close()
+	if _, err := rt.Trigger(context.Background(), "nightly", ""); err == nil {
+		t.Fatal("Trigger on a closed client succeeded")
+	}
+	enqueues := sp.of(trace.SpanKindProducer, otelbelfry.AttrSchedule, "nightly")
+	if len(enqueues) != 1 {
+		t.Fatalf("%d enqueue spans, want 1", len(enqueues))
+	}
+	wantAttrs(t, enqueues[0], otelbelfry.AttrEnqueueResult.String(otelbelfry.ResultError), semconv.ErrorTypeKey.String(otelbelfry.ErrorRedis))
+}
+
+type timeoutError struct{}
+
+func (timeoutError) Error() string   { return "i/o timeout" }
+func (timeoutError) Timeout() bool   { return true }
+func (timeoutError) Temporary() bool { return true }
+
+// scriptError is an error reply of Redis, as go-redis returns one.
+type scriptError string
+
+func (e scriptError) Error() string { return string(e) }
+func (scriptError) RedisError()     {}
+
+type customError struct{}
+
+func (*customError) Error() string { return "custom" }
+
+// A sampler sees the schedule's name when a span starts, an enqueue's and
+// an attempt's alike, so a service can trace a per-second schedule less
+// than the rest, its enqueues and attempts together.
 func TestSamplerSeesTheSchedule(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(dropSchedule("tick")))
@@ -466,14 +581,21 @@ func TestSamplerSeesTheSchedule(t *testing.T) {
 	for _, name := range []string{"tick", "nightly"} {
 		occ := benchOccurrence()
 		occ.Schedule = name
-		_, done := tracer.BeforeEnqueue(context.Background(), &registry.Schedule{Name: name, Queue: "default"}, occ)
+		s := &registry.Schedule{Name: name, Queue: "default"}
+		_, done := tracer.BeforeEnqueue(context.Background(), s, occ)
 		done(true, nil)
+		tracer.Middleware()(s, func(context.Context, registry.Occurrence) error { return nil })(context.Background(), occ)
 	}
 	ended := rec.Ended()
-	if len(ended) != 1 {
-		t.Fatalf("%d spans, want nightly's alone", len(ended))
+	if len(ended) != 2 {
+		t.Fatalf("%d spans, want nightly's enqueue and attempt alone", len(ended))
 	}
-	wantAttrs(t, ended[0], otelbelfry.AttrSchedule.String("nightly"), semconv.MessagingMessageID("cron:ns/tick:1793610000"))
+	for i, kind := range []trace.SpanKind{trace.SpanKindProducer, trace.SpanKindConsumer} {
+		if ended[i].SpanKind() != kind {
+			t.Errorf("span %d is a %v, want a %v", i, ended[i].SpanKind(), kind)
+		}
+		wantAttrs(t, ended[i], otelbelfry.AttrSchedule.String("nightly"), semconv.MessagingMessageID("cron:ns/tick:1793610000"))
+	}
 }
 
 // dropSchedule samples every span but those of one schedule.
@@ -490,8 +612,8 @@ func (d dropSchedule) ShouldSample(p sdktrace.SamplingParameters) sdktrace.Sampl
 
 func (d dropSchedule) Description() string { return "drop " + string(d) }
 
-// What tracing adds to each enqueue: the span, its carrier in the payload
-// and its end, with a provider that samples every span (or none) and
+// What tracing adds to each enqueue: the span, its carrier (which goes in
+// the task's headers) and its end, beside encoding the payload, with a provider that samples every span (or none) and
 // exports nothing. BenchmarkEnqueuePayloadUntraced is the payload alone.
 func BenchmarkEnqueueSpan(b *testing.B) {
 	for name, sampler := range map[string]sdktrace.Sampler{"sampled": sdktrace.AlwaysSample(), "unsampled": sdktrace.NeverSample()} {
@@ -502,8 +624,7 @@ func BenchmarkEnqueueSpan(b *testing.B) {
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
-				carrier, done := tracer.BeforeEnqueue(ctx, s, occ)
-				occ.Trace = carrier
+				_, done := tracer.BeforeEnqueue(ctx, s, occ)
 				registry.EncodeOccurrence(occ)
 				done(true, nil)
 			}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -60,6 +61,7 @@ func buildDemo(t *testing.T) string {
 var (
 	tmpDirRE    = regexp.MustCompile(`demo: removed (\S+)`)
 	bannerURLRE = regexp.MustCompile(`^ .*(http://\S+/cron/)\s+replica demo-\d`)
+	bannerPIDRE = regexp.MustCompile(`replica (demo-\d) \(pid (\d+)\)`)
 )
 
 // TestDemo runs make demo's program the way a newcomer does, on the
@@ -78,13 +80,23 @@ func TestDemo(t *testing.T) {
 			} else if _, err := exec.LookPath("redis-server"); err != nil {
 				t.Fatalf("redis-server not on PATH: %v", err)
 			}
-			runDemo(t, bin, args)
+			runDemo(t, exec.Command(bin, args...))
 		})
 	}
+	// make demo as a newcomer runs it: Ctrl-C reaches make too.
+	t.Run("make demo", func(t *testing.T) {
+		if _, err := exec.LookPath("make"); err != nil {
+			t.Fatalf("make not on PATH: %v", err)
+		}
+		cmd := exec.Command("make", "-s", "-C", "../../..", "demo")
+		cmd.Env = append(os.Environ(), "DEMO_PORT="+strconv.Itoa(freePorts(t, 3)))
+		runDemo(t, cmd)
+	})
 }
 
-func runDemo(t *testing.T, bin string, args []string) {
-	cmd := exec.Command(bin, args...)
+// runDemo runs the demo as cmd (the binary, or make demo), and stops it
+// with Ctrl-C once it is ready.
+func runDemo(t *testing.T, cmd *exec.Cmd) {
 	// Its own process group, so that a demo that hangs can be stopped with
 	// the replicas it started, and none outlives the test.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -98,7 +110,8 @@ func runDemo(t *testing.T, bin string, args []string) {
 	}
 	var mu sync.Mutex
 	var output strings.Builder
-	var banner []string // admin URLs in the banner
+	var banner []string      // admin URLs in the banner
+	pids := map[string]int{} // replica -> pid, as the banner says
 	ready := make(chan struct{})
 	exited := make(chan error, 1)
 	go func() {
@@ -109,6 +122,9 @@ func runDemo(t *testing.T, bin string, args []string) {
 			output.WriteString(line + "\n")
 			if m := bannerURLRE.FindStringSubmatch(line); m != nil {
 				banner = append(banner, m[1])
+			}
+			if m := bannerPIDRE.FindStringSubmatch(line); m != nil {
+				pids[m[1]], _ = strconv.Atoi(m[2])
 			}
 			mu.Unlock()
 			if strings.Contains(line, "Press Ctrl-C to stop everything.") {
@@ -138,10 +154,10 @@ func runDemo(t *testing.T, bin string, args []string) {
 		t.Fatal("demo not ready within 60s")
 	}
 	mu.Lock()
-	admins := slices.Clone(banner)
+	admins, named := slices.Clone(banner), len(pids)
 	mu.Unlock()
-	if len(admins) != 3 {
-		t.Fatalf("banner lists %d admin URLs %v, want 3", len(admins), admins)
+	if len(admins) != 3 || named != 3 {
+		t.Fatalf("banner lists %d admin URLs %v and %d pids, want 3 of each", len(admins), admins, named)
 	}
 	var leaders []string
 	for _, u := range admins {
@@ -166,17 +182,41 @@ func runDemo(t *testing.T, bin string, args []string) {
 	if leaders[0] != leaders[1] || leaders[1] != leaders[2] {
 		t.Errorf("the replicas disagree about the leader: %v", leaders)
 	}
+	mu.Lock()
+	bannerPIDs := maps.Clone(pids)
+	mu.Unlock()
+	for _, u := range admins {
+		processesNamed(t, u, bannerPIDs)
+	}
 	familyRuns(t, admins[0])
 
-	cmd.Process.Signal(os.Interrupt)
+	// Ctrl-C in a terminal signals the whole foreground process group:
+	// the demo and every process it started.
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
 	select {
 	case err := <-exited:
 		stopped = true
-		if err != nil {
+		if err != nil && cmd.Args[0] != "make" {
 			t.Errorf("demo exited with %v after Ctrl-C, want status 0", err)
+		}
+		// make kills itself with the SIGINT it got, as it should, but says
+		// nothing: the demo it ran exited 0.
+		if strings.Contains(log(), "make: ***") {
+			t.Errorf("make reports an error for a clean stop")
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("demo did not stop within 30s of Ctrl-C")
+	}
+	// The stop is quiet: Redis outlives the replicas' graceful shutdown,
+	// so none of them fails to reach it, and none warns about a stop that
+	// was asked for.
+	_, stopping, _ := strings.Cut(log(), "demo: stopping…")
+	for _, line := range strings.Split(stopping, "\n") {
+		for _, bad := range []string{"failed to dial", "no such file or directory", "connection refused", "level=ERROR", "level=WARN"} {
+			if strings.Contains(line, bad) {
+				t.Errorf("the stop after Ctrl-C logged %q:\n%s", bad, line)
+			}
+		}
 	}
 	m := tmpDirRE.FindStringSubmatch(log())
 	if m == nil {
@@ -234,6 +274,35 @@ func familyRuns(t *testing.T, admin string) {
 			t.Fatalf("the weekly-report family did not run within 30s: %s", last)
 		}
 		time.Sleep(200 * time.Millisecond) // polling a separate process: no signal to wait on
+	}
+}
+
+// processesNamed checks that an admin names the process (pid) of each
+// replica as the demo's banner does, once every replica's first heartbeat
+// has landed: the page names the process to kill, as the terminal does.
+func processesNamed(t *testing.T, admin string, pids map[string]int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var s struct {
+			Processes map[string]struct {
+				PID int `json:"pid"`
+			} `json:"processes"`
+		}
+		err := getJSON(admin+"api/status", &s)
+		wrong := ""
+		for name, pid := range pids {
+			if got := s.Processes[name].PID; got != pid {
+				wrong = fmt.Sprintf("%s names %s's process pid %d; the banner says %d", admin, name, got, pid)
+			}
+		}
+		if err == nil && wrong == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10s: %s (err %v)", wrong, err)
+		}
+		time.Sleep(100 * time.Millisecond) // polling a separate process: no signal to wait on
 	}
 }
 

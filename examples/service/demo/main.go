@@ -6,7 +6,7 @@
 //
 // It uses redis-server when it is on PATH and an embedded Redis
 // (miniredis) otherwise, so Go alone is enough. Ctrl-C stops the replicas,
-// Redis, and removes every file the demo made.
+// then Redis, and removes every file the demo made.
 //
 // Flags: -port (first admin port, default $DEMO_PORT or 8080; replica i
 // listens on port+i), -replicas, -lease-ttl, -embedded (use miniredis even
@@ -190,7 +190,7 @@ func run() int {
 		fmt.Fprintf(&banner, "%shttp://%s/cron/    replica demo-%d (pid %d)\n", label, addr, i+1, replicas[i].Process.Pid)
 	}
 	fmt.Fprintf(&banner, "\n  One replica holds the lease and enqueues; every replica's workers run tasks.\n")
-	fmt.Fprintf(&banner, "  Kill the lease holder (kill -9 <pid>) and another takes over within %s.\n", o.leaseTTL)
+	fmt.Fprintf(&banner, "  Kill the lease holder (kill -9 <pid>; the page names its pid) and another takes over within %s.\n", o.leaseTTL)
 	fmt.Fprintf(&banner, "  Press Ctrl-C to stop everything.\n\n")
 	out.Write([]byte(banner.String()))
 
@@ -224,6 +224,11 @@ func startRedis(ctx context.Context, dir string, embedded bool) (url, desc strin
 		socket := filepath.Join(dir, "redis.sock")
 		cmd := exec.Command(bin, "--port", "0", "--unixsocket", socket, "--unixsocketperm", "700",
 			"--dir", dir, "--save", "", "--appendonly", "no", "--logfile", filepath.Join(dir, "redis.log"))
+		// A process group of its own: Ctrl-C in a terminal signals the
+		// whole foreground group, and Redis must outlive the replicas'
+		// graceful shutdown (they release the lease and clear their state
+		// in it). The demo stops it last.
+		cmd.SysProcAttr = redisProcAttr()
 		if err := cmd.Start(); err != nil {
 			return "", "", nil, fmt.Errorf("starting redis-server: %v", err)
 		}

@@ -185,7 +185,7 @@ func adminAt(addr string, n, repeats int) (adminSize, error) {
 	// lateness counters, which later requests need only for the schedules
 	// whose late moment has passed.
 	start := time.Now()
-	if _, err := rt.Statuses(ctx); err != nil {
+	if _, err := rt.Monitor().Statuses(ctx); err != nil {
 		return size, err
 	}
 	size.warm = time.Since(start)
@@ -215,9 +215,9 @@ func adminAt(addr string, n, repeats int) (adminSize, error) {
 	for range repeats {
 		start := time.Now()
 		var wg sync.WaitGroup
-		wg.Go(func() { rt.Statuses(ctx) })
-		wg.Go(func() { rt.LastTimes(ctx) })
-		wg.Go(func() { rt.SnapshotOf(ctx, nil, 0) })
+		wg.Go(func() { rt.Monitor().Statuses(ctx) })
+		wg.Go(func() { rt.Monitor().LastTimes(ctx) })
+		wg.Go(func() { rt.Monitor().SnapshotOf(ctx, nil, 0) })
 		wg.Wait()
 		reads = append(reads, time.Since(start))
 	}

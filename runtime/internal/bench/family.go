@@ -21,7 +21,7 @@ import (
 // across many zones.
 type familyResult struct {
 	Members, Zones, SpikeMembers int
-	// Upserts is members written per second by SetMembers in bulk.
+	// Upserts is members written per second by Families.SetMany in bulk.
 	Upserts float64
 	// RedisBytesPerMember is used_memory's growth per member written plus
 	// the state a member has once it had a slot (its cursor and newest
@@ -116,7 +116,7 @@ func benchFamily(addr string, members, zones, spike int) (familyResult, error) {
 	waitPastSlot(30*time.Second, 100*time.Millisecond)
 	start := time.Now()
 	for lo := 0; lo < len(ms); lo += 10000 {
-		if err := writer.SetMembers(ctx, family, ms[lo:min(lo+10000, len(ms))]); err != nil {
+		if err := writer.Families().SetMany(ctx, family, ms[lo:min(lo+10000, len(ms))]); err != nil {
 			return res, err
 		}
 	}

@@ -103,6 +103,9 @@
 // Heartbeats ride on lease calls, at most once per TTL, and use Redis's
 // clock (TIME), not the replica's: a skewed heartbeat would make a live
 // replica look dead. Stale entries are pruned when the replica list is read.
+// Each beat also records the process behind the name ("<pid> <host>", in
+// a hash pruned and released with the heartbeat), so the admin can name
+// the process an operator would stop.
 //
 // Each beat also stores its instance ID under "<namespace>:replicas:<replica>"
 // (expiring with the heartbeat, 3 TTL). A beat that finds another instance

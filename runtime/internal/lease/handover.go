@@ -132,7 +132,7 @@ func (l *Lease) Handover(ctx context.Context, reason string, base, limit time.Du
 	if err != nil || outcome != HandedOver {
 		return outcome, wait, err
 	}
-	l.StepDown(fmt.Sprintf("handed over (%s); staying out of the election for %s", reason, wait))
+	l.stepDownOnPurpose(fmt.Sprintf("handed over (%s); staying out of the election for %s", reason, wait))
 	signal(l.wake)
 	return HandedOver, wait, nil
 }

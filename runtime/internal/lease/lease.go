@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,6 +68,8 @@ type Lease struct {
 	// those of a restarted process, or of another one wrongly configured
 	// with the same Replica name.
 	instance string
+	// process is this process's Process.String, carried by heartbeats.
+	process string
 
 	mu sync.Mutex
 	// value is "<replica>|<instance>|<token>" while this replica holds the
@@ -103,6 +106,7 @@ func New(cfg Config) *Lease {
 	l := &Lease{
 		rdb: cfg.Redis, keys: cfg.Keys, replica: cfg.Replica, ttl: cfg.TTL, log: cfg.Log,
 		onRedis: cfg.OnRedis, clock: cfg.Clock, mayLead: cfg.MayLead, onHolder: cfg.OnHolder, onHeld: cfg.OnHeld, acks: cfg.Acks, instance: newInstanceID(),
+		process: thisProcess().String(),
 		changed: make(chan struct{}, 1), wake: make(chan struct{}, 1),
 	}
 	if l.clock == nil {
@@ -115,6 +119,31 @@ func New(cfg Config) *Lease {
 		l.log = slog.Default()
 	}
 	return l
+}
+
+// Process is the operating-system process behind a replica name, as its
+// heartbeat recorded it: what an operator stops or inspects.
+type Process struct {
+	PID  int
+	Host string
+}
+
+func thisProcess() Process {
+	host, _ := os.Hostname()
+	return Process{PID: os.Getpid(), Host: host}
+}
+
+// String is the form the heartbeat stores: "<pid> <host>".
+func (p Process) String() string { return strconv.Itoa(p.PID) + " " + p.Host }
+
+// parseProcess reads what String wrote; ok is false for anything else.
+func parseProcess(v string) (p Process, ok bool) {
+	pid, host, _ := strings.Cut(v, " ")
+	n, err := strconv.Atoi(pid)
+	if err != nil || n <= 0 {
+		return Process{}, false
+	}
+	return Process{PID: n, Host: host}, true
 }
 
 func newInstanceID() string {
@@ -237,7 +266,7 @@ func (l *Lease) heartbeatLanded(other string) {
 
 // scriptKeys are the KEYS of the lease scripts that heartbeat.
 func (l *Lease) scriptKeys(second string) []string {
-	return []string{l.keys.Lease, second, l.keys.Replicas, l.keys.Replicas + ":" + l.replica}
+	return []string{l.keys.Lease, second, l.keys.Replicas, l.keys.Replicas + ":" + l.replica, l.keys.ReplicaProcesses}
 }
 
 // call runs acquireScript or renewScript, bounded by CallTimeout, with the
@@ -247,7 +276,7 @@ func (l *Lease) call(ctx context.Context, s *redis.Script, extra ...any) ([]any,
 	ctx, cancel := context.WithTimeout(ctx, l.callBound())
 	defer cancel()
 	beat := l.heartbeatDue()
-	args := append([]any{l.replica, l.ttl.Milliseconds(), l.instance, beat, l.HeartbeatStale().Milliseconds()}, extra...)
+	args := append([]any{l.replica, l.ttl.Milliseconds(), l.instance, beat, l.HeartbeatStale().Milliseconds(), l.process}, extra...)
 	res, err := Obey(ctx, func(ctx context.Context) ([]any, error) {
 		return l.acks.Run(ctx, l.rdb, s, l.scriptKeys(l.keys.Token), args...).Slice()
 	})
@@ -326,16 +355,30 @@ func (l *Lease) Since() time.Time {
 	return l.since
 }
 
-// StepDown gives up leadership locally at once.
+// StepDown gives up leadership locally at once, because the lease was
+// lost or can no longer be trusted.
 func (l *Lease) StepDown(reason string) {
+	l.stepDown(slog.LevelWarn, "lease lost: this replica stops scheduling", reason)
+}
+
+// stepDown gives up leadership locally and, if this replica led, says so:
+// a WARN when the lease was taken from it, an INFO when it gave the lease
+// up on purpose (a shutdown, a handover), which asks nothing of anyone.
+func (l *Lease) stepDown(level slog.Level, msg, reason string) {
 	l.mu.Lock()
 	was := l.value
 	l.value = ""
 	l.mu.Unlock()
 	if was != "" {
-		l.log.Warn("lease lost: this replica stops scheduling", "lease", was, "reason", reason)
+		l.log.Log(context.Background(), level, msg, "lease", was, "reason", reason)
 		signal(l.changed)
 	}
+}
+
+// stepDownOnPurpose gives up leadership locally because this replica chose
+// to: logged at INFO as a release.
+func (l *Lease) stepDownOnPurpose(reason string) {
+	l.stepDown(slog.LevelInfo, "lease released: this replica stops scheduling", reason)
 }
 
 // LapseTrust ends the trust window now, as a stall (GC pause, SIGSTOP) that
@@ -484,7 +527,7 @@ func (l *Lease) Renew(ctx context.Context) (time.Duration, error) {
 // Release hands the lease over on shutdown: it deletes the key if it holds
 // a lease of this instance, held or stepped down from, and tells followers.
 func (l *Lease) Release(ctx context.Context) {
-	l.StepDown("shutting down")
+	l.stepDownOnPurpose("shutting down")
 	ctx, cancel := context.WithTimeout(ctx, l.CallTimeout())
 	defer cancel()
 	_, err := Obey(ctx, func(ctx context.Context) (any, error) {
@@ -529,6 +572,9 @@ type Holder struct {
 	Instance string // its instance ID ("" for a lease written before instance IDs)
 	Token    int64  // its fencing token
 	Replicas []string
+	// Processes are the live replicas' processes, by replica name; a
+	// replica whose heartbeat carried none (an older version) has none.
+	Processes map[string]Process
 }
 
 // Observe reads who holds the lease and which replicas have a fresh
@@ -542,7 +588,7 @@ func Observe(ctx context.Context, rdb redis.UniversalClient, k store.Keys, stale
 		return rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			leaseCmd = p.Get(ctx, k.Lease)
 			// Eval, not Run: inside a pipeline a NOSCRIPT error cannot fall back.
-			replicasCmd = liveReplicasScript.Eval(ctx, p, []string{k.Replicas}, stale.Milliseconds())
+			replicasCmd = liveReplicasScript.Eval(ctx, p, []string{k.Replicas, k.ReplicaProcesses}, stale.Milliseconds())
 			return nil
 		})
 	})
@@ -553,8 +599,31 @@ func Observe(ctx context.Context, rdb redis.UniversalClient, k store.Keys, stale
 		h.Replica, h.Token = ParseValue(v)
 		h.Instance = instanceOf(v)
 	}
-	h.Replicas, _ = replicasCmd.StringSlice()
+	h.Replicas, h.Processes = liveReplicas(replicasCmd.Val())
 	return h, nil
+}
+
+// liveReplicas reads liveReplicasScript's reply.
+func liveReplicas(reply any) (names []string, processes map[string]Process) {
+	parts, _ := reply.([]any)
+	if len(parts) != 2 {
+		return nil, nil
+	}
+	live, _ := parts[0].([]any)
+	procs, _ := parts[1].([]any)
+	processes = map[string]Process{}
+	for i, v := range live {
+		name, _ := v.(string)
+		names = append(names, name)
+		if i < len(procs) {
+			if s, ok := procs[i].(string); ok {
+				if p, ok := parseProcess(s); ok {
+					processes[name] = p
+				}
+			}
+		}
+	}
+	return names, processes
 }
 
 // ParseValue splits a lease value "<replica>|<instance>|<token>" (or the

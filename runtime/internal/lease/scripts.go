@@ -15,10 +15,15 @@ import "github.com/redis/go-redis/v9"
 // last beat. A first beat does not count, since the other instance may be
 // this replica's previous incarnation, now dead.
 //
-//	KEYS[3] replicas zset, KEYS[4] "<replicas>:<replica>" instance key
+// A beat also records the process (pid and host) behind the replica name
+// in KEYS[5], so the admin can name the process an operator would stop.
+//
+//	KEYS[3] replicas zset, KEYS[4] "<replicas>:<replica>" instance key,
+//	KEYS[5] processes hash
 //	ARGV[1] replica, ARGV[3] instance ID,
 //	ARGV[4] "0" no beat, "1" this instance's first beat, "2" a later beat,
-//	ARGV[5] heartbeat staleness ms (the instance key's life)
+//	ARGV[5] heartbeat staleness ms (the instance key's life),
+//	ARGV[6] "<pid> <host>"
 const heartbeatLua = `
 local duplicate = ''
 if ARGV[4] ~= '0' then
@@ -29,6 +34,7 @@ if ARGV[4] ~= '0' then
     duplicate = other
   end
   redis.call('SET', KEYS[4], ARGV[3], 'PX', ARGV[5])
+  redis.call('HSET', KEYS[5], ARGV[1], ARGV[6])
 end
 `
 
@@ -40,9 +46,10 @@ end
 // else's). It also records a heartbeat. With ARGV[6] "1" (a replica
 // cooling down after a handover) it only heartbeats and reports the holder.
 //
-//	KEYS[1] lease, KEYS[2] token counter, KEYS[3] replicas zset, KEYS[4] instance key
-//	ARGV[1] replica, ARGV[2] TTL ms, ARGV[3] instance ID, ARGV[4..5] heartbeat,
-//	ARGV[6] "1" to hold off
+//	KEYS[1] lease, KEYS[2] token counter, KEYS[3] replicas zset, KEYS[4] instance key,
+//	KEYS[5] processes hash
+//	ARGV[1] replica, ARGV[2] TTL ms, ARGV[3] instance ID, ARGV[4..6] heartbeat,
+//	ARGV[7] "1" to hold off
 //	returns {token, value, pttl, created, duplicate}: token > 0 when this
 //	instance now holds the lease; otherwise value is the holder's and pttl
 //	its remaining life. created is 1 when the token is new (INCR), 0 for a
@@ -50,7 +57,7 @@ end
 var acquireScript = redis.NewScript(heartbeatLua + `
 local mine = ARGV[1] .. '|' .. ARGV[3] .. '|'
 local cur = redis.call('GET', KEYS[1])
-if ARGV[6] == '1' then
+if ARGV[7] == '1' then
   if cur then
     return {0, cur, redis.call('PTTL', KEYS[1]), 0, duplicate}
   end
@@ -73,14 +80,15 @@ return {token, value, tonumber(ARGV[2]), 1, duplicate}
 // renewScript extends the lease only if this instance still holds it
 // (compare-and-PEXPIRE), and records a heartbeat.
 //
-//	KEYS[1] lease, KEYS[2] unused, KEYS[3] replicas zset, KEYS[4] instance key
-//	ARGV[1] replica, ARGV[2] TTL ms, ARGV[3] instance ID, ARGV[4..5] heartbeat,
-//	ARGV[6] lease value
+//	KEYS[1] lease, KEYS[2] unused, KEYS[3] replicas zset, KEYS[4] instance key,
+//	KEYS[5] processes hash
+//	ARGV[1] replica, ARGV[2] TTL ms, ARGV[3] instance ID, ARGV[4..6] heartbeat,
+//	ARGV[7] lease value
 //	returns {renewed, duplicate}: renewed is 1 if renewed, 0 if the lease is
 //	someone else's or gone; duplicate as for acquireScript.
 var renewScript = redis.NewScript(heartbeatLua + `
 local renewed = 0
-if redis.call('GET', KEYS[1]) == ARGV[6] then
+if redis.call('GET', KEYS[1]) == ARGV[7] then
   renewed = redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return {renewed, duplicate}
@@ -93,9 +101,10 @@ return {renewed, duplicate}
 // tells followers at once, publishing the released value, so a graceful
 // shutdown hands over without waiting for the TTL. It also removes the
 // replica's heartbeat, unless another instance beat under the same name
-// since (it is alive, and its heartbeat is its own).
+// since (it is alive, and its heartbeat is its own), and its process.
 //
-//	KEYS[1] lease, KEYS[2] released channel, KEYS[3] replicas zset, KEYS[4] instance key
+//	KEYS[1] lease, KEYS[2] released channel, KEYS[3] replicas zset, KEYS[4] instance key,
+//	KEYS[5] processes hash
 //	ARGV[1] replica, ARGV[2] instance ID
 //	returns 1 if the lease was released.
 var releaseScript = redis.NewScript(`
@@ -103,6 +112,7 @@ local owner = redis.call('GET', KEYS[4])
 if not owner or owner == ARGV[2] then
   redis.call('ZREM', KEYS[3], ARGV[1])
   redis.call('DEL', KEYS[4])
+  redis.call('HDEL', KEYS[5], ARGV[1])
 end
 local mine = ARGV[1] .. '|' .. ARGV[2] .. '|'
 local cur = redis.call('GET', KEYS[1])
@@ -114,13 +124,22 @@ end
 return 0
 `)
 
-// liveReplicasScript prunes heartbeats older than the staleness limit and
-// returns the live replicas.
+// liveReplicasScript prunes heartbeats older than the staleness limit,
+// with their processes, and returns the live replicas and their processes.
 //
-//	KEYS[1] replicas zset
+//	KEYS[1] replicas zset, KEYS[2] processes hash
 //	ARGV[1] staleness ms
+//	returns {{replica...}, {process or false...}}
 var liveReplicasScript = redis.NewScript(`
 local now = redis.call('TIME')
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now[1] * 1000 + math.floor(now[2] / 1000) - tonumber(ARGV[1]))
-return redis.call('ZRANGE', KEYS[1], 0, -1)
+local stale = now[1] * 1000 + math.floor(now[2] / 1000) - tonumber(ARGV[1])
+local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', stale)
+for i = 1, #gone, 1000 do
+  local part = {unpack(gone, i, math.min(i + 999, #gone))}
+  redis.call('ZREM', KEYS[1], unpack(part))
+  redis.call('HDEL', KEYS[2], unpack(part))
+end
+local live = redis.call('ZRANGE', KEYS[1], 0, -1)
+if #live == 0 then return {live, {}} end
+return {live, redis.call('HMGET', KEYS[2], unpack(live))}
 `)

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -35,6 +38,10 @@ type Task struct {
 	MaxRetry  int
 	Timeout   time.Duration // 0: asynq's default, 30 minutes
 	Retention time.Duration
+	// Headers are the task's asynq headers (asynq.Task.Headers on the
+	// worker); nil or empty writes none, and the message is then what it
+	// was before asynq had headers. Read when the task is sent.
+	Headers map[string]string
 }
 
 // asynq's defaults and key layout (v0.26: internal/base).
@@ -61,6 +68,11 @@ func (t *Task) validate() error {
 	case strings.TrimSpace(t.ID) == "":
 		return errors.Join(ErrBadTask, errors.New("task ID cannot be empty"))
 	}
+	for k, v := range t.Headers {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return errors.Join(ErrBadTask, fmt.Errorf("task header %q: %q is not valid UTF-8, which asynq's headers must be", k, v))
+		}
+	}
 	return nil
 }
 
@@ -72,7 +84,11 @@ func (t *Task) message() []byte {
 	if timeout == 0 {
 		timeout = asynqDefaultTimeout
 	}
-	b := make([]byte, 0, 32+len(t.Type)+len(t.Payload)+len(t.ID)+len(t.Queue))
+	size := 32 + len(t.Type) + len(t.Payload) + len(t.ID) + len(t.Queue)
+	for k, v := range t.Headers {
+		size += 8 + len(k) + len(v)
+	}
+	b := make([]byte, 0, size)
 	b = appendBytesField(b, 1, t.Type)
 	b = appendBytesField(b, 2, t.Payload)
 	b = appendBytesField(b, 3, t.ID)
@@ -81,6 +97,28 @@ func (t *Task) message() []byte {
 	b = appendVarintField(b, 8, uint64(int64(timeout.Seconds())))
 	// 9, the deadline: asynq's "none" is the Unix time 0, left out.
 	b = appendVarintField(b, 12, uint64(int64(t.Retention.Seconds())))
+	// 13, completed_at, and 14, the group key: never set at enqueue.
+	if len(t.Headers) > 0 {
+		b = appendHeaders(b, 15, t.Headers)
+	}
+	return b
+}
+
+// appendHeaders appends a map<string, string> field: one entry message
+// per key, key (1) and value (2) both written even when empty, as
+// proto.Marshal writes map entries. The keys go in sorted order, as
+// proto.Marshal's deterministic option writes them; its default order is
+// the map's, which varies, and a decoder takes any order.
+func appendHeaders(b []byte, num protowire.Number, headers map[string]string) []byte {
+	for _, k := range slices.Sorted(maps.Keys(headers)) {
+		v := headers[k]
+		b = protowire.AppendTag(b, num, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(protowire.SizeTag(1)+protowire.SizeBytes(len(k))+protowire.SizeTag(2)+protowire.SizeBytes(len(v))))
+		b = protowire.AppendTag(b, 1, protowire.BytesType)
+		b = protowire.AppendString(b, k)
+		b = protowire.AppendTag(b, 2, protowire.BytesType)
+		b = protowire.AppendString(b, v)
+	}
 	return b
 }
 

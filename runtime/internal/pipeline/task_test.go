@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/belfry/belfry/runtime/internal/redistest"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // stored is what one enqueue left in Redis: the task's hash (its
@@ -79,13 +81,22 @@ func TestTasksAreStoredAsAsynqsClientStoresThem(t *testing.T) {
 		{Type: "negative retry", MaxRetry: -1, Timeout: 1500 * time.Millisecond},               // asynq takes -1 as 0, and whole seconds
 		{Type: "big", Payload: make([]byte, 300), MaxRetry: 25, Retention: 7 * 24 * time.Hour}, // a two-byte length
 		{Type: "täsk ✓", Payload: []byte("\x00\xff"), MaxRetry: 1 << 20, Timeout: 90 * 24 * time.Hour},
+		// Headers: none written for an empty map, as for nil; an empty
+		// key or value still written; several in any order.
+		{Type: "empty headers", Payload: []byte("p"), Headers: map[string]string{}},
+		{Type: "a header", Payload: []byte("p"), Retention: time.Minute,
+			Headers: map[string]string{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}},
+		{Type: "empty key and value", Headers: map[string]string{"": ""}},
+		{Type: "headers", Payload: make([]byte, 200), MaxRetry: 2,
+			Headers: map[string]string{"tracestate": "vendor=a,other=b", "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+				"baggage": "k=" + strings.Repeat("v", 150), "é✓": "\x00\x7f"}},
 	}
 	for i, task := range cases {
 		task.Queue = redistest.Uniq("task-format")
 		task.ID = fmt.Sprintf("cron:ns/sched-%d:%d", i, 1793512860+i)
 		t.Cleanup(func() { forget(t, rdb, task.Queue) })
 
-		_, err := theirs.EnqueueContext(ctx, asynq.NewTask(task.Type, task.Payload), asynq.TaskID(task.ID), asynq.Queue(task.Queue),
+		_, err := theirs.EnqueueContext(ctx, asynq.NewTaskWithHeaders(task.Type, task.Payload, task.Headers), asynq.TaskID(task.ID), asynq.Queue(task.Queue),
 			asynq.MaxRetry(task.MaxRetry), asynq.Timeout(task.Timeout), asynq.Retention(task.Retention))
 		if err != nil {
 			t.Fatalf("%s: asynq: %v", task.Type, err)
@@ -98,6 +109,9 @@ func TestTasksAreStoredAsAsynqsClientStoresThem(t *testing.T) {
 			t.Fatalf("%s: Enqueue = %v, %v; want inserted", task.Type, inserted, err)
 		}
 		got := readStored(t, rdb, task.Queue, task.ID)
+		if len(task.Headers) > 1 { // asynq writes map entries in the map's order
+			want.hash["msg"] = headersSorted(t, want.hash["msg"])
+		}
 		if !maps.Equal(got.hash, want.hash) {
 			t.Errorf("%s: task hash\n got %q\nwant %q", task.Type, got.hash, want.hash)
 		}
@@ -121,6 +135,39 @@ func TestTasksAreStoredAsAsynqsClientStoresThem(t *testing.T) {
 	}
 }
 
+// headersSorted returns msg, an asynq TaskMessage, with its headers'
+// entries (field 15, the last field asynq writes at enqueue) in the order
+// of their keys, as pipeline writes them.
+func headersSorted(t *testing.T, msg string) string {
+	t.Helper()
+	b := []byte(msg)
+	var fields, entries [][]byte
+	keyOf := map[string]string{}
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			t.Fatalf("asynq's message: %v", protowire.ParseError(n))
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if m < 0 {
+			t.Fatalf("asynq's message: %v", protowire.ParseError(m))
+		}
+		field := b[:n+m]
+		b = b[n+m:]
+		if num != 15 {
+			fields = append(fields, field)
+			continue
+		}
+		entry, _ := protowire.ConsumeBytes(field[n:])
+		_, _, kn := protowire.ConsumeTag(entry)
+		key, _ := protowire.ConsumeString(entry[kn:])
+		keyOf[string(field)] = key
+		entries = append(entries, field)
+	}
+	slices.SortFunc(entries, func(a, b []byte) int { return strings.Compare(keyOf[string(a)], keyOf[string(b)]) })
+	return string(bytes.Join(append(fields, entries...), nil))
+}
+
 // Tasks asynq's Client would refuse are refused before anything is sent.
 func TestTasksAsynqWouldRefuseAreRefused(t *testing.T) {
 	t.Parallel()
@@ -129,6 +176,10 @@ func TestTasksAsynqWouldRefuseAreRefused(t *testing.T) {
 		{Type: " ", ID: "a", Queue: "q"},
 		{Type: "t", ID: "a", Queue: ""},
 		{Type: "t", ID: " ", Queue: "q"},
+		// Headers are protobuf strings: asynq cannot encode, nor its
+		// workers decode, one that is not UTF-8.
+		{Type: "t", ID: "a", Queue: "q", Headers: map[string]string{"traceparent": "\xff"}},
+		{Type: "t", ID: "a", Queue: "q", Headers: map[string]string{"\xfe": "v"}},
 	} {
 		if _, err := ours.Enqueue(context.Background(), task); !errors.Is(err, pipeline.ErrBadTask) {
 			t.Errorf("Enqueue(%+v) = %v, want ErrBadTask", task, err)

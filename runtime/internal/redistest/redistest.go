@@ -1,8 +1,9 @@
 // Package redistest gives the runtime's tests their Redis: the shared
 // server (isolated by namespace and queue) and private servers on a unix
-// socket for tests that stop, restart or break Redis, and a TCP Proxy
-// that puts network faults (partition, latency, a lost reply) between a
-// client and a server. A missing redis-server fails the test; it never
+// socket for tests that stop, restart or break Redis, Sentinel topologies
+// and Redis Clusters of a test's own, and a TCP Proxy that puts network
+// faults (partition, latency, a lost reply) between a client and a
+// server. A missing redis-server fails the test; it never
 // skips.
 package redistest
 
@@ -94,12 +95,21 @@ func NewPrivate(t testing.TB, dir string) *Private {
 
 func newPrivate(t testing.TB, dir, addr string) *Private {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Fatalf("redis-server not on PATH: %v (install it: apt-get install redis-server)", err)
-	}
+	needCommands(t, "redis-server")
 	p := &Private{t: t, Dir: dir, Socket: filepath.Join(dir, "redis.sock"), Addr: addr}
 	p.Start()
 	return p
+}
+
+// needCommands fails the test when a command it needs is not on PATH: a
+// missing Redis fails the tests, never skips them.
+func needCommands(t testing.TB, commands ...string) {
+	t.Helper()
+	for _, c := range commands {
+		if _, err := exec.LookPath(c); err != nil {
+			t.Fatalf("%s not on PATH: %v (the tests need redis-server, redis-sentinel and redis-cli: apt-get install redis-server redis-sentinel redis-tools)", c, err)
+		}
+	}
 }
 
 // freePort returns a 127.0.0.1 address with a port free a moment ago. The

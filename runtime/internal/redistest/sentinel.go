@@ -69,11 +69,7 @@ func StartSentinel(t testing.TB, opts SentinelOptions) *Sentinel {
 // other sentinel; stopping it (Close) is the caller's job.
 func NewSentinel(t testing.TB, dir string, opts SentinelOptions) *Sentinel {
 	t.Helper()
-	for _, bin := range []string{"redis-server", "redis-sentinel"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Fatalf("%s not on PATH: %v (install it: apt-get install %s)", bin, err, bin)
-		}
-	}
+	needCommands(t, "redis-server", "redis-sentinel")
 	replicas, sentinels := max(opts.Replicas, 1), opts.Sentinels
 	if sentinels <= 0 {
 		sentinels = 3
@@ -98,7 +94,7 @@ func NewSentinel(t testing.TB, dir string, opts SentinelOptions) *Sentinel {
 		if opts.MinReplicasToWrite > 0 {
 			conf = append(conf, "min-replicas-to-write "+strconv.Itoa(opts.MinReplicasToWrite), "min-replicas-max-lag 5")
 		}
-		s.writeFile(p.config, conf)
+		writeConfig(s.t, p.config, conf)
 		p.Start()
 		s.Servers = append(s.Servers, p)
 	}
@@ -107,7 +103,7 @@ func NewSentinel(t testing.TB, dir string, opts SentinelOptions) *Sentinel {
 		addr := freePort(t)
 		_, port, _ := net.SplitHostPort(addr)
 		conf := filepath.Join(sdir, "sentinel.conf")
-		s.writeFile(conf, []string{
+		writeConfig(s.t, conf, []string{
 			"port " + port,
 			"bind 127.0.0.1",
 			"dir " + sdir,
@@ -136,13 +132,15 @@ func NewSentinel(t testing.TB, dir string, opts SentinelOptions) *Sentinel {
 	return s
 }
 
-func (s *Sentinel) writeFile(path string, lines []string) {
-	s.t.Helper()
+// writeConfig writes a server's or a sentinel's config file, one
+// directive a line, making its directory.
+func writeConfig(t testing.TB, path string, lines []string) {
+	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		s.t.Fatal(err)
+		t.Fatal(err)
 	}
 	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
-		s.t.Fatal(err)
+		t.Fatal(err)
 	}
 }
 

@@ -89,6 +89,9 @@ func TestABatchCommitsAsIfEachScheduleCameAlone(t *testing.T) {
 		"occ:cron:tick:001650": "attempt=0 enqueued_at=1010250 id=cron:tick:001650 manual=0 outcome=running schedule=tick slot=1010 started_at=1010300 (expires)",
 		"occ:cron:tick:001649": "enqueued_at=1009250 id=cron:tick:001649 manual=0 outcome=enqueued schedule=tick slot=1009 (expires)",
 		"hist:report:daily":    "cron:report:daily:001639=999000 cron:report:daily:001640=1000000",
+		// A missed slot was never enqueued: its record says when it was
+		// recorded, not an enqueue time.
+		"occ:cron:report:daily:001639": "id=cron:report:daily:001639 manual=0 outcome=missed recorded_at=999250 schedule=report:daily slot=999 (expires)",
 	} {
 		if got[key] != v {
 			t.Errorf("%s: %q, want %q", key, got[key], v)

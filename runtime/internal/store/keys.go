@@ -14,8 +14,12 @@ type Keys struct {
 	Token    string // counter: the fencing token of each new lease
 	Released string // pub/sub channel: a holder let go, followers try now
 	Replicas string // zset replica -> last heartbeat (Redis time, ms); + ":<replica>" its instance ID (lease package)
-	Cursors  string // hash schedule -> last slot handled (unix s)
-	LastID   string // hash schedule -> last enqueued occurrence ID
+	// ReplicaProcesses is a hash replica -> "<pid> <host>" of the process
+	// that last beat under that name (lease package). Not under Replicas
+	// + ":": a replica may be called anything but '|'.
+	ReplicaProcesses string
+	Cursors          string // hash schedule -> last slot handled (unix s)
+	LastID           string // hash schedule -> last enqueued occurrence ID
 	// Stats is the counters' old layout, hash "<schedule>:<counter>" ->
 	// count or unix ms, which reads fold into Counters (settleCounters).
 	Stats   string
@@ -38,20 +42,21 @@ type Keys struct {
 func NewKeys(ns string) Keys {
 	p := ns + ":"
 	return Keys{
-		Lease:        p + "lease",
-		Token:        p + "lease:token",
-		Released:     p + "lease:released",
-		Replicas:     p + "replicas",
-		Cursors:      p + "cursors",
-		LastID:       p + "lastid",
-		Stats:        p + "stats",
-		Paused:       p + "paused",
-		Resumed:      p + "resumed",
-		PauseVersion: p + "pausever",
-		Epoch:        p + "epoch",
-		Lost:         p + "lost",
-		Acked:        p + "acked",
-		Prefix:       p,
+		Lease:            p + "lease",
+		Token:            p + "lease:token",
+		Released:         p + "lease:released",
+		Replicas:         p + "replicas",
+		ReplicaProcesses: p + "replicas|processes",
+		Cursors:          p + "cursors",
+		LastID:           p + "lastid",
+		Stats:            p + "stats",
+		Paused:           p + "paused",
+		Resumed:          p + "resumed",
+		PauseVersion:     p + "pausever",
+		Epoch:            p + "epoch",
+		Lost:             p + "lost",
+		Acked:            p + "acked",
+		Prefix:           p,
 
 		Registries: p + "registries",
 		Owner:      p + "owner",

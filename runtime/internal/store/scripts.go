@@ -14,17 +14,27 @@ local function trim(p, index, limit)
 end
 `
 
+// atFieldLua names the field that holds a record's time: a missed,
+// skipped or paused slot was never enqueued, so its record says when it
+// was recorded, never an enqueue time.
+const atFieldLua = `
+local function atField(outcome)
+  if outcome == 'missed' or outcome == 'skipped' or outcome == 'paused' then return 'recorded_at' end
+  return 'enqueued_at'
+end
+`
+
 // recordLua writes one occurrence into the ledger: a hash per occurrence and
 // a per-schedule zset index trimmed to the history limit. The outcome is
 // set only if absent because a fast worker may already have recorded
 // "running" or a result.
-var recordLua = trimLua + countersLua + `
+var recordLua = trimLua + countersLua + atFieldLua + `
 local function record(p, limit, ttl, name, r)
   local key = p .. 'occ:' .. r.id
   local manual = '0'
   if r.manual then manual = '1' end
   redis.call('HSET', key, 'id', r.id, 'schedule', name, 'slot', r.slot, 'manual', manual,
-    'enqueued_at', r.at)
+    atField(r.outcome), r.at)
   redis.call('HSETNX', key, 'outcome', r.outcome)
   if r.actor then redis.call('HSET', key, 'actor', r.actor) end
   if r.member then redis.call('HSET', key, 'member', r.member) end
@@ -60,7 +70,7 @@ end
 //	carries its history limit), ARGV[4] occurrence TTL s, ARGV[5] JSON
 //	[Commit]
 //	returns 1 if committed, 0 if the lease is not held with that value.
-var commitScript = redis.NewScript(trimLua + countersLua + `
+var commitScript = redis.NewScript(trimLua + countersLua + atFieldLua + `
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 local p, ttl = ARGV[2], tonumber(ARGV[4])
 local items = cjson.decode(ARGV[5])
@@ -114,10 +124,10 @@ for _, s in ipairs(items) do
     if r.manual then manual = '1' end
     if fresh and not written[key] then
       redis.call('HSET', key, 'id', r.id, 'schedule', s.name, 'slot', r.slot, 'manual', manual,
-        'enqueued_at', r.at, 'outcome', r.outcome)
+        atField(r.outcome), r.at, 'outcome', r.outcome)
     else
       redis.call('HSET', key, 'id', r.id, 'schedule', s.name, 'slot', r.slot, 'manual', manual,
-        'enqueued_at', r.at)
+        atField(r.outcome), r.at)
       redis.call('HSETNX', key, 'outcome', r.outcome)
     end
     written[key] = true

@@ -225,10 +225,13 @@ type Record struct {
 	Slot                                  int64 // unix s
 	Manual                                bool
 	EnqueuedAt, StartedAt, FinishedAt     int64 // unix ms, 0 if not yet
-	DurationMS                            int64
-	Attempt, MaxRetry                     int
-	Actor                                 string
-	Member                                string // of a family, "" if none
+	// RecordedAt is when a slot that was never enqueued (missed, skipped,
+	// paused) was recorded, unix ms; 0 for the others.
+	RecordedAt        int64
+	DurationMS        int64
+	Attempt, MaxRetry int
+	Actor             string
+	Member            string // of a family, "" if none
 }
 
 func parseRecord(h map[string]string) Record {
@@ -237,7 +240,7 @@ func parseRecord(h map[string]string) Record {
 		return n
 	}
 	return Record{ID: h["id"], Schedule: h["schedule"], Outcome: h["outcome"], Error: h["error"], Replica: h["replica"],
-		Slot: num("slot"), Manual: h["manual"] == "1", EnqueuedAt: num("enqueued_at"), StartedAt: num("started_at"),
+		Slot: num("slot"), Manual: h["manual"] == "1", EnqueuedAt: num("enqueued_at"), RecordedAt: num("recorded_at"), StartedAt: num("started_at"),
 		FinishedAt: num("finished_at"), DurationMS: num("duration_ms"), Attempt: int(num("attempt")),
 		MaxRetry: int(num("max_retry")), Actor: h["actor"], Member: h["member"]}
 }

@@ -1,0 +1,238 @@
+package postgres_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/belfry/belfry/runtime/postgres"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// adminURL is the machine's Postgres, on which each test creates a
+// database of its own. It must answer: a missing Postgres fails the tests,
+// never skips them.
+func adminURL() string {
+	if u := os.Getenv("BELFRY_TEST_POSTGRES"); u != "" {
+		return u
+	}
+	return "postgres://postgres@127.0.0.1:5432/postgres"
+}
+
+// freshDB creates an empty database for the test, dropped when it ends,
+// and returns a pool on it.
+func freshDB(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, adminURL())
+	if err != nil {
+		t.Fatalf("postgres at %s: %v (these tests need a real PostgreSQL; set BELFRY_TEST_POSTGRES)", adminURL(), err)
+	}
+	defer admin.Close(ctx)
+	b := make([]byte, 6)
+	rand.Read(b)
+	name := "belfry_test_" + hex.EncodeToString(b)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgxpool.ParseConfig(adminURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Database = name
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		pool.Close()
+		admin, err := pgx.Connect(ctx, adminURL())
+		if err != nil {
+			t.Errorf("dropping %s: %v", name, err)
+			return
+		}
+		defer admin.Close(ctx)
+		if _, err := admin.Exec(ctx, "DROP DATABASE "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("dropping %s: %v", name, err)
+		}
+	})
+	return pool
+}
+
+func TestMigrateFromEmptyThenNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := freshDB(t)
+	if err := postgres.CheckSchema(ctx, db); !errors.Is(err, postgres.ErrSchemaOutdated) || !strings.Contains(err.Error(), "belfry migrate --postgres") {
+		t.Errorf("CheckSchema of an empty database = %v, want ErrSchemaOutdated naming the command", err)
+	}
+	applied, err := postgres.Migrate(ctx, db, postgres.MigrateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{1}; !slices.Equal(applied.Belfry, want) || applied.River != nil {
+		t.Errorf("first Migrate applied %+v, want belfry %v and no River", applied, want)
+	}
+	for _, table := range []string{"belfry_slot", "belfry_manual", "belfry_cursor", "belfry_record", "belfry_pause",
+		"belfry_member", "belfry_counter", "belfry_leader", "belfry_replica"} {
+		var exists bool
+		if err := db.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", table).Scan(&exists); err != nil || !exists {
+			t.Errorf("table %s missing after Migrate (%v)", table, err)
+		}
+	}
+	var riverTable bool
+	db.QueryRow(ctx, "SELECT to_regclass('river_job') IS NOT NULL").Scan(&riverTable)
+	if riverTable {
+		t.Error("River's tables were created though MigrateOptions.River was false")
+	}
+
+	again, err := postgres.Migrate(ctx, db, postgres.MigrateOptions{})
+	if err != nil || len(again.Belfry) != 0 {
+		t.Errorf("second Migrate applied %+v (%v), want nothing", again, err)
+	}
+	versions, err := postgres.Versions(ctx, db)
+	if err != nil || len(versions) != 1 || versions[0].Version != 1 || versions[0].Name != "init" || versions[0].AppliedAt.IsZero() {
+		t.Errorf("Versions = %+v, %v; want version 1 (init) with its time", versions, err)
+	}
+	if err := postgres.CheckSchema(ctx, db); err != nil {
+		t.Errorf("CheckSchema after Migrate: %v", err)
+	}
+}
+
+func TestMigrateAppliesRiversMigrationsToo(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := freshDB(t)
+	applied, err := postgres.Migrate(ctx, db, postgres.MigrateOptions{River: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(applied.Belfry) != 1 || len(applied.River) == 0 || applied.River[0] != 1 || applied.RiverVersion != applied.River[len(applied.River)-1] {
+		t.Errorf("Migrate with River applied %+v, want belfry 1 and River from 1", applied)
+	}
+	var riverTable bool
+	if err := db.QueryRow(ctx, "SELECT to_regclass('river_job') IS NOT NULL").Scan(&riverTable); err != nil || !riverTable {
+		t.Errorf("river_job missing (%v)", err)
+	}
+	if v, err := postgres.RiverVersion(ctx, db); err != nil || v != applied.RiverVersion {
+		t.Errorf("RiverVersion = %d, %v; want %d", v, err, applied.RiverVersion)
+	}
+	again, err := postgres.Migrate(ctx, db, postgres.MigrateOptions{River: true})
+	if err != nil || len(again.Belfry) != 0 || len(again.River) != 0 || again.RiverVersion != applied.RiverVersion {
+		t.Errorf("second Migrate applied %+v (%v), want nothing, River still at %d", again, err, applied.RiverVersion)
+	}
+}
+
+func TestConcurrentMigratesApplyEachVersionOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := freshDB(t)
+	const migrators = 6
+	results := make([]postgres.Applied, migrators)
+	errs := make([]error, migrators)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range migrators {
+		wg.Go(func() {
+			<-start
+			// Each on a connection of its own, as separate processes are.
+			conn, err := pgx.ConnectConfig(ctx, db.Config().ConnConfig)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer conn.Close(ctx)
+			results[i], errs[i] = postgres.Migrate(ctx, conn, postgres.MigrateOptions{River: true})
+		})
+	}
+	close(start)
+	wg.Wait()
+	belfry, river := map[int]int{}, map[int]int{}
+	for i := range migrators {
+		if errs[i] != nil {
+			t.Fatalf("migrator %d: %v", i, errs[i])
+		}
+		for _, v := range results[i].Belfry {
+			belfry[v]++
+		}
+		for _, v := range results[i].River {
+			river[v]++
+		}
+	}
+	if len(belfry) != 1 || belfry[1] != 1 {
+		t.Errorf("belfry versions applied (version: times) %v, want version 1 once", belfry)
+	}
+	if len(river) == 0 {
+		t.Error("no River version applied")
+	}
+	for v, n := range river {
+		if n != 1 {
+			t.Errorf("River version %d applied %d times", v, n)
+		}
+	}
+}
+
+func TestADatabaseANewerBelfryMigratedIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := freshDB(t)
+	if _, err := postgres.Migrate(ctx, db, postgres.MigrateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	newer := postgres.Latest() + 1
+	if _, err := db.Exec(ctx, "INSERT INTO belfry_migration (version, name) VALUES ($1, 'from_the_future')", newer); err != nil {
+		t.Fatal(err)
+	}
+	_, err := postgres.Migrate(ctx, db, postgres.MigrateOptions{})
+	if !errors.Is(err, postgres.ErrSchemaNewer) || !strings.Contains(err.Error(), "version 2 (from_the_future)") {
+		t.Errorf("Migrate on a newer schema = %v, want ErrSchemaNewer naming version %d", err, newer)
+	}
+	if err := postgres.CheckSchema(ctx, db); !errors.Is(err, postgres.ErrSchemaNewer) {
+		t.Errorf("CheckSchema on a newer schema = %v, want ErrSchemaNewer", err)
+	}
+}
+
+func TestTheSlotTableAdmitsEachSlotOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := freshDB(t)
+	if _, err := postgres.Migrate(ctx, db, postgres.MigrateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	slot := time.Date(2026, 12, 4, 3, 17, 0, 0, time.UTC)
+	insert := `INSERT INTO belfry_slot (namespace, schedule, member, slot, occurrence_id) VALUES ($1, $2, $3, $4, $5)`
+	if _, err := db.Exec(ctx, insert, "ns", "nightly", "", slot, "cron:ns/nightly:1"); err != nil {
+		t.Fatal(err)
+	}
+	// The same slot again, even from a planner whose clock wrote another
+	// time zone: refused by the primary key.
+	_, err := db.Exec(ctx, insert, "ns", "nightly", "", slot.In(time.FixedZone("CET", 3600)), "cron:ns/nightly:1-again")
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "23505" || pgErr.ConstraintName != "belfry_slot_pkey" {
+		t.Fatalf("second insert of one slot = %v, want a unique violation of belfry_slot_pkey", err)
+	}
+	// What a planner runs: the loser inserts nothing, and knows it.
+	tag, err := db.Exec(ctx, insert+" ON CONFLICT DO NOTHING", "ns", "nightly", "", slot, "cron:ns/nightly:1")
+	if err != nil || tag.RowsAffected() != 0 {
+		t.Errorf("ON CONFLICT DO NOTHING on a taken slot: %v rows, %v; want 0", tag.RowsAffected(), err)
+	}
+	// Another member, namespace or slot is another row.
+	for _, row := range [][]any{
+		{"ns", "nightly", "acme", slot, "m"},
+		{"other", "nightly", "", slot, "o"},
+		{"ns", "nightly", "", slot.Add(24 * time.Hour), "n"},
+	} {
+		if _, err := db.Exec(ctx, insert, row...); err != nil {
+			t.Errorf("insert %v: %v", row, err)
+		}
+	}
+}
