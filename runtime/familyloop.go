@@ -48,17 +48,13 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/registry"
-	"github.com/belfry/belfry/runtime/internal/clock"
 	"github.com/belfry/belfry/runtime/internal/store"
 )
 
 const (
 	// familyPoll is how often the leader looks for changed members: one
-	// GET, whatever the number of members.
+	// GET, whatever the number of members. A follower makes none.
 	familyPoll = 500 * time.Millisecond
-	// familyIdle is how often a follower looks at its own lease state, in
-	// memory: it costs no Redis traffic.
-	familyIdle = 100 * time.Millisecond
 	// familyPage is the number of members read, planned, enqueued and
 	// committed together.
 	familyPage = 1000
@@ -92,7 +88,6 @@ func (h *bucketHeap) Pop() any {
 // familyState is what the leader holds about families while it leads.
 type familyState struct {
 	value    string // the lease value it leads with
-	created  uint64 // and the lease's Created count (see leaderState)
 	version  int64  // the change counter it has seen
 	seen     map[string]int64
 	buckets  map[string]map[string]*famBucket // family -> bucket key
@@ -105,81 +100,63 @@ type familyState struct {
 	lostFloor time.Time
 }
 
-// familyLoop schedules the families' members while this replica leads and
-// the ordinary loop holds its state (which has checked Redis for lost
-// writes first).
-func (r *Runtime) familyLoop(ctx context.Context) {
-	var st *familyState
-	retry := clock.NewBackoff(50*time.Millisecond, 2*time.Second)
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		wait := familyPoll
-		value, leader := r.lease.Current()
-		switch {
-		case !leader || !r.scheduling.Load():
-			st = nil
-			wait = familyIdle
-		case st == nil || st.value != value || st.created != r.lease.Created():
-			var err error
-			if st, err = r.loadFamilies(ctx, value); err != nil {
-				st = nil
-				r.noteRedis(err)
-				wait = retry.Next()
-				break
-			}
-			retry.Reset()
-			continue
-		default:
-			now := r.clock.Now()
-			if !now.Before(st.nextPoll) {
-				if err := r.pollFamilies(ctx, st, now); err != nil {
-					r.noteRedis(err)
-					wait = retry.Next()
-					break
-				}
-				st.nextPoll = now.Add(familyPoll)
-			}
-			if len(st.queue) > 0 && !st.queue[0].next.After(now) {
-				if err := r.dispatchBuckets(ctx, st, now); err != nil {
-					// The cursors in Redis are the truth: rebuild from them.
-					st = nil
-					if errors.Is(err, store.ErrNotLeader) {
-						r.lease.StepDown("a fenced write was rejected")
-						continue
-					}
-					r.noteRedis(err)
-					wait = retry.Next()
-					break
-				}
-				retry.Reset()
-				continue
-			}
-			wait = st.nextPoll.Sub(now)
-			if len(st.queue) > 0 {
-				wait = min(wait, st.queue[0].next.Sub(now))
-			}
-		}
-		timer.Reset(max(wait, 0))
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		}
-	}
+// familyTask is the leader loop's task for the families' members.
+type familyTask struct {
+	r  *Runtime
+	st *familyState // nil while not leading
 }
+
+func (t *familyTask) load(ctx context.Context, value string, resume time.Time) error {
+	st, err := t.r.loadFamilies(ctx, value)
+	if st != nil {
+		// The loss this rebuild found, even if recording it failed.
+		st.lostFloor = later(st.lostFloor, resume)
+	}
+	t.st = st
+	return err
+}
+
+func (t *familyTask) drop() { t.st = nil }
+
+// step looks for changed members every familyPoll, then dispatches the
+// buckets due. A failed poll leaves the state as it was, to poll again.
+func (t *familyTask) step(ctx context.Context, now time.Time) (bool, time.Time, *dispatchLate, error) {
+	r, st := t.r, t.st
+	polled := false
+	if !now.Before(st.nextPoll) {
+		if err := r.pollFamilies(ctx, st, now); err != nil {
+			return false, time.Time{}, nil, &keepState{err}
+		}
+		st.nextPoll, polled = now.Add(familyPoll), true
+	}
+	if len(st.queue) > 0 && !st.queue[0].next.After(now) {
+		late, err := r.dispatchBuckets(ctx, st, now)
+		return true, time.Time{}, &late, err
+	}
+	next := st.nextPoll
+	if len(st.queue) > 0 && st.queue[0].next.Before(next) {
+		next = st.queue[0].next
+	}
+	return polled, next, nil, nil
+}
+
+// committed is nil: a family's pages are committed as they are enqueued.
+func (t *familyTask) committed() <-chan struct{} { return nil }
+
+// flush has nothing to do: each page's commit is done before its dispatch
+// returns, even when the loop's context ends meanwhile (dispatchBucket).
+func (t *familyTask) flush(context.Context) error { return nil }
 
 // loadFamilies reads every family's buckets and their cursors.
 func (r *Runtime) loadFamilies(ctx context.Context, value string) (*familyState, error) {
 	// The counter first: a change made while the buckets are read is
 	// then seen again by the next poll, never missed.
-	created := r.lease.Created()
 	ver, err := r.store.FamilyVersion(ctx)
 	if err != nil {
 		return nil, err
 	}
 	now := r.clock.Now()
-	st := &familyState{value: value, created: created, version: ver, seen: map[string]int64{},
+	st := &familyState{value: value, version: ver, seen: map[string]int64{},
 		buckets: map[string]map[string]*famBucket{}, nextPoll: now.Add(familyPoll)}
 	lost, err := r.store.Lost(ctx)
 	if err != nil {
@@ -261,36 +238,25 @@ func (r *Runtime) pollFamilies(ctx context.Context, st *familyState, now time.Ti
 	return nil
 }
 
-// familyDispatch is one family dispatch's lateness: its earliest slot,
-// and when its enqueues were done (zero when it failed before them).
-type familyDispatch struct{ earliest, enqueued time.Time }
-
-// dispatchBuckets handles every bucket due at now. Its lateness counts
-// toward handing the lease over as the schedules' dispatches do
-// (handover.go): a leader behind a slow link falls behind its members'
-// slots as it does behind its schedules'. The schedule loop judges it, as
-// a handover must first flush that loop's commits; when that loop is
-// still busy with the last one, this one is dropped, and the next counts.
-func (r *Runtime) dispatchBuckets(ctx context.Context, st *familyState, now time.Time) (err error) {
-	var earliest time.Time // the earliest slot handled, or when its bucket came if later
+// dispatchBuckets handles every bucket due at now, and returns the
+// dispatch's lateness: its earliest slot, or when that slot's bucket came
+// to this leader if later. It counts toward handing the lease over as a
+// schedules' dispatch does (handover.go): a leader behind a slow link
+// falls behind its members' slots as it does behind its schedules'.
+func (r *Runtime) dispatchBuckets(ctx context.Context, st *familyState, now time.Time) (late dispatchLate, err error) {
 	defer func() {
-		d := familyDispatch{earliest: earliest}
 		if err == nil {
-			d.enqueued = r.clock.Now()
-		}
-		select {
-		case r.familyLate <- d:
-		default:
+			late.enqueued = r.clock.Now()
 		}
 	}()
 	for len(st.queue) > 0 && !st.queue[0].next.After(now) {
 		b := heap.Pop(&st.queue).(*famBucket)
-		if from := later(b.next, b.added); earliest.IsZero() || from.Before(earliest) {
-			earliest = from
+		if from := later(b.next, b.added); late.earliest.IsZero() || from.Before(late.earliest) {
+			late.earliest = from
 		}
 		empty, err := r.dispatchBucket(ctx, st, b, now)
 		if err != nil {
-			return err
+			return late, err
 		}
 		if empty {
 			delete(st.buckets[b.fam.Name], b.key)
@@ -300,7 +266,7 @@ func (r *Runtime) dispatchBuckets(ctx context.Context, st *familyState, now time
 			heap.Push(&st.queue, b)
 		}
 	}
-	return nil
+	return late, nil
 }
 
 // dispatchBucket plans, enqueues and commits every member of the bucket
@@ -341,7 +307,12 @@ func (r *Runtime) dispatchBucket(ctx context.Context, st *familyState, b *famBuc
 			}
 		}
 		if len(mcs) > 0 || bucketCursor != "" {
-			if err := r.store.CommitFamily(ctx, leaseValue, fam.Name, commit, mcs, b.key, bucketCursor); err != nil {
+			// What was enqueued is committed even when the loop's context
+			// ends meanwhile (shutdown): the records and counters of the
+			// page's enqueues are not lost, and the next holder does not
+			// enqueue them again. The fence still refuses a late commit.
+			commitCtx := context.WithoutCancel(ctx)
+			if err := r.store.CommitFamily(commitCtx, leaseValue, fam.Name, commit, mcs, b.key, bucketCursor); err != nil {
 				return false, err // cursors stay; the next pass re-enqueues harmlessly
 			}
 		}
@@ -354,13 +325,6 @@ func (r *Runtime) dispatchBucket(ctx context.Context, st *familyState, b *famBuc
 		after = keys[len(keys)-1]
 	}
 	return members == 0, firstErr
-}
-
-func cmp2(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
 }
 
 // planMembers plans the slots due at now of the members keys of bucket b,
@@ -390,12 +354,7 @@ func (r *Runtime) planMembers(ctx context.Context, b *famBucket, keys []string, 
 		if hasCursor[i] && cursors[i].LastEnqueued > 0 {
 			p.prevID = p.scope.ID(time.Unix(cursors[i].LastEnqueued, 0))
 		}
-		if ms[i].Paused || famPaused {
-			p.pause(now, grace)
-		}
-		for _, w := range famWindows {
-			p.pausedBetween(time.UnixMilli(w.From), time.UnixMilli(w.To), now)
-		}
+		p.applyPauses(ms[i].Paused || famPaused, famWindows, now, grace)
 		plans = append(plans, p)
 		prior = append(prior, cursors[i].LastEnqueued)
 	}
@@ -433,12 +392,11 @@ func (r *Runtime) familyCommit(b *famBucket, plans []*slotPlan, prior []int64, n
 	mcs := make([]store.MemberCommit, 0, len(plans))
 	withLast := b.fam.Overlap == registry.OverlapSkip
 	loc := b.sched.Location()
-	var firstErr error
+	firstErr := firstPlanErr(plans)
+	if errors.Is(firstErr, store.ErrNotLeader) {
+		return fam, nil, firstErr
+	}
 	for i, p := range plans {
-		if errors.Is(p.err, store.ErrNotLeader) {
-			return fam, nil, store.ErrNotLeader
-		}
-		firstErr = cmp2(firstErr, p.err)
 		c := p.commit(now)
 		for k, v := range c.Counts {
 			if strings.HasPrefix(k, "last_") {

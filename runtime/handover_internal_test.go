@@ -10,7 +10,6 @@ import (
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime/internal/clock"
 	"github.com/belfry/belfry/runtime/internal/redistest"
-	"github.com/redis/go-redis/v9"
 )
 
 // A leader that hands the lease over commits what its last dispatches
@@ -20,20 +19,12 @@ import (
 // The dispatches are driven by hand on a stub clock, three in a row later
 // than the bound, with the lease renewed between them as its loop would.
 func TestAHandoverCommitsWhatTheLeaderEnqueued(t *testing.T) {
-	rdb := redistest.Shared(t)
 	ctx := context.Background()
 	clk := clock.NewStub(time.Now().Truncate(time.Second))
 	r, value := leadingRuntime(t, registry.Schedule{Name: "tick", Expr: "* * * * * *"}, clk, nil)
-	// Another replica heartbeats, so the lease has somewhere to go.
-	redisNow, err := rdb.Time(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rdb.ZAdd(ctx, r.store.Keys.Replicas, redis.Z{Score: float64(redisNow.UnixMilli()), Member: "r1"}).Err(); err != nil {
-		t.Fatal(err)
-	}
-	st, err := r.loadLeaderState(ctx, value)
-	if err != nil {
+	otherReplicaHeartbeats(t, r)
+	l := r.newLeaderLoop()
+	if err := l.rebuild(ctx, value); err != nil {
 		t.Fatal(err)
 	}
 	late := r.handoverBound() + 2*time.Second
@@ -41,8 +32,8 @@ func TestAHandoverCommitsWhatTheLeaderEnqueued(t *testing.T) {
 	for i := range handoverAfter {
 		clk.Advance(late)
 		enqueued += int(late / time.Second)
-		if err := r.dispatch(ctx, st, clk.Now()); err != nil {
-			t.Fatalf("dispatch %d: %v", i, err)
+		if worked, _, err := l.step(ctx, clk.Now()); err != nil || !worked {
+			t.Fatalf("dispatch %d: worked %v, %v", i, worked, err)
 		}
 		if i < handoverAfter-1 {
 			if _, ok := r.lease.Current(); !ok {
@@ -56,7 +47,7 @@ func TestAHandoverCommitsWhatTheLeaderEnqueued(t *testing.T) {
 	if _, ok := r.lease.Current(); ok || r.Leadership().HandoversForLateness() != 1 {
 		t.Fatalf("still leading after %d late dispatches (handovers %d)", handoverAfter, r.Leadership().HandoversForLateness())
 	}
-	r.flushCommits(ctx, st) // what the loop does once it no longer leads
+	l.flush(ctx) // what the loop does once it no longer leads
 	stats, err := r.store.Stats(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -72,10 +63,21 @@ func TestAHandoverCommitsWhatTheLeaderEnqueued(t *testing.T) {
 // before the lease is taken.
 func leadingRuntime(t *testing.T, s registry.Schedule, clk clock.Clock, before func(*Runtime)) (*Runtime, string) {
 	t.Helper()
-	s.Queue = redistest.Uniq("q")
-	s.Handler = func(context.Context, registry.Occurrence) error { return nil }
-	r, err := newRuntime(registry.MustNew(s), Options{Redis: redistest.Shared(t), Namespace: redistest.Uniq("internal"),
-		Replica: "r0", LeaseTTL: 30 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, clk)
+	return leadingRuntimeWith(t, Options{}, clk, before, s)
+}
+
+// leadingRuntimeWith is leadingRuntime for several schedules (sharing one
+// fresh queue), with opts' observer.
+func leadingRuntimeWith(t *testing.T, opts Options, clk clock.Clock, before func(*Runtime), scheds ...registry.Schedule) (*Runtime, string) {
+	t.Helper()
+	queue := redistest.Uniq("q")
+	for i := range scheds {
+		scheds[i].Queue = queue
+		scheds[i].Handler = func(context.Context, registry.Occurrence) error { return nil }
+	}
+	r, err := newRuntime(registry.MustNew(scheds...), Options{Redis: redistest.Shared(t), Namespace: redistest.Uniq("internal"),
+		Replica: "r0", LeaseTTL: 30 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		EnqueueObserver: opts.EnqueueObserver}, clk)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"errors"
 	"slices"
 	"time"
 
@@ -155,6 +156,32 @@ func (p *slotPlan) pause(now time.Time, grace time.Duration) {
 			At: now.UnixMilli(), Outcome: string(OutcomePaused), Score: slot.UnixMilli()})
 	}
 	p.enqueue = nil
+}
+
+// applyPauses does with the planned slots what the pauses read when they
+// came due say: all of them paused (or missed, past grace) while paused
+// is set, else those within one of the past pause windows.
+func (p *slotPlan) applyPauses(paused bool, windows []store.PauseWindow, now time.Time, grace time.Duration) {
+	if paused {
+		p.pause(now, grace)
+		return
+	}
+	for _, w := range windows {
+		p.pausedBetween(time.UnixMilli(w.From), time.UnixMilli(w.To), now)
+	}
+}
+
+// firstPlanErr is the first enqueue error of plans, or store.ErrNotLeader
+// if any plan met a fenced refusal: a commit would be refused too.
+func firstPlanErr(plans []*slotPlan) error {
+	var first error
+	for _, p := range plans {
+		if errors.Is(p.err, store.ErrNotLeader) {
+			return store.ErrNotLeader
+		}
+		first = cmp2(first, p.err)
+	}
+	return first
 }
 
 // pausedBetween records as paused, never run, the planned slots that came

@@ -46,7 +46,8 @@ type Runtime struct {
 	redisErr  error // last Redis error, nil while reachable
 	redisSeen bool  // a call has completed since start
 	running   atomic.Bool
-	// scheduling is true while the loop holds leader state and enqueues.
+	// scheduling is true while the leader loop holds leader state and
+	// enqueues (leaderloop.go); only that loop writes it.
 	scheduling atomic.Bool
 
 	observers
@@ -54,9 +55,6 @@ type Runtime struct {
 	redisCheck redisCheck
 	dataWatch  dataWatch
 	lateness   lateness
-	// familyLate carries the family loop's dispatches to the schedule
-	// loop, which owns the commits a handover must flush first.
-	familyLate chan familyDispatch
 	inDoubt    inDoubt // enqueues no replica acknowledged (ReplicaAcks)
 	// marks counts the attempts this runtime's workers hold a start mark
 	// for and have not yet recorded the end of (start.go).
@@ -97,7 +95,6 @@ func newRuntime(reg *registry.Registry, opts Options, clk clock.Clock) (*Runtime
 	}
 	r := &Runtime{reg: reg, opts: opts, clock: clk, identity: identity, derivedNamespace: derived}
 	r.namespace.looked = make(chan struct{})
-	r.familyLate = make(chan familyDispatch, 1)
 	r.redisCheck.every = redisCheckEvery
 	r.log = opts.Logger.With("replica", opts.Replica)
 	switch {
@@ -224,10 +221,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { r.watchNamespace(ctx) })
 	wg.Go(func() { r.lease.Run(ctx) })
-	wg.Go(func() { r.scheduleLoop(ctx) })
-	if len(r.families()) > 0 {
-		wg.Go(func() { r.familyLoop(ctx) })
-	}
+	wg.Go(func() { r.newLeaderLoop().run(ctx) })
 	wg.Go(func() { r.warmStatuses(ctx) })
 	wg.Wait()
 	releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/registry"
-	"github.com/belfry/belfry/runtime/internal/clock"
 	"github.com/belfry/belfry/runtime/internal/pipeline"
 	"github.com/belfry/belfry/runtime/internal/store"
 	"github.com/hibiken/asynq"
@@ -52,12 +51,7 @@ func (h *dueHeap) Pop() any {
 // lease changes hands, since another leader may have advanced the cursors.
 type leaderState struct {
 	value string
-	// created is the lease's Created count it was loaded under: a lease
-	// created again with the same value (the token counter went back, see
-	// lostwrites.go) is a new lease all the same, and the state is loaded
-	// again so that checkLostWrites sees it.
-	created uint64
-	queue   dueHeap
+	queue dueHeap
 	// uncommitted are the plans enqueued since the last commit started.
 	// They are committed once nothing more is due, so that a spike's
 	// commits do not take Redis from its enqueues: each enqueue has raised
@@ -99,129 +93,73 @@ func (c *batchCommit) ended() bool {
 	}
 }
 
-// scheduleLoop runs on every replica; it only enqueues while this replica
-// holds the lease. It sleeps until the next due slot, so an idle scheduler
-// costs nothing, and its work grows with the schedules due, not the total.
-// Between steps it looks at the lease, so however many schedules are due a
-// lost lease stops it within one batch.
-func (r *Runtime) scheduleLoop(ctx context.Context) {
-	var st *leaderState
-	retry := clock.NewBackoff(50*time.Millisecond, 2*time.Second)
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	defer r.scheduling.Store(false)
-	for {
-		var wait time.Duration
-		value, leader := r.lease.Current()
-		switch {
-		case !leader:
-			if st != nil {
-				r.flushCommits(ctx, st) // refused if it comes too late; the next holder reads Redis
-			}
-			st = nil
-			r.learnEpoch(ctx)
-			r.reportLossSeen(ctx)
-			// Woken when the lease changes; the cap is a backstop against
-			// a missed signal and costs no Redis traffic.
-			wait = r.opts.LeaseTTL / 3
-		case st == nil || st.value != value || st.created != r.lease.Created():
-			var err error
-			if st, err = r.loadLeaderState(ctx, value); err != nil {
-				st = nil
-				r.noteRedis(err)
-				wait = retry.Next()
-				break
-			}
-			retry.Reset()
-			continue
-		default:
-			now := r.clock.Now()
-			r.checkUnserved(now)
-			var err error
-			switch {
-			case st.committing != nil && st.committing.ended():
-				err = r.finishCommit(st)
-			case len(st.uncommitted) >= maxUncommitted && st.committing == nil:
-				r.startCommit(ctx, st) // still due, but the backlog is bounded
-			case len(st.queue) > 0 && !st.queue[0].slotTime().After(now):
-				err = r.dispatch(ctx, st, now)
-			case len(st.uncommitted) > 0 && st.committing == nil:
-				r.startCommit(ctx, st)
-			default:
-				// Idle, or waiting for the running commit.
-				wait = time.Hour
-				if len(st.queue) > 0 {
-					wait = st.queue[0].slotTime().Sub(now)
-				}
-			}
-			if err != nil {
-				// The cursors in Redis are the truth; what this replica
-				// holds in memory may be ahead of them after a failed
-				// commit, so it is rebuilt before the next attempt, once
-				// what was enqueued is recorded.
-				r.flushCommits(ctx, st)
-				st = nil
-				if errors.Is(err, store.ErrNotLeader) {
-					r.lease.StepDown("a fenced write was rejected")
-					continue
-				}
-				r.noteRedis(err)
-				wait = retry.Next()
-				break
-			}
-			if wait == 0 {
-				retry.Reset()
-				continue
-			}
-		}
-		r.scheduling.Store(st != nil)
-		var committed <-chan struct{}
-		if st != nil && st.committing != nil {
-			committed = st.committing.done
-		}
-		timer.Reset(wait)
-		select {
-		case <-ctx.Done():
-			if st != nil {
-				r.flushCommits(ctx, st) // the lease is released after this loop ends
-			}
-			return
-		case <-r.lease.Changed():
-		case <-timer.C:
-		case <-committed:
-		case d := <-r.familyLate:
-			if st == nil {
-				break // not leading: nothing to hand over
-			}
-			flush := func() error { return r.flushCommits(ctx, st) }
-			if err := r.noteDispatch(ctx, d.earliest, d.enqueued, flush); err != nil {
-				st = nil // the cursors in Redis are the truth: rebuild from them
-				r.noteRedis(err)
-			}
-		}
+// scheduleTask is the leader loop's task for the ordinary schedules.
+type scheduleTask struct {
+	r  *Runtime
+	st *leaderState // nil while not leading
+}
+
+func (t *scheduleTask) load(ctx context.Context, value string, resume time.Time) error {
+	st, err := t.r.loadLeaderState(ctx, value, resume)
+	t.st = st
+	return err
+}
+
+func (t *scheduleTask) drop() { t.st = nil }
+
+// step commits what a finished background commit leaves, bounds the
+// backlog of uncommitted plans, dispatches what is due, and commits once
+// nothing more is due, in that order of preference.
+func (t *scheduleTask) step(ctx context.Context, now time.Time) (bool, time.Time, *dispatchLate, error) {
+	r, st := t.r, t.st
+	switch {
+	case st.committing != nil && st.committing.ended():
+		return true, time.Time{}, nil, r.finishCommit(st)
+	case len(st.uncommitted) >= maxUncommitted && st.committing == nil:
+		r.startCommit(ctx, st) // still due, but the backlog is bounded
+		return true, time.Time{}, nil, nil
+	case len(st.queue) > 0 && !st.queue[0].slotTime().After(now):
+		late, err := r.dispatch(ctx, st, now)
+		return true, time.Time{}, &late, err
+	case len(st.uncommitted) > 0 && st.committing == nil:
+		r.startCommit(ctx, st)
+		return true, time.Time{}, nil, nil
+	case len(st.queue) > 0:
+		return false, st.queue[0].slotTime(), nil, nil
 	}
+	return false, time.Time{}, nil, nil // idle, or waiting for the running commit
+}
+
+func (t *scheduleTask) committed() <-chan struct{} {
+	if t.st == nil || t.st.committing == nil {
+		return nil
+	}
+	return t.st.committing.done
+}
+
+func (t *scheduleTask) flush(ctx context.Context) error {
+	if t.st == nil {
+		return nil
+	}
+	return t.r.flushCommits(ctx, t.st)
 }
 
 // loadLeaderState reads every cursor and starts schedules seen for the
-// first time from now.
-func (r *Runtime) loadLeaderState(ctx context.Context, value string) (*leaderState, error) {
+// first time from now, or every schedule from resume after a loss of
+// Redis data (see checkLostWrites).
+func (r *Runtime) loadLeaderState(ctx context.Context, value string, resume time.Time) (*leaderState, error) {
 	scheds := r.reg.Schedules()
-	created := r.lease.Created() // before the check, which reads it too
-	resume, commitLoss, err := r.checkLostWrites(ctx, value)
-	if err != nil {
-		return nil, err
-	}
 	cursors, known, err := r.store.Cursors(ctx, r.names())
 	if err != nil {
 		return nil, err
 	}
 	now := r.clock.Now().Truncate(time.Second)
-	st := &leaderState{value: value, created: created, queue: make(dueHeap, 0, len(scheds))}
+	st := &leaderState{value: value, queue: make(dueHeap, 0, len(scheds))}
 	var fresh, movedNames []string
 	var moved []store.Commit
 	for i, s := range scheds {
 		if s.Family() {
-			continue // scheduled per member, by familyLoop
+			continue // scheduled per member, by familyTask
 		}
 		cursor := now
 		switch {
@@ -256,9 +194,6 @@ func (r *Runtime) loadLeaderState(ctx context.Context, value string) (*leaderSta
 	if err := r.store.InitCursors(ctx, value, now.Unix(), fresh); err != nil {
 		return nil, err
 	}
-	// Only now is a loss handled: had a write above failed, the next
-	// attempt would find the loss again and move the cursors.
-	commitLoss(ctx)
 	r.log.Info("scheduling", "schedules", len(scheds), "new", len(fresh))
 	return st, nil
 }
@@ -267,8 +202,9 @@ func (r *Runtime) loadLeaderState(ctx context.Context, value string) (*leaderSta
 // them: it enqueues their slots (idempotent by task ID, each raising its
 // cursor in the same script) and leaves the rest of the step to the
 // commit that follows. A crash between the two leaves the next holder
-// nothing to enqueue again.
-func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) (err error) {
+// nothing to enqueue again. It returns the dispatch's lateness, which
+// counts toward handing the lease over (handover.go), failed or not.
+func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) (late dispatchLate, err error) {
 	plans, names := st.plansBuf[:0], st.namesBuf[:0]
 	defer func() {
 		// Kept for the next dispatch, without what they point to.
@@ -276,15 +212,7 @@ func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) 
 		clear(names)
 		st.plansBuf, st.namesBuf = plans[:0], names[:0]
 	}()
-	// A dispatch that falls behind its slots, or fails, counts toward
-	// handing the lease over (handover.go).
-	earliest, enqueued := st.queue[0].slotTime(), time.Time{}
-	defer func() {
-		flush := func() error { return r.flushCommits(ctx, st) }
-		if herr := r.noteDispatch(ctx, earliest, enqueued, flush); err == nil {
-			err = herr
-		}
-	}()
+	late.earliest = st.queue[0].slotTime()
 	for len(st.queue) > 0 && !st.queue[0].slotTime().After(now) && len(plans) < dispatchBatch {
 		d := heap.Pop(&st.queue).(due)
 		plans = append(plans, planSlots(r.scope(d.sched), d.sched, d.slotTime(), d.cursorTime(), now, r.grace(d.sched)))
@@ -294,36 +222,27 @@ func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) 
 	// holds from the next slot on, whoever leads.
 	pauses, windows, err := r.store.PauseStates(ctx, names)
 	if err != nil {
-		return err
+		return late, err
 	}
 	for i, p := range pauses {
-		if p != nil {
-			plans[i].pause(now, r.grace(plans[i].sched))
-			continue
-		}
-		for _, w := range windows[i] {
-			plans[i].pausedBetween(time.UnixMilli(w.From), time.UnixMilli(w.To), now)
-		}
+		plans[i].applyPauses(p != nil, windows[i], now, r.grace(plans[i].sched))
 	}
 	r.enqueueAll(ctx, st.value, plans)
-	enqueued = r.clock.Now()
+	late.enqueued = r.clock.Now()
+	firstErr := firstPlanErr(plans)
+	if errors.Is(firstErr, store.ErrNotLeader) {
+		return late, firstErr
+	}
 	st.uncommitted = slices.Grow(st.uncommitted, len(plans))
 	st.commits = slices.Grow(st.commits, len(plans))
-	var firstErr error
 	for _, p := range plans {
-		if errors.Is(p.err, store.ErrNotLeader) {
-			return store.ErrNotLeader // the commit would be refused too
-		}
-		if p.err != nil && firstErr == nil {
-			firstErr = p.err
-		}
 		st.uncommitted = append(st.uncommitted, p)
 		st.commits = append(st.commits, p.commit(now))
 		if d, ok := dueAt(p.sched, p.cursor); ok {
 			heap.Push(&st.queue, d)
 		}
 	}
-	return firstErr // the state is rebuilt from Redis once this batch is committed
+	return late, firstErr // the state is rebuilt from Redis once this batch is committed
 }
 
 // startCommit commits the uncommitted plans in the background.
