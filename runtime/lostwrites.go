@@ -179,11 +179,11 @@ func (r *Runtime) reportLossSeen(ctx context.Context) {
 	// The holder that took the lease after the loss records it when it
 	// knew the store (checkLostWrites): then there is nothing to add.
 	_, token := lease.ParseValue(value)
-	epoch, err := r.store.CurrentEpoch(ctx)
+	epoch, err := r.redis.CurrentEpoch(ctx)
 	if err != nil {
 		return
 	}
-	seen, err := r.store.Lost(ctx)
+	seen, err := r.redis.Lost(ctx)
 	if err != nil {
 		return
 	}
@@ -191,7 +191,7 @@ func (r *Runtime) reportLossSeen(ctx context.Context) {
 		r.acceptReported(epoch, value, token, high)
 		return
 	}
-	now, err := r.store.Time(ctx)
+	now, err := r.redis.Time(ctx)
 	if err != nil {
 		return
 	}
@@ -200,7 +200,7 @@ func (r *Runtime) reportLossSeen(ctx context.Context) {
 	reason := fmt.Sprintf("Redis lost acknowledged writes (the fencing token went back from %d to %d: %s leads now and did not find the loss, "+
 		"as a replica started after it cannot; a FLUSHALL, or a failover to a replica that was behind?)", high, token, holder)
 	l := store.LostWrites{At: now.UnixMilli(), Replica: r.opts.Replica, Reason: reason, From: r.lossFrom(now).Unix(), To: to.Unix()}
-	if err := r.store.RecordLost(ctx, l); err != nil {
+	if err := r.redis.RecordLost(ctx, l); err != nil {
 		r.log.Warn("could not record the lost writes", "err", err)
 		return
 	}
@@ -259,7 +259,7 @@ func (r *Runtime) learnEpoch(ctx context.Context) {
 	if r.dataWatch.known() {
 		return
 	}
-	if epoch, err := r.store.CurrentEpoch(ctx); err == nil && epoch != "" {
+	if epoch, err := r.redis.CurrentEpoch(ctx); err == nil && epoch != "" {
 		r.dataWatch.learn(epoch)
 	}
 }
@@ -278,12 +278,12 @@ func randomHex() string {
 // called once the cursors are moved, to record the loss and accept the new
 // state. Without a loss commit only accepts it.
 func (r *Runtime) checkLostWrites(ctx context.Context, value string) (resume time.Time, commit func(context.Context), err error) {
-	epoch, _, err := r.store.Epoch(ctx, value, newEpoch())
+	epoch, _, err := r.redis.Epoch(ctx, value, newEpoch())
 	if err != nil {
 		return time.Time{}, nil, err
 	}
 	_, token := lease.ParseValue(value)
-	created := r.lease.Created()
+	created := r.redis.Created()
 	accept := func(context.Context) {
 		r.dataWatch.accept(epoch, value, token)
 		r.dataWatch.acceptCreated(created)
@@ -302,12 +302,12 @@ func (r *Runtime) checkLostWrites(ctx context.Context, value string) (resume tim
 	// Another replica may have found this loss first (this one knew the
 	// old epoch or a higher token as a follower): then the cursors are
 	// already past it.
-	if seen, err := r.store.Lost(ctx); !reissued && err == nil {
+	if seen, err := r.redis.Lost(ctx); !reissued && err == nil {
 		if l, ok := newestStoreLoss(seen); ok && l.Epoch == epoch && l.Token <= token {
 			return time.Time{}, accept, nil
 		}
 	}
-	now, err := r.store.Time(ctx)
+	now, err := r.redis.Time(ctx)
 	if err != nil {
 		return time.Time{}, nil, err
 	}
@@ -325,7 +325,7 @@ func (r *Runtime) checkLostWrites(ctx context.Context, value string) (resume tim
 	commit = func(ctx context.Context) {
 		r.log.Error("lost writes detected: "+reason+"; slots in the window may not have run, and none runs twice",
 			"from", time.Unix(l.From, 0).UTC(), "to", resume.UTC())
-		if err := r.store.RecordLost(ctx, l); err != nil {
+		if err := r.redis.RecordLost(ctx, l); err != nil {
 			r.log.Warn("could not record the lost writes", "err", err)
 		}
 		r.emit(Event{Outcome: OutcomeLost})
@@ -340,7 +340,7 @@ func (rd *RedisDiagnostics) LostWrites(ctx context.Context) ([]LostWrites, error
 	if r.disabled != "" {
 		return nil, nil
 	}
-	stored, err := bounded(ctx, r.store.Lost)
+	stored, err := bounded(ctx, r.redis.Lost)
 	out := make([]LostWrites, len(stored))
 	for i, l := range stored {
 		out[i] = LostWrites{At: unixMilli(l.At), Replica: l.Replica, Reason: l.Reason,

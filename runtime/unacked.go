@@ -86,7 +86,7 @@ func (r *Runtime) unackedGone(ctx context.Context, s *registry.Schedule, occ reg
 	if d.gone {
 		return true, nil
 	}
-	_, err := r.inspector.GetTaskInfo(s.Queue, occ.ID)
+	_, err := r.redis.Inspector.GetTaskInfo(s.Queue, occ.ID)
 	switch {
 	case err == nil:
 		return false, nil
@@ -95,7 +95,7 @@ func (r *Runtime) unackedGone(ctx context.Context, s *registry.Schedule, occ reg
 	}
 	reason := fmt.Sprintf("the enqueue of %s, which no Redis replica acknowledged, is gone (a failover lost it): it may have run on the old primary, so it is not enqueued again", occ.ID)
 	now := r.clock.Now()
-	if err := r.store.RecordLost(ctx, store.LostWrites{At: now.UnixMilli(), Replica: r.opts.Replica, Reason: reason,
+	if err := r.redis.RecordLost(ctx, store.LostWrites{At: now.UnixMilli(), Replica: r.opts.Replica, Reason: reason,
 		From: occ.Slot.Unix(), To: occ.Slot.Unix()}); err != nil {
 		return false, err
 	}
