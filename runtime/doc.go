@@ -54,8 +54,8 @@
 // as does Options.Engine with RedisEngine(client); the sections below
 // describe that engine. Its compensations for Redis not being a durable
 // database (lost-write epochs, replica acks, start marks, in-doubt
-// enqueues, namespace probing, INFO checks) are still the runtime's own
-// files, not yet behind the interface.
+// enqueues, namespace probing, INFO checks) run only with it: any other
+// engine given as Options.Engine runs the core alone.
 //
 // # Exactly once
 //

@@ -168,6 +168,9 @@ func (r *Runtime) seeLease(value string, learn bool) {
 // (acceptReported); the holder's own slots from now on may already run,
 // so the window ends SkewMargin after Redis's now.
 func (r *Runtime) reportLossSeen(ctx context.Context) {
+	if r.redis == nil {
+		return
+	}
 	w := &r.dataWatch
 	w.mu.Lock()
 	value, since, high := w.backValue, w.backSince, w.highToken
@@ -256,7 +259,7 @@ func (w *dataWatch) learn(epoch string) {
 // learnEpoch has a follower read the epoch until it knows it: one GET per
 // wake-up, only until the first leader has written it.
 func (r *Runtime) learnEpoch(ctx context.Context) {
-	if r.dataWatch.known() {
+	if r.redis == nil || r.dataWatch.known() {
 		return
 	}
 	if epoch, err := r.redis.CurrentEpoch(ctx); err == nil && epoch != "" {
@@ -278,6 +281,9 @@ func randomHex() string {
 // called once the cursors are moved, to record the loss and accept the new
 // state. Without a loss commit only accepts it.
 func (r *Runtime) checkLostWrites(ctx context.Context, value string) (resume time.Time, commit func(context.Context), err error) {
+	if r.redis == nil {
+		return time.Time{}, func(context.Context) {}, nil // an engine other than Redis loses no acknowledged write
+	}
 	epoch, _, err := r.redis.Epoch(ctx, value, newEpoch())
 	if err != nil {
 		return time.Time{}, nil, err
@@ -337,7 +343,7 @@ func (r *Runtime) checkLostWrites(ctx context.Context, value string) (resume tim
 // LostWrites returns the losses of Redis data detected, newest first.
 func (rd *RedisDiagnostics) LostWrites(ctx context.Context) ([]LostWrites, error) {
 	r := rd.rt
-	if r.disabled != "" {
+	if r.redis == nil {
 		return nil, nil
 	}
 	stored, err := bounded(ctx, r.redis.Lost)

@@ -199,6 +199,9 @@ func (r *Runtime) mayLeadInNamespace(ctx context.Context) error {
 func (r *Runtime) watchNamespace(ctx context.Context) {
 	w := &r.namespace
 	defer w.lookedOnce.Do(func() { close(w.looked) })
+	if r.redis == nil {
+		return // the namespace's keys are the Redis engine's
+	}
 	for ctx.Err() == nil {
 		wait := r.namespaceCheckEvery()
 		if !r.checkNamespace(ctx) {
@@ -300,7 +303,7 @@ func (w *namespaceWatch) problemLocked(namespace, identity string) string {
 // this runtime's namespace, which it is and who leads; "" otherwise.
 func (rd *RedisDiagnostics) NamespaceContention() string {
 	r := rd.rt
-	if r.disabled != "" {
+	if r.redis == nil {
 		return ""
 	}
 	w := &r.namespace
@@ -410,7 +413,7 @@ func (r *Runtime) checkLegacy(ctx context.Context, now time.Time) {
 // what that means and what to do; "" otherwise.
 func (rd *RedisDiagnostics) LegacyNamespace() string {
 	r := rd.rt
-	if r.disabled != "" {
+	if r.redis == nil {
 		return ""
 	}
 	r.namespace.mu.Lock()

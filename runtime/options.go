@@ -27,8 +27,11 @@ const (
 // disabled (the runtime still answers questions about schedules).
 type Options struct {
 	// Engine stores the runtime's state, queues its tasks and elects its
-	// leader; RedisEngine(client) is the Redis/asynq engine. Set Engine,
-	// Redis or RedisURL, not more than one.
+	// leader; RedisEngine(client) is the Redis/asynq engine, configured
+	// from these Options. Another engine is built for this Namespace and
+	// Replica by its own package, and runs without the Redis engine's
+	// compensations (see package engine). Set Engine, Redis or RedisURL,
+	// not more than one.
 	Engine engine.Engine
 	// Redis is a client shared with the rest of the service. The runtime
 	// never closes it.

@@ -52,10 +52,12 @@ func (r *Runtime) useEngine(clk clock.Clock) error {
 		pending, ok := opts.Engine.(*pendingRedis)
 		switch {
 		case !ok:
-			// The core's Redis compensations (lost writes, in-doubt
-			// enqueues, start marks, namespace probing) still reach the
-			// Redis engine's parts directly.
-			return fmt.Errorf("Options.Engine is a %T; this version runs only the engine of runtime.RedisEngine", opts.Engine)
+			// Another engine: the Redis compensations (lost writes,
+			// in-doubt enqueues, start marks, namespace probing, INFO
+			// checks) are the Redis engine's, and stay off.
+			r.eng = opts.Engine
+			r.eng.Watch(r.noteRedis)
+			return nil
 		case pending.client == nil:
 			return errors.New("Options.Engine: runtime.RedisEngine was given a nil client")
 		case pending.taken:
@@ -82,8 +84,9 @@ func (r *Runtime) useEngine(clk clock.Clock) error {
 	r.redis = redisengine.New(redisengine.Config{Client: rdb, Namespace: opts.Namespace,
 		HistoryLimit: opts.HistoryLimit, Limits: historyLimits(r.reg, opts.HistoryLimit), RecordTTL: recordTTL,
 		Acks: opts.acks(), Replica: opts.Replica, LeaseTTL: opts.LeaseTTL, Log: r.log, Clock: clk,
-		OnRedis: r.noteRedis, MayLead: r.mayLeadInNamespace, OnHolder: r.seeHolder, OnHeld: r.seeHeld})
+		MayLead: r.mayLeadInNamespace, OnHolder: r.seeHolder, OnHeld: r.seeHeld})
 	r.eng = r.redis
+	r.eng.Watch(r.noteRedis)
 	return nil
 }
 

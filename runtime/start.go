@@ -87,7 +87,7 @@ func (r *Runtime) markStart(ctx context.Context, attempt int) (*startMark, *ranE
 	acks := r.opts.acks()
 	id, okID := asynq.GetTaskID(ctx)
 	queue, okQueue := asynq.GetQueueName(ctx)
-	if !acks.On() || !okID || !okQueue {
+	if r.redis == nil || !acks.On() || !okID || !okQueue {
 		return nil, nil, nil
 	}
 	m := &startMark{r: r, key: pipeline.TaskKey(queue, id), attempt: attempt, token: randomHex(), ttl: r.markTTL(ctx)}

@@ -80,7 +80,7 @@ func (d *inDoubt) markGone(id string) {
 // acknowledgement, is gone (see inDoubt), recording the loss the first time.
 func (r *Runtime) unackedGone(ctx context.Context, s *registry.Schedule, occ registry.Occurrence) (bool, error) {
 	d, ok := r.inDoubt.get(occ.ID)
-	if !ok {
+	if !ok || r.redis == nil {
 		return false, nil
 	}
 	if d.gone {

@@ -30,7 +30,7 @@ const unservedCheckEvery = time.Minute
 // yet.
 func (rd *RedisDiagnostics) UnservedQueues() ([]string, error) {
 	r := rd.rt
-	if r.disabled != "" {
+	if r.redis == nil {
 		return nil, nil
 	}
 	servers, err := r.redis.Inspector.Servers()
@@ -67,7 +67,7 @@ type unservedLog struct {
 // per unservedCheckEvery: which no server serves, and on which workers
 // bounced this service's occurrences.
 func (r *Runtime) checkUnserved(now time.Time) {
-	if !r.checkQueues(now) {
+	if r.redis == nil || !r.checkQueues(now) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.redis.CallTimeout())
@@ -224,7 +224,7 @@ type foreignOwners struct {
 func (r *Runtime) refuseForeign(ctx context.Context, s *registry.Schedule, t *asynq.Task) error {
 	id, _ := asynq.GetTaskID(ctx)
 	ns, ok := registry.NamespaceOfID(id)
-	if !ok || ns == r.opts.Namespace || r.disabled != "" || !r.othersOwn(ctx, ns) {
+	if !ok || ns == r.opts.Namespace || r.redis == nil || !r.othersOwn(ctx, ns) {
 		return nil
 	}
 	queue, _ := asynq.GetQueueName(ctx)
@@ -279,7 +279,7 @@ func (r *Runtime) othersOwn(ctx context.Context, ns string) bool {
 func (r *Runtime) noteUnhandled(next asynq.Handler) asynq.Handler {
 	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 		err := next.ProcessTask(ctx, t)
-		if errors.Is(err, asynq.ErrHandlerNotFound) && r.disabled == "" {
+		if errors.Is(err, asynq.ErrHandlerNotFound) && r.redis != nil {
 			id, _ := asynq.GetTaskID(ctx)
 			if ns, ok := registry.NamespaceOfID(id); ok {
 				queue, _ := asynq.GetQueueName(ctx)
@@ -324,7 +324,7 @@ func (r *Runtime) reportMisrouted(ctx context.Context, ns, schedule, queue, reas
 // sorted by schedule.
 func (rd *RedisDiagnostics) Misrouted(ctx context.Context) ([]Misrouted, error) {
 	r := rd.rt
-	if r.disabled != "" {
+	if r.redis == nil {
 		return nil, nil
 	}
 	var queues []string

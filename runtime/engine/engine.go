@@ -201,6 +201,10 @@ type Counters interface {
 type Health interface {
 	// Time is the engine's clock, which every replica shares.
 	Time(ctx context.Context) (time.Time, error)
+	// Watch has the engine tell onCall the outcome of each of its own
+	// calls (the election's above all; nil when it answered), so that the
+	// core can report the engine down and up again. Set once, before Run.
+	Watch(onCall func(error))
 }
 
 // Task is one occurrence's task as the engine's queue takes it.

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/belfry/belfry/runtime/engine"
@@ -33,6 +34,8 @@ type Engine struct {
 	Pipeline *pipeline.Client
 	// Inspector reads asynq's tasks and servers.
 	Inspector *asynq.Inspector
+
+	onCall atomic.Pointer[func(error)] // Watch's
 }
 
 var _ engine.Engine = (*Engine)(nil)
@@ -55,7 +58,6 @@ type Config struct {
 	LeaseTTL time.Duration
 	Log      *slog.Logger
 	Clock    clock.Clock
-	OnRedis  func(error)
 	MayLead  func(context.Context) error
 	OnHolder func(value string)
 	OnHeld   func(value string)
@@ -68,11 +70,21 @@ func New(cfg Config) *Engine {
 	s.Acks, s.Limits = cfg.Acks, cfg.Limits
 	p := pipeline.NewClient(cfg.Client)
 	p.Acks = cfg.Acks
-	l := lease.New(lease.Config{Redis: cfg.Client, Keys: s.Keys, Replica: cfg.Replica, TTL: cfg.LeaseTTL,
-		Log: cfg.Log, OnRedis: cfg.OnRedis, Clock: cfg.Clock, MayLead: cfg.MayLead, OnHolder: cfg.OnHolder,
+	e := &Engine{Store: s, Client: cfg.Client, Pipeline: p, Inspector: asynq.NewInspectorFromRedisClient(cfg.Client)}
+	e.Lease = lease.New(lease.Config{Redis: cfg.Client, Keys: s.Keys, Replica: cfg.Replica, TTL: cfg.LeaseTTL,
+		Log: cfg.Log, OnRedis: e.called, Clock: cfg.Clock, MayLead: cfg.MayLead, OnHolder: cfg.OnHolder,
 		OnHeld: cfg.OnHeld, Acks: cfg.Acks})
-	return &Engine{Store: s, Lease: l, Client: cfg.Client, Pipeline: p,
-		Inspector: asynq.NewInspectorFromRedisClient(cfg.Client)}
+	return e
+}
+
+// Watch has the lease's calls reported to onCall.
+func (e *Engine) Watch(onCall func(error)) { e.onCall.Store(&onCall) }
+
+// called reports a lease call's outcome to Watch's function, if any.
+func (e *Engine) called(err error) {
+	if f := e.onCall.Load(); f != nil {
+		(*f)(err)
+	}
 }
 
 // EnqueueAll inserts the items' tasks as asynq's Client would, pipelined
