@@ -78,7 +78,11 @@ func (r *Runtime) useEngine(clk clock.Clock) error {
 		return nil
 	}
 	if _, cluster := rdb.(*redis.ClusterClient); cluster {
-		return fmt.Errorf("%w: Options.Redis is a *redis.ClusterClient; %s", ErrRedisCluster, clusterAdvice)
+		which := "Options.Redis"
+		if opts.Engine != nil {
+			which = "the client of runtime.RedisEngine"
+		}
+		return fmt.Errorf("%w: %s is a *redis.ClusterClient; %s", ErrRedisCluster, which, clusterAdvice)
 	}
 	r.redisURL = opts.RedisURL
 	r.redis = redisengine.New(redisengine.Config{Client: rdb, Namespace: opts.Namespace,
