@@ -53,9 +53,12 @@
 // bounded reads. Options.Redis (or RedisURL) runs the Redis/asynq engine,
 // as does Options.Engine with RedisEngine(client); the sections below
 // describe that engine. Its compensations for Redis not being a durable
-// database (lost-write epochs, replica acks, start marks, in-doubt
-// enqueues, namespace probing, INFO checks) run only with it: any other
-// engine given as Options.Engine runs the core alone.
+// database (lost-write epochs, replica acks, start marks, namespace
+// probing, INFO checks) run only with it: any other engine given as
+// Options.Engine runs the core alone. The core keeps the policies that
+// hold on any engine: an enqueue the engine did not make durable is in
+// doubt, and if its task is gone when its slot is tried again, the slot
+// is recorded lost, not enqueued twice (unacked.go).
 //
 // # Exactly once
 //

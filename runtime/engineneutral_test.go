@@ -17,7 +17,6 @@ import (
 var redisFiles = map[string]string{
 	"redisengine.go":      "builds the Redis engine from Options.Redis, RedisURL or RedisEngine",
 	"lostwrites.go":       "lost-write epochs: a Redis failover or restart that lost acknowledged writes",
-	"unacked.go":          "in-doubt enqueues: asynq tasks no Redis replica acknowledged",
 	"start.go":            "start marks: a Redis replica acknowledges a worker's start before its handler runs",
 	"namespace.go":        "namespace probing: a Lua script over the namespace's Redis keys",
 	"redischeck.go":       "INFO checks: Redis settings unsafe to fence on (eviction, persistence)",
@@ -87,7 +86,7 @@ func TestCoreFilesAreEngineNeutral(t *testing.T) {
 	// means it moved to the Redis side, which is a step back.
 	for _, want := range []string{"scheduler.go", "familyloop.go", "leaderloop.go", "family.go", "familychange.go",
 		"plan.go", "ledger.go", "status.go", "operate.go", "handover.go", "health.go", "bounded.go",
-		"leadership.go", "observe.go", "state.go", "options.go", "runtime.go"} {
+		"leadership.go", "observe.go", "state.go", "options.go", "runtime.go", "unacked.go"} {
 		if !slices.Contains(core, want) {
 			t.Errorf("%s is not among the core files %v", want, core)
 		}

@@ -2,8 +2,6 @@ package runtime
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"sync"
 	"time"
@@ -268,13 +266,6 @@ func (r *Runtime) learnEpoch(ctx context.Context) {
 }
 
 func newEpoch() string { return randomHex() }
-
-// randomHex is 16 random hex digits: an epoch, a request key, a token.
-func randomHex() string {
-	var b [8]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
 
 // checkLostWrites runs when this replica gains the lease. After a loss it
 // returns the cursor every schedule must start from; commit must then be

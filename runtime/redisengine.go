@@ -13,9 +13,9 @@ import (
 )
 
 // redisParts are the Redis engine's own parts, reached only by the files
-// that are Redis mechanics (lost-write epochs, in-doubt enqueues, start
-// marks, namespace probing, INFO checks, worker wiring); the core reaches
-// the engine through Runtime.eng.
+// that are Redis mechanics (lost-write epochs, start marks, namespace
+// probing, INFO checks, worker wiring); the core reaches the engine
+// through Runtime.eng.
 type redisParts struct {
 	redis      *redisengine.Engine
 	ownsClient bool // the runtime made the client (RedisURL) and closes it
@@ -53,8 +53,8 @@ func (r *Runtime) useEngine(clk clock.Clock) error {
 		switch {
 		case !ok:
 			// Another engine: the Redis compensations (lost writes,
-			// in-doubt enqueues, start marks, namespace probing, INFO
-			// checks) are the Redis engine's, and stay off.
+			// start marks, namespace probing, INFO checks) are the
+			// Redis engine's, and stay off.
 			r.eng = opts.Engine
 			r.eng.Watch(r.noteRedis)
 			return nil

@@ -3,6 +3,8 @@ package runtime
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -316,6 +318,13 @@ func requestKeyOf(key string) (string, error) {
 		return "", fmt.Errorf("%w %q: want 1-64 letters, digits, '-' or '_'", ErrBadRequestKey, key)
 	}
 	return key, nil
+}
+
+// randomHex is 16 random hex digits: an epoch, a request key, a token.
+func randomHex() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // manualSchedule looks a schedule up for a manual run.

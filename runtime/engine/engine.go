@@ -106,6 +106,9 @@ type Slots interface {
 
 // TaskState says what became of an enqueued task.
 type TaskState interface {
+	// TaskExists reports whether the task is in, whatever became of it
+	// since, until the engine deletes it (after its Retention).
+	TaskExists(ctx context.Context, queue, id string) (bool, error)
 	// TaskRunning reports whether the task is still pending, scheduled,
 	// active or waiting to retry; false once it completed, was archived,
 	// or is gone.
@@ -125,16 +128,18 @@ type Records interface {
 	ForgetExecution(ctx context.Context, name string) (int64, error)
 	// History is a schedule's newest n record IDs, newest first.
 	History(ctx context.Context, name string, n int) ([]string, error)
-	// Records reads the records of ids, in order; a missing one is the
-	// zero Record.
+	// Records reads the records of ids, in order, skipping any gone
+	// meanwhile.
 	Records(ctx context.Context, ids []string) ([]Record, error)
 	// Known lists every schedule the engine holds state of.
 	Known(ctx context.Context) ([]string, error)
-	// Forget removes a schedule's state (cursor, counters, history) and
-	// reports how many keys or fields went.
+	// Forget removes every trace of a schedule (cursor, pause, counters,
+	// history) and reports how many keys and fields went.
 	Forget(ctx context.Context, name string) (int64, error)
-	// Lost lists the detected losses of data, newest first.
+	// Lost lists the detected losses of data, newest first; RecordLost
+	// keeps one.
 	Lost(ctx context.Context) ([]LostWrites, error)
+	RecordLost(ctx context.Context, l LostWrites) error
 }
 
 // Pauses hold schedules.
@@ -193,7 +198,8 @@ type Counters interface {
 	// MarkBackfilled notes that the failing index was built from the
 	// records.
 	MarkBackfilled(ctx context.Context) error
-	// MarkFailing marks a schedule failing since atMS.
+	// MarkFailing marks a schedule failing since atMS, unless a worker
+	// already wrote its execution state.
 	MarkFailing(ctx context.Context, name string, atMS int64) error
 }
 

@@ -1,9 +1,9 @@
 // Package redisengine is belfry's Redis/asynq engine: the lease, the store
 // and its scripts, the pipelined fenced enqueue of asynq tasks and asynq's
 // Inspector, behind engine.Engine. What compensates for Redis not being a
-// durable database (lost-write epochs, replica acks, start marks, in-doubt
-// enqueues, namespace probing, INFO checks) reaches the parts here through
-// the exported fields.
+// durable database (lost-write epochs, replica acks, start marks,
+// namespace probing, INFO checks) reaches the parts here through the
+// exported fields.
 package redisengine
 
 import (
@@ -124,11 +124,8 @@ func (e *Engine) EnqueueAll(ctx context.Context, fence *engine.Fence, items []en
 
 // TaskRunning asks asynq's Inspector for the task's state.
 func (e *Engine) TaskRunning(_ context.Context, queue, id string) (bool, error) {
-	info, err := e.Inspector.GetTaskInfo(queue, id)
-	if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
-		return false, nil
-	}
-	if err != nil {
+	info, err := e.taskInfo(queue, id)
+	if info == nil || err != nil {
 		return false, err
 	}
 	switch info.State {
@@ -136,6 +133,22 @@ func (e *Engine) TaskRunning(_ context.Context, queue, id string) (bool, error) 
 		return false, nil
 	}
 	return true, nil
+}
+
+// TaskExists asks asynq's Inspector for the task.
+func (e *Engine) TaskExists(_ context.Context, queue, id string) (bool, error) {
+	info, err := e.taskInfo(queue, id)
+	return info != nil, err
+}
+
+// taskInfo is the task's asynq info, nil with no error when asynq has
+// no such task (or queue).
+func (e *Engine) taskInfo(queue, id string) (*asynq.TaskInfo, error) {
+	info, err := e.Inspector.GetTaskInfo(queue, id)
+	if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
+		return nil, nil
+	}
+	return info, err
 }
 
 // Holder reads the lease key and the heartbeats in one round trip.
