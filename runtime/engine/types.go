@@ -208,7 +208,7 @@ func EncodeLast(l MemberLast) string {
 	return s
 }
 
-// Problems is what the store holds of the schedules that are not plainly
+// Problems is what the engine holds of the schedules that are not plainly
 // fine: paused (raw JSON Pause), failing (unix ms) and active ("running" or
 // "retrying"). Each map holds only the schedules it names.
 type Problems struct {
@@ -217,7 +217,7 @@ type Problems struct {
 	Active  map[string]string
 }
 
-// ScheduleData is what the store holds of one schedule for a page that
+// ScheduleData is what the engine holds of one schedule for a page that
 // shows it.
 type ScheduleData struct {
 	Recent []Record // newest first
