@@ -158,6 +158,7 @@ func boundedReads(t *testing.T, h Harness) {
 		}
 		cursor = next
 	}
+	t.Logf("%d members listed in %d pages asked for %d each", len(listed), pages, limit)
 	if len(listed) != members {
 		t.Errorf("paging listed %d members, want all %d", len(listed), members)
 	}
