@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -202,9 +203,10 @@ func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) 
 }
 
 // queueName returns a queue name no other case uses, in this process or
-// another sharing the engine's server.
+// another sharing the engine's server: lower-case letters, digits and
+// dashes, which every queue accepts.
 func queueName(prefix string) string {
-	return prefix + "-" + rand.Text()[:12]
+	return prefix + "-" + strings.ToLower(rand.Text()[:12])
 }
 
 // mustRegistry builds a registry or fails t.
