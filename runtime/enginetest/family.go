@@ -94,14 +94,18 @@ func stampMilli(at time.Time) string { return at.UTC().Format("15:04:05.000") }
 
 // Reads of records and members return pages no larger than asked for: the
 // newest records, at most the limit, newest first; a family's members in
-// pages of about the limit with a cursor to the next, which together list
-// every member.
+// pages of at most the limit with a cursor to the next, which together
+// list every member once, also while members are added and removed
+// between pages, whether the family is small or large (an engine may keep
+// a small one otherwise: Redis keeps a hash of up to
+// hash-max-listpack-entries compact, and HSCAN returns it whole).
 func boundedReads(t *testing.T, h Harness) {
 	ctx := context.Background()
-	const family, limit = "reports", 10
+	const limit = 10
 	exec := &executions{}
 	r := single(t, h, exec, registry.Schedule{Name: "nightly", Expr: "17 3 * * *"},
-		registry.Schedule{Name: family, Expr: "0 0 1 1 *", Per: "tenant"})
+		registry.Schedule{Name: "reports", Expr: "0 0 1 1 *", Per: "tenant"},
+		registry.Schedule{Name: "digests", Expr: "0 0 1 1 *", Per: "tenant"})
 	for range 5 {
 		if _, err := r.rt.Trigger(ctx, "nightly", ""); err != nil {
 			t.Fatal(err)
@@ -121,58 +125,119 @@ func boundedReads(t *testing.T, h Harness) {
 		}
 	}
 
-	// Families.List promises pages of about the limit, and the case checks
-	// that on a family of many pages. (The Redis engine returns a family
-	// small enough for one compact hash, up to hash-max-listpack-entries,
-	// whole whatever the limit: docs/engines.md.)
-	const members = 600
-	ms := make([]runtime.Member, members)
-	for i := range ms {
-		ms[i] = runtime.Member{Key: fmt.Sprintf("t%03d", i)}
-	}
 	fams := r.rt.Families()
-	if err := fams.SetMany(ctx, family, ms); err != nil {
-		t.Fatal(err)
+	for _, tt := range []struct {
+		family  string
+		members int
+	}{{"reports", 600}, {"digests", 100}} {
+		keys := make([]string, tt.members)
+		ms := make([]runtime.Member, tt.members)
+		for i := range ms {
+			keys[i] = fmt.Sprintf("t%03d", i)
+			ms[i] = runtime.Member{Key: keys[i]}
+		}
+		if err := fams.SetMany(ctx, tt.family, ms); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := fams.Count(ctx, tt.family); err != nil || n != int64(tt.members) {
+			t.Errorf("%s: Count = %d, %v; want %d", tt.family, n, err, tt.members)
+		}
+		listed, pages := pageMembers(t, fams, tt.family, "", limit, nil)
+		t.Logf("%s: %d members listed in %d pages asked for %d each", tt.family, len(listed), pages, limit)
+		listedOnce(t, tt.family, listed, keys)
+		if most := 2 * ((tt.members + limit - 1) / limit); pages > most {
+			t.Errorf("%s: %d members came in %d pages of at most %d", tt.family, tt.members, pages, limit)
+		}
+
+		var matching []string
+		for _, k := range keys {
+			if strings.Contains(k, "t1") {
+				matching = append(matching, k)
+			}
+		}
+		found, _ := pageMembers(t, fams, tt.family, "t1", limit, nil)
+		listedOnce(t, tt.family+", Search for t1", found, matching)
+		for k := range found {
+			if !strings.Contains(k, "t1") {
+				t.Errorf("%s: Search for t1 gave %s", tt.family, k)
+			}
+		}
+
+		// Between pages one member is removed and one added: every member
+		// there from the first page to the last is listed once.
+		removed := map[string]bool{}
+		between := func(page int) {
+			gone := keys[(page*37)%len(keys)]
+			if !removed[gone] {
+				removed[gone] = true
+				if err := fams.Delete(ctx, tt.family, gone); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := fams.Set(ctx, tt.family, runtime.Member{Key: fmt.Sprintf("t%03d-new", page)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		listed, _ = pageMembers(t, fams, tt.family, "", limit, between)
+		var throughout []string
+		for _, k := range keys {
+			if !removed[k] {
+				throughout = append(throughout, k)
+			}
+		}
+		listedOnce(t, tt.family+", changing", listed, throughout)
 	}
-	if n, err := fams.Count(ctx, family); err != nil || n != members {
-		t.Errorf("Count = %d, %v; want %d", n, err, members)
-	}
-	listed := map[string]int{}
-	cursor, pages := "", 0
-	for {
-		page, next, err := fams.List(ctx, family, cursor, limit)
+}
+
+// pageMembers lists a family's members whose keys contain substr, page
+// after page of at most limit, calling between (if not nil) with the
+// number of each page but the last after it, and counts how often each
+// member was listed.
+func pageMembers(t *testing.T, fams *runtime.Families, family, substr string, limit int, between func(page int)) (listed map[string]int, pages int) {
+	t.Helper()
+	ctx := context.Background()
+	listed = map[string]int{}
+	for cursor := ""; ; {
+		page, next, err := fams.Search(ctx, family, substr, cursor, limit)
 		if err != nil {
 			t.Fatal(err)
 		}
 		pages++
-		if len(page) > 2*limit {
-			t.Fatalf("a page asked for %d members has %d", limit, len(page))
-		}
-		if next != "" && len(page) == 0 && pages > members {
-			t.Fatal("paging does not end")
+		if len(page) > limit {
+			t.Fatalf("%s: page %d asked for at most %d members has %d", family, pages, limit, len(page))
 		}
 		for _, m := range page {
 			listed[m.Key]++
 		}
 		if next == "" {
-			break
+			return listed, pages
+		}
+		if pages > 10000 {
+			t.Fatalf("%s: paging does not end", family)
 		}
 		cursor = next
+		if between != nil {
+			between(pages)
+		}
 	}
-	t.Logf("%d members listed in %d pages asked for %d each", len(listed), pages, limit)
-	if len(listed) != members {
-		t.Errorf("paging listed %d members, want all %d", len(listed), members)
+}
+
+// listedOnce fails the test unless each of want was listed once and
+// nothing was listed twice.
+func listedOnce(t *testing.T, what string, listed map[string]int, want []string) {
+	t.Helper()
+	missing := 0
+	for _, k := range want {
+		if listed[k] == 0 {
+			missing++
+		}
 	}
-	if pages < members/(2*limit) {
-		t.Errorf("%d members came in %d pages of about %d", members, pages, limit)
+	if missing > 0 {
+		t.Errorf("%s: %d of %d members never listed", what, missing, len(want))
 	}
-	page, _, err := fams.Search(ctx, family, "t1", "", limit)
-	if err != nil || len(page) > 2*limit {
-		t.Errorf("Search with limit %d: %d members, %v", limit, len(page), err)
-	}
-	for _, m := range page {
-		if !strings.Contains(m.Key, "t1") {
-			t.Errorf("Search for t1 gave %s", m.Key)
+	for k, n := range listed {
+		if n > 1 {
+			t.Errorf("%s: %s listed %d times", what, k, n)
 		}
 	}
 }
