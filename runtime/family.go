@@ -35,8 +35,8 @@ package runtime
 // cover all its members; Record.Member says whose an occurrence was, and
 // Families.Infos has each member's newest one. Runtime.Trigger, Rerun and
 // Backfill refuse a family's name (ErrNoMember: say which member): use
-// Families.Trigger, Rerun and Backfill. Families.List pages come from
-// HSCAN: about limit members each, in no particular order.
+// Families.Trigger, Rerun and Backfill. Families.List pages hold at most
+// their limit of members each, in no particular order.
 //
 // A member's first slot is the first after it was written (by the
 // writing replica's clock). Redis holds a member's entry, its bucket's
@@ -345,9 +345,14 @@ func (fs *Families) Get(ctx context.Context, family, key string) (Member, error)
 	return r.memberOf(fam, f.v), nil
 }
 
-// List returns a page of about limit members (in no particular order)
+// List returns a page of at most limit members (in no particular order)
 // and the cursor of the next page, "" after the last. Start with cursor
-// "". A member added or removed while paging may or may not be listed.
+// "". Following the cursors lists every member present from the first
+// page to the last exactly once; a member added or removed while paging
+// may or may not be listed. A page may hold fewer than limit members, and
+// a search's may hold none and still have a next cursor: it reads a
+// bounded number of members, so that a search of a large family never
+// blocks Redis.
 func (fs *Families) List(ctx context.Context, family, cursor string, limit int) (page []Member, next string, err error) {
 	return fs.Search(ctx, family, "", cursor, limit)
 }
@@ -361,16 +366,12 @@ func (fs *Families) Search(ctx context.Context, family, substr, cursor string, l
 		return nil, "", err
 	}
 	limit = min(max(limit, 1), 1000)
-	match := ""
-	if substr != "" {
-		match = "*" + globEscape(substr) + "*"
-	}
 	type scanned struct {
 		vs   []engine.MemberValue
 		next string
 	}
 	got, err := bounded(ctx, func(ctx context.Context) (scanned, error) {
-		vs, next, err := r.eng.ScanMembers(ctx, family, cursor, match, limit)
+		vs, next, err := r.eng.ScanMembers(ctx, family, cursor, substr, limit)
 		return scanned{vs, next}, err
 	})
 	vs, next := got.vs, got.next
@@ -385,17 +386,6 @@ func (fs *Families) Search(ctx context.Context, family, substr, cursor string, l
 		page[i] = r.memberOf(fam, v)
 	}
 	return page, next, nil
-}
-
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, c := range s {
-		if strings.ContainsRune(`*?[]\`, c) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
 }
 
 // Count returns the number of members of the family.

@@ -234,7 +234,13 @@ func TestFamilyMembersAPI(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if len(page) > 100 {
+			t.Fatalf("a page asked for at most 100 members has %d", len(page))
+		}
 		for _, m := range page {
+			if seen[m.Key] {
+				t.Errorf("%s listed twice", m.Key)
+			}
 			seen[m.Key] = true
 		}
 		if next == "" {
@@ -314,6 +320,62 @@ func TestFamilyMembersAPI(t *testing.T) {
 	}
 	if _, err := rt.Families().Trigger(ctx, family, "acme", ""); !errors.Is(err, runtime.ErrNoMember) {
 		t.Errorf("TriggerMember of a deleted member: %v; want ErrNoMember", err)
+	}
+}
+
+// A family small enough for Redis to keep it compact, which HSCAN
+// returns whole, still comes in pages of at most the limit, listing and
+// finding every member once.
+func TestFamilyPagesOfASmallFamily(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rt, err := runtime.New(familyRegistry(t, newMemberRuns(), "q", "0 9 * * MON", "UTC"), runtime.Options{Redis: sharedRedis(t),
+		Namespace: uniq("fam"), Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ms []runtime.Member
+	for i := range 100 {
+		ms = append(ms, runtime.Member{Key: fmt.Sprintf("t-%03d", i)})
+	}
+	if err := rt.Families().SetMany(ctx, family, ms); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		substr string
+		want   int
+	}{{"", 100}, {"t-01", 10}, {"5", 19}} {
+		listed := map[string]int{}
+		for cursor, pages := "", 1; ; pages++ {
+			page, next, err := rt.Families().Search(ctx, family, tt.substr, cursor, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(page) > 3 {
+				t.Fatalf("search %q: page %d asked for at most 3 members has %d", tt.substr, pages, len(page))
+			}
+			for _, m := range page {
+				if !strings.Contains(m.Key, tt.substr) {
+					t.Errorf("search %q found %s", tt.substr, m.Key)
+				}
+				listed[m.Key]++
+			}
+			if next == "" {
+				break
+			}
+			if pages > 1000 {
+				t.Fatal("paging does not end")
+			}
+			cursor = next
+		}
+		if len(listed) != tt.want {
+			t.Errorf("search %q listed %d members, want %d", tt.substr, len(listed), tt.want)
+		}
+		for k, n := range listed {
+			if n != 1 {
+				t.Errorf("search %q listed %s %d times", tt.substr, k, n)
+			}
+		}
 	}
 }
 

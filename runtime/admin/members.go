@@ -11,9 +11,8 @@ package admin
 //	GET    /api/schedules/{name}/members           ?limit=(1-1000, default 100)&cursor=&q=<substring of the key>
 //	                                               -> {"members": [...], "next_cursor": null on the last page,
 //	                                               as the schedule list's};
-//	                                               a page has about limit members, in no particular order (Redis
-//	                                               HSCAN: a family small enough for a listpack, 512 members by
-//	                                               default, comes whole)
+//	                                               a page has at most limit members, in no particular order;
+//	                                               the cursors list every member there throughout once
 //	GET    /api/schedules/{name}/members/{member}  one member with its next run, last run and history
 //	POST   /api/schedules/{name}/members/{member}/trigger  Run now for one member: 202 {"task_id": ...}
 //	POST   /api/schedules/{name}/members/{member}/runs     {"slot": RFC 3339} re-runs one of the member's

@@ -200,8 +200,8 @@ func TestMembersAPIPages(t *testing.T) {
 	t.Parallel()
 	c, srv := familySetup(t, admin.Options{})
 	var ms []runtime.Member
-	// More than Redis keeps in a listpack (512 by default), whose HSCAN
-	// returns the whole hash at once.
+	// More than Redis keeps compact (512 by default): pages of a hash
+	// table's HSCAN steps, cut at the limit.
 	for i := range 700 {
 		ms = append(ms, runtime.Member{Key: fmt.Sprintf("t-%03d", i), Zone: []string{"UTC", "Europe/London", "Australia/Sydney"}[i%3]})
 	}
@@ -227,6 +227,9 @@ func TestMembersAPIPages(t *testing.T) {
 		}
 		if err := json.Unmarshal([]byte(body), &page); err != nil {
 			t.Fatal(err)
+		}
+		if len(page.Members) > 100 {
+			t.Fatalf("a page asked for limit=100 has %d members", len(page.Members))
 		}
 		for _, m := range page.Members {
 			seen[m.Member]++

@@ -161,10 +161,12 @@ type Members interface {
 	SetMembers(ctx context.Context, family string, now int64, replacePauses bool, ms []SetMember, floor ChangeFloor) ([]bool, error)
 	DeleteMember(ctx context.Context, family, key string) (bool, error)
 	Members(ctx context.Context, family string, keys []string) ([]MemberValue, []bool, error)
-	// ScanMembers pages through a family's members matching match (a glob,
-	// "" for all); cursor "" starts, and a returned "" ends. A cursor not
-	// handed out is ErrBadCursor.
-	ScanMembers(ctx context.Context, family, cursor, match string, count int) ([]MemberValue, string, error)
+	// ScanMembers returns a page of at most limit members whose keys
+	// contain substr ("" for all) and the cursor of the next page; cursor
+	// "" starts, and a returned "" ends. Following the cursors lists each
+	// member present from the first page to the last exactly once. A
+	// cursor not handed out is ErrBadCursor.
+	ScanMembers(ctx context.Context, family, cursor, substr string, limit int) ([]MemberValue, string, error)
 	MemberCount(ctx context.Context, family string) (int64, error)
 	// FamilyVersion counts every change to any family's members.
 	FamilyVersion(ctx context.Context) (int64, error)

@@ -300,44 +300,46 @@ func (s *Store) Members(ctx context.Context, family string, keys []string) ([]Me
 	return out, ok, nil
 }
 
-// ScanMembers returns a page of about count members and the cursor of the
-// next page ("" after the last), matching the glob match ("" for all).
-func (s *Store) ScanMembers(ctx context.Context, family, cursor, match string, count int) ([]MemberValue, string, error) {
-	c, err := strconv.ParseUint(cmpOr(cursor, "0"), 10, 64)
+// ScanMembers returns a page of at most limit members whose keys contain
+// substr ("" for all), in no particular order, and the cursor of the
+// next page ("" after the last); start with cursor "". Following the
+// cursors lists each member present from the first page to the last
+// exactly once (memberpages.go says how). A page may hold fewer than
+// limit when few keys match: it reads at most memberPageReads times limit
+// entries (a compact hash is read whole), in calls that each read at most
+// memberPageChunk.
+func (s *Store) ScanMembers(ctx context.Context, family, cursor, substr string, limit int) ([]MemberValue, string, error) {
+	at, err := parseMemberPageCursor(cursor)
 	if err != nil {
-		return nil, "", ErrBadCursor
+		return nil, "", err
 	}
-	// With a match most of a scan step's entries may not match: go on
-	// until the page has count members, or the scan ends, at most a few
-	// steps, each bounded by count.
-	var out []MemberValue
-	for step := 0; step < 16; step++ {
-		kv, next, err := s.rdb.HScan(ctx, s.Keys.Family(family).Members, c, match, int64(count)).Result()
+	limit = max(limit, 1)
+	var page []MemberValue
+	for budget := memberPageReads * limit; budget > 0; {
+		// Inside a range read in part, one bucket a step: see memberpages.go.
+		count := memberScanStep
+		if len(at.listed) > 0 {
+			count = 1
+		}
+		reply, err := memberPageScript.Run(ctx, s.rdb, []string{s.Keys.Family(family).Members},
+			at.scan, count, substr, limit-len(page), min(budget, memberPageChunk)).Result()
 		if err != nil {
 			return nil, "", err
 		}
-		for i := 0; i+1 < len(kv); i += 2 {
-			if m, ok := parseMember(kv[i], kv[i+1]); ok {
-				out = append(out, m)
-			}
+		read, steps, err := parseMemberSteps(reply)
+		if err != nil {
+			return nil, "", err
 		}
-		c = next
-		if c == 0 || len(out) >= count {
+		var full bool
+		if page, full = at.take(page, steps, limit); full || at.done() {
 			break
 		}
+		budget -= max(read, 1)
 	}
-	nextCursor := ""
-	if c != 0 {
-		nextCursor = strconv.FormatUint(c, 10)
+	if at.done() {
+		return page, "", nil
 	}
-	return out, nextCursor, nil
-}
-
-func cmpOr(a, b string) string {
-	if a == "" {
-		return b
-	}
-	return a
+	return page, at.String(), nil
 }
 
 // MemberCount is the number of a family's members.
