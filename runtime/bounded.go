@@ -5,7 +5,7 @@ import (
 	"errors"
 	"net"
 
-	"github.com/belfry/belfry/runtime/internal/lease"
+	"github.com/belfry/belfry/runtime/engine"
 )
 
 // The runtime's reads (every public read method, and so the admin page,
@@ -13,7 +13,7 @@ import (
 // whatever client the service gave the runtime. go-redis honours a context deadline only on a client built with
 // ContextTimeoutEnabled, which the runtime sets on every client it makes
 // (RedisURL); a client from Options.Redis is the service's, shared and
-// configured as it chose, so each read runs under lease.Obey instead. A
+// configured as it chose, so each read runs under engine.Obey instead. A
 // read given up on finishes in the background on one pooled connection
 // (see Obey), and its result is dropped.
 //
@@ -30,7 +30,7 @@ var ErrRedisSlow = errors.New("redis did not answer in time")
 // bounded runs read and returns by ctx's deadline; a read that did not
 // answer in time is an ErrRedisSlow.
 func bounded[T any](ctx context.Context, read func(context.Context) (T, error)) (T, error) {
-	v, err := lease.Obey(ctx, read)
+	v, err := engine.Obey(ctx, read)
 	if err != nil && isSlow(err) && !errors.Is(err, ErrRedisSlow) {
 		err = errors.Join(ErrRedisSlow, err)
 	}

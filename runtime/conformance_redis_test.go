@@ -16,20 +16,33 @@ func TestConformance(t *testing.T) {
 	enginetest.Run(t, redisHarness{})
 }
 
+// So it does given as Options.Engine (runtime.RedisEngine).
+func TestConformanceThroughOptionsEngine(t *testing.T) {
+	enginetest.Run(t, redisHarness{throughEngine: true})
+}
+
 // redisHarness gives each case a namespace of its own on the shared test
 // Redis, each replica a proxy of its own in front of it, and asynq
 // workers on a direct client.
-type redisHarness struct{}
+// With throughEngine, replicas take the engine as Options.Engine.
+type redisHarness struct{ throughEngine bool }
 
-func (redisHarness) NewBackend(t testing.TB) enginetest.Backend {
-	return redisBackend{namespace: uniq("conformance")}
+func (h redisHarness) NewBackend(t testing.TB) enginetest.Backend {
+	return redisBackend{namespace: uniq("conformance"), throughEngine: h.throughEngine}
 }
 
-type redisBackend struct{ namespace string }
+type redisBackend struct {
+	namespace     string
+	throughEngine bool
+}
 
 func (b redisBackend) Replica(t testing.TB) (runtime.Options, enginetest.Link) {
 	proxy := redistest.NewProxy(t, "tcp", sharedRedisAddr())
-	return runtime.Options{Redis: proxy.Client(t, redis.Options{}), Namespace: b.namespace}, proxy
+	client := proxy.Client(t, redis.Options{})
+	if b.throughEngine {
+		return runtime.Options{Engine: runtime.RedisEngine(client), Namespace: b.namespace}, proxy
+	}
+	return runtime.Options{Redis: client, Namespace: b.namespace}, proxy
 }
 
 func (b redisBackend) StartWorkers(t testing.TB, rt *runtime.Runtime) {

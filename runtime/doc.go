@@ -44,6 +44,22 @@
 // another service or process uses this one's names, and the clock skew.
 // They are the Redis engine's and move with it.
 //
+// # Engines
+//
+// The runtime's core (planning, families, manual runs, pauses, records,
+// status, health and the handover policy) talks to an engine through the
+// interfaces of package runtime/engine, whose doc states the contract
+// every engine keeps: fenced writes, enqueue-if-absent by occurrence ID,
+// bounded reads. Options.Redis (or RedisURL) runs the Redis/asynq engine,
+// as does Options.Engine with RedisEngine(client); the sections below
+// describe that engine. Its compensations for Redis not being a durable
+// database (lost-write epochs, replica acks, start marks, namespace
+// probing, INFO checks) run only with it: any other engine given as
+// Options.Engine runs the core alone. The core keeps the policies that
+// hold on any engine: an enqueue the engine did not make durable is in
+// doubt, and if its task is gone when its slot is tried again, the slot
+// is recorded lost, not enqueued twice (unacked.go).
+//
 // # Exactly once
 //
 // An occurrence's identity is "cron:<namespace>/<name>:<slot unix seconds>"

@@ -22,11 +22,11 @@ func NewWithClock(reg *registry.Registry, opts Options, clk clock.Clock) (*Runti
 
 // LapseTrust ends the holder's trust window now, as a stall (GC pause,
 // SIGSTOP) that outlasts it does, while its key lives on in Redis.
-func (r *Runtime) LapseTrust() { r.lease.LapseTrust() }
+func (r *Runtime) LapseTrust() { r.redis.LapseTrust() }
 
 // RenewLease renews now, as the stalled holder does when it wakes.
 func (r *Runtime) RenewLease(ctx context.Context) error {
-	_, err := r.lease.Renew(ctx)
+	_, err := r.redis.Renew(ctx)
 	return err
 }
 
@@ -46,7 +46,7 @@ func (r *Runtime) Enqueue(ctx context.Context, occ registry.Occurrence) error {
 // a zombie whose write was delayed past a takeover sends.
 func (r *Runtime) EnqueueAsHolder(ctx context.Context, leaseValue string, occ registry.Occurrence) error {
 	s, _ := r.reg.Lookup(occ.Schedule)
-	fence := &pipeline.Fence{Key: r.store.Keys.Lease, Value: leaseValue}
+	fence := &pipeline.Fence{Key: r.redis.Keys.Lease, Value: leaseValue}
 	_, err := r.enqueue(pipeline.WithFence(ctx, fence), s, occ, r.retention(s))
 	if fence.Rejected() {
 		return store.ErrNotLeader
@@ -55,7 +55,7 @@ func (r *Runtime) EnqueueAsHolder(ctx context.Context, leaseValue string, occ re
 }
 
 // RedisClient is the client the runtime uses, shared or its own.
-func (r *Runtime) RedisClient() redis.UniversalClient { return r.rdb }
+func (r *Runtime) RedisClient() redis.UniversalClient { return r.redis.Client }
 
 // JudgeRedisSettingsEvery makes the runtime judge Redis's settings again
 // after d instead of a minute.

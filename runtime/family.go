@@ -58,7 +58,7 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/registry"
-	"github.com/belfry/belfry/runtime/internal/store"
+	"github.com/belfry/belfry/runtime/engine"
 )
 
 // Errors of the family API.
@@ -74,7 +74,7 @@ var (
 	// ErrMembersBusy: members kept changing while a write computed the
 	// next runs of those whose zone or expression it changes (a leader
 	// handling their slots at every try, or another writer); try again.
-	ErrMembersBusy = store.ErrMembersBusy
+	ErrMembersBusy = engine.ErrMembersBusy
 )
 
 // Families manages the members of the registry's families (schedules
@@ -154,9 +154,9 @@ func (c *memberSchedules) get(zone, expr string) (*registry.Schedule, error) {
 // checkMember validates m against the family and returns it as stored:
 // the family's own zone and expression stored as empty, so that members
 // that did not choose follow the code's default.
-func checkMember(cache *memberSchedules, m Member) (store.SetMember, error) {
+func checkMember(cache *memberSchedules, m Member) (engine.SetMember, error) {
 	if err := registry.CheckMember(m.Key); err != nil {
-		return store.SetMember{}, badMember("bad member %q: %v", m.Key, err)
+		return engine.SetMember{}, badMember("bad member %q: %v", m.Key, err)
 	}
 	fam := cache.fam
 	zone, expr := m.Zone, m.Expr
@@ -167,12 +167,12 @@ func checkMember(cache *memberSchedules, m Member) (store.SetMember, error) {
 		expr = ""
 	}
 	if strings.ContainsAny(zone, "|") {
-		return store.SetMember{}, badMember("bad value %q for tz: unknown zone %q; want an IANA name such as tz=UTC or tz=America/New_York", m.Zone, m.Zone)
+		return engine.SetMember{}, badMember("bad value %q for tz: unknown zone %q; want an IANA name such as tz=UTC or tz=America/New_York", m.Zone, m.Zone)
 	}
 	if _, err := cache.get(zone, expr); err != nil {
-		return store.SetMember{}, &badMemberError{err}
+		return engine.SetMember{}, &badMemberError{err}
 	}
-	return store.SetMember{Key: m.Key, Paused: m.Paused, Zone: zone, Expr: expr}, nil
+	return engine.SetMember{Key: m.Key, Paused: m.Paused, Zone: zone, Expr: expr}, nil
 }
 
 // Set creates or replaces a member of the family and reports
@@ -197,7 +197,7 @@ func (fs *Families) Set(ctx context.Context, family string, m Member) (created b
 		return false, err
 	}
 	sm.Pause = r.memberPause(ctx, "")
-	c, err := r.store.SetMembers(ctx, family, r.clock.Now().Unix(), false, []store.SetMember{sm}, r.changeFloorFunc(fam, &memberSchedules{fam: fam}))
+	c, err := r.eng.SetMembers(ctx, family, r.clock.Now().Unix(), false, []engine.SetMember{sm}, r.changeFloorFunc(fam, &memberSchedules{fam: fam}))
 	if err != nil {
 		return false, err
 	}
@@ -214,7 +214,7 @@ func (fs *Families) SetMany(ctx context.Context, family string, ms []Member) err
 		return err
 	}
 	cache := &memberSchedules{fam: fam}
-	out := make([]store.SetMember, len(ms))
+	out := make([]engine.SetMember, len(ms))
 	seen := make(map[string]bool, len(ms))
 	for i, m := range ms {
 		if out[i], err = checkMember(cache, m); err != nil {
@@ -229,16 +229,16 @@ func (fs *Families) SetMany(ctx context.Context, family string, ms []Member) err
 	for i := range out {
 		out[i].Pause = pause
 	}
-	_, err = r.store.SetMembers(ctx, family, r.clock.Now().Unix(), false, out, r.changeFloorFunc(fam, cache))
+	_, err = r.eng.SetMembers(ctx, family, r.clock.Now().Unix(), false, out, r.changeFloorFunc(fam, cache))
 	return err
 }
 
 // memberPause is the record of a pause asked for now by ctx's actor.
-func (r *Runtime) memberPause(ctx context.Context, reason string) store.Pause {
+func (r *Runtime) memberPause(ctx context.Context, reason string) engine.Pause {
 	if len(reason) > maxReasonLen {
 		reason = reason[:maxReasonLen] + "…"
 	}
-	return store.Pause{Reason: reason, Actor: ActorFrom(ctx), At: r.clock.Now().UnixMilli()}
+	return engine.Pause{Reason: reason, Actor: ActorFrom(ctx), At: r.clock.Now().UnixMilli()}
 }
 
 // Pause pauses one member, as Runtime.Pause does a schedule: its slots are
@@ -263,12 +263,12 @@ func (r *Runtime) setPaused(ctx context.Context, family, key string, paused bool
 	if err != nil {
 		return err
 	}
-	var sm store.SetMember
+	var sm engine.SetMember
 	// The member is written back with the zone and expression it was read
 	// with; a change that lands in between makes the store refuse the
 	// write (ErrMembersBusy), and it is read again.
 	for try := 0; ; try++ {
-		vs, ok, err := r.store.Members(ctx, family, []string{key})
+		vs, ok, err := r.eng.Members(ctx, family, []string{key})
 		if err != nil {
 			return err
 		}
@@ -276,12 +276,12 @@ func (r *Runtime) setPaused(ctx context.Context, family, key string, paused bool
 			return fmt.Errorf("%w %q in %s", ErrNoMember, key, family)
 		}
 		v := vs[0]
-		sm = store.SetMember{Key: key, Paused: paused, Zone: v.Zone, Expr: v.Expr, Pause: r.memberPause(ctx, reason)}
-		_, err = r.store.SetMembers(ctx, family, r.clock.Now().Unix(), paused, []store.SetMember{sm}, nil)
+		sm = engine.SetMember{Key: key, Paused: paused, Zone: v.Zone, Expr: v.Expr, Pause: r.memberPause(ctx, reason)}
+		_, err = r.eng.SetMembers(ctx, family, r.clock.Now().Unix(), paused, []engine.SetMember{sm}, nil)
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, store.ErrMembersBusy) || try == 3 {
+		if !errors.Is(err, engine.ErrMembersBusy) || try == 3 {
 			return err
 		}
 	}
@@ -300,14 +300,14 @@ func (fs *Families) Delete(ctx context.Context, family, key string) error {
 	if _, err := r.family(family); err != nil {
 		return err
 	}
-	ok, err := r.store.DeleteMember(ctx, family, key)
+	ok, err := r.eng.DeleteMember(ctx, family, key)
 	if err == nil && !ok {
 		err = fmt.Errorf("%w %q in %s", ErrNoMember, key, family)
 	}
 	return err
 }
 
-func (r *Runtime) memberOf(fam *registry.Schedule, v store.MemberValue) Member {
+func (r *Runtime) memberOf(fam *registry.Schedule, v engine.MemberValue) Member {
 	return Member{Key: v.Key, Zone: cmpOr(v.Zone, fam.Zone), Expr: v.Expr, Paused: v.Paused}
 }
 
@@ -326,11 +326,11 @@ func (fs *Families) Get(ctx context.Context, family, key string) (Member, error)
 		return Member{}, err
 	}
 	type found struct {
-		v  store.MemberValue
+		v  engine.MemberValue
 		ok bool
 	}
 	f, err := bounded(ctx, func(ctx context.Context) (found, error) {
-		vs, ok, err := r.store.Members(ctx, family, []string{key})
+		vs, ok, err := r.eng.Members(ctx, family, []string{key})
 		if err != nil {
 			return found{}, err
 		}
@@ -367,15 +367,15 @@ func (fs *Families) Search(ctx context.Context, family, substr, cursor string, l
 	}
 	limit = min(max(limit, 1), 1000)
 	type scanned struct {
-		vs   []store.MemberValue
+		vs   []engine.MemberValue
 		next string
 	}
 	got, err := bounded(ctx, func(ctx context.Context) (scanned, error) {
-		vs, next, err := r.store.ScanMembers(ctx, family, cursor, substr, limit)
+		vs, next, err := r.eng.ScanMembers(ctx, family, cursor, substr, limit)
 		return scanned{vs, next}, err
 	})
 	vs, next := got.vs, got.next
-	if errors.Is(err, store.ErrBadCursor) {
+	if errors.Is(err, engine.ErrBadCursor) {
 		return nil, "", badMember("bad cursor %q: pass the one the previous page returned, or \"\" for the first", cursor)
 	}
 	if err != nil {
@@ -394,7 +394,7 @@ func (fs *Families) Count(ctx context.Context, family string) (int64, error) {
 	if _, err := r.family(family); err != nil {
 		return 0, err
 	}
-	return bounded(ctx, func(ctx context.Context) (int64, error) { return r.store.MemberCount(ctx, family) })
+	return bounded(ctx, func(ctx context.Context) (int64, error) { return r.eng.MemberCount(ctx, family) })
 }
 
 // Schedule returns the schedule a member follows: the family's in
@@ -448,8 +448,8 @@ func (fs *Families) NextRun(ctx context.Context, family string) (FamilyNextRun, 
 	if err != nil {
 		return FamilyNextRun{}, err
 	}
-	buckets, err := bounded(ctx, func(ctx context.Context) ([]store.BucketVersion, error) {
-		return r.store.BucketsChangedAfter(ctx, family, -1)
+	buckets, err := bounded(ctx, func(ctx context.Context) ([]engine.BucketVersion, error) {
+		return r.eng.BucketsChangedAfter(ctx, family, -1)
 	})
 	if err != nil {
 		return FamilyNextRun{}, err
@@ -458,7 +458,7 @@ func (fs *Families) NextRun(ctx context.Context, family string) (FamilyNextRun, 
 	var next FamilyNextRun
 	exprs := map[string]bool{}
 	for _, b := range buckets {
-		s, err := fam.ForMember(store.SplitBucket(b.Bucket))
+		s, err := fam.ForMember(engine.SplitBucket(b.Bucket))
 		if err != nil {
 			continue
 		}
@@ -516,23 +516,23 @@ func (fs *Families) Infos(ctx context.Context, family string, ms []Member) ([]Me
 		keys[i] = m.Key
 	}
 	type state struct {
-		lasts            []store.MemberLast
+		lasts            []engine.MemberLast
 		ok               []bool
-		pauses           []*store.Pause
-		stored           []store.MemberValue
+		pauses           []*engine.Pause
+		stored           []engine.MemberValue
 		known, hasCursor []bool
-		cursors          []store.MemberCursor
+		cursors          []engine.MemberCursor
 	}
 	st, err := bounded(ctx, func(ctx context.Context) (st state, err error) {
-		if st.lasts, st.ok, err = r.store.MemberLasts(ctx, family, keys); err != nil {
+		if st.lasts, st.ok, err = r.eng.MemberLasts(ctx, family, keys); err != nil {
 			return st, err
 		}
-		if st.pauses, err = r.store.MemberPauses(ctx, family, keys); err != nil {
+		if st.pauses, err = r.eng.MemberPauses(ctx, family, keys); err != nil {
 			return st, err
 		}
 		// The next run is the leader's: after the member's since (a
 		// change's floor) and its cursor's floor, as planMembers reckons it.
-		st.stored, st.known, st.cursors, st.hasCursor, err = r.store.MemberStates(ctx, family, keys)
+		st.stored, st.known, st.cursors, st.hasCursor, err = r.eng.MemberStates(ctx, family, keys)
 		return st, err
 	})
 	if err != nil {
@@ -665,8 +665,8 @@ func (r *Runtime) noteMemberRun(ctx context.Context, occ registry.Occurrence, ou
 	if id == (registry.Scope{Namespace: r.opts.Namespace, Schedule: occ.Schedule, Member: occ.Member}).ID(occ.Slot) {
 		id = ""
 	}
-	l := store.MemberLast{Slot: occ.Slot.Unix(), Outcome: string(outcome), At: at.UnixMilli(), ID: id}
-	if err := r.store.SetMemberLast(ctx, occ.Schedule, occ.Member, l); err != nil {
+	l := engine.MemberLast{Slot: occ.Slot.Unix(), Outcome: string(outcome), At: at.UnixMilli(), ID: id}
+	if err := r.eng.SetMemberLast(ctx, occ.Schedule, occ.Member, l); err != nil {
 		r.log.Warn("could not record a member's last run", "id", occ.ID, "err", err)
 	}
 }

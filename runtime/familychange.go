@@ -4,8 +4,7 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/registry"
-	"github.com/belfry/belfry/runtime/internal/pipeline"
-	"github.com/belfry/belfry/runtime/internal/store"
+	"github.com/belfry/belfry/runtime/engine"
 )
 
 // A change of a member's zone or expression moves its next run; it does
@@ -52,7 +51,7 @@ import (
 // schedule old to next at now: ifHad if due is zero or asynq holds due's
 // task, else ifNot. next's first slot after the since is the member's
 // next run.
-func changeFloors(old, next *registry.Schedule, since time.Time, cursor store.MemberCursor, hasCursor bool, now time.Time) (due, ifHad, ifNot time.Time) {
+func changeFloors(old, next *registry.Schedule, since time.Time, cursor engine.MemberCursor, hasCursor bool, now time.Time) (due, ifHad, ifNot time.Time) {
 	// The old schedule's next run, as its leader would plan it.
 	moved := old.Next(memberFloor(since, cursor, hasCursor, old.Location()))
 	if moved.IsZero() || moved.After(now) {
@@ -61,7 +60,7 @@ func changeFloors(old, next *registry.Schedule, since time.Time, cursor store.Me
 	// Due already. Had: it is the member's last slot, and the run after
 	// it moves (to after the change, unless that one is due too).
 	_, offset := moved.In(old.Location()).Zone()
-	had := store.MemberCursor{Slot: moved.Unix(), Offset: offset}
+	had := engine.MemberCursor{Slot: moved.Unix(), Offset: offset}
 	after, notBefore := old.Next(moved), since
 	if after.IsZero() || after.After(now) {
 		notBefore = later(since, now)
@@ -76,7 +75,7 @@ func changeFloors(old, next *registry.Schedule, since time.Time, cursor store.Me
 // run the change moves) the member's next run, never at or before
 // notBefore or its cursor's floor in next's zone; with moved zero, next's
 // first slot after those.
-func movedRunFloor(next *registry.Schedule, moved, notBefore time.Time, cursor store.MemberCursor, hasCursor bool) time.Time {
+func movedRunFloor(next *registry.Schedule, moved, notBefore time.Time, cursor engine.MemberCursor, hasCursor bool) time.Time {
 	floor := memberFloor(notBefore, cursor, hasCursor, next.Location())
 	if moved.IsZero() {
 		return floor
@@ -95,14 +94,14 @@ func movedRunFloor(next *registry.Schedule, moved, notBefore time.Time, cursor s
 
 // changeFloorFunc is the store's ChangeFloor for a write of members of
 // fam whose schedules cache knows.
-func (r *Runtime) changeFloorFunc(fam *registry.Schedule, cache *memberSchedules) store.ChangeFloor {
+func (r *Runtime) changeFloorFunc(fam *registry.Schedule, cache *memberSchedules) engine.ChangeFloor {
 	unix := func(t time.Time) int64 {
 		if t.IsZero() {
 			return 0
 		}
 		return t.Unix()
 	}
-	return func(m store.SetMember, old store.MemberValue, cursor store.MemberCursor, hasCursor bool) store.Floor {
+	return func(m engine.SetMember, old engine.MemberValue, cursor engine.MemberCursor, hasCursor bool) engine.Floor {
 		// Now as the write is made: a bulk write takes seconds, and a slot
 		// that falls due meanwhile must be asked about.
 		now := r.clock.Now()
@@ -112,13 +111,12 @@ func (r *Runtime) changeFloorFunc(fam *registry.Schedule, cache *memberSchedules
 		if err1 != nil || err2 != nil {
 			// The old zone or expression no longer parses (a zone
 			// database without it): the change starts the member afresh.
-			return store.Floor{Since: later(since, now).Unix()}
+			return engine.Floor{Since: later(since, now).Unix()}
 		}
 		due, ifHad, ifNot := changeFloors(from, to, since, cursor, hasCursor, now)
 		if due.IsZero() {
-			return store.Floor{Since: unix(ifHad)}
+			return engine.Floor{Since: unix(ifHad)}
 		}
-		task := pipeline.TaskKey(fam.Queue, r.memberScope(fam, m.Key).ID(due))
-		return store.Floor{Since: unix(ifNot), Task: task, SinceIfTask: unix(ifHad)}
+		return engine.Floor{Since: unix(ifNot), Queue: fam.Queue, TaskID: r.memberScope(fam, m.Key).ID(due), SinceIfTask: unix(ifHad)}
 	}
 }

@@ -48,7 +48,7 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/registry"
-	"github.com/belfry/belfry/runtime/internal/store"
+	"github.com/belfry/belfry/runtime/engine"
 )
 
 const (
@@ -63,7 +63,7 @@ const (
 // famBucket is the heap entry of one (zone, expression) bucket.
 type famBucket struct {
 	fam   *registry.Schedule
-	key   string             // store.BucketOf(zone, expr), as stored
+	key   string             // engine.BucketOf(zone, expr), as stored
 	sched *registry.Schedule // the family in that zone, by that expression
 	next  time.Time
 	// added is when this leader took the bucket: the slots before it that
@@ -151,14 +151,14 @@ func (t *familyTask) flush(context.Context) error { return nil }
 func (r *Runtime) loadFamilies(ctx context.Context, value string) (*familyState, error) {
 	// The counter first: a change made while the buckets are read is
 	// then seen again by the next poll, never missed.
-	ver, err := r.store.FamilyVersion(ctx)
+	ver, err := r.eng.FamilyVersion(ctx)
 	if err != nil {
 		return nil, err
 	}
 	now := r.clock.Now()
 	st := &familyState{value: value, version: ver, seen: map[string]int64{},
 		buckets: map[string]map[string]*famBucket{}, nextPoll: now.Add(familyPoll)}
-	lost, err := r.store.Lost(ctx)
+	lost, err := r.eng.Lost(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +183,7 @@ func (r *Runtime) loadFamilies(ctx context.Context, value string) (*familyState,
 // addBuckets adds the family's buckets changed after version that the
 // state does not hold yet.
 func (r *Runtime) addBuckets(ctx context.Context, st *familyState, fam *registry.Schedule, version int64, now time.Time) error {
-	bvs, err := r.store.BucketsChangedAfter(ctx, fam.Name, version)
+	bvs, err := r.eng.BucketsChangedAfter(ctx, fam.Name, version)
 	if err != nil || len(bvs) == 0 {
 		return err
 	}
@@ -194,12 +194,12 @@ func (r *Runtime) addBuckets(ctx context.Context, st *familyState, fam *registry
 			fresh = append(fresh, bv.Bucket)
 		}
 	}
-	cursors, err := r.store.BucketCursors(ctx, fam.Name, fresh)
+	cursors, err := r.eng.BucketCursors(ctx, fam.Name, fresh)
 	if err != nil {
 		return err
 	}
 	for i, key := range fresh {
-		zone, expr := store.SplitBucket(key)
+		zone, expr := engine.SplitBucket(key)
 		s, err := fam.ForMember(zone, expr)
 		if err != nil {
 			// Stored by an earlier release that accepted it: its members
@@ -225,7 +225,7 @@ func (r *Runtime) addBuckets(ctx context.Context, st *familyState, fam *registry
 
 // pollFamilies picks up buckets that members' changes created.
 func (r *Runtime) pollFamilies(ctx context.Context, st *familyState, now time.Time) error {
-	ver, err := r.store.FamilyVersion(ctx)
+	ver, err := r.eng.FamilyVersion(ctx)
 	if err != nil || ver == st.version {
 		return err
 	}
@@ -276,7 +276,7 @@ func (r *Runtime) dispatchBucket(ctx context.Context, st *familyState, b *famBuc
 	fam, leaseValue := b.fam, st.value
 	// The family's past pauses hold for members whose slots in them a
 	// leader reaches only after the resume, as a schedule's do.
-	pauses, famWindows, err := r.store.PauseStates(ctx, []string{fam.Name})
+	pauses, famWindows, err := r.eng.PauseStates(ctx, []string{fam.Name})
 	if err != nil {
 		return false, err
 	}
@@ -284,7 +284,7 @@ func (r *Runtime) dispatchBucket(ctx context.Context, st *familyState, b *famBuc
 	var firstErr error
 	after, members := "", 0
 	for {
-		keys, err := r.store.BucketPage(ctx, fam.Name, b.key, after, familyPage)
+		keys, err := r.eng.BucketPage(ctx, fam.Name, b.key, after, familyPage)
 		if err != nil {
 			return false, err
 		}
@@ -296,7 +296,7 @@ func (r *Runtime) dispatchBucket(ctx context.Context, st *familyState, b *famBuc
 		}
 		r.enqueueAll(ctx, leaseValue, plans)
 		commit, mcs, planErr := r.familyCommit(b, plans, prior, now)
-		if errors.Is(planErr, store.ErrNotLeader) {
+		if errors.Is(planErr, engine.ErrNotLeader) {
 			return false, planErr // the commit would be refused too
 		}
 		firstErr = cmp2(firstErr, planErr)
@@ -312,7 +312,7 @@ func (r *Runtime) dispatchBucket(ctx context.Context, st *familyState, b *famBuc
 			// page's enqueues are not lost, and the next holder does not
 			// enqueue them again. The fence still refuses a late commit.
 			commitCtx := context.WithoutCancel(ctx)
-			if err := r.store.CommitFamily(commitCtx, leaseValue, fam.Name, commit, mcs, b.key, bucketCursor); err != nil {
+			if err := r.eng.CommitFamily(commitCtx, leaseValue, fam.Name, commit, mcs, b.key, bucketCursor); err != nil {
 				return false, err // cursors stay; the next pass re-enqueues harmlessly
 			}
 		}
@@ -330,11 +330,11 @@ func (r *Runtime) dispatchBucket(ctx context.Context, st *familyState, b *famBuc
 // planMembers plans the slots due at now of the members keys of bucket b,
 // famWindows being the family's past pauses. prior holds each plan's
 // member's last enqueued slot before it.
-func (r *Runtime) planMembers(ctx context.Context, b *famBucket, keys []string, famPaused bool, famWindows []store.PauseWindow, floor, now time.Time) ([]*slotPlan, []int64, error) {
+func (r *Runtime) planMembers(ctx context.Context, b *famBucket, keys []string, famPaused bool, famWindows []engine.PauseWindow, floor, now time.Time) ([]*slotPlan, []int64, error) {
 	if len(keys) == 0 {
 		return nil, nil, nil
 	}
-	ms, known, cursors, hasCursor, err := r.store.MemberStates(ctx, b.fam.Name, keys)
+	ms, known, cursors, hasCursor, err := r.eng.MemberStates(ctx, b.fam.Name, keys)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -342,7 +342,7 @@ func (r *Runtime) planMembers(ctx context.Context, b *famBucket, keys []string, 
 	plans := make([]*slotPlan, 0, len(keys))
 	prior := make([]int64, 0, len(keys))
 	for i, key := range keys {
-		if !known[i] || store.BucketOf(ms[i].Zone, ms[i].Expr) != b.key {
+		if !known[i] || engine.BucketOf(ms[i].Zone, ms[i].Expr) != b.key {
 			continue // deleted or moved since the page was read: its new bucket has it
 		}
 		start := memberFloor(later(time.Unix(ms[i].Since, 0), floor), cursors[i], hasCursor[i], s.Location())
@@ -363,7 +363,7 @@ func (r *Runtime) planMembers(ctx context.Context, b *famBucket, keys []string, 
 
 // memberFloor is the instant after which a member in loc has its next
 // slot: its since, or, if later, its cursor's floor (if it has a cursor).
-func memberFloor(since time.Time, c store.MemberCursor, hasCursor bool, loc *time.Location) time.Time {
+func memberFloor(since time.Time, c engine.MemberCursor, hasCursor bool, loc *time.Location) time.Time {
 	if !hasCursor {
 		return since
 	}
@@ -373,7 +373,7 @@ func memberFloor(since time.Time, c store.MemberCursor, hasCursor bool, loc *tim
 // cursorFloor is the instant after which a member's next slot lies: the
 // cursor's own instant, or, if later, the instant its local time has in
 // loc, the member's zone now.
-func cursorFloor(c store.MemberCursor, loc *time.Location) time.Time {
+func cursorFloor(c engine.MemberCursor, loc *time.Location) time.Time {
 	at := time.Unix(c.Slot, 0)
 	wall := time.Unix(c.Slot+int64(c.Offset), 0).UTC()
 	same := time.Date(wall.Year(), wall.Month(), wall.Day(), wall.Hour(), wall.Minute(), wall.Second(), 0, loc)
@@ -386,14 +386,14 @@ func cursorFloor(c store.MemberCursor, loc *time.Location) time.Time {
 // familyCommit is the fenced commit of a page's plans: the family's
 // records (the newest HistoryLimit of them; all are counted) and
 // counters, and each member's cursor and newest occurrence. It returns
-// the first enqueue error, store.ErrNotLeader if any.
-func (r *Runtime) familyCommit(b *famBucket, plans []*slotPlan, prior []int64, now time.Time) (store.Commit, []store.MemberCommit, error) {
-	fam := store.Commit{Name: b.fam.Name, Counts: map[string]int64{}}
-	mcs := make([]store.MemberCommit, 0, len(plans))
+// the first enqueue error, engine.ErrNotLeader if any.
+func (r *Runtime) familyCommit(b *famBucket, plans []*slotPlan, prior []int64, now time.Time) (engine.Commit, []engine.MemberCommit, error) {
+	fam := engine.Commit{Name: b.fam.Name, Counts: map[string]int64{}}
+	mcs := make([]engine.MemberCommit, 0, len(plans))
 	withLast := b.fam.Overlap == registry.OverlapSkip
 	loc := b.sched.Location()
 	firstErr := firstPlanErr(plans)
-	if errors.Is(firstErr, store.ErrNotLeader) {
+	if errors.Is(firstErr, engine.ErrNotLeader) {
 		return fam, nil, firstErr
 	}
 	for i, p := range plans {
@@ -406,9 +406,9 @@ func (r *Runtime) familyCommit(b *famBucket, plans []*slotPlan, prior []int64, n
 			}
 		}
 		_, offset := p.cursor.In(loc).Zone()
-		cur := store.MemberCursor{Slot: p.cursor.Unix(), Offset: offset, LastEnqueued: prior[i]}
-		mc := store.MemberCommit{Member: p.scope.Member}
-		var newest *store.Rec
+		cur := engine.MemberCursor{Slot: p.cursor.Unix(), Offset: offset, LastEnqueued: prior[i]}
+		mc := engine.MemberCommit{Member: p.scope.Member}
+		var newest *engine.Rec
 		for j := range c.Recs {
 			rec := &c.Recs[j]
 			rec.Member = p.scope.Member
@@ -420,16 +420,16 @@ func (r *Runtime) familyCommit(b *famBucket, plans []*slotPlan, prior []int64, n
 			}
 			fam.Recs = append(fam.Recs, *rec)
 		}
-		mc.Cursor = store.EncodeCursor(cur, withLast)
+		mc.Cursor = engine.EncodeCursor(cur, withLast)
 		if newest != nil {
-			mc.Last = store.EncodeLast(store.MemberLast{Slot: newest.Slot, Outcome: newest.Outcome, At: newest.At})
+			mc.Last = engine.EncodeLast(engine.MemberLast{Slot: newest.Slot, Outcome: newest.Outcome, At: newest.At})
 			mc.LastSlot = newest.Slot
 		}
 		mcs = append(mcs, mc)
 	}
 	// Records beyond the history limit would be trimmed at once.
 	if limit := r.opts.HistoryLimit; len(fam.Recs) > limit {
-		slices.SortStableFunc(fam.Recs, func(a, b store.Rec) int { return cmp.Compare(a.Score, b.Score) })
+		slices.SortStableFunc(fam.Recs, func(a, b engine.Rec) int { return cmp.Compare(a.Score, b.Score) })
 		fam.Recs = fam.Recs[len(fam.Recs)-limit:]
 	}
 	return fam, mcs, firstErr

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/belfry/belfry/runtime/internal/lease"
+	"github.com/belfry/belfry/runtime/engine"
 )
 
 // A leader whose enqueues fall behind hands the lease over. Behind a slow
@@ -64,7 +64,7 @@ type lateness struct {
 	// notBefore defers the next handover attempt after a refusal.
 	notBefore time.Time
 	// refused is the last refusal logged, so each is logged once.
-	refused lease.HandoverOutcome
+	refused engine.HandoverOutcome
 	// handovers counts the leases this replica handed over.
 	handovers int
 }
@@ -83,7 +83,7 @@ func (r *Runtime) noteDispatch(ctx context.Context, earliest, enqueued time.Time
 		enqueued = r.clock.Now()
 	}
 	from := earliest
-	if since := r.lease.Since(); since.After(from) {
+	if since := r.eng.Since(); since.After(from) {
 		from = since // a takeover's catch-up is not this leader's lateness
 	}
 	late := max(0, enqueued.Sub(from))
@@ -107,19 +107,19 @@ func (r *Runtime) noteDispatch(ctx context.Context, earliest, enqueued time.Time
 		return err
 	}
 	reason := fmt.Sprintf("%d dispatches in a row enqueued more than %s after their slot, the last %s late", run, bound, late.Round(time.Millisecond))
-	outcome, wait, err := r.lease.Handover(ctx, reason, r.handoverBase(), handoverLimit)
+	outcome, wait, err := r.eng.Handover(ctx, reason, r.handoverBase(), handoverLimit)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch {
 	case err != nil:
 		r.noteRedis(err)
-		w.notBefore = enqueued.Add(r.lease.RenewEvery())
-	case outcome == lease.HandedOver:
+		w.notBefore = enqueued.Add(r.eng.RenewEvery())
+	case outcome == engine.HandedOver:
 		w.run, w.refused, w.notBefore = 0, 0, time.Time{}
 		w.handovers++
 		r.log.Warn("enqueues fall behind: handed the lease over to another replica",
 			"lateness", late.Round(time.Millisecond), "bound", bound, "cool_down", wait)
-	case outcome == lease.HandoverNotHeld:
+	case outcome == engine.HandoverNotHeld:
 		// It lost the lease meanwhile: nothing to hand over.
 	default:
 		if outcome != w.refused {
@@ -127,7 +127,7 @@ func (r *Runtime) noteDispatch(ctx context.Context, earliest, enqueued time.Time
 				"lateness", late.Round(time.Millisecond), "bound", bound, "retry_in", wait.Round(time.Second))
 		}
 		w.refused = outcome
-		w.notBefore = enqueued.Add(max(wait, r.lease.RenewEvery()))
+		w.notBefore = enqueued.Add(max(wait, r.eng.RenewEvery()))
 	}
 	return nil
 }

@@ -36,19 +36,19 @@ func TestAHandoverCommitsWhatTheLeaderEnqueued(t *testing.T) {
 			t.Fatalf("dispatch %d: worked %v, %v", i, worked, err)
 		}
 		if i < handoverAfter-1 {
-			if _, ok := r.lease.Current(); !ok {
+			if _, ok := r.redis.Current(); !ok {
 				t.Fatalf("handed over after %d late dispatches, want %d", i+1, handoverAfter)
 			}
-			if _, err := r.lease.Renew(ctx); err != nil {
+			if _, err := r.redis.Renew(ctx); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	if _, ok := r.lease.Current(); ok || r.Leadership().HandoversForLateness() != 1 {
+	if _, ok := r.redis.Current(); ok || r.Leadership().HandoversForLateness() != 1 {
 		t.Fatalf("still leading after %d late dispatches (handovers %d)", handoverAfter, r.Leadership().HandoversForLateness())
 	}
 	l.flush(ctx) // what the loop does once it no longer leads
-	stats, err := r.store.Stats(ctx)
+	stats, err := r.redis.Stats(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,10 +84,10 @@ func leadingRuntimeWith(t *testing.T, opts Options, clk clock.Clock, before func
 	if before != nil {
 		before(r)
 	}
-	if _, err := r.lease.Acquire(context.Background()); err != nil {
+	if _, err := r.redis.Acquire(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	value, ok := r.lease.Current()
+	value, ok := r.redis.Current()
 	if !ok {
 		t.Fatal("the runtime did not take the lease")
 	}

@@ -27,8 +27,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/belfry/belfry/runtime/engine"
 	"github.com/belfry/belfry/runtime/internal/clock"
-	"github.com/belfry/belfry/runtime/internal/store"
 )
 
 // leaderTask is one kind of work the leader loop schedules. Its state is
@@ -100,7 +100,7 @@ func (l *leaderLoop) run(ctx context.Context) {
 	defer r.scheduling.Store(false)
 	for {
 		var wait time.Duration
-		value, leader := r.lease.Current()
+		value, leader := r.eng.Current()
 		switch {
 		case !leader:
 			if l.leading {
@@ -112,7 +112,7 @@ func (l *leaderLoop) run(ctx context.Context) {
 			// Woken when the lease changes; the cap is a backstop against
 			// a missed signal and costs no Redis traffic.
 			wait = r.opts.LeaseTTL / 3
-		case !l.leading || l.value != value || l.created != r.lease.Created():
+		case !l.leading || l.value != value || l.created != r.eng.Created():
 			l.drop()
 			if err := l.rebuild(ctx, value); err != nil {
 				l.drop()
@@ -138,8 +138,8 @@ func (l *leaderLoop) run(ctx context.Context) {
 				// what was enqueued is committed.
 				l.flush(ctx)
 				l.drop()
-				if errors.Is(err, store.ErrNotLeader) {
-					r.lease.StepDown("a fenced write was rejected")
+				if errors.Is(err, engine.ErrNotLeader) {
+					r.eng.StepDown("a fenced write was rejected")
 					continue
 				}
 				r.noteRedis(err)
@@ -162,7 +162,7 @@ func (l *leaderLoop) run(ctx context.Context) {
 				l.flush(ctx) // the lease is released after this loop ends
 			}
 			return
-		case <-r.lease.Changed():
+		case <-r.eng.Changed():
 		case <-timer.C:
 		case <-l.committed():
 		}
@@ -175,7 +175,7 @@ func (l *leaderLoop) run(ctx context.Context) {
 // write failed before, the next attempt finds the loss again.
 func (l *leaderLoop) rebuild(ctx context.Context, value string) error {
 	r := l.r
-	created := r.lease.Created() // before the check, which reads it too
+	created := r.eng.Created() // before the check, which reads it too
 	resume, commitLoss, err := r.checkLostWrites(ctx, value)
 	if err != nil {
 		return err

@@ -39,10 +39,10 @@ func TestEveryDispatchCountsTowardTheHandover(t *testing.T) {
 	}
 	stillLeads := func(after string) {
 		t.Helper()
-		if _, ok := r.lease.Current(); !ok {
+		if _, ok := r.redis.Current(); !ok {
 			t.Fatalf("handed over after %s, want after %d late dispatches in a row", after, handoverAfter)
 		}
-		if _, err := r.lease.Renew(ctx); err != nil {
+		if _, err := r.redis.Renew(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -62,13 +62,13 @@ func TestEveryDispatchCountsTowardTheHandover(t *testing.T) {
 	stillLeads("a late family dispatch and a late schedule dispatch")
 	clk.Advance(late)
 	step("a second late family dispatch")
-	if _, ok := r.lease.Current(); ok || r.handoversForLateness() != 1 {
+	if _, ok := r.redis.Current(); ok || r.handoversForLateness() != 1 {
 		t.Fatalf("still leading after %d late dispatches in a row, of a family and a schedule (handovers %d)", handoverAfter, r.handoversForLateness())
 	}
 	if got := r.enqueueLateness(); got < late-time.Second {
 		t.Errorf("the newest dispatch's lateness is %s, want the family's, at least %s", got, late-time.Second)
 	}
-	stats, err := r.store.Stats(ctx)
+	stats, err := r.redis.Stats(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,11 +82,11 @@ func TestEveryDispatchCountsTowardTheHandover(t *testing.T) {
 func otherReplicaHeartbeats(t *testing.T, r *Runtime) {
 	t.Helper()
 	ctx := context.Background()
-	redisNow, err := r.rdb.Time(ctx).Result()
+	redisNow, err := r.redis.Client.Time(ctx).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.rdb.ZAdd(ctx, r.store.Keys.Replicas, redis.Z{Score: float64(redisNow.UnixMilli()), Member: "r1"}).Err(); err != nil {
+	if err := r.redis.Client.ZAdd(ctx, r.redis.Keys.Replicas, redis.Z{Score: float64(redisNow.UnixMilli()), Member: "r1"}).Err(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -124,14 +124,14 @@ func TestAShutdownCommitsTheFamilysEnqueues(t *testing.T) {
 	}
 	l.flush(ctx) // what the loop does when its context ends
 	bg := context.Background()
-	_, _, cursors, hasCursor, err := r.store.MemberStates(bg, "reports", []string{"acme"})
+	_, _, cursors, hasCursor, err := r.redis.MemberStates(bg, "reports", []string{"acme"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if first := start.Add(time.Second).Unix(); !hasCursor[0] || cursors[0].Slot != first {
 		t.Fatalf("the member's cursor is not its first slot, which went in before the shutdown (has cursor %v: %+v, want slot %d)", hasCursor[0], cursors[0], first)
 	}
-	stats, err := r.store.Stats(bg)
+	stats, err := r.redis.Stats(bg)
 	if err != nil {
 		t.Fatal(err)
 	}

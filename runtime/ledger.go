@@ -12,9 +12,7 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/registry"
-	"github.com/belfry/belfry/runtime/internal/lease"
-	"github.com/belfry/belfry/runtime/internal/store"
-	"github.com/hibiken/asynq"
+	"github.com/belfry/belfry/runtime/engine"
 )
 
 // Counter names in the ledger's stats, beside one per Outcome.
@@ -112,7 +110,7 @@ func unixMilli(ms int64) time.Time {
 	return time.UnixMilli(ms).UTC()
 }
 
-func recordOf(s store.Record) Record {
+func recordOf(s engine.Record) Record {
 	rec := Record{ID: s.ID, Schedule: s.Schedule, Slot: time.Unix(s.Slot, 0).UTC(), Manual: s.Manual,
 		Outcome: Outcome(s.Outcome), EnqueuedAt: unixMilli(s.EnqueuedAt), RecordedAt: unixMilli(s.RecordedAt),
 		StartedAt: unixMilli(s.StartedAt), FinishedAt: unixMilli(s.FinishedAt),
@@ -189,11 +187,7 @@ func taskIDOrNil(id string, o Outcome) *string {
 func (r *Runtime) Middleware() registry.Middleware {
 	return func(s *registry.Schedule, next registry.HandlerFunc) registry.HandlerFunc {
 		return func(ctx context.Context, occ registry.Occurrence) error {
-			attempt, _ := asynq.GetRetryCount(ctx)
-			maxRetry, ok := asynq.GetMaxRetry(ctx)
-			if !ok {
-				maxRetry = s.MaxRetry
-			}
+			attempt, maxRetry := attemptOf(ctx, s)
 			start := r.clock.Now()
 			mark, other, err := r.markStart(ctx, attempt)
 			switch {
@@ -219,7 +213,7 @@ func (r *Runtime) Middleware() registry.Middleware {
 			if err != nil {
 				err = explain(ctx, s, err)
 				outcome = OutcomeFailed
-				if attempt < maxRetry && !errors.Is(err, asynq.SkipRetry) {
+				if attempt < maxRetry && !skipsRetry(err) {
 					outcome = OutcomeRetrying
 				}
 			}
@@ -304,7 +298,7 @@ func (r *Runtime) recordExecution(ctx context.Context, occ registry.Occurrence, 
 	if r.disabled != "" {
 		return
 	}
-	e := store.Execution{ID: occ.ID, Schedule: occ.Schedule, Slot: occ.Slot, At: at, Attempt: attempt,
+	e := engine.Execution{ID: occ.ID, Schedule: occ.Schedule, Slot: occ.Slot, At: at, Attempt: attempt,
 		Fields: append([]any{"outcome", string(outcome)}, fields...)}
 	if e.ID == "" {
 		e.ID = occ.Key()
@@ -327,7 +321,7 @@ func (r *Runtime) recordExecution(ctx context.Context, occ registry.Occurrence, 
 	// Record the failure of a timed-out handler too.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := r.store.RecordExecution(ctx, e); err != nil {
+	if err := r.eng.RecordExecution(ctx, e); err != nil {
 		r.log.Warn("could not record execution in the ledger", "id", e.ID, "outcome", outcome, "err", err)
 	}
 	if occ.Member != "" {
@@ -335,7 +329,7 @@ func (r *Runtime) recordExecution(ctx context.Context, occ registry.Occurrence, 
 	}
 	// The execution state lets Statuses find failing and running schedules
 	// without reading every schedule's history.
-	if err := r.store.NoteExecution(ctx, occ.Schedule, string(outcome), at.UnixMilli()); err != nil {
+	if err := r.eng.NoteExecution(ctx, occ.Schedule, string(outcome), at.UnixMilli()); err != nil {
 		r.log.Warn("could not record the schedule's execution state", "schedule", occ.Schedule, "outcome", outcome, "err", err)
 	}
 }
@@ -351,7 +345,7 @@ func (r *Runtime) History(ctx context.Context, name string, limit int) ([]Record
 	// bounded: the request's deadline bounds the read whatever the client's
 	// own timeouts, so a slow Redis makes a page say so in time.
 	return bounded(ctx, func(ctx context.Context) ([]Record, error) {
-		ids, err := r.store.History(ctx, name, limit)
+		ids, err := r.eng.History(ctx, name, limit)
 		if err != nil {
 			return nil, err
 		}
@@ -360,7 +354,7 @@ func (r *Runtime) History(ctx context.Context, name string, limit int) ([]Record
 }
 
 func (r *Runtime) records(ctx context.Context, ids []string) ([]Record, error) {
-	stored, err := r.store.Records(ctx, ids)
+	stored, err := r.eng.Records(ctx, ids)
 	recs := make([]Record, len(stored))
 	for i, s := range stored {
 		recs[i] = recordOf(s)
@@ -411,7 +405,7 @@ func (mon *Monitor) Counters(ctx context.Context) (map[string]Counters, error) {
 	if r.disabled != "" {
 		return out, nil
 	}
-	stats, err := bounded(ctx, r.store.Stats)
+	stats, err := bounded(ctx, r.eng.Stats)
 	if err != nil {
 		return nil, err
 	}
@@ -429,7 +423,7 @@ func (r *Runtime) Orphans(ctx context.Context) ([]string, error) {
 	if r.disabled != "" {
 		return nil, nil
 	}
-	known, err := bounded(ctx, r.store.Known)
+	known, err := bounded(ctx, r.eng.Known)
 	if err != nil {
 		return nil, err
 	}
@@ -453,10 +447,10 @@ func (r *Runtime) Forget(ctx context.Context, name string) error {
 	if r.disabled != "" {
 		return ErrDisabled
 	}
-	n, err := r.store.Forget(ctx, name)
+	n, err := r.eng.Forget(ctx, name)
 	if err == nil {
 		var m int64
-		m, err = r.store.ForgetExecution(ctx, name)
+		m, err = r.eng.ForgetExecution(ctx, name)
 		n += m
 	}
 	if err == nil && n > 0 {
@@ -488,9 +482,7 @@ func (mon *Monitor) Cluster(ctx context.Context) (Cluster, error) {
 	if r.disabled != "" {
 		return Cluster{}, nil
 	}
-	h, err := bounded(ctx, func(ctx context.Context) (lease.Holder, error) {
-		return lease.Observe(ctx, r.rdb, r.store.Keys, r.lease.HeartbeatStale())
-	})
+	h, err := bounded(ctx, r.eng.Holder)
 	c := Cluster{Leader: h.Replica, Token: h.Token, Replicas: h.Replicas}
 	for name, p := range h.Processes {
 		if c.Processes == nil {

@@ -2,8 +2,6 @@ package runtime
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"sync"
 	"time"
@@ -168,6 +166,9 @@ func (r *Runtime) seeLease(value string, learn bool) {
 // (acceptReported); the holder's own slots from now on may already run,
 // so the window ends SkewMargin after Redis's now.
 func (r *Runtime) reportLossSeen(ctx context.Context) {
+	if r.redis == nil {
+		return
+	}
 	w := &r.dataWatch
 	w.mu.Lock()
 	value, since, high := w.backValue, w.backSince, w.highToken
@@ -179,11 +180,11 @@ func (r *Runtime) reportLossSeen(ctx context.Context) {
 	// The holder that took the lease after the loss records it when it
 	// knew the store (checkLostWrites): then there is nothing to add.
 	_, token := lease.ParseValue(value)
-	epoch, err := r.store.CurrentEpoch(ctx)
+	epoch, err := r.redis.CurrentEpoch(ctx)
 	if err != nil {
 		return
 	}
-	seen, err := r.store.Lost(ctx)
+	seen, err := r.redis.Lost(ctx)
 	if err != nil {
 		return
 	}
@@ -191,7 +192,7 @@ func (r *Runtime) reportLossSeen(ctx context.Context) {
 		r.acceptReported(epoch, value, token, high)
 		return
 	}
-	now, err := r.store.Time(ctx)
+	now, err := r.redis.Time(ctx)
 	if err != nil {
 		return
 	}
@@ -200,7 +201,7 @@ func (r *Runtime) reportLossSeen(ctx context.Context) {
 	reason := fmt.Sprintf("Redis lost acknowledged writes (the fencing token went back from %d to %d: %s leads now and did not find the loss, "+
 		"as a replica started after it cannot; a FLUSHALL, or a failover to a replica that was behind?)", high, token, holder)
 	l := store.LostWrites{At: now.UnixMilli(), Replica: r.opts.Replica, Reason: reason, From: r.lossFrom(now).Unix(), To: to.Unix()}
-	if err := r.store.RecordLost(ctx, l); err != nil {
+	if err := r.redis.RecordLost(ctx, l); err != nil {
 		r.log.Warn("could not record the lost writes", "err", err)
 		return
 	}
@@ -256,34 +257,30 @@ func (w *dataWatch) learn(epoch string) {
 // learnEpoch has a follower read the epoch until it knows it: one GET per
 // wake-up, only until the first leader has written it.
 func (r *Runtime) learnEpoch(ctx context.Context) {
-	if r.dataWatch.known() {
+	if r.redis == nil || r.dataWatch.known() {
 		return
 	}
-	if epoch, err := r.store.CurrentEpoch(ctx); err == nil && epoch != "" {
+	if epoch, err := r.redis.CurrentEpoch(ctx); err == nil && epoch != "" {
 		r.dataWatch.learn(epoch)
 	}
 }
 
 func newEpoch() string { return randomHex() }
 
-// randomHex is 16 random hex digits: an epoch, a request key, a token.
-func randomHex() string {
-	var b [8]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
 // checkLostWrites runs when this replica gains the lease. After a loss it
 // returns the cursor every schedule must start from; commit must then be
 // called once the cursors are moved, to record the loss and accept the new
 // state. Without a loss commit only accepts it.
 func (r *Runtime) checkLostWrites(ctx context.Context, value string) (resume time.Time, commit func(context.Context), err error) {
-	epoch, _, err := r.store.Epoch(ctx, value, newEpoch())
+	if r.redis == nil {
+		return time.Time{}, func(context.Context) {}, nil // an engine other than Redis loses no acknowledged write
+	}
+	epoch, _, err := r.redis.Epoch(ctx, value, newEpoch())
 	if err != nil {
 		return time.Time{}, nil, err
 	}
 	_, token := lease.ParseValue(value)
-	created := r.lease.Created()
+	created := r.redis.Created()
 	accept := func(context.Context) {
 		r.dataWatch.accept(epoch, value, token)
 		r.dataWatch.acceptCreated(created)
@@ -302,12 +299,12 @@ func (r *Runtime) checkLostWrites(ctx context.Context, value string) (resume tim
 	// Another replica may have found this loss first (this one knew the
 	// old epoch or a higher token as a follower): then the cursors are
 	// already past it.
-	if seen, err := r.store.Lost(ctx); !reissued && err == nil {
+	if seen, err := r.redis.Lost(ctx); !reissued && err == nil {
 		if l, ok := newestStoreLoss(seen); ok && l.Epoch == epoch && l.Token <= token {
 			return time.Time{}, accept, nil
 		}
 	}
-	now, err := r.store.Time(ctx)
+	now, err := r.redis.Time(ctx)
 	if err != nil {
 		return time.Time{}, nil, err
 	}
@@ -325,7 +322,7 @@ func (r *Runtime) checkLostWrites(ctx context.Context, value string) (resume tim
 	commit = func(ctx context.Context) {
 		r.log.Error("lost writes detected: "+reason+"; slots in the window may not have run, and none runs twice",
 			"from", time.Unix(l.From, 0).UTC(), "to", resume.UTC())
-		if err := r.store.RecordLost(ctx, l); err != nil {
+		if err := r.redis.RecordLost(ctx, l); err != nil {
 			r.log.Warn("could not record the lost writes", "err", err)
 		}
 		r.emit(Event{Outcome: OutcomeLost})
@@ -337,10 +334,10 @@ func (r *Runtime) checkLostWrites(ctx context.Context, value string) (resume tim
 // LostWrites returns the losses of Redis data detected, newest first.
 func (rd *RedisDiagnostics) LostWrites(ctx context.Context) ([]LostWrites, error) {
 	r := rd.rt
-	if r.disabled != "" {
+	if r.redis == nil {
 		return nil, nil
 	}
-	stored, err := bounded(ctx, r.store.Lost)
+	stored, err := bounded(ctx, r.redis.Lost)
 	out := make([]LostWrites, len(stored))
 	for i, l := range stored {
 		out[i] = LostWrites{At: unixMilli(l.At), Replica: l.Replica, Reason: l.Reason,

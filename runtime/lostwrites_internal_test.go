@@ -23,7 +23,7 @@ func TestALossInDoubtDoesNotHideAHandledLoss(t *testing.T) {
 	r, value := leadingRuntime(t, registry.Schedule{Name: "tick", Expr: "* * * * * *"}, clock.Real{}, func(r *Runtime) {
 		r.dataWatch.learn("before-the-loss") // as a follower before the loss
 	})
-	epoch, _, err := r.store.Epoch(ctx, value, "after-the-loss")
+	epoch, _, err := r.redis.Epoch(ctx, value, "after-the-loss")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func TestALossInDoubtDoesNotHideAHandledLoss(t *testing.T) {
 		{Replica: "r0", Reason: "store-wide", From: now - 60, To: now - 10, Epoch: epoch, Token: token},
 		{Replica: "r0", Reason: "in doubt", From: now - 5, To: now - 5},
 	} {
-		if err := r.store.RecordLost(ctx, l); err != nil {
+		if err := r.redis.RecordLost(ctx, l); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -59,7 +59,7 @@ func TestAFamilyFloorIgnoresALossInDoubt(t *testing.T) {
 	storeWide := store.LostWrites{Replica: "r0", Reason: "store-wide", From: now - 60, To: now - 30, Epoch: "e", Token: 1}
 	inDoubt := store.LostWrites{Replica: "r0", Reason: "in doubt", From: now - 5, To: now - 5}
 	for _, l := range []store.LostWrites{storeWide, inDoubt} {
-		if err := r.store.RecordLost(ctx, l); err != nil {
+		if err := r.redis.RecordLost(ctx, l); err != nil {
 			t.Fatal(err)
 		}
 	}

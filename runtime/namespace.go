@@ -199,10 +199,13 @@ func (r *Runtime) mayLeadInNamespace(ctx context.Context) error {
 func (r *Runtime) watchNamespace(ctx context.Context) {
 	w := &r.namespace
 	defer w.lookedOnce.Do(func() { close(w.looked) })
+	if r.redis == nil {
+		return // the namespace's keys are the Redis engine's
+	}
 	for ctx.Err() == nil {
 		wait := r.namespaceCheckEvery()
 		if !r.checkNamespace(ctx) {
-			wait = r.lease.RenewEvery()
+			wait = r.redis.RenewEvery()
 		}
 		w.lookedOnce.Do(func() { close(w.looked) })
 		timer := time.NewTimer(wait)
@@ -220,12 +223,12 @@ func (r *Runtime) watchNamespace(ctx context.Context) {
 func (r *Runtime) checkNamespace(ctx context.Context) bool {
 	w := &r.namespace
 	now := r.clock.Now()
-	registries, ownerKey := r.store.Keys.Registries, r.store.Keys.Owner
+	registries, ownerKey := r.redis.Keys.Registries, r.redis.Keys.Owner
 	stale := 3 * r.opts.LeaseTTL
-	cctx, cancel := context.WithTimeout(ctx, r.lease.CallTimeout())
+	cctx, cancel := context.WithTimeout(ctx, r.redis.CallTimeout())
 	defer cancel()
 	res, err := lease.Obey(cctx, func(ctx context.Context) ([]any, error) {
-		return identityScript.Run(ctx, r.rdb, []string{registries, ownerKey}, r.identity, r.opts.Replica, stale.Milliseconds()).Slice()
+		return identityScript.Run(ctx, r.redis.Client, []string{registries, ownerKey}, r.identity, r.opts.Replica, stale.Milliseconds()).Slice()
 	})
 	if err != nil || len(res) < 2 {
 		return false // the lease's own call reports Redis being down
@@ -300,7 +303,7 @@ func (w *namespaceWatch) problemLocked(namespace, identity string) string {
 // this runtime's namespace, which it is and who leads; "" otherwise.
 func (rd *RedisDiagnostics) NamespaceContention() string {
 	r := rd.rt
-	if r.disabled != "" {
+	if r.redis == nil {
 		return ""
 	}
 	w := &r.namespace
@@ -356,7 +359,7 @@ func (r *Runtime) checkLegacy(ctx context.Context, now time.Time) {
 	var cursorsCmd *redis.SliceCmd
 	var identitiesCmd *redis.StringSliceCmd
 	_, err := lease.Obey(ctx, func(ctx context.Context) ([]redis.Cmder, error) {
-		return r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		return r.redis.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
 			leaseCmd = p.Exists(ctx, legacy.Lease)
 			cursorsCmd = p.HMGet(ctx, legacy.Cursors, names...)
 			identitiesCmd = p.ZRange(ctx, legacy.Registries, 0, -1)
@@ -410,7 +413,7 @@ func (r *Runtime) checkLegacy(ctx context.Context, now time.Time) {
 // what that means and what to do; "" otherwise.
 func (rd *RedisDiagnostics) LegacyNamespace() string {
 	r := rd.rt
-	if r.disabled != "" {
+	if r.redis == nil {
 		return ""
 	}
 	r.namespace.mu.Lock()

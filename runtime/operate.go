@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/belfry/belfry/runtime/internal/store"
+	"github.com/belfry/belfry/runtime/engine"
 )
 
 type actorKey struct{}
@@ -48,8 +48,8 @@ func (r *Runtime) Pause(ctx context.Context, name, reason string) error {
 	if len(reason) > maxReasonLen {
 		reason = reason[:maxReasonLen] + "…"
 	}
-	p := store.Pause{Reason: reason, Actor: ActorFrom(ctx), At: r.clock.Now().UnixMilli()}
-	if err := r.store.SetPause(ctx, name, p); err != nil {
+	p := engine.Pause{Reason: reason, Actor: ActorFrom(ctx), At: r.clock.Now().UnixMilli()}
+	if err := r.eng.SetPause(ctx, name, p); err != nil {
 		return err
 	}
 	r.log.Info("schedule paused", "schedule", name, "reason", reason, "actor", p.Actor)
@@ -66,7 +66,7 @@ func (r *Runtime) Resume(ctx context.Context, name string) error {
 	if r.disabled != "" {
 		return ErrDisabled
 	}
-	was, err := r.store.ClearPause(ctx, name, r.clock.Now().UnixMilli())
+	was, err := r.eng.ClearPause(ctx, name, r.clock.Now().UnixMilli())
 	if err == nil && was {
 		r.log.Info("schedule resumed", "schedule", name, "actor", ActorFrom(ctx))
 	}
@@ -74,13 +74,13 @@ func (r *Runtime) Resume(ctx context.Context, name string) error {
 }
 
 // Paused returns the pauses of every paused schedule of the registry, in
-// reads whose cost is the number paused (see store.AllPauses).
+// reads whose cost is the number paused (see engine.AllPauses).
 func (r *Runtime) Paused(ctx context.Context) (map[string]Pause, error) {
 	out := map[string]Pause{}
 	if r.disabled != "" {
 		return out, nil
 	}
-	pauses, err := bounded(ctx, r.store.AllPauses)
+	pauses, err := bounded(ctx, r.eng.AllPauses)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +92,7 @@ func (r *Runtime) Paused(ctx context.Context) (map[string]Pause, error) {
 	return out, nil
 }
 
-func pauseOf(p store.Pause) Pause {
+func pauseOf(p engine.Pause) Pause {
 	return Pause{Reason: p.Reason, Actor: p.Actor, At: unixMilli(p.At)}
 }
 

@@ -4,13 +4,12 @@ import (
 	"cmp"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
 	"regexp"
 	"strconv"
 	"time"
 
-	"github.com/belfry/belfry/runtime/internal/pipeline"
+	"github.com/belfry/belfry/runtime/engine"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -24,9 +23,16 @@ const (
 )
 
 // Options configure a Runtime. The zero value of every field means its
-// default; with neither Redis nor RedisURL set the scheduler is disabled
-// (the runtime still answers questions about schedules).
+// default; with none of Engine, Redis and RedisURL set the scheduler is
+// disabled (the runtime still answers questions about schedules).
 type Options struct {
+	// Engine stores the runtime's state, queues its tasks and elects its
+	// leader; RedisEngine(client) is the Redis/asynq engine, configured
+	// from these Options. Another engine is built for this Namespace and
+	// Replica by its own package, and runs without the Redis engine's
+	// compensations (see package engine). Set Engine, Redis or RedisURL,
+	// not more than one.
+	Engine engine.Engine
 	// Redis is a client shared with the rest of the service. The runtime
 	// never closes it.
 	Redis redis.UniversalClient
@@ -144,39 +150,4 @@ func (o *Options) normalize() error {
 		return fmt.Errorf("Namespace %q: want letters, digits and . _ : @ -", o.Namespace)
 	}
 	return nil
-}
-
-// acks is what the leader's writes wait for.
-func (o *Options) acks() pipeline.Acks {
-	return pipeline.Acks{Replicas: o.ReplicaAcks, Timeout: o.ReplicaAckTimeout}
-}
-
-// openRedisURL makes the client of a RedisURL: a Sentinel failover client
-// when it names a master (master_name), else a plain one.
-func openRedisURL(rawURL string) (*redis.Client, error) {
-	failover, plain, err := parseRedisURL(rawURL)
-	switch {
-	case err != nil:
-		return nil, err
-	case failover != nil:
-		return redis.NewFailoverClient(failover), nil
-	}
-	return redis.NewClient(plain), nil
-}
-
-// parseRedisURL parses a RedisURL as openRedisURL does, without a client.
-func parseRedisURL(rawURL string) (*redis.FailoverOptions, *redis.Options, error) {
-	if u, err := url.Parse(rawURL); err == nil && u.Query().Has("master_name") {
-		fopts, err := redis.ParseFailoverURL(rawURL)
-		if err == nil {
-			// The runtime bounds its calls with contexts (see bounded).
-			fopts.ContextTimeoutEnabled = true
-		}
-		return fopts, nil, err
-	}
-	ropts, err := redis.ParseURL(rawURL)
-	if err == nil {
-		ropts.ContextTimeoutEnabled = true
-	}
-	return nil, ropts, err
 }

@@ -32,7 +32,7 @@ func TestAPauseWindowEndsWhenRedisSawTheResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	resumed := time.Now()
-	_, windows, err := r.store.PauseStates(ctx, []string{"tick"})
+	_, windows, err := r.redis.PauseStates(ctx, []string{"tick"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/registry"
-	"github.com/belfry/belfry/runtime/internal/store"
+	"github.com/belfry/belfry/runtime/engine"
 )
 
 // The planner decides, without Redis, what the leader does with a schedule
@@ -30,8 +30,8 @@ type slotPlan struct {
 	enqueue []time.Time
 	missed  []time.Time // newest last, at most maxMissedRecords
 	nMissed int
-	err     error       // enqueue failed: the cursor stays before the failed slot
-	done    []store.Rec // what was enqueued or skipped, in slot order
+	err     error        // enqueue failed: the cursor stays before the failed slot
+	done    []engine.Rec // what was enqueued or skipped, in slot order
 	// prevID is, for a family member, its last enqueued occurrence before
 	// this plan (overlap=skip), "" if none.
 	prevID string
@@ -152,7 +152,7 @@ func (p *slotPlan) pause(now time.Time, grace time.Duration) {
 			p.missed = appendStale(p.missed, slot, maxMissedRecords)
 			continue
 		}
-		p.done = append(p.done, store.Rec{ID: p.scope.ID(slot), Slot: slot.Unix(),
+		p.done = append(p.done, engine.Rec{ID: p.scope.ID(slot), Slot: slot.Unix(),
 			At: now.UnixMilli(), Outcome: string(OutcomePaused), Score: slot.UnixMilli()})
 	}
 	p.enqueue = nil
@@ -161,7 +161,7 @@ func (p *slotPlan) pause(now time.Time, grace time.Duration) {
 // applyPauses does with the planned slots what the pauses read when they
 // came due say: all of them paused (or missed, past grace) while paused
 // is set, else those within one of the past pause windows.
-func (p *slotPlan) applyPauses(paused bool, windows []store.PauseWindow, now time.Time, grace time.Duration) {
+func (p *slotPlan) applyPauses(paused bool, windows []engine.PauseWindow, now time.Time, grace time.Duration) {
 	if paused {
 		p.pause(now, grace)
 		return
@@ -171,13 +171,13 @@ func (p *slotPlan) applyPauses(paused bool, windows []store.PauseWindow, now tim
 	}
 }
 
-// firstPlanErr is the first enqueue error of plans, or store.ErrNotLeader
+// firstPlanErr is the first enqueue error of plans, or engine.ErrNotLeader
 // if any plan met a fenced refusal: a commit would be refused too.
 func firstPlanErr(plans []*slotPlan) error {
 	var first error
 	for _, p := range plans {
-		if errors.Is(p.err, store.ErrNotLeader) {
-			return store.ErrNotLeader
+		if errors.Is(p.err, engine.ErrNotLeader) {
+			return engine.ErrNotLeader
 		}
 		first = cmp2(first, p.err)
 	}
@@ -195,7 +195,7 @@ func (p *slotPlan) pausedBetween(from, to, now time.Time) {
 			keep = append(keep, slot)
 			continue
 		}
-		p.done = append(p.done, store.Rec{ID: p.scope.ID(slot), Slot: slot.Unix(),
+		p.done = append(p.done, engine.Rec{ID: p.scope.ID(slot), Slot: slot.Unix(),
 			At: now.UnixMilli(), Outcome: string(OutcomePaused), Score: slot.UnixMilli()})
 	}
 	p.enqueue = keep
@@ -213,13 +213,13 @@ func (p *slotPlan) failedAt(k int, err error) {
 		p.cursor = p.enqueue[k-1]
 	}
 	p.enqueue = p.enqueue[:k]
-	p.done = slices.DeleteFunc(p.done, func(rec store.Rec) bool { return rec.Slot > p.cursor.Unix() })
+	p.done = slices.DeleteFunc(p.done, func(rec engine.Rec) bool { return rec.Slot > p.cursor.Unix() })
 }
 
 // recordSlot notes what became of an enqueued, skipped or lost slot, for
 // the commit's records.
 func (p *slotPlan) recordSlot(occ registry.Occurrence, outcome Outcome, at time.Time) {
-	p.done = append(p.done, store.Rec{ID: occ.ID, Slot: occ.Slot.Unix(), At: at.UnixMilli(),
+	p.done = append(p.done, engine.Rec{ID: occ.ID, Slot: occ.Slot.Unix(), At: at.UnixMilli(),
 		Outcome: string(outcome), Score: occ.Slot.UnixMilli()})
 }
 
@@ -237,13 +237,13 @@ func (p *slotPlan) lastID() string {
 // commit is the plan's part of the fenced commit: the cursor, the records
 // of enqueued, skipped and missed slots (missed ones after the cursor, left
 // by a failed enqueue, are not recorded yet), and the counter changes.
-func (p *slotPlan) commit(now time.Time) store.Commit {
-	c := store.Commit{Name: p.sched.Name, Cursor: p.cursor.Unix(), Recs: p.done, Counts: map[string]int64{}}
+func (p *slotPlan) commit(now time.Time) engine.Commit {
+	c := engine.Commit{Name: p.sched.Name, Cursor: p.cursor.Unix(), Recs: p.done, Counts: map[string]int64{}}
 	for _, slot := range p.missed {
 		if slot.After(p.cursor) {
 			continue
 		}
-		c.Recs = append(c.Recs, store.Rec{ID: p.scope.ID(slot), Slot: slot.Unix(),
+		c.Recs = append(c.Recs, engine.Rec{ID: p.scope.ID(slot), Slot: slot.Unix(),
 			At: now.UnixMilli(), Outcome: string(OutcomeMissed), Score: slot.UnixMilli()})
 	}
 	if p.nMissed > 0 {

@@ -117,7 +117,7 @@ func (r *Runtime) mayLead(ctx context.Context) error {
 	// Bounded, and without the lock: on a black-holed connection go-redis
 	// would otherwise wait for its read timeout (or for ever), holding up the
 	// lease loop and every snapshot that asks RedisDiagnostics.Unsafe.
-	ictx, cancel := context.WithTimeout(ctx, r.lease.CallTimeout())
+	ictx, cancel := context.WithTimeout(ctx, r.redis.CallTimeout())
 	defer cancel()
 	type reading struct {
 		info       string
@@ -128,7 +128,7 @@ func (r *Runtime) mayLead(ctx context.Context) error {
 		var info *redis.StringCmd
 		var now *redis.TimeCmd
 		sent := r.clock.Now()
-		_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		_, err := r.redis.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
 			info, now = p.Info(ctx), p.Time(ctx)
 			return nil
 		})

@@ -3,6 +3,8 @@ package runtime
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,13 +15,9 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/registry"
+	"github.com/belfry/belfry/runtime/engine"
 	"github.com/belfry/belfry/runtime/internal/clock"
 	"github.com/belfry/belfry/runtime/internal/knob"
-	"github.com/belfry/belfry/runtime/internal/lease"
-	"github.com/belfry/belfry/runtime/internal/pipeline"
-	"github.com/belfry/belfry/runtime/internal/store"
-	"github.com/hibiken/asynq"
-	"github.com/redis/go-redis/v9"
 )
 
 // Runtime schedules a registry's occurrences into asynq, once per
@@ -34,13 +32,11 @@ type Runtime struct {
 	// configured); empty when it does.
 	disabled string
 
-	rdb        redis.UniversalClient
-	redisURL   string // Options.RedisURL, to redact its password from errors
-	ownsClient bool
-	enqueuer   *pipeline.Client
-	inspector  *asynq.Inspector
-	lease      *lease.Lease
-	store      *store.Store
+	// eng is the engine every core file talks to; redisParts are the
+	// Redis engine's own parts, for the files that are Redis mechanics.
+	eng engine.Engine
+	redisParts
+	redisURL string // Options.RedisURL, to redact its password from errors
 
 	redisMu   sync.Mutex
 	redisErr  error // last Redis error, nil while reachable
@@ -97,32 +93,9 @@ func newRuntime(reg *registry.Registry, opts Options, clk clock.Clock) (*Runtime
 	r.namespace.looked = make(chan struct{})
 	r.redisCheck.every = redisCheckEvery
 	r.log = opts.Logger.With("replica", opts.Replica)
-	switch {
-	case opts.Redis != nil:
-		if _, cluster := opts.Redis.(*redis.ClusterClient); cluster {
-			return nil, fmt.Errorf("%w: Options.Redis is a *redis.ClusterClient; %s", ErrRedisCluster, clusterAdvice)
-		}
-		r.rdb = opts.Redis
-	case opts.RedisURL != "":
-		rdb, err := openRedisURL(opts.RedisURL)
-		if err != nil {
-			return nil, redisURLError(opts.RedisURL, err)
-		}
-		r.rdb, r.ownsClient = rdb, true
-	default:
-		r.disabled = "no Redis configured (set Options.Redis or Options.RedisURL)"
-		return r, nil
+	if err := r.useEngine(clk); err != nil {
+		return nil, err
 	}
-	r.redisURL = opts.RedisURL
-	r.store = store.New(r.rdb, opts.Namespace, opts.HistoryLimit, recordTTL)
-	r.store.Acks = opts.acks()
-	r.store.Limits = historyLimits(reg, opts.HistoryLimit)
-	r.enqueuer = pipeline.NewClient(r.rdb)
-	r.enqueuer.Acks = opts.acks()
-	r.inspector = asynq.NewInspectorFromRedisClient(r.rdb)
-	r.lease = lease.New(lease.Config{Redis: r.rdb, Keys: r.store.Keys, Replica: opts.Replica,
-		TTL: opts.LeaseTTL, Log: r.log, OnRedis: r.noteRedis, Clock: clk, MayLead: r.mayLeadInNamespace, OnHolder: r.seeHolder, OnHeld: r.seeHeld,
-		Acks: opts.acks()})
 	return r, nil
 }
 
@@ -181,7 +154,7 @@ func (r *Runtime) duplicateReplica() string {
 	if r.disabled != "" {
 		return ""
 	}
-	if d, ok := r.lease.Duplicate(); ok {
+	if d, ok := r.eng.Duplicate(); ok {
 		return d.String()
 	}
 	return ""
@@ -201,7 +174,7 @@ func (r *Runtime) isLeader() bool {
 	if r.disabled != "" {
 		return false
 	}
-	_, ok := r.lease.Current()
+	_, ok := r.eng.Current()
 	return ok
 }
 
@@ -220,13 +193,13 @@ func (r *Runtime) Run(ctx context.Context) error {
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { r.watchNamespace(ctx) })
-	wg.Go(func() { r.lease.Run(ctx) })
+	wg.Go(func() { r.eng.Run(ctx) })
 	wg.Go(func() { r.newLeaderLoop().run(ctx) })
 	wg.Go(func() { r.warmStatuses(ctx) })
 	wg.Wait()
 	releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	r.lease.Release(releaseCtx)
+	r.eng.Release(releaseCtx)
 	return nil
 }
 
@@ -238,17 +211,12 @@ func (r *Runtime) Close() error {
 	// A worker shut down just before cancelled its attempts; their marks'
 	// last writes let the next deliveries run them at once.
 	r.waitMarks()
-	// asynq's Inspector holds nothing but the redis client it was built
-	// on (its Close only says so, as an error).
-	if r.ownsClient {
-		return r.rdb.Close()
-	}
-	return nil
+	return r.closeRedis()
 }
 
 // noteRedis logs Redis reachability changes once, not every retry.
 func (r *Runtime) noteRedis(err error) {
-	if errors.Is(err, context.Canceled) || errors.Is(err, store.ErrNotLeader) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, engine.ErrNotLeader) {
 		return
 	}
 	// A cluster's refusal is an answer: Redis is reachable and refuses
@@ -350,6 +318,13 @@ func requestKeyOf(key string) (string, error) {
 		return "", fmt.Errorf("%w %q: want 1-64 letters, digits, '-' or '_'", ErrBadRequestKey, key)
 	}
 	return key, nil
+}
+
+// randomHex is 16 random hex digits: an epoch, a request key, a token.
+func randomHex() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // manualSchedule looks a schedule up for a manual run.
@@ -544,7 +519,7 @@ func (r *Runtime) enqueueManualUnacked(ctx context.Context, s *registry.Schedule
 // (store.Acknowledged). Any failure of that wait is ErrNotAcked: what was
 // written is in Redis, so the caller must not hear "could not enqueue".
 func (r *Runtime) acknowledged(ctx context.Context, what string) error {
-	err := r.store.Acknowledged(ctx)
+	err := r.eng.Acknowledged(ctx)
 	switch {
 	case err == nil:
 		return nil
@@ -557,13 +532,13 @@ func (r *Runtime) acknowledged(ctx context.Context, what string) error {
 // recordManual writes a manual occurrence's record once its task is in.
 func (r *Runtime) recordManual(ctx context.Context, s *registry.Schedule, occ registry.Occurrence) {
 	at := r.clock.Now().UnixMilli()
-	rec := store.Rec{ID: occ.ID, Slot: occ.Slot.Unix(), Manual: true, At: at, Outcome: string(OutcomeEnqueued),
+	rec := engine.Rec{ID: occ.ID, Slot: occ.Slot.Unix(), Manual: true, At: at, Outcome: string(OutcomeEnqueued),
 		Score: at, Actor: ActorFrom(ctx), Member: occ.Member}
 	if occ.Member != "" {
 		r.noteMemberRun(ctx, occ, OutcomeEnqueued, time.UnixMilli(at))
 	}
 	r.emit(Event{Schedule: s.Name, Outcome: OutcomeEnqueued, Manual: true})
-	if err := r.store.RecordManual(ctx, store.Commit{Name: s.Name, Recs: []store.Rec{rec},
+	if err := r.eng.RecordManual(ctx, engine.Commit{Name: s.Name, Recs: []engine.Rec{rec},
 		Counts: map[string]int64{counterManual: 1, counterLastEnqueue: at}}); err != nil {
 		r.log.Warn("manual occurrence enqueued but not recorded in history", "id", occ.ID, "err", err)
 	}

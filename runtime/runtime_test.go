@@ -54,12 +54,18 @@ func newCluster(t *testing.T, rdb redis.UniversalClient, n int, opts runtime.Opt
 		}
 		c.rts = append(c.rts, rt)
 	}
+	c.startAll(t, rdb)
+	return c
+}
+
+// startAll starts a worker for the queue and every replica, stopped when
+// the test ends.
+func (c *cluster) startAll(t *testing.T, rdb redis.UniversalClient) {
 	startWorker(t, rdb, c.queue, func(mux *asynq.ServeMux) { c.rts[0].RegisterHandlers(mux) })
 	for i := range c.rts {
 		c.start(i)
 	}
 	t.Cleanup(c.stopAll)
-	return c
 }
 
 func cmpOr[T comparable](a, b T) T {

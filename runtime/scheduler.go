@@ -10,9 +10,7 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/registry"
-	"github.com/belfry/belfry/runtime/internal/pipeline"
-	"github.com/belfry/belfry/runtime/internal/store"
-	"github.com/hibiken/asynq"
+	"github.com/belfry/belfry/runtime/engine"
 )
 
 // due is a schedule's next slot in the leader's heap, and its cursor (the
@@ -58,7 +56,7 @@ type leaderState struct {
 	// its cursor already, and what waits is the rest of the step (missed
 	// and paused slots, records, counters).
 	uncommitted []*slotPlan
-	commits     []store.Commit
+	commits     []engine.Commit
 	// committing is the commit running in the background, nil when none.
 	committing *batchCommit
 	// plansBuf and namesBuf are dispatch's scratch, kept between dispatches
@@ -149,14 +147,14 @@ func (t *scheduleTask) flush(ctx context.Context) error {
 // Redis data (see checkLostWrites).
 func (r *Runtime) loadLeaderState(ctx context.Context, value string, resume time.Time) (*leaderState, error) {
 	scheds := r.reg.Schedules()
-	cursors, known, err := r.store.Cursors(ctx, r.names())
+	cursors, known, err := r.eng.Cursors(ctx, r.names())
 	if err != nil {
 		return nil, err
 	}
 	now := r.clock.Now().Truncate(time.Second)
 	st := &leaderState{value: value, queue: make(dueHeap, 0, len(scheds))}
 	var fresh, movedNames []string
-	var moved []store.Commit
+	var moved []engine.Commit
 	for i, s := range scheds {
 		if s.Family() {
 			continue // scheduled per member, by familyTask
@@ -171,7 +169,7 @@ func (r *Runtime) loadLeaderState(ctx context.Context, value string, resume time
 			cursor = resume
 			movedNames = append(movedNames, s.Name)
 			// Slots before the new cursor are never reported late.
-			moved = append(moved, store.Commit{Name: s.Name, Cursor: resume.Unix(),
+			moved = append(moved, engine.Commit{Name: s.Name, Cursor: resume.Unix(),
 				Counts: map[string]int64{counterLastResume: resume.UnixMilli()}})
 		case known[i]:
 			cursor = time.Unix(cursors[i], 0)
@@ -185,13 +183,13 @@ func (r *Runtime) loadLeaderState(ctx context.Context, value string, resume time
 	heap.Init(&st.queue)
 	// A schedule whose cursor the loss took is seen again from the new
 	// cursor (first_seen); then every moved cursor is set.
-	if err := r.store.InitCursors(ctx, value, resume.Unix(), movedNames); err != nil {
+	if err := r.eng.InitCursors(ctx, value, resume.Unix(), movedNames); err != nil {
 		return nil, err
 	}
-	if err := r.store.Commit(ctx, value, moved); err != nil {
+	if err := r.eng.Commit(ctx, value, moved); err != nil {
 		return nil, err
 	}
-	if err := r.store.InitCursors(ctx, value, now.Unix(), fresh); err != nil {
+	if err := r.eng.InitCursors(ctx, value, now.Unix(), fresh); err != nil {
 		return nil, err
 	}
 	r.log.Info("scheduling", "schedules", len(scheds), "new", len(fresh))
@@ -220,7 +218,7 @@ func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) 
 	}
 	// Pauses are read when slots come due, so a pause set on any replica
 	// holds from the next slot on, whoever leads.
-	pauses, windows, err := r.store.PauseStates(ctx, names)
+	pauses, windows, err := r.eng.PauseStates(ctx, names)
 	if err != nil {
 		return late, err
 	}
@@ -230,7 +228,7 @@ func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) 
 	r.enqueueAll(ctx, st.value, plans)
 	late.enqueued = r.clock.Now()
 	firstErr := firstPlanErr(plans)
-	if errors.Is(firstErr, store.ErrNotLeader) {
+	if errors.Is(firstErr, engine.ErrNotLeader) {
 		return late, firstErr
 	}
 	st.uncommitted = slices.Grow(st.uncommitted, len(plans))
@@ -252,7 +250,7 @@ func (r *Runtime) startCommit(ctx context.Context, st *leaderState) {
 	st.uncommitted, st.commits, st.committing = nil, nil, c
 	go func() {
 		defer close(c.done)
-		c.err = r.store.Commit(context.WithoutCancel(ctx), st.value, commits)
+		c.err = r.eng.Commit(context.WithoutCancel(ctx), st.value, commits)
 	}()
 }
 
@@ -300,8 +298,7 @@ func (r *Runtime) enqueueAll(ctx context.Context, leaseValue string, plans []*sl
 	// Every enqueue is fenced: Redis runs it only while the lease holds
 	// this holder's value, so one that arrives after a takeover (a held
 	// connection, a pause after the check below) is refused, not run twice.
-	fence := &pipeline.Fence{Key: r.store.Keys.Lease, Value: leaseValue}
-	ctx = pipeline.WithFence(ctx, fence)
+	fence := &engine.Fence{Term: leaseValue}
 	var rounds, alone []*slotPlan
 	for _, p := range plans {
 		switch {
@@ -334,11 +331,11 @@ func (r *Runtime) enqueueAll(ctx context.Context, leaseValue string, plans []*sl
 // enqueueRounds enqueues the k-th slot of every plan in round k. A round's
 // slots go to the pipeline a chunk at a time, as soon as the chunk is
 // prepared, so Redis runs one chunk while the next is prepared.
-func (r *Runtime) enqueueRounds(ctx context.Context, fence *pipeline.Fence, plans []*slotPlan) {
+func (r *Runtime) enqueueRounds(ctx context.Context, fence *engine.Fence, plans []*slotPlan) {
 	for k := 0; len(plans) > 0; k++ {
 		var wg sync.WaitGroup
 		inFlight := make(chan struct{}, roundChunksInFlight)
-		send := func(slots []slotEnqueue, items []pipeline.Item) {
+		send := func(slots []slotEnqueue, items []engine.Enqueue) {
 			if len(slots) == 0 {
 				return
 			}
@@ -347,7 +344,7 @@ func (r *Runtime) enqueueRounds(ctx context.Context, fence *pipeline.Fence, plan
 				defer func() { <-inFlight }()
 				// Each plan has one slot in a round: no two goroutines
 				// finish slots of one plan.
-				for i, res := range r.enqueuer.EnqueueAll(ctx, items) {
+				for i, res := range r.eng.EnqueueAll(ctx, fence, items) {
 					r.finishSlot(fence, slots[i], res)
 				}
 			})
@@ -357,7 +354,7 @@ func (r *Runtime) enqueueRounds(ctx context.Context, fence *pipeline.Fence, plan
 		// a slot sets off takes CPU from its enqueues (and from Redis
 		// when the two share cores).
 		var slots []slotEnqueue
-		var items []pipeline.Item
+		var items []engine.Enqueue
 		for i, p := range plans {
 			se, item, ok := r.prepareSlot(ctx, fence, p, k)
 			if !ok || !se.send {
@@ -365,7 +362,7 @@ func (r *Runtime) enqueueRounds(ctx context.Context, fence *pipeline.Fence, plan
 			}
 			if slots == nil {
 				n := min(roundChunk, len(plans)-i)
-				slots, items = make([]slotEnqueue, 0, n), make([]pipeline.Item, 0, n)
+				slots, items = make([]slotEnqueue, 0, n), make([]engine.Enqueue, 0, n)
 			}
 			slots, items = append(slots, se), append(items, item)
 			if len(slots) == roundChunk {
@@ -394,7 +391,7 @@ const (
 )
 
 // enqueuePlan enqueues a plan's slots one after another.
-func (r *Runtime) enqueuePlan(ctx context.Context, fence *pipeline.Fence, p *slotPlan) {
+func (r *Runtime) enqueuePlan(ctx context.Context, fence *engine.Fence, p *slotPlan) {
 	for k := range p.enqueue {
 		se, item, ok := r.prepareSlot(ctx, fence, p, k)
 		if !ok {
@@ -403,7 +400,7 @@ func (r *Runtime) enqueuePlan(ctx context.Context, fence *pipeline.Fence, p *slo
 		if !se.send {
 			continue
 		}
-		if !r.finishSlot(fence, se, r.enqueuer.EnqueueAll(ctx, []pipeline.Item{item})[0]) {
+		if !r.finishSlot(fence, se, r.eng.EnqueueAll(ctx, fence, []engine.Enqueue{item})[0]) {
 			return
 		}
 	}
@@ -423,20 +420,20 @@ type slotEnqueue struct {
 // enqueue, and returns the task to send when se.send. It reports false
 // when the plan stops there (failedAt), and records a slot that is not
 // enqueued (skipped or lost) at once.
-func (r *Runtime) prepareSlot(ctx context.Context, fence *pipeline.Fence, p *slotPlan, k int) (se slotEnqueue, item pipeline.Item, ok bool) {
+func (r *Runtime) prepareSlot(ctx context.Context, fence *engine.Fence, p *slotPlan, k int) (se slotEnqueue, item engine.Enqueue, ok bool) {
 	s, slot := p.sched, p.enqueue[k]
 	// A zombie that wakes after its lease expired stops here; if it
 	// slipped past this check, the fence makes Redis refuse its enqueue.
-	if v, held := r.lease.Current(); !held || v != fence.Value || fence.Rejected() {
-		p.failedAt(k, store.ErrNotLeader)
-		return slotEnqueue{}, pipeline.Item{}, false
+	if v, held := r.eng.Current(); !held || v != fence.Term || fence.Rejected() {
+		p.failedAt(k, engine.ErrNotLeader)
+		return slotEnqueue{}, engine.Enqueue{}, false
 	}
 	outcome := OutcomeEnqueued
 	if s.Overlap == registry.OverlapSkip {
 		busy, err := r.previousStillRunning(ctx, s, p.lastID())
 		if err != nil {
 			p.failedAt(k, err)
-			return slotEnqueue{}, pipeline.Item{}, false
+			return slotEnqueue{}, engine.Enqueue{}, false
 		}
 		if busy {
 			outcome = OutcomeSkipped
@@ -446,7 +443,7 @@ func (r *Runtime) prepareSlot(ctx context.Context, fence *pipeline.Fence, p *slo
 	if outcome == OutcomeEnqueued {
 		if gone, err := r.unackedGone(ctx, s, occ); err != nil {
 			p.failedAt(k, err)
-			return slotEnqueue{}, pipeline.Item{}, false
+			return slotEnqueue{}, engine.Enqueue{}, false
 		} else if gone {
 			outcome = OutcomeLost
 		}
@@ -454,19 +451,18 @@ func (r *Runtime) prepareSlot(ctx context.Context, fence *pipeline.Fence, p *slo
 	se = slotEnqueue{plan: p, k: k, occ: occ}
 	if outcome != OutcomeEnqueued {
 		p.recordSlot(occ, outcome, r.clock.Now())
-		return se, pipeline.Item{}, true
+		return se, engine.Enqueue{}, true
 	}
 	// The cursor rises to the slot in the enqueue's own script, so a crash
 	// before the commit leaves no enqueued slot after the cursor for the
 	// next holder to enqueue again once the task's ID is free.
-	var mark *pipeline.Mark
+	var mark engine.CursorMark
 	retention := r.retention(s)
 	if p.scope.Member == "" {
-		mark = &pipeline.Mark{Hash: r.store.Keys.Cursors,
-			Field: s.Name, Value: slot.Unix()}
+		mark = engine.CursorMark{Schedule: s.Name, Slot: slot.Unix()}
 		if s.Overlap == registry.OverlapSkip {
 			// Its next slot asks whether this one still runs.
-			mark.Also, mark.AlsoValue = r.store.Keys.LastID, occ.ID
+			mark.LastID = occ.ID
 		}
 	} else {
 		// A family member's cursor is not a number in the schedules'
@@ -479,16 +475,16 @@ func (r *Runtime) prepareSlot(ctx context.Context, fence *pipeline.Fence, p *slo
 	se.send = true
 	carrier, enqueued := r.beforeEnqueue(ctx, s, occ)
 	se.enqueued = enqueued
-	return se, pipeline.Item{Task: r.task(s, occ, carrier, retention), Mark: mark}, true
+	return se, engine.Enqueue{Task: r.task(s, occ, carrier, retention), Cursor: mark}, true
 }
 
 // finishSlot takes a slot's enqueue result: it records the slot, or cuts
 // the plan at it and reports false.
-func (r *Runtime) finishSlot(fence *pipeline.Fence, se slotEnqueue, res pipeline.Result) bool {
+func (r *Runtime) finishSlot(fence *engine.Fence, se slotEnqueue, res engine.Result) bool {
 	r.inDoubt.noteEnqueue(se.occ.ID, res.Err, res.Unacked, r.clock.Now())
 	if err := res.Err; err != nil {
 		if fence.Rejected() {
-			err = store.ErrNotLeader
+			err = engine.ErrNotLeader
 		} else {
 			err = fmt.Errorf("enqueue %s: %w", se.occ.ID, err)
 		}
@@ -511,7 +507,8 @@ func (r *Runtime) finishSlot(fence *pipeline.Fence, se slotEnqueue, res pipeline
 // with nothing inserted.
 func (r *Runtime) enqueue(ctx context.Context, s *registry.Schedule, occ registry.Occurrence, retention time.Duration) (inserted bool, err error) {
 	carrier, enqueued := r.beforeEnqueue(ctx, s, occ)
-	inserted, err = r.enqueuer.Enqueue(ctx, r.task(s, occ, carrier, retention))
+	res := r.eng.EnqueueAll(ctx, nil, []engine.Enqueue{{Task: r.task(s, occ, carrier, retention)}})[0]
+	inserted, err = res.Inserted, res.Err
 	if err != nil {
 		inserted, err = false, fmt.Errorf("enqueue %s: %w", occ.ID, err)
 	}
@@ -521,12 +518,11 @@ func (r *Runtime) enqueue(ctx context.Context, s *registry.Schedule, occ registr
 	return inserted, err
 }
 
-// task is an occurrence's asynq task: written as asynq's Client writes it,
-// but sent with the enqueues of other schedules due at the same moment
-// (pipeline.Task says why). The observer's carrier, if any, goes in its
-// headers.
-func (r *Runtime) task(s *registry.Schedule, occ registry.Occurrence, carrier map[string]string, retention time.Duration) pipeline.Task {
-	return pipeline.Task{Type: s.Name, Payload: registry.EncodeOccurrence(occ), ID: occ.ID,
+// task is an occurrence's task, sent with the enqueues of other schedules
+// due at the same moment (the engine's EnqueueAll). The observer's
+// carrier, if any, goes in its headers.
+func (r *Runtime) task(s *registry.Schedule, occ registry.Occurrence, carrier map[string]string, retention time.Duration) engine.Task {
+	return engine.Task{Type: s.Name, Payload: registry.EncodeOccurrence(occ), ID: occ.ID,
 		Queue: s.Queue, MaxRetry: s.MaxRetry, Timeout: s.Timeout, Retention: retention, Headers: carrier}
 }
 
@@ -539,20 +535,9 @@ func (r *Runtime) previousStillRunning(ctx context.Context, s *registry.Schedule
 	}
 	if id == "" {
 		var err error
-		if id, err = r.store.LastID(ctx, s.Name); err != nil || id == "" {
+		if id, err = r.eng.LastID(ctx, s.Name); err != nil || id == "" {
 			return false, err
 		}
 	}
-	info, err := r.inspector.GetTaskInfo(s.Queue, id)
-	if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	switch info.State {
-	case asynq.TaskStateCompleted, asynq.TaskStateArchived:
-		return false, nil
-	}
-	return true, nil
+	return r.eng.TaskRunning(ctx, s.Queue, id)
 }

@@ -87,7 +87,7 @@ func (r *Runtime) markStart(ctx context.Context, attempt int) (*startMark, *ranE
 	acks := r.opts.acks()
 	id, okID := asynq.GetTaskID(ctx)
 	queue, okQueue := asynq.GetQueueName(ctx)
-	if !acks.On() || !okID || !okQueue {
+	if r.redis == nil || !acks.On() || !okID || !okQueue {
 		return nil, nil, nil
 	}
 	m := &startMark{r: r, key: pipeline.TaskKey(queue, id), attempt: attempt, token: randomHex(), ttl: r.markTTL(ctx)}
@@ -96,7 +96,7 @@ func (r *Runtime) markStart(ctx context.Context, attempt int) (*startMark, *ranE
 	var digest string // of the task's message as this delivery found it
 	var errLogged bool
 	for {
-		s, d, err := acks.ClaimStart(ctx, r.rdb, m.key, attempt, m.token, digest, m.ttl)
+		s, d, err := acks.ClaimStart(ctx, r.redis.Client, m.key, attempt, m.token, digest, m.ttl)
 		switch {
 		case errors.Is(err, pipeline.ErrNoTask) && digest == "":
 			// The task is gone already (the data was lost, or flushed):
@@ -195,7 +195,7 @@ func (m *startMark) keepAlive(ctx context.Context) (stop func()) {
 				return
 			case <-tick.C:
 			}
-			ours, err := pipeline.RenewStart(ctx, m.r.rdb, m.key, m.attempt, m.token, m.ttl)
+			ours, err := pipeline.RenewStart(ctx, m.r.redis.Client, m.key, m.attempt, m.token, m.ttl)
 			switch {
 			case err != nil && ctx.Err() == nil:
 				m.r.log.Debug("could not renew an attempt's start mark", "task", m.key, "err", err)
@@ -248,7 +248,7 @@ func (m *startMark) end(ctx context.Context, state string, patience time.Duratio
 	acks := m.r.opts.acks()
 	backoff := clock.NewBackoff(50*time.Millisecond, startRetryMax)
 	for tries := 1; ; tries++ {
-		ours, err := acks.EndStart(ctx, m.r.rdb, m.key, m.attempt, m.token, state)
+		ours, err := acks.EndStart(ctx, m.r.redis.Client, m.key, m.attempt, m.token, state)
 		switch {
 		case (err == nil || errors.Is(err, pipeline.ErrNotAcked)) && !ours && tries == 1:
 			m.r.log.Warn("an attempt's start mark expired while its handler ran: another delivery of the attempt may run it too",

@@ -3,8 +3,7 @@ package runtime
 import (
 	"errors"
 
-	"github.com/belfry/belfry/runtime/internal/pipeline"
-	"github.com/belfry/belfry/runtime/internal/store"
+	"github.com/belfry/belfry/runtime/engine"
 )
 
 // Outcome is what happened to one occurrence, as the ledger records it.
@@ -87,9 +86,9 @@ var (
 	// replicas acknowledged it in time, so a failover may still undo it.
 	// Repeating the call is safe: a manual run with the same request key is
 	// enqueued once.
-	ErrNotAcked = pipeline.ErrNotAcked
+	ErrNotAcked = engine.ErrNotAcked
 	// ErrNotLeader: the scheduler's enqueue found its lease taken by
 	// another replica, and wrote nothing; the replica that holds the lease
 	// enqueues the occurrence. An EnqueueObserver's done may hear it.
-	ErrNotLeader = store.ErrNotLeader
+	ErrNotLeader = engine.ErrNotLeader
 )

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/registry"
-	"github.com/belfry/belfry/runtime/internal/store"
+	"github.com/belfry/belfry/runtime/engine"
 )
 
 // ScheduleState is one schedule as the admin page and the JSON API show
@@ -150,13 +150,13 @@ func (mon *Monitor) SnapshotOf(ctx context.Context, names []string, recent int) 
 			scheds, known = append(scheds, s), append(known, n)
 		}
 	}
-	var data []store.ScheduleData
+	var data []engine.ScheduleData
 	var reads readLog
 	if r.disabled == "" {
 		var wg sync.WaitGroup
 		if len(known) > 0 {
 			wg.Go(func() {
-				data, _ = timedRead(ctx, &reads, PartSchedules, func(ctx context.Context) ([]store.ScheduleData, error) {
+				data, _ = timedRead(ctx, &reads, PartSchedules, func(ctx context.Context) ([]engine.ScheduleData, error) {
 					return r.scheduleData(ctx, known, recent)
 				})
 			})
@@ -202,17 +202,17 @@ const (
 	snapshotReaders = 4
 )
 
-func (r *Runtime) scheduleData(ctx context.Context, names []string, recent int) ([]store.ScheduleData, error) {
+func (r *Runtime) scheduleData(ctx context.Context, names []string, recent int) ([]engine.ScheduleData, error) {
 	if len(names) <= snapshotPart {
-		return r.store.ScheduleData(ctx, names, recent, counterFields, nil)
+		return r.eng.ScheduleData(ctx, names, recent, counterFields, nil)
 	}
 	// The parts' problems are read once, in HSCAN steps, rather than by
 	// each part.
-	problems, err := r.store.Problems(ctx)
+	problems, err := r.eng.Problems(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]store.ScheduleData, len(names))
+	out := make([]engine.ScheduleData, len(names))
 	errs := make(chan error, (len(names)+snapshotPart-1)/snapshotPart)
 	slots := make(chan struct{}, snapshotReaders)
 	var wg sync.WaitGroup
@@ -221,7 +221,7 @@ func (r *Runtime) scheduleData(ctx context.Context, names []string, recent int) 
 		wg.Go(func() {
 			slots <- struct{}{}
 			defer func() { <-slots }()
-			data, err := r.store.ScheduleData(ctx, part, recent, counterFields, &problems)
+			data, err := r.eng.ScheduleData(ctx, part, recent, counterFields, &problems)
 			if err != nil {
 				errs <- err
 				return
@@ -475,11 +475,11 @@ func (r *Runtime) warmStatuses(ctx context.Context) {
 // failure. Candidates are the schedules whose last failure is newer than
 // their last success; only their history is read.
 func (r *Runtime) backfillFailing(ctx context.Context) error {
-	if done, err := r.store.Backfilled(ctx); err != nil || done {
+	if done, err := r.eng.Backfilled(ctx); err != nil || done {
 		return err
 	}
 	names := r.names()
-	vals, err := r.store.StatFields(ctx, names, []string{counterLastFailure, counterLastSuccess})
+	vals, err := r.eng.StatFields(ctx, names, []string{counterLastFailure, counterLastSuccess})
 	if err != nil {
 		return err
 	}
@@ -496,14 +496,14 @@ func (r *Runtime) backfillFailing(ctx context.Context) error {
 				break
 			}
 			if rec.Outcome == OutcomeFailed {
-				if err := r.store.MarkFailing(ctx, names[i], rec.FinishedAt.UnixMilli()); err != nil {
+				if err := r.eng.MarkFailing(ctx, names[i], rec.FinishedAt.UnixMilli()); err != nil {
 					return err
 				}
 				break
 			}
 		}
 	}
-	return r.store.MarkBackfilled(ctx)
+	return r.eng.MarkBackfilled(ctx)
 }
 
 // lateFields are the counters lateAt reads.
@@ -528,7 +528,7 @@ func (mon *Monitor) Statuses(ctx context.Context) (Statuses, error) {
 		return out, nil
 	}
 	var reads readLog
-	problems, probErr := timedRead(ctx, &reads, PartStatuses, r.store.Problems)
+	problems, probErr := timedRead(ctx, &reads, PartStatuses, r.eng.Problems)
 	idx := &r.statusIndex
 	idx.mu.Lock()
 	if len(idx.lateAt) != len(scheds) {
@@ -546,7 +546,7 @@ func (mon *Monitor) Statuses(ctx context.Context) (Statuses, error) {
 	if probErr == nil && len(stale) > 0 {
 		var vals [][]int64
 		vals, lateErr = timedRead(ctx, &reads, PartStatuses, func(ctx context.Context) ([][]int64, error) {
-			return r.store.StatFields(ctx, staleNames, lateFields)
+			return r.eng.StatFields(ctx, staleNames, lateFields)
 		})
 		if lateErr == nil {
 			idx.mu.Lock()
@@ -599,7 +599,7 @@ func (mon *Monitor) LastTimes(ctx context.Context) ([]LastTimes, error) {
 		return out, nil
 	}
 	vals, err := bounded(ctx, func(ctx context.Context) ([][]int64, error) {
-		return r.store.StatFields(ctx, r.names(), lastFields)
+		return r.eng.StatFields(ctx, r.names(), lastFields)
 	})
 	if err != nil {
 		return nil, err

@@ -2,21 +2,19 @@ package runtime
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/belfry/belfry/registry"
-	"github.com/belfry/belfry/runtime/internal/store"
-	"github.com/hibiken/asynq"
+	"github.com/belfry/belfry/runtime/engine"
 )
 
-// Enqueues in doubt. With ReplicaAcks, an enqueue that Redis ran but no
-// replica acknowledged in time has failed for the scheduler, yet its task
-// is on the primary, where a worker may take it and run it. If a failover
-// then loses the task, a plain retry would insert it on the new primary
-// and run the slot a second time. So the leader remembers such IDs, and
+// Enqueues in doubt. An enqueue that the engine ran but did not make
+// durable in time (with Redis and ReplicaAcks: no replica acknowledged it)
+// has failed for the scheduler, yet its task is in, where a worker may
+// take it and run it. If a failover then loses the task, a plain retry
+// would insert it again and run the slot a second time. So the leader remembers such IDs, and
 // before it tries one again it looks for its task: still there, the retry
 // conflicts and is acknowledged in turn; gone, the write was lost, the slot
 // may or may not have run, and it is recorded as a one-slot loss (the
@@ -38,7 +36,7 @@ type doubt struct {
 const inDoubtKept = time.Hour
 
 // noteEnqueue takes an enqueue's result: not acknowledged (the flag the
-// pipeline set, since asynq keeps only the text of a script's error) puts
+// engine set, since a driver may keep only the text of an error) puts
 // the ID in doubt, success resolves it.
 func (d *inDoubt) noteEnqueue(id string, err error, unacked bool, now time.Time) {
 	d.mu.Lock()
@@ -86,16 +84,12 @@ func (r *Runtime) unackedGone(ctx context.Context, s *registry.Schedule, occ reg
 	if d.gone {
 		return true, nil
 	}
-	_, err := r.inspector.GetTaskInfo(s.Queue, occ.ID)
-	switch {
-	case err == nil:
-		return false, nil
-	case !errors.Is(err, asynq.ErrTaskNotFound) && !errors.Is(err, asynq.ErrQueueNotFound):
+	if in, err := r.eng.TaskExists(ctx, s.Queue, occ.ID); in || err != nil {
 		return false, err
 	}
-	reason := fmt.Sprintf("the enqueue of %s, which no Redis replica acknowledged, is gone (a failover lost it): it may have run on the old primary, so it is not enqueued again", occ.ID)
+	reason := fmt.Sprintf("the enqueue of %s, which was not acknowledged as durable, is gone (a failover lost it): it may have run before, so it is not enqueued again", occ.ID)
 	now := r.clock.Now()
-	if err := r.store.RecordLost(ctx, store.LostWrites{At: now.UnixMilli(), Replica: r.opts.Replica, Reason: reason,
+	if err := r.eng.RecordLost(ctx, engine.LostWrites{At: now.UnixMilli(), Replica: r.opts.Replica, Reason: reason,
 		From: occ.Slot.Unix(), To: occ.Slot.Unix()}); err != nil {
 		return false, err
 	}

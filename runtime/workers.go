@@ -30,10 +30,10 @@ const unservedCheckEvery = time.Minute
 // yet.
 func (rd *RedisDiagnostics) UnservedQueues() ([]string, error) {
 	r := rd.rt
-	if r.disabled != "" {
+	if r.redis == nil {
 		return nil, nil
 	}
-	servers, err := r.inspector.Servers()
+	servers, err := r.redis.Inspector.Servers()
 	if err != nil {
 		return nil, err
 	}
@@ -67,10 +67,10 @@ type unservedLog struct {
 // per unservedCheckEvery: which no server serves, and on which workers
 // bounced this service's occurrences.
 func (r *Runtime) checkUnserved(now time.Time) {
-	if !r.checkQueues(now) {
+	if r.redis == nil || !r.checkQueues(now) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), r.lease.CallTimeout())
+	ctx, cancel := context.WithTimeout(context.Background(), r.redis.CallTimeout())
 	defer cancel()
 	r.checkMisrouted(ctx)
 }
@@ -224,7 +224,7 @@ type foreignOwners struct {
 func (r *Runtime) refuseForeign(ctx context.Context, s *registry.Schedule, t *asynq.Task) error {
 	id, _ := asynq.GetTaskID(ctx)
 	ns, ok := registry.NamespaceOfID(id)
-	if !ok || ns == r.opts.Namespace || r.disabled != "" || !r.othersOwn(ctx, ns) {
+	if !ok || ns == r.opts.Namespace || r.redis == nil || !r.othersOwn(ctx, ns) {
 		return nil
 	}
 	queue, _ := asynq.GetQueueName(ctx)
@@ -249,11 +249,11 @@ func (r *Runtime) othersOwn(ctx context.Context, ns string) bool {
 	defer cancel()
 	stale := (3 * r.opts.LeaseTTL).Milliseconds()
 	members, err := lease.Obey(cctx, func(ctx context.Context) ([]string, error) {
-		t, err := r.rdb.Time(ctx).Result()
+		t, err := r.redis.Client.Time(ctx).Result()
 		if err != nil {
 			return nil, err
 		}
-		return r.rdb.ZRangeByScore(ctx, store.NewKeys(ns).Registries, &redis.ZRangeBy{
+		return r.redis.Client.ZRangeByScore(ctx, store.NewKeys(ns).Registries, &redis.ZRangeBy{
 			Min: strconv.FormatInt(t.UnixMilli()-stale, 10), Max: "+inf"}).Result()
 	})
 	if err != nil {
@@ -279,7 +279,7 @@ func (r *Runtime) othersOwn(ctx context.Context, ns string) bool {
 func (r *Runtime) noteUnhandled(next asynq.Handler) asynq.Handler {
 	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 		err := next.ProcessTask(ctx, t)
-		if errors.Is(err, asynq.ErrHandlerNotFound) && r.disabled == "" {
+		if errors.Is(err, asynq.ErrHandlerNotFound) && r.redis != nil {
 			id, _ := asynq.GetTaskID(ctx)
 			if ns, ok := registry.NamespaceOfID(id); ok {
 				queue, _ := asynq.GetQueueName(ctx)
@@ -311,7 +311,7 @@ func (r *Runtime) reportMisrouted(ctx context.Context, ns, schedule, queue, reas
 	defer cancel()
 	key := misroutedKey(queue)
 	lease.Obey(cctx, func(ctx context.Context) ([]redis.Cmder, error) {
-		return r.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		return r.redis.Client.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			p.HSet(ctx, key, ns+"|"+schedule, b)
 			p.PExpire(ctx, key, misroutedTTL)
 			return nil
@@ -324,7 +324,7 @@ func (r *Runtime) reportMisrouted(ctx context.Context, ns, schedule, queue, reas
 // sorted by schedule.
 func (rd *RedisDiagnostics) Misrouted(ctx context.Context) ([]Misrouted, error) {
 	r := rd.rt
-	if r.disabled != "" {
+	if r.redis == nil {
 		return nil, nil
 	}
 	var queues []string
@@ -335,7 +335,7 @@ func (rd *RedisDiagnostics) Misrouted(ctx context.Context) ([]Misrouted, error) 
 	}
 	cmds := make([]*redis.MapStringStringCmd, len(queues))
 	_, err := bounded(ctx, func(ctx context.Context) ([]redis.Cmder, error) {
-		return r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		return r.redis.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, q := range queues {
 				cmds[i] = p.HGetAll(ctx, misroutedKey(q))
 			}
@@ -385,3 +385,17 @@ func (r *Runtime) checkMisrouted(ctx context.Context) {
 		}
 	}
 }
+
+// attemptOf is the worker's attempt of the task in ctx (0 for the first)
+// and the retries it has, the schedule's own when asynq does not say.
+func attemptOf(ctx context.Context, s *registry.Schedule) (attempt, maxRetry int) {
+	attempt, _ = asynq.GetRetryCount(ctx)
+	maxRetry, ok := asynq.GetMaxRetry(ctx)
+	if !ok {
+		maxRetry = s.MaxRetry
+	}
+	return attempt, maxRetry
+}
+
+// skipsRetry says whether a handler's error asks asynq not to retry.
+func skipsRetry(err error) bool { return errors.Is(err, asynq.SkipRetry) }

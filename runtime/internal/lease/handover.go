@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/belfry/belfry/runtime/engine"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -26,28 +27,16 @@ import (
 // A holder with no other live replica (a fresh heartbeat) keeps the lease:
 // handing it to nobody would stop scheduling altogether.
 
-// HandoverOutcome says what Handover did.
-type HandoverOutcome int
+// HandoverOutcome says what Handover did (engine.HandoverOutcome).
+type HandoverOutcome = engine.HandoverOutcome
 
 // Handover outcomes.
 const (
-	HandedOver      HandoverOutcome = iota // released; this replica cools down
-	HandoverRecent                         // another handover's window still holds
-	HandoverAlone                          // no other live replica to take over
-	HandoverNotHeld                        // this replica did not hold the lease
+	HandedOver      = engine.HandedOver
+	HandoverRecent  = engine.HandoverRecent
+	HandoverAlone   = engine.HandoverAlone
+	HandoverNotHeld = engine.HandoverNotHeld
 )
-
-func (o HandoverOutcome) String() string {
-	switch o {
-	case HandedOver:
-		return "handed over"
-	case HandoverRecent:
-		return "a handover happened recently"
-	case HandoverAlone:
-		return "no other replica is alive"
-	}
-	return "not the holder"
-}
 
 // handoverScript hands the lease over if a live follower exists and no
 // handover's window holds, and publishes the release so followers try at

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/belfry/belfry/runtime/engine"
 	"github.com/belfry/belfry/runtime/internal/clock"
 	"github.com/belfry/belfry/runtime/internal/pipeline"
 	"github.com/belfry/belfry/runtime/internal/store"
@@ -121,20 +122,10 @@ func New(cfg Config) *Lease {
 	return l
 }
 
-// Process is the operating-system process behind a replica name, as its
-// heartbeat recorded it: what an operator stops or inspects.
-type Process struct {
-	PID  int
-	Host string
-}
-
 func thisProcess() Process {
 	host, _ := os.Hostname()
 	return Process{PID: os.Getpid(), Host: host}
 }
-
-// String is the form the heartbeat stores: "<pid> <host>".
-func (p Process) String() string { return strconv.Itoa(p.PID) + " " + p.Host }
 
 // parseProcess reads what String wrote; ok is false for anything else.
 func parseProcess(v string) (p Process, ok bool) {
@@ -215,23 +206,6 @@ func (l *Lease) heartbeatDue() string {
 		return "1"
 	}
 	return "2"
-}
-
-// Duplicate is another live process using this replica's Replica name on
-// the same namespace: a configuration error (two pods given one name, a
-// copied environment). The lease stays safe, since each process's lease
-// carries its own instance ID, but the replica list, heartbeats and the
-// ledger's replica field can no longer tell the two apart.
-type Duplicate struct {
-	Replica  string    // the name both use
-	Instance string    // this process's instance ID
-	Other    string    // the other process's instance ID
-	LastSeen time.Time // when its heartbeat was last found, on the lease's clock
-}
-
-func (d Duplicate) String() string {
-	return fmt.Sprintf("replica name %q is used by two processes on this namespace (instances %s and %s): give each replica its own Replica name",
-		d.Replica, d.Instance, d.Other)
 }
 
 // Duplicate reports another process heartbeating under this replica's name,
@@ -566,17 +540,6 @@ func (l *Lease) listenForRelease(ctx context.Context) {
 	}
 }
 
-// Holder is the cluster as the lease key and the heartbeats show it.
-type Holder struct {
-	Replica  string // the lease holder, "" if none
-	Instance string // its instance ID ("" for a lease written before instance IDs)
-	Token    int64  // its fencing token
-	Replicas []string
-	// Processes are the live replicas' processes, by replica name; a
-	// replica whose heartbeat carried none (an older version) has none.
-	Processes map[string]Process
-}
-
 // Observe reads who holds the lease and which replicas have a fresh
 // heartbeat, in one round trip. It returns when ctx ends, whatever the
 // client's own timeouts (see Obey).
@@ -647,14 +610,21 @@ func instanceOf(v string) string {
 	return v[first+1 : last]
 }
 
+// The lease's value types are the engine's (package engine).
+type (
+	Process   = engine.Process
+	Duplicate = engine.Duplicate
+	Holder    = engine.Holder
+)
+
 // Obey runs call and returns its result, or ctx's error as soon as ctx
-// ends, whichever comes first. go-redis honours a context deadline only on
-// a client built with ContextTimeoutEnabled; on any other client a command
-// on a black-holed connection blocks for the client's ReadTimeout (5 s by
-// default, per attempt, and a read timeout is retried MaxRetries times), or
-// for ever with ReadTimeout -1, however short the caller's deadline. The
-// lease's correctness depends on giving up in time, not on how the
-// application built its client.
+// ends, whichever comes first (engine.Obey). go-redis honours a context
+// deadline only on a client built with ContextTimeoutEnabled; on any other
+// client a command on a black-holed connection blocks for the client's
+// ReadTimeout (per attempt, and a read timeout is retried MaxRetries
+// times), or for ever with ReadTimeout -1, however short the caller's
+// deadline. The lease's correctness depends on giving up in time, not on
+// how the application built its client.
 //
 // A call given up on goes on in its goroutine with ctx ended, so go-redis
 // stops it at its next retry or pool wait (both honour ctx on every
@@ -664,23 +634,9 @@ func instanceOf(v string) string {
 // lease scripts are compare-and-set, and an acquire that lands late leaves
 // a lease of this instance, which the next Acquire resumes.
 func Obey[T any](ctx context.Context, call func(context.Context) (T, error)) (T, error) {
-	if ctx.Done() == nil {
-		return call(ctx)
+	v, err := engine.Obey(ctx, call)
+	if errors.Is(err, engine.ErrNoAnswer) {
+		err = fmt.Errorf("redis %w", err)
 	}
-	type result struct {
-		v   T
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		v, err := call(ctx)
-		done <- result{v, err}
-	}()
-	select {
-	case r := <-done:
-		return r.v, r.err
-	case <-ctx.Done():
-		var zero T
-		return zero, fmt.Errorf("redis did not answer in time: %w", ctx.Err())
-	}
+	return v, err
 }

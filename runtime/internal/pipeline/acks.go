@@ -3,17 +3,16 @@ package pipeline
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
+	"github.com/belfry/belfry/runtime/engine"
 	"github.com/redis/go-redis/v9"
 )
 
 // ErrNotAcked is the error of a write that Redis ran but not enough
-// replicas acknowledged in time: a failover may still lose it, so it counts
-// as failed (a retry finds what it left and is acknowledged in turn).
-var ErrNotAcked = errors.New("not acknowledged by enough Redis replicas in time")
+// replicas acknowledged in time (engine.ErrNotAcked).
+var ErrNotAcked = engine.ErrNotAcked
 
 // Acks is how many replicas must acknowledge a write before it counts.
 // The zero value waits for none.

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/belfry/belfry/runtime/engine"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -30,19 +31,7 @@ import (
 // two commands. TestTasksAreStoredAsAsynqsClientStoresThem compares
 // the stored result with asynq's own, byte for byte, so an asynq upgrade
 // that changes its layout fails the tests rather than the workers.
-type Task struct {
-	Type      string
-	Payload   []byte
-	ID        string
-	Queue     string
-	MaxRetry  int
-	Timeout   time.Duration // 0: asynq's default, 30 minutes
-	Retention time.Duration
-	// Headers are the task's asynq headers (asynq.Task.Headers on the
-	// worker); nil or empty writes none, and the message is then what it
-	// was before asynq had headers. Read when the task is sent.
-	Headers map[string]string
-}
+type Task = engine.Task
 
 // asynq's defaults and key layout (v0.26: internal/base).
 const (
@@ -59,7 +48,7 @@ func pendingKey(queue string) string { return "asynq:{" + queue + "}:pending" }
 // ErrBadTask is the error of a task asynq's Client would refuse.
 var ErrBadTask = errors.New("invalid task")
 
-func (t *Task) validate() error {
+func validate(t *Task) error {
 	switch {
 	case strings.TrimSpace(t.Type) == "":
 		return errors.Join(ErrBadTask, errors.New("task typename cannot be empty"))
@@ -79,7 +68,7 @@ func (t *Task) validate() error {
 // message is the task's asynq TaskMessage in protobuf's wire format, the
 // fields in number order as proto.Marshal writes them, zero values left
 // out (proto3).
-func (t *Task) message() []byte {
+func message(t *Task) []byte {
 	timeout := t.Timeout
 	if timeout == 0 {
 		timeout = asynqDefaultTimeout
@@ -238,15 +227,8 @@ type Item struct {
 	Mark *Mark
 }
 
-// Result is what became of an Item.
-type Result struct {
-	// Inserted is false, with no Err, for an ID conflict: the task was in.
-	Inserted bool
-	Err      error
-	// Unacked is set when Redis ran the write but too few replicas
-	// acknowledged it (Err is then ErrNotAcked).
-	Unacked bool
-}
+// Result is what became of an Item (engine.Result).
+type Result = engine.Result
 
 // EnqueueAll inserts the items' tasks under ctx's fence, together with
 // whatever other callers send at the moment: one script per queue and
@@ -261,7 +243,7 @@ func (c *Client) EnqueueAll(ctx context.Context, items []Item) []Result {
 	fence := fenceOf(ctx)
 	for i := range items {
 		t := &items[i].Task
-		if err := t.validate(); err != nil {
+		if err := validate(t); err != nil {
 			results[i].Err = err
 			continue
 		}
@@ -409,7 +391,7 @@ func enqueueArgs(queue string, f *Fence, acks bool, now string, calls []*pipelin
 	args = make([]any, 0, 7+5*len(calls))
 	args = append(args, len(calls), queue, fenceValue, ackedMS, now, hash, also)
 	for _, call := range calls {
-		args = append(args, call.task.message(), call.task.ID)
+		args = append(args, message(call.task), call.task.ID)
 		switch m := call.mark; {
 		case also > 0:
 			args = append(args, m.Field, m.Value, m.AlsoValue)

@@ -19,7 +19,7 @@ import (
 
 // appendCommits appends items as a JSON array.
 func appendCommits(b []byte, items []Commit) []byte {
-	return appendArray(b, items, (*Commit).appendJSON)
+	return appendArray(b, items, appendCommitJSON)
 }
 
 // appendArray appends items as a JSON array, each written by appendItem.
@@ -34,9 +34,9 @@ func appendArray[T any](b []byte, items []T, appendItem func(*T, []byte) []byte)
 	return append(b, ']')
 }
 
-// appendJSON appends c as a JSON object, its counts in key order as
+// appendCommitJSON appends c as a JSON object, its counts in key order as
 // encoding/json writes a map.
-func (c *Commit) appendJSON(b []byte) []byte {
+func appendCommitJSON(c *Commit, b []byte) []byte {
 	b = append(b, `{"name":`...)
 	b = jsonquote.Append(b, c.Name)
 	b = append(b, `,"cursor":`...)
@@ -44,7 +44,7 @@ func (c *Commit) appendJSON(b []byte) []byte {
 	b = append(b, `,"last_id":`...)
 	b = jsonquote.Append(b, c.LastID)
 	b = append(b, `,"recs":`...)
-	b = appendArray(b, c.Recs, (*Rec).appendJSON)
+	b = appendArray(b, c.Recs, appendRecJSON)
 	b = append(b, `,"counts":{`...)
 	// A step counts two or three outcomes: sorting their names costs less
 	// than encoding/json's reflection over the map did.
@@ -67,9 +67,9 @@ func (c *Commit) appendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
-// appendJSON appends r as a JSON object, Actor and Member left out when
+// appendRecJSON appends r as a JSON object, Actor and Member left out when
 // empty (their omitempty).
-func (r *Rec) appendJSON(b []byte) []byte {
+func appendRecJSON(r *Rec, b []byte) []byte {
 	b = append(b, `{"id":`...)
 	b = jsonquote.Append(b, r.ID)
 	b = append(b, `,"slot":`...)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/belfry/belfry/runtime/internal/pipeline"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -56,23 +57,6 @@ func (f FamilyKeys) Bucket(bucket string) string { return f.Prefix + "b:" + buck
 
 // FamilyVersion counts changes to every family's members.
 func (k Keys) FamilyVersion() string { return k.Prefix + "fam:ver" }
-
-// BucketOf is the bucket a member's zone and expression put it in.
-func BucketOf(zone, expr string) string { return zone + "|" + expr }
-
-// SplitBucket is BucketOf's inverse.
-func SplitBucket(bucket string) (zone, expr string) {
-	zone, expr, _ = strings.Cut(bucket, "|")
-	return zone, expr
-}
-
-// MemberValue is a member as stored.
-type MemberValue struct {
-	Key        string
-	Since      int64 // unix s; slots at or before it never run
-	Paused     bool
-	Zone, Expr string
-}
 
 func parseMember(key, v string) (MemberValue, bool) {
 	parts := strings.SplitN(v, "|", 4)
@@ -187,37 +171,6 @@ redis.call('INCR', KEYS[1])
 return 1
 `)
 
-// SetMember is one member to write.
-type SetMember struct {
-	Key        string
-	Paused     bool
-	Zone, Expr string
-	// Pause is why and by whom, kept while the member is paused.
-	Pause Pause
-}
-
-// A ChangeFloor returns the since of member m, stored as old with its
-// cursor (if it has one), whose zone or expression m changes. SetMembers
-// calls it for each such member with what it read just before its write,
-// and writes only if neither changed since.
-type ChangeFloor func(m SetMember, old MemberValue, cursor MemberCursor, hasCursor bool) Floor
-
-// Floor is the since (unix s; no slot at or before it runs) a changed
-// member takes: SinceIfTask if Task is not "" and that key exists when
-// the write lands, Since otherwise. 0 keeps the member's since; a since
-// never goes back.
-type Floor struct {
-	Since       int64
-	Task        string
-	SinceIfTask int64
-}
-
-// ErrMembersBusy: members changed between SetMembers' read and its write
-// (a leader handling their slots each time, or another writer moving
-// them), or, with no ChangeFloor, a member written as keeping its zone and
-// expression has other ones now; read again and retry.
-var ErrMembersBusy = errors.New("members changed while being written; try again")
-
 // setMembersTries bounds the reads and writes of one chunk whose members
 // or cursors change in between: a cursor moves once per handled slot, so
 // even per-second members settle within a few.
@@ -278,7 +231,7 @@ func (s *Store) SetMembers(ctx context.Context, family string, now int64, replac
 						changed, f, oldRaw, curRaw = "1", floor(m, old, cur, hasCursor), olds[i], cursors[i]
 					}
 				}
-				args = append(args, m.Key, paused, m.Zone, m.Expr, pause, changed, oldRaw, curRaw, f.Since, f.Task, f.SinceIfTask)
+				args = append(args, m.Key, paused, m.Zone, m.Expr, pause, changed, oldRaw, curRaw, f.Since, floorTaskKey(f), f.SinceIfTask)
 			}
 			var err error
 			res, err = s.Acks.Run(ctx, s.rdb, setMembersScript, []string{s.Keys.FamilyVersion()}, args...).Int64Slice()
@@ -389,9 +342,6 @@ func (s *Store) ScanMembers(ctx context.Context, family, cursor, substr string, 
 	return page, at.String(), nil
 }
 
-// ErrBadCursor is a page cursor that ScanMembers did not hand out.
-var ErrBadCursor = errors.New("bad cursor")
-
 // MemberCount is the number of a family's members.
 func (s *Store) MemberCount(ctx context.Context, family string) (int64, error) {
 	return s.rdb.HLen(ctx, s.Keys.Family(family).Members).Result()
@@ -404,12 +354,6 @@ func (s *Store) FamilyVersion(ctx context.Context) (int64, error) {
 		return 0, nil
 	}
 	return v, err
-}
-
-// BucketVersion is a bucket and the version of its last change.
-type BucketVersion struct {
-	Bucket  string
-	Version int64
 }
 
 // BucketsChangedAfter returns the family's buckets changed after version
@@ -436,23 +380,6 @@ func (s *Store) BucketPage(ctx context.Context, family, bucket, after string, n 
 	}
 	return s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: s.Keys.Family(family).Bucket(bucket), Start: min, Stop: "+",
 		ByLex: true, Count: int64(n)}).Result()
-}
-
-// MemberCursor is the leader's state of one member.
-type MemberCursor struct {
-	Slot   int64 // the last slot handled, unix s
-	Offset int   // its zone's UTC offset then, s
-	// LastEnqueued is the newest enqueued slot (overlap=skip families
-	// only; 0 when unknown).
-	LastEnqueued int64
-}
-
-func (c MemberCursor) encode(withLast bool) string {
-	s := strconv.FormatInt(c.Slot, 10) + " " + strconv.Itoa(c.Offset)
-	if withLast {
-		s += " " + strconv.FormatInt(c.LastEnqueued, 10)
-	}
-	return s
 }
 
 func parseCursor(v string) (MemberCursor, bool) {
@@ -505,17 +432,6 @@ func (s *Store) MemberStates(ctx context.Context, family string, keys []string) 
 	return ms, mok, cs, cok, nil
 }
 
-// MemberCommit is one member's part of a family's fenced commit.
-type MemberCommit struct {
-	Member string `json:"m"`
-	Cursor string `json:"c"`
-	// Last is the member's newest occurrence, "" to leave it: written only
-	// when its slot is newer than the one recorded (a fast worker may
-	// already have recorded the outcome of the same slot).
-	Last     string `json:"l"`
-	LastSlot int64  `json:"s"`
-}
-
 // familyCommitScript is the leader's write of a family's state after it
 // enqueued a bucket's page: each member's cursor and newest occurrence,
 // the family's records and counters. A member deleted meanwhile gets no
@@ -562,7 +478,7 @@ func (s *Store) CommitFamily(ctx context.Context, leaseValue, family string, fam
 		if err != nil {
 			return err
 		}
-		fj := fam.appendJSON(nil)
+		fj := appendCommitJSON(&fam, nil)
 		bc := ""
 		if start+MemberChunk >= len(ms) {
 			bc = bucketCursor
@@ -580,9 +496,6 @@ func (s *Store) CommitFamily(ctx context.Context, leaseValue, family string, fam
 	return nil
 }
 
-// EncodeCursor writes a member's cursor as CommitFamily stores it.
-func EncodeCursor(c MemberCursor, withLast bool) string { return c.encode(withLast) }
-
 // setLastScript records a member's newest occurrence from a worker or a
 // manual run: only for a member that still exists, and only when the slot
 // is at least the one recorded.
@@ -597,23 +510,6 @@ if old and tonumber(string.match(old, '^%-?%d+')) > tonumber(ARGV[3]) then retur
 redis.call('HSET', fp .. 'last', key, ARGV[4])
 return 1
 `)
-
-// MemberLast is a member's newest occurrence as stored.
-type MemberLast struct {
-	Slot    int64 // unix s
-	Outcome string
-	At      int64  // unix ms
-	ID      string // "" for the slot's scheduled occurrence
-}
-
-// EncodeLast writes a member's newest occurrence as stored.
-func EncodeLast(l MemberLast) string {
-	s := strconv.FormatInt(l.Slot, 10) + " " + l.Outcome + " " + strconv.FormatInt(l.At, 10)
-	if l.ID != "" {
-		s += " " + l.ID
-	}
-	return s
-}
 
 func parseLast(v string) (MemberLast, bool) {
 	f := strings.Fields(v)
@@ -706,4 +602,12 @@ func (s *Store) forgetFamily(ctx context.Context, family string) (int64, error) 
 		keys = append(keys, fk.Bucket(b))
 	}
 	return s.rdb.Unlink(ctx, keys...).Result()
+}
+
+// floorTaskKey is the asynq hash of a floor's task, "" for none.
+func floorTaskKey(f Floor) string {
+	if f.TaskID == "" {
+		return ""
+	}
+	return pipeline.TaskKey(f.Queue, f.TaskID)
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/belfry/belfry/runtime/internal/pipeline"
 	"github.com/belfry/belfry/runtime/internal/redistest"
 	"github.com/belfry/belfry/runtime/internal/store"
 )
@@ -113,7 +114,7 @@ func TestAChangeFloorIsWrittenOnlyOverWhatItWasComputedFrom(t *testing.T) {
 	// The task named decides between the floors when the write lands.
 	task := redistest.Uniq("task")
 	byTask := func(store.SetMember, store.MemberValue, store.MemberCursor, bool) store.Floor {
-		return store.Floor{Since: 0, Task: task, SinceIfTask: 5000}
+		return store.Floor{Since: 0, Queue: "default", TaskID: task, SinceIfTask: 5000}
 	}
 	if _, err := s.SetMembers(ctx, fam, 600, false, []store.SetMember{{Key: "acme", Zone: "Europe/Paris"}}, byTask); err != nil {
 		t.Fatal(err)
@@ -121,7 +122,7 @@ func TestAChangeFloorIsWrittenOnlyOverWhatItWasComputedFrom(t *testing.T) {
 	if ms, _, _ = s.Members(ctx, fam, []string{"acme"}); ms[0].Since != 2010 {
 		t.Errorf("since %d without the task; want 2010 kept", ms[0].Since)
 	}
-	rdb.Set(ctx, task, "1", time.Minute)
+	rdb.Set(ctx, pipeline.TaskKey("default", task), "1", time.Minute)
 	if _, err := s.SetMembers(ctx, fam, 700, false, []store.SetMember{{Key: "acme", Zone: "Asia/Tokyo"}}, byTask); err != nil {
 		t.Fatal(err)
 	}

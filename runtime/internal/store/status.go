@@ -60,15 +60,6 @@ func (s *Store) ForgetExecution(ctx context.Context, name string) (int64, error)
 	return failing.Val() + active.Val(), err
 }
 
-// Problems is what the store holds of the schedules that are not plainly
-// fine: paused (raw JSON Pause), failing (unix ms) and active ("running" or
-// "retrying"). Each map holds only the schedules it names.
-type Problems struct {
-	Paused  map[string]string
-	Failing map[string]string
-	Active  map[string]string
-}
-
 // problems are the keys of the three problem hashes, in Problems' order.
 func (k Keys) problems() [3]string { return [...]string{k.Paused, k.Failing(), k.Active()} }
 
@@ -182,18 +173,6 @@ func ParsePause(raw string) *Pause {
 		return nil
 	}
 	return &p
-}
-
-// ScheduleData is what the store holds of one schedule for a page that
-// shows it.
-type ScheduleData struct {
-	Recent []Record // newest first
-	Stats  []int64  // the counters asked for, in order
-	Pause  *Pause   // nil when it runs
-	// FailingSince is the unix ms of the failure that made it failing, 0
-	// when it is not; Active is "running", "retrying" or "".
-	FailingSince int64
-	Active       string
 }
 
 // ScheduleData reads, for each of names, its newest n records, the given

@@ -12,10 +12,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// ErrNotLeader is returned by a fenced write whose lease value is no longer
-// the one in Redis: the writer lost the lease and must step down.
-var ErrNotLeader = errors.New("lease not held")
-
 // Chunk bounds the schedules one script call or one read carries, so that no
 // single call blocks Redis for long however many schedules there are: an
 // HMGET of Chunk fields stays under the 5 ms any one call may block Redis
@@ -72,33 +68,6 @@ func (s *Store) limitOf(name string) int {
 	return s.HistoryLimit
 }
 
-// Rec is one occurrence as the leader or a trigger records it.
-type Rec struct {
-	ID      string `json:"id"`
-	Slot    int64  `json:"slot"`   // unix s
-	Manual  bool   `json:"manual"` //
-	At      int64  `json:"at"`     // when it was recorded, unix ms
-	Outcome string `json:"outcome"`
-	Score   int64  `json:"score"` // position in the history index, unix ms
-	// Actor is who asked for a manual occurrence, "" if unknown.
-	Actor string `json:"actor,omitempty"`
-	// Member is the family member the occurrence is for, "" if none.
-	Member string `json:"member,omitempty"`
-}
-
-// Commit is one schedule's part of a fenced commit: its new cursor, the last
-// enqueued ID (for overlap=skip), the records and the counter changes.
-// Counts whose name starts with "last_" are set, the others added.
-type Commit struct {
-	Name   string           `json:"name"`
-	Cursor int64            `json:"cursor"`
-	LastID string           `json:"last_id"`
-	Recs   []Rec            `json:"recs"`
-	Counts map[string]int64 `json:"counts"`
-	// Limit is the schedule's history limit; the store sets it.
-	Limit int `json:"limit"`
-}
-
 // Commit writes the items in fenced script calls of at most CommitChunk each. It
 // returns ErrNotLeader if the lease is not held with leaseValue; chunks
 // before the failing one stay written, which is safe because each item is
@@ -141,7 +110,7 @@ func InitCursorsScriptHash() string { return initCursorsScript.Hash() }
 // RecordManual records a manual occurrence (not fenced: any replica may).
 func (s *Store) RecordManual(ctx context.Context, item Commit) error {
 	item.Limit = s.limitOf(item.Name)
-	batch := item.appendJSON(nil)
+	batch := appendCommitJSON(&item, nil)
 	return manualRecordScript.Run(ctx, s.rdb, nil, s.Keys.Prefix, s.HistoryLimit,
 		int(s.RecordTTL.Seconds()), batch).Err()
 }
@@ -195,43 +164,12 @@ func (s *Store) LastID(ctx context.Context, name string) (string, error) {
 	return id, err
 }
 
-// Execution is one step of a worker's run of an occurrence.
-type Execution struct {
-	ID, Schedule string
-	Slot         time.Time
-	// Fields are the record's field, value pairs to set, outcome included.
-	Fields []any
-	// Count is the stats counter to bump, "" for none.
-	Count string
-	// Last and AlsoLast are stats "last_*" fields to set to At, "" for
-	// none.
-	Last, AlsoLast string
-	At             time.Time
-	// Attempt is asynq's retry count: 0 for the first attempt.
-	Attempt int
-}
-
 // RecordExecution writes an execution step; see executionScript.
 func (s *Store) RecordExecution(ctx context.Context, e Execution) error {
 	args := append([]any{int(s.RecordTTL.Seconds()), s.limitOf(e.Schedule), s.Keys.Prefix, e.Slot.UnixMilli(), e.ID,
 		e.Count, e.Last, e.AlsoLast, e.At.UnixMilli(), e.Attempt, e.Schedule,
 		"id", e.ID, "schedule", e.Schedule, "slot", e.Slot.Unix()}, e.Fields...)
 	return executionScript.Run(ctx, s.rdb, []string{s.Keys.Occurrence(e.ID), s.Keys.Counters(), s.Keys.History(e.Schedule)}, args...).Err()
-}
-
-// Record is an occurrence record as stored.
-type Record struct {
-	ID, Schedule, Outcome, Error, Replica string
-	Slot                                  int64 // unix s
-	Manual                                bool
-	EnqueuedAt, StartedAt, FinishedAt     int64 // unix ms, 0 if not yet
-	// RecordedAt is when a slot that was never enqueued (missed, skipped,
-	// paused) was recorded, unix ms; 0 for the others.
-	RecordedAt        int64
-	DurationMS        int64
-	Attempt, MaxRetry int
-	Actor             string
-	Member            string // of a family, "" if none
 }
 
 func parseRecord(h map[string]string) Record {
@@ -325,13 +263,6 @@ func (s *Store) Forget(ctx context.Context, name string) (int64, error) {
 	return n + m, err
 }
 
-// Pause is why and by whom a schedule is paused.
-type Pause struct {
-	Reason string `json:"reason"`
-	Actor  string `json:"actor,omitempty"`
-	At     int64  `json:"at"` // unix ms
-}
-
 // SetPause pauses a schedule, replacing an earlier pause's reason and
 // actor; a pause already in place keeps its start.
 func (s *Store) SetPause(ctx context.Context, name string, p Pause) error {
@@ -366,10 +297,6 @@ const ackBarrierLife = time.Minute
 // MaxPauseWindows bounds the pause windows kept per schedule that its
 // cursor has not passed yet.
 const MaxPauseWindows = 16
-
-// PauseWindow is one of a schedule's past pauses, from its start to its
-// resume (unix ms).
-type PauseWindow struct{ From, To int64 }
 
 // AllPauses returns every pause the namespace holds, by schedule. It reads
 // the paused hash in HSCAN steps, so its cost is the number of schedules
@@ -433,22 +360,6 @@ func (s *Store) CurrentEpoch(ctx context.Context) (string, error) {
 // Time is Redis's clock: the one clock every replica shares.
 func (s *Store) Time(ctx context.Context) (time.Time, error) {
 	return s.rdb.Time(ctx).Result()
-}
-
-// LostWrites is a detected loss of Redis data and the window of slots that
-// may not have run because of it.
-type LostWrites struct {
-	At      int64  `json:"at"` // unix ms, Redis time
-	Replica string `json:"replica"`
-	Reason  string `json:"reason"`
-	// Slots in [From, To] (unix s) may not have run.
-	From int64 `json:"from"`
-	To   int64 `json:"to"`
-	// Epoch and Token are the store's epoch and the detector's fencing
-	// token after the loss: a replica that finds them still current sees
-	// the same loss, already handled.
-	Epoch string `json:"epoch"`
-	Token int64  `json:"token"`
 }
 
 // lostKept bounds the loss events kept.

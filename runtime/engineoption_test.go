@@ -1,0 +1,120 @@
+package runtime_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/belfry/belfry/registry"
+	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/engine"
+	"github.com/belfry/belfry/runtime/internal/redisengine"
+	"github.com/redis/go-redis/v9"
+)
+
+// Runtimes built with Options.Engine over the Redis engine schedule as
+// Options.Redis ones do, beside them on one namespace: each slot runs
+// once across all of them, and a manual run through one is recorded.
+func TestOptionsEngineSchedulesAsOptionsRedisDoes(t *testing.T) {
+	t.Parallel()
+	rdb := sharedRedis(t)
+	runOnePerSlot(t, rdb, uniq("ns"), []runtime.Options{
+		{Engine: runtime.RedisEngine(rdb)},
+		{Engine: runtime.RedisEngine(rdb)},
+		{Redis: rdb},
+	})
+}
+
+// foreignEngine hides the Redis engine's type: the runtime runs it as it
+// would any engine, with none of the Redis compensations, its core alone.
+type foreignEngine struct{ engine.Engine }
+
+// The core keeps each slot once through an engine it knows only by
+// package engine's interface: the fencing and enqueue-if-absent of the
+// contract carry exactly once across a handover, with the Redis engine
+// (real Redis beneath) in an unknown type.
+func TestTheCoreRunsOnAnyEngine(t *testing.T) {
+	t.Parallel()
+	rdb := sharedRedis(t)
+	ns := uniq("ns")
+	var opts []runtime.Options
+	for i := range 2 {
+		eng := redisengine.New(redisengine.Config{Client: rdb, Namespace: ns, HistoryLimit: runtime.HistoryLimitDefault,
+			RecordTTL: time.Hour, Replica: "r" + string(rune('0'+i)), LeaseTTL: 2 * time.Second, Log: testLogger(t)})
+		opts = append(opts, runtime.Options{Engine: foreignEngine{eng}})
+	}
+	runOnePerSlot(t, rdb, ns, opts)
+}
+
+// runOnePerSlot runs a per-second schedule on replicas built with opts,
+// hands the lease over once and triggers a manual run, and checks that
+// every slot ran once and the manual run was recorded.
+func runOnePerSlot(t *testing.T, rdb redis.UniversalClient, ns string, opts []runtime.Options) {
+	c := &cluster{ns: ns, queue: uniq("q"), executed: newExecutions()}
+	c.reg = registry.MustNew(registry.Schedule{Name: "every-second", Expr: "* * * * * *", Queue: c.queue, Handler: c.executed.handler})
+	for i, o := range opts {
+		o.Namespace, o.Replica, o.LeaseTTL, o.Logger = c.ns, "r"+string(rune('0'+i)), 2*time.Second, testLogger(t)
+		rt, err := runtime.New(c.reg, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.rts = append(c.rts, rt)
+	}
+	c.startAll(t, rdb)
+	waitFor(t, 15*time.Second, "4 per-second slots to run", func() bool {
+		return len(c.executed.slots("every-second")) >= 4
+	})
+	if got := c.leaders(); got != 1 {
+		t.Errorf("%d replicas lead, want 1", got)
+	}
+	// Handed over to whichever replica is next, the slots still run once.
+	c.cancels[c.leaderIndex(t)]()
+	seen := len(c.executed.slots("every-second"))
+	waitFor(t, 15*time.Second, "3 more slots after the handover", func() bool {
+		return len(c.executed.slots("every-second")) >= seen+3
+	})
+	ctx := context.Background()
+	occ, err := c.rts[1].Trigger(ctx, "every-second", "engine-option")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the manual run to be recorded", func() bool {
+		recs, err := c.rts[0].History(ctx, "every-second", 50)
+		for _, r := range recs {
+			if r.ID == occ.ID && r.Manual {
+				return err == nil
+			}
+		}
+		return false
+	})
+	c.stopAll()
+	assertOncePerSlot(t, c.reg.Schedules()[0], c.executed.slots("every-second"))
+}
+
+// Options takes exactly one engine, and a Redis engine serves one runtime.
+func TestOptionsEngineIsExclusive(t *testing.T) {
+	t.Parallel()
+	rdb := sharedRedis(t)
+	reg := registry.MustNew(idleSchedule())
+	taken := runtime.RedisEngine(rdb)
+	rt, err := runtime.New(reg, runtime.Options{Engine: taken, Namespace: uniq("ns")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	for _, tc := range []struct {
+		name string
+		opts runtime.Options
+		want string
+	}{
+		{"Engine and Redis", runtime.Options{Engine: runtime.RedisEngine(rdb), Redis: rdb}, "exactly one"},
+		{"Engine and RedisURL", runtime.Options{Engine: runtime.RedisEngine(rdb), RedisURL: "redis://" + sharedRedisAddr()}, "exactly one"},
+		{"a nil client", runtime.Options{Engine: runtime.RedisEngine(nil)}, "nil client"},
+		{"an engine serving another runtime", runtime.Options{Engine: taken}, "another runtime"},
+	} {
+		if _, err := runtime.New(reg, tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: New returned %v; want an error saying %q", tc.name, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,157 @@
+// Package redisengine is belfry's Redis/asynq engine: the lease, the store
+// and its scripts, the pipelined fenced enqueue of asynq tasks and asynq's
+// Inspector, behind engine.Engine. What compensates for Redis not being a
+// durable database (lost-write epochs, replica acks, start marks,
+// namespace probing, INFO checks) reaches the parts here through the
+// exported fields.
+package redisengine
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/belfry/belfry/runtime/engine"
+	"github.com/belfry/belfry/runtime/internal/clock"
+	"github.com/belfry/belfry/runtime/internal/lease"
+	"github.com/belfry/belfry/runtime/internal/pipeline"
+	"github.com/belfry/belfry/runtime/internal/store"
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+)
+
+// Engine is the Redis engine of one namespace. Its Store's and Lease's
+// methods are its own (Election, Records, Pauses, Members, Counters,
+// Health); enqueues, task state and the cluster's heartbeats are below.
+type Engine struct {
+	*store.Store
+	*lease.Lease
+	// Client is the Redis client every part uses.
+	Client redis.UniversalClient
+	// Pipeline sends the fenced enqueues.
+	Pipeline *pipeline.Client
+	// Inspector reads asynq's tasks and servers.
+	Inspector *asynq.Inspector
+
+	onCall atomic.Pointer[func(error)] // Watch's
+}
+
+var _ engine.Engine = (*Engine)(nil)
+
+// Config is what an Engine is built from.
+type Config struct {
+	Client    redis.UniversalClient
+	Namespace string
+	// HistoryLimit is the records kept per schedule; Limits the schedules
+	// that keep fewer, by name.
+	HistoryLimit int
+	Limits       map[string]int
+	// RecordTTL bounds how long a record outlives its index entry.
+	RecordTTL time.Duration
+	// Acks, when on, makes fenced writes count only once replicas
+	// acknowledge them.
+	Acks pipeline.Acks
+	// The lease's settings and callbacks (lease.Config).
+	Replica  string
+	LeaseTTL time.Duration
+	Log      *slog.Logger
+	Clock    clock.Clock
+	MayLead  func(context.Context) error
+	OnHolder func(value string)
+	OnHeld   func(value string)
+}
+
+// New builds the engine of cfg.Namespace on cfg.Client. It makes no call
+// to Redis.
+func New(cfg Config) *Engine {
+	s := store.New(cfg.Client, cfg.Namespace, cfg.HistoryLimit, cfg.RecordTTL)
+	s.Acks, s.Limits = cfg.Acks, cfg.Limits
+	p := pipeline.NewClient(cfg.Client)
+	p.Acks = cfg.Acks
+	e := &Engine{Store: s, Client: cfg.Client, Pipeline: p, Inspector: asynq.NewInspectorFromRedisClient(cfg.Client)}
+	e.Lease = lease.New(lease.Config{Redis: cfg.Client, Keys: s.Keys, Replica: cfg.Replica, TTL: cfg.LeaseTTL,
+		Log: cfg.Log, OnRedis: e.called, Clock: cfg.Clock, MayLead: cfg.MayLead, OnHolder: cfg.OnHolder,
+		OnHeld: cfg.OnHeld, Acks: cfg.Acks})
+	return e
+}
+
+// Watch has the lease's calls reported to onCall.
+func (e *Engine) Watch(onCall func(error)) { e.onCall.Store(&onCall) }
+
+// called reports a lease call's outcome to Watch's function, if any.
+func (e *Engine) called(err error) {
+	if f := e.onCall.Load(); f != nil {
+		(*f)(err)
+	}
+}
+
+// EnqueueAll inserts the items' tasks as asynq's Client would, pipelined
+// with whatever else is sent at the moment (pipeline.Client.EnqueueAll),
+// each raising its schedule's cursor (and last ID) in the same script, and
+// under fence the lease key compared first in that script.
+func (e *Engine) EnqueueAll(ctx context.Context, fence *engine.Fence, items []engine.Enqueue) []engine.Result {
+	sent := make([]pipeline.Item, len(items))
+	var marks []pipeline.Mark
+	for i := range items {
+		it := &items[i]
+		sent[i].Task = it.Task
+		c := it.Cursor
+		if c.Schedule == "" {
+			continue
+		}
+		if marks == nil {
+			marks = make([]pipeline.Mark, len(items))
+		}
+		marks[i] = pipeline.Mark{Hash: e.Keys.Cursors, Field: c.Schedule, Value: c.Slot}
+		if c.LastID != "" {
+			marks[i].Also, marks[i].AlsoValue = e.Keys.LastID, c.LastID
+		}
+		sent[i].Mark = &marks[i]
+	}
+	if fence != nil {
+		f := &pipeline.Fence{Key: e.Keys.Lease, Value: fence.Term}
+		ctx = pipeline.WithFence(ctx, f)
+		defer func() {
+			if f.Rejected() {
+				fence.Reject()
+			}
+		}()
+	}
+	return e.Pipeline.EnqueueAll(ctx, sent)
+}
+
+// TaskRunning asks asynq's Inspector for the task's state.
+func (e *Engine) TaskRunning(_ context.Context, queue, id string) (bool, error) {
+	info, err := e.taskInfo(queue, id)
+	if info == nil || err != nil {
+		return false, err
+	}
+	switch info.State {
+	case asynq.TaskStateCompleted, asynq.TaskStateArchived:
+		return false, nil
+	}
+	return true, nil
+}
+
+// TaskExists asks asynq's Inspector for the task.
+func (e *Engine) TaskExists(_ context.Context, queue, id string) (bool, error) {
+	info, err := e.taskInfo(queue, id)
+	return info != nil, err
+}
+
+// taskInfo is the task's asynq info, nil with no error when asynq has
+// no such task (or queue).
+func (e *Engine) taskInfo(queue, id string) (*asynq.TaskInfo, error) {
+	info, err := e.Inspector.GetTaskInfo(queue, id)
+	if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
+		return nil, nil
+	}
+	return info, err
+}
+
+// Holder reads the lease key and the heartbeats in one round trip.
+func (e *Engine) Holder(ctx context.Context) (engine.Holder, error) {
+	return lease.Observe(ctx, e.Client, e.Keys, e.HeartbeatStale())
+}
