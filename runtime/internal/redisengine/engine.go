@@ -1,12 +1,13 @@
 // Package redisengine is belfry's Redis/asynq engine: the lease, the store
 // and its scripts, the pipelined fenced enqueue of asynq tasks and asynq's
 // Inspector, behind engine.Engine. What compensates for Redis not being a
-// durable database (lost-write epochs, replica acks, start marks,
-// namespace probing, INFO checks) reaches the parts here through the
-// exported fields.
+// durable database is the engine's too: start marks (start.go, behind
+// engine.Starts); lost-write epochs, namespace probing and INFO checks
+// reach the parts here through the exported fields.
 package redisengine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -34,6 +35,10 @@ type Engine struct {
 	Pipeline *pipeline.Client
 	// Inspector reads asynq's tasks and servers.
 	Inspector *asynq.Inspector
+
+	acks     pipeline.Acks // what a start mark waits for
+	leaseTTL time.Duration // how long a mark lasts unless renewed, at most
+	log      *slog.Logger
 
 	onCall atomic.Pointer[func(error)] // Watch's
 }
@@ -70,7 +75,8 @@ func New(cfg Config) *Engine {
 	s.Acks, s.Limits = cfg.Acks, cfg.Limits
 	p := pipeline.NewClient(cfg.Client)
 	p.Acks = cfg.Acks
-	e := &Engine{Store: s, Client: cfg.Client, Pipeline: p, Inspector: asynq.NewInspectorFromRedisClient(cfg.Client)}
+	e := &Engine{Store: s, Client: cfg.Client, Pipeline: p, Inspector: asynq.NewInspectorFromRedisClient(cfg.Client),
+		acks: cfg.Acks, leaseTTL: cfg.LeaseTTL, log: cmp.Or(cfg.Log, slog.Default())}
 	e.Lease = lease.New(lease.Config{Redis: cfg.Client, Keys: s.Keys, Replica: cfg.Replica, TTL: cfg.LeaseTTL,
 		Log: cfg.Log, OnRedis: e.called, Clock: cfg.Clock, MayLead: cfg.MayLead, OnHolder: cfg.OnHolder,
 		OnHeld: cfg.OnHeld, Acks: cfg.Acks})
