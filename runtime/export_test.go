@@ -7,6 +7,7 @@ import (
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime/internal/clock"
 	"github.com/belfry/belfry/runtime/internal/pipeline"
+	"github.com/belfry/belfry/runtime/internal/redisengine"
 	"github.com/belfry/belfry/runtime/internal/store"
 	"github.com/redis/go-redis/v9"
 )
@@ -69,7 +70,7 @@ func (r *Runtime) JudgeRedisSettingsEvery(d time.Duration) {
 func (r *Runtime) NoteRedis(err error) { r.noteRedis(err) }
 
 // JudgeRedis is the verdict on an INFO reply.
-var JudgeRedis = judgeRedis
+var JudgeRedis = redisengine.JudgeSettings
 
 // KnowsEpoch reports whether the replica has learned the store's epoch.
 func (r *Runtime) KnowsEpoch() bool { return r.dataWatch.known() }

@@ -12,6 +12,21 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// MinRedisVersion is the oldest Redis the runtime leads on: asynq's scripts
+// need 6.2.
+const MinRedisVersion = redisengine.MinVersion
+
+// ErrUnsafeRedis: Redis could lose the runtime's state without a failure
+// (it evicts keys) or is too old; the runtime does not lead on it.
+var ErrUnsafeRedis = redisengine.ErrUnsafe
+
+// ErrRedisCluster: the runtime was given a Redis Cluster — a cluster
+// client, a server that is a cluster node, or a Redis that answers as one
+// (CROSSSLOT, MOVED, ASK: a proxy in front of a cluster). It is a
+// configuration error, not an outage: New refuses a cluster client, and
+// otherwise the runtime does not lead and health says why.
+var ErrRedisCluster = redisengine.ErrCluster
+
 // redisParts are the Redis engine's own parts, reached only by the files
 // that are Redis mechanics (lost-write epochs, start marks, namespace
 // probing, INFO checks, worker wiring); the core reaches the engine
@@ -82,7 +97,7 @@ func (r *Runtime) useEngine(clk clock.Clock) error {
 		if opts.Engine != nil {
 			which = "the client of runtime.RedisEngine"
 		}
-		return fmt.Errorf("%w: %s is a *redis.ClusterClient; %s", ErrRedisCluster, which, clusterAdvice)
+		return fmt.Errorf("%w: %s is a *redis.ClusterClient; %s", ErrRedisCluster, which, redisengine.ClusterAdvice)
 	}
 	r.redisURL = opts.RedisURL
 	r.redis = redisengine.New(redisengine.Config{Client: rdb, Namespace: opts.Namespace,

@@ -221,7 +221,7 @@ func (r *Runtime) noteRedis(err error) {
 	}
 	// A cluster's refusal is an answer: Redis is reachable and refuses
 	// what belfry asks of it, which no retry mends.
-	refusal := clusterRefusal(err)
+	refusal := r.refusal(err)
 	if refusal != nil {
 		defer r.refuseCluster(refusal)
 		err = nil
