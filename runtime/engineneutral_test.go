@@ -17,7 +17,6 @@ import (
 var redisFiles = map[string]string{
 	"redisengine.go":      "builds the Redis engine from Options.Redis, RedisURL or RedisEngine",
 	"lostwrites.go":       "lost-write epochs: a Redis failover or restart that lost acknowledged writes",
-	"namespace.go":        "namespace probing: a Lua script over the namespace's Redis keys",
 	"workers.go":          "asynq worker wiring: handlers on an asynq ServeMux, asynq servers and retries",
 	"redisdiagnostics.go": "RedisDiagnostics, the Redis engine's own states",
 	"asynqlog.go":         "asynq's logger, to the runtime's",

@@ -2,8 +2,9 @@
 // and its scripts, the pipelined fenced enqueue of asynq tasks and asynq's
 // Inspector, behind engine.Engine. What compensates for Redis not being a
 // durable database is the engine's too: start marks (start.go, behind
-// engine.Starts); lost-write epochs, namespace probing and INFO checks
-// reach the parts here through the exported fields.
+// engine.Starts), INFO checks (settings.go, engine.Settings) and namespace
+// probing (namespace.go, engine.Namespaces); lost-write epochs reach the
+// parts here through the exported fields.
 package redisengine
 
 import (
