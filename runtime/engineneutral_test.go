@@ -16,7 +16,6 @@ import (
 // with why. Every other file is the core, which talks to package engine.
 var redisFiles = map[string]string{
 	"redisengine.go":      "builds the Redis engine from Options.Redis, RedisURL or RedisEngine",
-	"lostwrites.go":       "lost-write epochs: a Redis failover or restart that lost acknowledged writes",
 	"workers.go":          "asynq worker wiring: handlers on an asynq ServeMux, asynq servers and retries",
 	"redisdiagnostics.go": "RedisDiagnostics, the Redis engine's own states",
 	"asynqlog.go":         "asynq's logger, to the runtime's",

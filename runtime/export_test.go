@@ -73,14 +73,10 @@ func (r *Runtime) NoteRedis(err error) { r.noteRedis(err) }
 var JudgeRedis = redisengine.JudgeSettings
 
 // KnowsEpoch reports whether the replica has learned the store's epoch.
-func (r *Runtime) KnowsEpoch() bool { return r.dataWatch.known() }
+func (r *Runtime) KnowsEpoch() bool { return r.redis.KnowsEpoch() }
 
 // SeenToken is the highest fencing token the replica has seen.
-func (r *Runtime) SeenToken() int64 {
-	r.dataWatch.mu.Lock()
-	defer r.dataWatch.mu.Unlock()
-	return r.dataWatch.highToken
-}
+func (r *Runtime) SeenToken() int64 { return r.redis.SeenToken() }
 
 // LookForOldNamespaceEvery makes the runtime look for an earlier deployment
 // in the old default namespace at every namespace check (d 0) or every d,

@@ -103,7 +103,7 @@ func (r *Runtime) useEngine(clk clock.Clock) error {
 	r.redis = redisengine.New(redisengine.Config{Client: rdb, Namespace: opts.Namespace,
 		HistoryLimit: opts.HistoryLimit, Limits: historyLimits(r.reg, opts.HistoryLimit), RecordTTL: recordTTL,
 		Acks: opts.acks(), Replica: opts.Replica, LeaseTTL: opts.LeaseTTL, Log: r.log, Clock: clk,
-		MayLead: r.mayLeadInNamespace, OnHolder: r.seeHolder, OnHeld: r.seeHeld})
+		MayLead: r.mayLeadInNamespace})
 	r.eng = r.redis
 	r.eng.Watch(r.noteRedis)
 	return nil

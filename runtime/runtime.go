@@ -49,7 +49,6 @@ type Runtime struct {
 	observers
 	unserved   unservedLog
 	redisCheck redisCheck
-	dataWatch  dataWatch
 	lateness   lateness
 	inDoubt    inDoubt // enqueues no replica acknowledged (ReplicaAcks)
 	// marks counts the attempts this runtime's workers hold a start mark
