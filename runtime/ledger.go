@@ -187,7 +187,7 @@ func taskIDOrNil(id string, o Outcome) *string {
 func (r *Runtime) Middleware() registry.Middleware {
 	return func(s *registry.Schedule, next registry.HandlerFunc) registry.HandlerFunc {
 		return func(ctx context.Context, occ registry.Occurrence) error {
-			attempt, maxRetry := attemptOf(ctx, s)
+			attempt, maxRetry := r.attemptOf(ctx, s)
 			start := r.clock.Now()
 			hold, elsewhere, verdict, err := r.startAttempt(ctx, attempt)
 			switch {
@@ -213,7 +213,7 @@ func (r *Runtime) Middleware() registry.Middleware {
 			if err != nil {
 				err = explain(ctx, s, err)
 				outcome = OutcomeFailed
-				if attempt < maxRetry && !skipsRetry(err) {
+				if attempt < maxRetry && !r.skipsRetry(err) {
 					outcome = OutcomeRetrying
 				}
 			}

@@ -71,6 +71,7 @@ func (r *Runtime) useEngine(clk clock.Clock) error {
 			// start marks, namespace probing, INFO checks) are the
 			// Redis engine's, and stay off.
 			r.eng = opts.Engine
+			r.deliveries, _ = opts.Engine.(engine.Deliveries)
 			r.eng.Watch(r.noteRedis)
 			return nil
 		case pending.client == nil:
@@ -90,6 +91,7 @@ func (r *Runtime) useEngine(clk clock.Clock) error {
 		rdb, r.ownsClient = c, true
 	default:
 		r.disabled = "no Redis configured (set Options.Redis or Options.RedisURL)"
+		r.deliveries = redisengine.AsynqDeliveries{} // RegisterHandlers still serves asynq's workers
 		return nil
 	}
 	if _, cluster := rdb.(*redis.ClusterClient); cluster {
@@ -104,7 +106,7 @@ func (r *Runtime) useEngine(clk clock.Clock) error {
 		HistoryLimit: opts.HistoryLimit, Limits: historyLimits(r.reg, opts.HistoryLimit), RecordTTL: recordTTL,
 		Acks: opts.acks(), Replica: opts.Replica, LeaseTTL: opts.LeaseTTL, Log: r.log, Clock: clk,
 		MayLead: r.mayLeadInNamespace})
-	r.eng = r.redis
+	r.eng, r.deliveries = r.redis, r.redis
 	r.eng.Watch(r.noteRedis)
 	return nil
 }

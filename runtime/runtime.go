@@ -35,6 +35,9 @@ type Runtime struct {
 	// eng is the engine every core file talks to; redisParts are the
 	// Redis engine's own parts, for the files that are Redis mechanics.
 	eng engine.Engine
+	// deliveries reads a worker's delivery (its attempt); nil when the
+	// engine does not say.
+	deliveries engine.Deliveries
 	redisParts
 	redisURL string // Options.RedisURL, to redact its password from errors
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime/engine"
 )
 
@@ -82,4 +83,24 @@ func (r *Runtime) waitMarks() {
 	for deadline := time.Now().Add(marksWait); r.marks.Load() > 0 && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// attemptOf is the worker's attempt of the task in ctx (0 for the first)
+// and the retries it has, the schedule's own when the engine does not say.
+func (r *Runtime) attemptOf(ctx context.Context, s *registry.Schedule) (attempt, maxRetry int) {
+	maxRetry = s.MaxRetry
+	if r.deliveries == nil {
+		return 0, maxRetry
+	}
+	attempt, m, known := r.deliveries.Attempt(ctx)
+	if known {
+		maxRetry = m
+	}
+	return attempt, maxRetry
+}
+
+// skipsRetry says whether a handler's error asks the engine's queue not to
+// retry.
+func (r *Runtime) skipsRetry(err error) bool {
+	return r.deliveries != nil && r.deliveries.SkipsRetry(err)
 }

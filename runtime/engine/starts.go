@@ -49,3 +49,16 @@ type Claim interface {
 // ErrDeliveredTwice is in the verdict of a delivery that did not run its
 // attempt because another delivery of the same attempt ran it and failed.
 var ErrDeliveredTwice = errors.New("not run: another delivery of the same attempt ran it")
+
+// Deliveries is how the core reads a worker's delivery of a task: which
+// attempt it is and how the engine's queue treats a handler's error. The
+// core type-asserts it; without it every delivery is a first attempt with
+// the schedule's own retries.
+type Deliveries interface {
+	// Attempt is the attempt of the task ctx's delivery carries (0 for
+	// the first) and, when known, the retries the task has.
+	Attempt(ctx context.Context) (attempt, maxRetry int, known bool)
+	// SkipsRetry reports whether a handler's error asks the queue not to
+	// retry the task.
+	SkipsRetry(err error) bool
+}

@@ -30,6 +30,7 @@ import (
 type Engine struct {
 	*store.Store
 	*lease.Lease
+	AsynqDeliveries
 	// Client is the Redis client every part uses.
 	Client redis.UniversalClient
 	// Pipeline sends the fenced enqueues.
