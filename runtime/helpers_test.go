@@ -47,13 +47,17 @@ type stubLeader struct {
 
 // leadOnStub runs one replica of s on clk, on the shared Redis in a
 // namespace and queue of its own with a worker, and returns once its
-// leader state is built. before, if not nil, prepares Redis first.
+// leader state is built. Without a handler of its own, s's runs are
+// recorded in the executions. before, if not nil, prepares Redis first.
 func leadOnStub(t *testing.T, clk *clock.Stub, opts runtime.Options, s registry.Schedule, before func(rdb redis.UniversalClient, ns string)) stubLeader {
 	t.Helper()
 	rdb := sharedRedis(t)
 	opts.Redis, opts.Namespace, opts.Logger = rdb, uniq("ns"), testLogger(t)
 	l := stubLeader{exec: newExecutions()}
-	s.Queue, s.Handler = uniq("q"), l.exec.handler
+	s.Queue = uniq("q")
+	if s.Handler == nil {
+		s.Handler = l.exec.handler
+	}
 	rt, err := runtime.NewWithClock(registry.MustNew(s), opts, clk)
 	if err != nil {
 		t.Fatal(err)
