@@ -34,7 +34,7 @@ lint: ## gofmt, go vet, and cronlint as a vet tool over the examples
 
 .PHONY: test
 test: verify/generate ## everything CI checks: generated code, lint, alert rules, a bench smoke run, tests (race on the registry and the runtime), short fuzz runs
-	@# Two lanes at once, each printed whole when it ends: the bench smoke
+	@# Two lanes at once, each step printed whole when it ends: the bench smoke
 	@# run spends most of its time waiting on real time (slots, windows,
 	@# takeovers), which the checks fill with compiling and CPU; the race
 	@# run comes after the checks, not beside them, because its tests judge
