@@ -112,6 +112,9 @@ func TestSlotsOlderThanGraceAreMissedNotRun(t *testing.T) {
 		}
 	})
 	rt, signals, exec := l.rt, l.signals, l.exec
+	// The backlog is judged at start: the clock moves only once the loop
+	// sleeps until the next slot.
+	signals.Waiting.WaitFor("a sleep until the slot after start", func(until time.Time) bool { return until.Equal(start.Add(time.Second)) })
 	for i := 1; i <= 3; i++ {
 		stepTo(t, clk, signals, start.Add(time.Duration(i)*time.Second))
 	}
