@@ -147,6 +147,18 @@ func (l enqueueLogs) firstEnqueue(name string, slot int64) time.Time {
 	return time.Unix(slot, 0)
 }
 
+// reached is when a leader first enqueued (inserted or found) the task of
+// slot of any of the schedules names; zero if none did.
+func (l enqueueLogs) reached(names []string, slot int64) time.Time {
+	var first time.Time
+	for _, name := range names {
+		if recs := l.byTask[chaosTaskID(name, slot)]; len(recs) > 0 && (first.IsZero() || recs[0].at.Before(first)) {
+			first = recs[0].at
+		}
+	}
+	return first
+}
+
 // quietGap is the longest a per-second schedule's leader goes between two
 // enqueues while it keeps up.
 const quietGap = 3 * time.Second
@@ -352,5 +364,35 @@ func TestChaosJudgesAFailoverRerunByItsEnqueue(t *testing.T) {
 	}
 	if !h.nearSwitch(logs.firstEnqueue("every-1s", switchAt.Add(-time.Second).Unix())) {
 		t.Error("a slot with no recorded enqueue is not judged by its own time")
+	}
+}
+
+// A slot of the paused schedule that came due before the pause but that
+// no leader reached until the pause had landed (it was catching up after
+// an outage) is recorded paused by the runtime, and may go either way; one
+// a leader reached before the pause must run.
+func TestChaosJudgesAPauseReachedLateByTheEnqueues(t *testing.T) {
+	at := func(sec float64) time.Time {
+		return time.Date(2026, 12, 4, 20, 59, 0, 0, time.UTC).Add(time.Duration(sec * float64(time.Second)))
+	}
+	h := &chaosHarness{cfg: chaosConfig{skew: 3 * time.Second}, schedules: []string{"every-1s", chaosPaused}}
+	h.operatorPause.fromFirst, h.operatorPause.from = at(58.16), at(58.17)
+	h.operatorPause.toFirst, h.operatorPause.to = at(133), at(134)
+	logs := enqueueLogs{byTask: map[string][]enqueueRecord{}}
+	enqueue := func(name string, slot, when float64) {
+		id := chaosTaskID(name, at(slot).Unix())
+		logs.byTask[id] = append(logs.byTask[id], enqueueRecord{at: at(when), kind: "inserted", taskID: id})
+	}
+	enqueue("every-1s", 50, 54.449)
+	enqueue(chaosPaused, 50, 54.437)
+	enqueue("every-1s", 52, 54.453)
+	enqueue("every-1s", 54, 58.448) // the outage's catch-up, after the pause
+	for _, c := range []struct {
+		slot float64
+		want pausedState
+	}{{50, slotRuns}, {52, slotRuns}, {54, slotMaybePaused}, {100, slotPaused}} {
+		if got := h.pausedState(at(c.slot), logs.reached(h.schedules, at(c.slot).Unix())); got != c.want {
+			t.Errorf("slot at %vs: paused state %d, want %d", c.slot, got, c.want)
+		}
 	}
 }

@@ -303,6 +303,8 @@ type chaosHarness struct {
 	replicas []*chaosReplica
 	// chaosStart is the origin of the fault schedule's offsets.
 	chaosStart time.Time
+	// schedules are the registry's schedules that are not families.
+	schedules []string
 
 	kills, pauses, freezes, redisRestarts, flushes int
 	partitions, latencies, stalls, failovers       int
@@ -417,6 +419,11 @@ func TestChaos(t *testing.T) {
 		h.start(h.replicas[i])
 	}
 	reg := chaosSchedules(func(context.Context, registry.Occurrence) error { return nil })
+	for _, s := range reg.Schedules() {
+		if !s.Family() {
+			h.schedules = append(h.schedules, s.Name)
+		}
+	}
 
 	// Warm-up: a leader has written every schedule's first cursor. Slots
 	// before that were never meant to run (a new schedule starts from now),
@@ -478,7 +485,7 @@ func TestChaos(t *testing.T) {
 			first, again := runs[s.Name][slot], retries[s.Name][slot]
 			at := time.Unix(slot, 0).UTC().Format(time.TimeOnly)
 			if s.Name == chaosPaused {
-				switch h.pausedState(time.Unix(slot, 0)) {
+				switch h.pausedState(time.Unix(slot, 0), enqueues.reached(h.schedules, slot)) {
 				case slotPaused:
 					pausedSlots++
 					if first+again > 0 {
@@ -622,14 +629,20 @@ const (
 // leader reads the pause when the slot comes due by its own clock, which
 // may be off by the skew, and a slot already enqueued when the pause was
 // set still runs: slots within skew plus a second of either edge may go
-// either way.
-func (h *chaosHarness) pausedState(slot time.Time) pausedState {
+// either way. A leader that reaches a slot late (catching up after an
+// outage) reads the pause then, and records a slot that came due before
+// it as paused: reached is when a leader first enqueued any schedule's
+// task of the slot (zero if none did), and a slot first reached while the
+// pause may have held may go either way too.
+func (h *chaosHarness) pausedState(slot, reached time.Time) pausedState {
 	p := h.operatorPause
 	margin := h.cfg.skew + time.Second
 	switch {
 	case slot.After(p.from.Add(margin)) && slot.Before(p.toFirst.Add(-margin)):
 		return slotPaused
 	case slot.After(p.fromFirst.Add(-margin)) && slot.Before(p.to.Add(margin)):
+		return slotMaybePaused
+	case slot.Before(p.fromFirst) && reached.After(p.fromFirst) && reached.Before(p.to.Add(margin)):
 		return slotMaybePaused
 	}
 	return slotRuns
@@ -1085,9 +1098,6 @@ func (h *chaosHarness) drain(slots map[string][]int64, end time.Time) {
 		var logs *enqueueLogs
 		for name, list := range slots {
 			for _, slot := range list {
-				if name == chaosPaused && h.pausedState(time.Unix(slot, 0)) != slotRuns {
-					continue // paused slots never run
-				}
 				if inLostWindow(lost, time.Unix(slot, 0)) {
 					continue
 				}
@@ -1095,6 +1105,9 @@ func (h *chaosHarness) drain(slots map[string][]int64, end time.Time) {
 					if logs == nil {
 						l := h.readEnqueueLogs()
 						logs = &l
+					}
+					if name == chaosPaused && h.pausedState(time.Unix(slot, 0), logs.reached(h.schedules, slot)) != slotRuns {
+						continue // paused slots never run
 					}
 					if flushed, _ := h.unran(*logs, name, slot); flushed {
 						continue // a FLUSHALL took its task
