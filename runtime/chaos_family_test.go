@@ -271,11 +271,20 @@ func (f *chaosFamilyRun) slots(from, to time.Time) map[string][]int64 {
 	return out
 }
 
+// familyCounts are what check counts of the family's slots.
+type familyCounts struct {
+	occurrences, duplicates, missed, afterDelete, queuedAtFlush int
+	// failoverReruns and windowReruns are the extra first attempts around
+	// a change of primary and inside a detected data-loss window, as for
+	// a schedule's slots.
+	failoverReruns, windowReruns int
+}
+
 // check counts the family's occurrences, duplicates and missed slots, and
 // the slots whose task a FLUSHALL took (see chaosHarness.unran), and
 // reports runs after a member's deletion.
 func (f *chaosFamilyRun) check(t *testing.T, due map[string][]int64, runs, retries map[string]map[int64]int,
-	lost []runtime.LostWrites, enqueues enqueueLogs) (occurrences, duplicates, missed, afterDelete, queuedAtFlush int) {
+	lost []runtime.LostWrites, enqueues enqueueLogs) (c familyCounts) {
 	for name, list := range due {
 		for _, slot := range list {
 			if inLostWindow(lost, time.Unix(slot, 0)) {
@@ -284,19 +293,19 @@ func (f *chaosFamilyRun) check(t *testing.T, due map[string][]int64, runs, retri
 			if runs[name][slot]+retries[name][slot] == 0 {
 				at := time.Unix(slot, 0).UTC().Format(time.TimeOnly)
 				if flushed, why := f.h.unran(enqueues, name, slot); flushed {
-					queuedAtFlush++
+					c.queuedAtFlush++
 					t.Logf("chaos: %s slot %s (%d) never ran: %s", name, at, slot, why)
 				} else {
-					occurrences++
-					missed++
+					c.occurrences++
+					c.missed++
 					t.Errorf("chaos: %s slot %s (%d) never ran: %s", name, at, slot, why)
 				}
 				continue
 			}
-			occurrences++
+			c.occurrences++
 		}
 	}
-	if occurrences == 0 {
+	if c.occurrences == 0 {
 		t.Error("chaos: no family member's slot came due in the window")
 	}
 	f.mu.Lock()
@@ -307,18 +316,24 @@ func (f *chaosFamilyRun) check(t *testing.T, due map[string][]int64, runs, retri
 		for slot, n := range runs[name] {
 			switch {
 			case n > 1 && f.h.sentinel != nil && f.h.nearSwitch(enqueues.firstEnqueue(name, slot)):
+				c.failoverReruns += n - 1
 				t.Logf("chaos: %s slot %d ran %d times as a first attempt, around a change of primary", name, slot, n)
+			case n > 1 && inLostWindow(lost, time.Unix(slot, 0)):
+				// As for a schedule: the task IDs that stop a second
+				// enqueue went with the data, as the recorded loss says.
+				c.windowReruns += n - 1
+				t.Logf("chaos: %s slot %d ran %d times as a first attempt, inside a detected data-loss window", name, slot, n)
 			case n > 1:
-				duplicates += n - 1
+				c.duplicates += n - 1
 				t.Errorf("chaos: %s slot %d ran %d times as a first attempt", name, slot, n)
 			}
 			if !m.deleted.IsZero() && time.Unix(slot, 0).After(m.deleted.Add(margin)) {
-				afterDelete++
+				c.afterDelete++
 				t.Errorf("chaos: %s slot %d ran after the member was deleted at %s", name, slot, m.deleted.Format(time.TimeOnly))
 			}
 		}
 	}
-	return occurrences, duplicates, missed, afterDelete, queuedAtFlush
+	return c
 }
 
 // A member deleted during an outage: the slots the leader had not

@@ -540,9 +540,10 @@ func TestChaos(t *testing.T) {
 			}
 		}
 	}
-	famOccurrences, famDuplicates, famMissed, famAfterDelete, famQueuedAtFlush := fam.check(t, famDue, runs, retries, lost, enqueues)
-	occurrences, duplicates, missed = occurrences+famOccurrences, duplicates+famDuplicates, missed+famMissed
-	lostWindow, queuedAtFlush = lostWindow+famQueuedAtFlush, queuedAtFlush+famQueuedAtFlush
+	famCounts := fam.check(t, famDue, runs, retries, lost, enqueues)
+	occurrences, duplicates, missed = occurrences+famCounts.occurrences, duplicates+famCounts.duplicates, missed+famCounts.missed
+	lostWindow, queuedAtFlush = lostWindow+famCounts.queuedAtFlush, queuedAtFlush+famCounts.queuedAtFlush
+	failoverReruns, windowReruns = failoverReruns+famCounts.failoverReruns, windowReruns+famCounts.windowReruns
 	if missed > 20 {
 		t.Errorf("chaos: ... and %d more slots never ran", missed-20)
 	}
@@ -566,7 +567,7 @@ func TestChaos(t *testing.T) {
 	line := fmt.Sprintf("chaos: occurrences=%d duplicates=%d missed=%d kills=%d pauses=%d skew_s=%s redis_restarts=%d paused_slots=%d flushes=%d lost_window=%d partitions=%d stalls=%d failovers=%d",
 		occurrences, duplicates, missed, h.kills, h.pauses, skew, h.redisRestarts, pausedSlots, h.flushes, lostWindow,
 		h.partitions, h.stalls, h.failovers)
-	line += fmt.Sprintf(" family_occurrences=%d family_after_delete=%d queued_at_flush=%d", famOccurrences, famAfterDelete, queuedAtFlush)
+	line += fmt.Sprintf(" family_occurrences=%d family_after_delete=%d queued_at_flush=%d", famCounts.occurrences, famCounts.afterDelete, queuedAtFlush)
 	if *chaosSummary != "" {
 		if err := os.WriteFile(*chaosSummary, []byte(line+"\n"), 0o644); err != nil {
 			t.Errorf("writing %s: %v", *chaosSummary, err)
