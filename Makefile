@@ -33,13 +33,36 @@ lint: ## gofmt, go vet, and cronlint as a vet tool over the examples
 	$(GO) vet -vettool=$(CURDIR)/bin/cronlint ./examples/...
 
 .PHONY: test
-test: verify/generate lint test/alerts ## everything CI checks: generated code, lint, alert rules, a bench smoke run, tests (race on the runtime), short fuzz runs
-	BENCH_QUICK=1 $(GO) run ./runtime/internal/bench
-	@# The registry and the runtime run once, under the race detector; every
-	@# other package without it. Running them twice proved nothing the race
-	@# run does not.
+test: verify/generate ## everything CI checks: generated code, lint, alert rules, a bench smoke run, tests (race on the registry and the runtime), short fuzz runs
+	@# Two lanes at once, each step printed whole when it ends: the bench smoke
+	@# run spends most of its time waiting on real time (slots, windows,
+	@# takeovers), which the checks fill with compiling and CPU; the race
+	@# run comes after the checks, not beside them, because its tests judge
+	@# lateness and Redis round trips, which a saturated machine fails.
+	@$(MAKE) --no-print-directory -j2 --output-sync=target test/bench-smoke test/checks-then-race
+
+.PHONY: test/checks-then-race
+test/checks-then-race: ## lint, alert rules, the tests without -race, the fuzz runs, then the race run, one after another
+	@$(MAKE) --no-print-directory -j1 lint test/alerts test/unit test/fuzz test/race
+
+.PHONY: test/unit
+test/unit: ## every package's tests except the registry's and the runtime's (those run under -race)
 	$(GO) test -count=1 $$($(GO) list $(PKGS) | grep -v -E '^$(MODULE)/(registry|runtime)(/|$$)')
-	$(GO) test -count=1 -race ./registry/... ./runtime/...
+
+.PHONY: test/race
+test/race: ## the registry's and the runtime's tests, once, under the race detector
+	@# Once, not also without -race: running them twice proved nothing the
+	@# race run does not. -parallel above the core count: most of the
+	@# runtime's tests wait on real time (a lease's TTL, a proxy's delay,
+	@# a Sentinel failover), not on a core.
+	$(GO) test -count=1 -race -parallel=8 ./registry/... ./runtime/...
+
+.PHONY: test/bench-smoke
+test/bench-smoke: ## every benchmark step once, at small sizes: the harness runs end to end (figures not comparable with make bench)
+	BENCH_QUICK=1 $(GO) run ./runtime/internal/bench
+
+.PHONY: test/fuzz
+test/fuzz: ## counted fuzz runs of the cron and directive parsers
 	@# Counted, not timed: Go 1.26's fuzz coordinator can fail a -fuzztime=10s
 	@# run with "context deadline exceeded" when a worker is busy at the
 	@# deadline (golang/go#75804, fixed in Go 1.27).

@@ -18,6 +18,7 @@ import (
 	"github.com/belfry/belfry/runtime/internal/lease"
 	"github.com/belfry/belfry/runtime/internal/store"
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 )
 
 func TestTakeoverAfterHolderCrash(t *testing.T) {
@@ -63,39 +64,71 @@ func TestGracefulShutdownHandsOverAtOnce(t *testing.T) {
 	}
 }
 
+// The leader sleeps until the next due slot, not a poll's period: on a
+// stub clock it says so (its waiting signal carries the slot), enqueues
+// the slot when the clock reaches it, and then sleeps until the next
+// day's, which a real-time test could not wait for.
+func TestTheLeaderSleepsUntilTheNextDueSlot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	slot := time.Date(2026, 3, 2, 3, 17, 0, 0, time.UTC)
+	clk := clock.NewStub(slot.Add(-2 * time.Second))
+	// A margin wide enough for a clock a year off Redis's: the stub is
+	// where the test puts it, not where the host is.
+	l := leadOnStub(t, clk, runtime.Options{SkewMargin: 365 * 24 * time.Hour}, registry.Schedule{Name: "nightly", Expr: "17 3 * * *"}, nil)
+	rt, signals, exec := l.rt, l.signals, l.exec
+	signals.Waiting.WaitFor("a sleep until "+slot.Format(time.TimeOnly), func(until time.Time) bool { return until.Equal(slot) })
+	stepTo(t, clk, signals, slot)
+	waitFor(t, 10*time.Second, "the slot to run", func() bool { return exec.slots("nightly")[slot.Unix()] == 1 })
+	next := slot.AddDate(0, 0, 1)
+	signals.Waiting.WaitFor("a sleep until the next day's slot", func(until time.Time) bool { return until.Equal(next) })
+	// A day's move outlasts the lease's trust window, which is measured on
+	// the same clock: the holder renews at once, as one that wakes from a
+	// stall does, rather than at its next renewal in real time.
+	clk.Set(next)
+	if err := rt.RenewLease(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stepTo(t, clk, signals, next)
+	waitFor(t, 10*time.Second, "the next day's slot to run", func() bool { return exec.slots("nightly")[next.Unix()] == 1 })
+	if c, err := rt.Monitor().Counters(ctx); err != nil || c["nightly"].Missed != 0 {
+		t.Errorf("counters %+v, %v: want no slot missed", c["nightly"], err)
+	}
+}
+
+// The scheduler was down for a minute: of its backlog, the slots older
+// than grace are recorded missed and not run; the fresh ones run. On a
+// stub clock, so the ages are exact.
 func TestSlotsOlderThanGraceAreMissedNotRun(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rdb := sharedRedis(t)
 	const grace = 3 * time.Second
-	ns, queue := uniq("ns"), uniq("q")
-	exec := newExecutions()
-	reg := registry.MustNew(registry.Schedule{Name: "tick", Expr: "* * * * * *", Queue: queue, Handler: exec.handler})
-	rt, err := runtime.New(reg, runtime.Options{Redis: rdb, Namespace: ns, Grace: grace, LeaseTTL: 2 * time.Second, Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
+	start := time.Now().Truncate(time.Second)
+	clk := clock.NewStub(start)
+	l := leadOnStub(t, clk, runtime.Options{Grace: grace}, registry.Schedule{Name: "tick", Expr: "* * * * * *"}, func(rdb redis.UniversalClient, ns string) {
+		// The cursor is 60 slots behind.
+		if err := rdb.HSet(ctx, store.NewKeys(ns).Cursors, "tick", start.Add(-time.Minute).Unix()).Err(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	rt, signals, exec := l.rt, l.signals, l.exec
+	// The backlog is judged at start: the clock moves only once the loop
+	// sleeps until the next slot.
+	signals.Waiting.WaitFor("a sleep until the slot after start", func(until time.Time) bool { return until.Equal(start.Add(time.Second)) })
+	for i := 1; i <= 3; i++ {
+		stepTo(t, clk, signals, start.Add(time.Duration(i)*time.Second))
 	}
-	t.Cleanup(func() { rt.Close() })
-	// The scheduler was down for a minute: its cursor is 60 slots behind.
-	behind := time.Now().Add(-time.Minute).Truncate(time.Second)
-	if err := rdb.HSet(ctx, store.NewKeys(ns).Cursors, "tick", behind.Unix()).Err(); err != nil {
-		t.Fatal(err)
-	}
-	startWorker(t, rdb, queue, func(mux *asynq.ServeMux) { rt.RegisterHandlers(mux) })
-	runUntilTheEnd(t, rt)
+	// The slots within grace of start, the one at start and the three
+	// the clock moved to.
+	fresh := 4 + int(grace/time.Second)
+	waitFor(t, 10*time.Second, "the fresh slots to run", func() bool { return len(exec.slots("tick")) >= fresh })
 	waitFor(t, 10*time.Second, "the backlog to be recorded as missed", func() bool {
 		c, _ := rt.Monitor().Counters(ctx)
-		return c["tick"].Missed > 0
+		return c["tick"].Missed+int64(fresh) == 60+3
 	})
-	started := time.Now()
-	waitFor(t, 10*time.Second, "fresh slots to run", func() bool { return len(exec.slots("tick")) >= 3 })
-	counters, _ := rt.Monitor().Counters(ctx)
-	if m := counters["tick"].Missed; m < 50 || m > 60 {
-		t.Errorf("missed = %d, want the ~57 slots older than the %s grace", m, grace)
-	}
 	for slot := range exec.slots("tick") {
-		if age := started.Sub(time.Unix(slot, 0)); age > grace+2*time.Second {
-			t.Errorf("slot %s ran although it was %s old, beyond the %s grace", time.Unix(slot, 0).UTC(), age, grace)
+		if age := start.Sub(time.Unix(slot, 0)); age > grace {
+			t.Errorf("slot %s ran although it was %s old at start, beyond the %s grace", time.Unix(slot, 0).UTC(), age, grace)
 		}
 	}
 	hist, err := rt.History(ctx, "tick", 100)
@@ -170,15 +203,18 @@ func TestManualTriggerRunsOncePerRequest(t *testing.T) {
 	}
 }
 
+// A per-second schedule with overlap=skip whose run outlasts its slots:
+// the slots due while it runs are skipped, and the first due after it
+// ends runs. On a stub clock, one slot at a time.
 func TestOverlapSkipDoesNotEnqueueWhilePreviousRuns(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rdb := sharedRedis(t)
 	release := make(chan struct{})
 	var once sync.Once
 	t.Cleanup(func() { once.Do(func() { close(release) }) })
 	var mu sync.Mutex
 	runs := 0
+	ran := func() int { mu.Lock(); defer mu.Unlock(); return runs }
 	slow := func(ctx context.Context, occ registry.Occurrence) error {
 		mu.Lock()
 		runs++
@@ -186,23 +222,42 @@ func TestOverlapSkipDoesNotEnqueueWhilePreviousRuns(t *testing.T) {
 		<-release
 		return nil
 	}
-	c := newCluster(t, rdb, 1, runtime.Options{},
-		registry.Schedule{Name: "slow", Expr: "* * * * * *", Overlap: registry.OverlapSkip, Handler: slow})
+	start := time.Now().Truncate(time.Second)
+	clk := clock.NewStub(start)
+	l := leadOnStub(t, clk, runtime.Options{}, registry.Schedule{Name: "slow", Expr: "* * * * * *", Overlap: registry.OverlapSkip, Handler: slow}, nil)
+	stepTo(t, clk, l.signals, start.Add(time.Second))
+	waitFor(t, 10*time.Second, "the first run to start", func() bool { return ran() == 1 })
+	stepTo(t, clk, l.signals, start.Add(2*time.Second))
+	stepTo(t, clk, l.signals, start.Add(3*time.Second))
 	waitFor(t, 10*time.Second, "two slots skipped while the first runs", func() bool {
-		counters, _ := c.rts[0].Monitor().Counters(ctx)
+		counters, _ := l.rt.Monitor().Counters(ctx)
 		return counters["slow"].Skipped >= 2
 	})
-	mu.Lock()
-	if runs != 1 {
-		t.Errorf("%d runs started while the first was still running, want 1", runs)
+	if n := ran(); n != 1 {
+		t.Errorf("%d runs started while the first was still running, want 1", n)
 	}
-	mu.Unlock()
 	once.Do(func() { close(release) })
-	waitFor(t, 10*time.Second, "a new occurrence after the first finished", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return runs >= 2
-	})
+	// The leader sees the run end in asynq's task state: a slot or two
+	// may still find it running and be skipped; the first enqueued runs.
+	counted := func() (enqueued, skipped int64) {
+		c, _ := l.rt.Monitor().Counters(ctx)
+		return c["slow"].Enqueued, c["slow"].Skipped
+	}
+	for slot := start.Add(4 * time.Second); ; slot = slot.Add(time.Second) {
+		if slot.After(start.Add(20 * time.Second)) {
+			t.Fatal("every slot to 20 s after the first run ended was skipped")
+		}
+		enqueued, skipped := counted()
+		stepTo(t, clk, l.signals, slot)
+		waitFor(t, 10*time.Second, "the slot's outcome to be counted", func() bool {
+			e, s := counted()
+			return e+s > enqueued+skipped
+		})
+		if e, _ := counted(); e > enqueued {
+			break
+		}
+	}
+	waitFor(t, 10*time.Second, "a new occurrence after the first finished", func() bool { return ran() >= 2 })
 }
 
 func TestWithoutRedisTheSchedulerIsDisabledNotFatal(t *testing.T) {

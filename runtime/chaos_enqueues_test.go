@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/belfry/belfry/registry"
@@ -132,6 +133,77 @@ func (l enqueueLogs) ackAfter(rec enqueueRecord) string {
 		return fmt.Sprintf("next WAIT at %s: %d replica(s) acknowledged", clockOf(w.at), w.acks)
 	}
 	return "no WAIT after it"
+}
+
+// firstEnqueue is when the task of a slot of a schedule, or of a family
+// member ("family/<member>"), was first inserted, as its leader's client
+// saw the reply; the slot itself if no replica recorded an insert.
+func (l enqueueLogs) firstEnqueue(name string, slot int64) time.Time {
+	for _, r := range l.byTask[chaosTaskID(name, slot)] {
+		if r.kind == "inserted" {
+			return r.at
+		}
+	}
+	return time.Unix(slot, 0)
+}
+
+// reached is when a leader first enqueued (inserted or found) the task of
+// slot of any of the schedules names; zero if none did.
+func (l enqueueLogs) reached(names []string, slot int64) time.Time {
+	var first time.Time
+	for _, name := range names {
+		if recs := l.byTask[chaosTaskID(name, slot)]; len(recs) > 0 && (first.IsZero() || recs[0].at.Before(first)) {
+			first = recs[0].at
+		}
+	}
+	return first
+}
+
+// quietGap is the longest a per-second schedule's leader goes between two
+// enqueues while it keeps up.
+const quietGap = 3 * time.Second
+
+// quietStretches are the stretches longer than quietGap between two
+// enqueues (inserted or found) of tasks whose IDs start with one of
+// prefixes: an outage of the leader, after which it catches up on the
+// slots that came due in it. A stretch still under way at now runs on
+// into the future. Only a leader whose fence held enqueues, so a zombie's
+// worker or asynq re-delivering an orphaned task, which run tasks in the
+// middle of an outage, do not end one as they end a stretch of no
+// executions.
+func (l enqueueLogs) quietStretches(prefixes []string, now time.Time) [][2]time.Time {
+	var times []time.Time
+	for id, recs := range l.byTask {
+		if !slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(id, p) }) {
+			continue
+		}
+		for _, r := range recs {
+			times = append(times, r.at)
+		}
+	}
+	slices.SortFunc(times, time.Time.Compare)
+	var out [][2]time.Time
+	for i := 1; i < len(times); i++ {
+		if times[i].Sub(times[i-1]) > quietGap {
+			out = append(out, [2]time.Time{times[i-1], times[i]})
+		}
+	}
+	if n := len(times); n > 0 && now.Sub(times[n-1]) > quietGap {
+		out = append(out, [2]time.Time{times[n-1], now.Add(time.Hour)})
+	}
+	return out
+}
+
+// quietBefore says whether slot came due in, or just before, one of the
+// quiet stretches that had not ended by margin before at: the leader may
+// not have got to the slot by then (it was catching up).
+func quietBefore(stretches [][2]time.Time, slot, at time.Time, margin time.Duration) bool {
+	for _, q := range stretches {
+		if slot.After(q[0].Add(-margin)) && at.Before(q[1].Add(margin)) {
+			return true
+		}
+	}
+	return false
 }
 
 func clockOf(t time.Time) string { return t.UTC().Format("15:04:05.000") }
@@ -267,4 +339,60 @@ func (h *chaosHarness) logLinesWith(text string, n int) []string {
 		}
 	}
 	return out
+}
+
+// A task run again after a change of primary is judged by when it went
+// into Redis: a slot long past, enqueued by a leader catching up just
+// before the switch, may be delivered again from the new primary; a slot
+// just before the switch whose task went in only after it may not.
+func TestChaosJudgesAFailoverRerunByItsEnqueue(t *testing.T) {
+	switchAt := time.Date(2026, 12, 4, 20, 44, 32, 0, time.UTC)
+	h := &chaosHarness{switches: []time.Time{switchAt}}
+	logs := enqueueLogs{byTask: map[string][]enqueueRecord{}}
+	enqueue := func(slot, when time.Time) int64 {
+		id := chaosTaskID("every-1s", slot.Unix())
+		logs.byTask[id] = append(logs.byTask[id], enqueueRecord{at: when, kind: "inserted", taskID: id})
+		return slot.Unix()
+	}
+	caughtUp := enqueue(switchAt.Add(-20*time.Second), switchAt.Add(-2*time.Second))
+	if !h.nearSwitch(logs.firstEnqueue("every-1s", caughtUp)) {
+		t.Error("a slot enqueued 2s before the switch, 18s late, is not judged near it")
+	}
+	after := enqueue(switchAt.Add(-2*time.Second), switchAt.Add(3*time.Second))
+	if h.nearSwitch(logs.firstEnqueue("every-1s", after)) {
+		t.Error("a slot enqueued 3s after the switch is judged near it")
+	}
+	if !h.nearSwitch(logs.firstEnqueue("every-1s", switchAt.Add(-time.Second).Unix())) {
+		t.Error("a slot with no recorded enqueue is not judged by its own time")
+	}
+}
+
+// A slot of the paused schedule that came due before the pause but that
+// no leader reached until the pause had landed (it was catching up after
+// an outage) is recorded paused by the runtime, and may go either way; one
+// a leader reached before the pause must run.
+func TestChaosJudgesAPauseReachedLateByTheEnqueues(t *testing.T) {
+	at := func(sec float64) time.Time {
+		return time.Date(2026, 12, 4, 20, 59, 0, 0, time.UTC).Add(time.Duration(sec * float64(time.Second)))
+	}
+	h := &chaosHarness{cfg: chaosConfig{skew: 3 * time.Second}, schedules: []string{"every-1s", chaosPaused}}
+	h.operatorPause.fromFirst, h.operatorPause.from = at(58.16), at(58.17)
+	h.operatorPause.toFirst, h.operatorPause.to = at(133), at(134)
+	logs := enqueueLogs{byTask: map[string][]enqueueRecord{}}
+	enqueue := func(name string, slot, when float64) {
+		id := chaosTaskID(name, at(slot).Unix())
+		logs.byTask[id] = append(logs.byTask[id], enqueueRecord{at: at(when), kind: "inserted", taskID: id})
+	}
+	enqueue("every-1s", 50, 54.449)
+	enqueue(chaosPaused, 50, 54.437)
+	enqueue("every-1s", 52, 54.453)
+	enqueue("every-1s", 54, 58.448) // the outage's catch-up, after the pause
+	for _, c := range []struct {
+		slot float64
+		want pausedState
+	}{{50, slotRuns}, {52, slotRuns}, {54, slotMaybePaused}, {100, slotPaused}} {
+		if got := h.pausedState(at(c.slot), logs.reached(h.schedules, at(c.slot).Unix())); got != c.want {
+			t.Errorf("slot at %vs: paused state %d, want %d", c.slot, got, c.want)
+		}
+	}
 }

@@ -223,15 +223,16 @@ func (f *chaosFamilyRun) missing() int {
 
 // certain says whether a member's slot surely came due while it existed
 // and Redis held it, judged with margin for the leaders' skewed clocks
-// and the leader's poll; false for slots either way is right.
-func (f *chaosFamilyRun) certain(m *chaosMember, slot time.Time) bool {
+// and the leader's poll; false for slots either way is right. quiet are
+// the stretches in which no leader enqueued any member's task.
+func (f *chaosFamilyRun) certain(m *chaosMember, slot time.Time, quiet [][2]time.Time) bool {
 	margin := f.h.cfg.skew + 2*time.Second
 	if !slot.After(m.added.Add(time.Second)) || !m.deleted.IsZero() && slot.After(m.deleted.Add(-margin)) {
 		return false
 	}
 	// Deleted while the leader was catching up after an outage: it may
 	// not have reached the slot before the member was gone.
-	if !m.deleted.IsZero() && slot.Before(m.deleted) && f.h.quietBefore(slot, m.deleted, margin) {
+	if !m.deleted.IsZero() && slot.Before(m.deleted) && quietBefore(quiet, slot, m.deleted, margin) {
 		return false
 	}
 	for _, g := range f.gaps {
@@ -248,6 +249,13 @@ func (f *chaosFamilyRun) slots(from, to time.Time) map[string][]int64 {
 	<-f.done
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	// The leader's progress through the members' slots, from what it
+	// enqueued: a member's task ID without its slot.
+	var prefixes []string
+	for _, m := range f.all {
+		prefixes = append(prefixes, strings.TrimSuffix(chaosTaskID(chaosFamily+"/"+m.Key, 0), "0"))
+	}
+	quiet := f.h.readEnqueueLogs().quietStretches(prefixes, time.Now())
 	out := map[string][]int64{}
 	for _, m := range f.all {
 		s, err := f.rt.Families().Schedule(chaosFamily, m.Member)
@@ -255,7 +263,7 @@ func (f *chaosFamilyRun) slots(from, to time.Time) map[string][]int64 {
 			f.h.t.Fatal(err)
 		}
 		for slot := s.Next(from.Add(-time.Nanosecond)); !slot.IsZero() && !slot.After(to); slot = s.Next(slot) {
-			if f.certain(m, slot) {
+			if f.certain(m, slot, quiet) {
 				out[chaosFamily+"/"+m.Key] = append(out[chaosFamily+"/"+m.Key], slot.Unix())
 			}
 		}
@@ -263,11 +271,20 @@ func (f *chaosFamilyRun) slots(from, to time.Time) map[string][]int64 {
 	return out
 }
 
+// familyCounts are what check counts of the family's slots.
+type familyCounts struct {
+	occurrences, duplicates, missed, afterDelete, queuedAtFlush int
+	// failoverReruns and windowReruns are the extra first attempts around
+	// a change of primary and inside a detected data-loss window, as for
+	// a schedule's slots.
+	failoverReruns, windowReruns int
+}
+
 // check counts the family's occurrences, duplicates and missed slots, and
 // the slots whose task a FLUSHALL took (see chaosHarness.unran), and
 // reports runs after a member's deletion.
 func (f *chaosFamilyRun) check(t *testing.T, due map[string][]int64, runs, retries map[string]map[int64]int,
-	lost []runtime.LostWrites, enqueues enqueueLogs) (occurrences, duplicates, missed, afterDelete, queuedAtFlush int) {
+	lost []runtime.LostWrites, enqueues enqueueLogs) (c familyCounts) {
 	for name, list := range due {
 		for _, slot := range list {
 			if inLostWindow(lost, time.Unix(slot, 0)) {
@@ -276,19 +293,19 @@ func (f *chaosFamilyRun) check(t *testing.T, due map[string][]int64, runs, retri
 			if runs[name][slot]+retries[name][slot] == 0 {
 				at := time.Unix(slot, 0).UTC().Format(time.TimeOnly)
 				if flushed, why := f.h.unran(enqueues, name, slot); flushed {
-					queuedAtFlush++
+					c.queuedAtFlush++
 					t.Logf("chaos: %s slot %s (%d) never ran: %s", name, at, slot, why)
 				} else {
-					occurrences++
-					missed++
+					c.occurrences++
+					c.missed++
 					t.Errorf("chaos: %s slot %s (%d) never ran: %s", name, at, slot, why)
 				}
 				continue
 			}
-			occurrences++
+			c.occurrences++
 		}
 	}
-	if occurrences == 0 {
+	if c.occurrences == 0 {
 		t.Error("chaos: no family member's slot came due in the window")
 	}
 	f.mu.Lock()
@@ -298,17 +315,64 @@ func (f *chaosFamilyRun) check(t *testing.T, due map[string][]int64, runs, retri
 		name := chaosFamily + "/" + m.Key
 		for slot, n := range runs[name] {
 			switch {
-			case n > 1 && f.h.sentinel != nil && f.h.nearSwitch(time.Unix(slot, 0)):
+			case n > 1 && f.h.sentinel != nil && f.h.nearSwitch(enqueues.firstEnqueue(name, slot)):
+				c.failoverReruns += n - 1
 				t.Logf("chaos: %s slot %d ran %d times as a first attempt, around a change of primary", name, slot, n)
+			case n > 1 && inLostWindow(lost, time.Unix(slot, 0)):
+				// As for a schedule: the task IDs that stop a second
+				// enqueue went with the data, as the recorded loss says.
+				c.windowReruns += n - 1
+				t.Logf("chaos: %s slot %d ran %d times as a first attempt, inside a detected data-loss window", name, slot, n)
 			case n > 1:
-				duplicates += n - 1
+				c.duplicates += n - 1
 				t.Errorf("chaos: %s slot %d ran %d times as a first attempt", name, slot, n)
 			}
 			if !m.deleted.IsZero() && time.Unix(slot, 0).After(m.deleted.Add(margin)) {
-				afterDelete++
+				c.afterDelete++
 				t.Errorf("chaos: %s slot %d ran after the member was deleted at %s", name, slot, m.deleted.Format(time.TimeOnly))
 			}
 		}
 	}
-	return occurrences, duplicates, missed, afterDelete, queuedAtFlush
+	return c
+}
+
+// A member deleted during an outage: the slots the leader had not
+// enqueued when the outage began are not owed, even when a worker runs a
+// task in the middle of it (a zombie waking, asynq re-delivering an
+// orphaned task), which ends a stretch of no executions but not one of
+// no enqueues. The slots due well before the outage are owed.
+func TestChaosJudgesADeletedMemberByTheLeadersEnqueues(t *testing.T) {
+	at := func(sec float64) time.Time {
+		return time.Date(2026, 12, 4, 20, 42, 0, 0, time.UTC).Add(time.Duration(sec * float64(time.Second)))
+	}
+	logs := enqueueLogs{byTask: map[string][]enqueueRecord{}}
+	enqueue := func(member string, slot, when float64) {
+		id := chaosTaskID(chaosFamily+"/"+member, at(slot).Unix())
+		logs.byTask[id] = append(logs.byTask[id], enqueueRecord{at: at(when), kind: "inserted", taskID: id})
+	}
+	// The leader keeps up until 30s, then a failover stops every write
+	// until 44.4s, when the new leader catches up.
+	for s := 20; s <= 30; s++ {
+		enqueue("tenant-00", float64(s), float64(s)+0.01)
+		enqueue("tenant-01", float64(s), float64(s)+0.02)
+	}
+	for s := 31; s <= 44; s++ {
+		enqueue("tenant-01", float64(s), 44.4)
+	}
+	prefixes := []string{strings.TrimSuffix(chaosTaskID(chaosFamily+"/tenant-00", 0), "0"),
+		strings.TrimSuffix(chaosTaskID(chaosFamily+"/tenant-01", 0), "0")}
+	quiet := logs.quietStretches(prefixes, at(46))
+	if len(quiet) != 1 || !quiet[0][0].Equal(at(30.02)) || !quiet[0][1].Equal(at(44.4)) {
+		t.Fatalf("quiet stretches %v, want the one from 30.02s to 44.4s", quiet)
+	}
+	f := &chaosFamilyRun{h: &chaosHarness{cfg: chaosConfig{skew: 3 * time.Second}}}
+	deleted := &chaosMember{Member: runtime.Member{Key: "tenant-00"}, added: at(0), deleted: at(41.985)}
+	for _, c := range []struct {
+		slot float64
+		owed bool
+	}{{20, true}, {25, true}, {31, false}, {36, false}} {
+		if got := f.certain(deleted, at(c.slot), quiet); got != c.owed {
+			t.Errorf("slot at %vs of a member deleted at 41.985s: owed %v, want %v", c.slot, got, c.owed)
+		}
+	}
 }

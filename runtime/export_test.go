@@ -9,6 +9,7 @@ import (
 	"github.com/belfry/belfry/runtime/internal/pipeline"
 	"github.com/belfry/belfry/runtime/internal/redisengine"
 	"github.com/belfry/belfry/runtime/internal/store"
+	"github.com/belfry/belfry/runtime/internal/testsignal"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -100,4 +101,20 @@ func (r *Runtime) CheckQueuesEvery(d time.Duration) {
 	r.unserved.mu.Lock()
 	r.unserved.every = d
 	r.unserved.mu.Unlock()
+}
+
+// LoopSignals are the leader loop's test signals (leaderloop.go).
+type LoopSignals struct {
+	Rebuilt *testsignal.Signal[string]    // state built for this lease value
+	Stepped *testsignal.Signal[time.Time] // a step did the work due at this time
+	Waiting *testsignal.Signal[time.Time] // asleep until this time on the clock, or an event
+}
+
+// InitLoopSignals makes the leader loop signal; call it before Run.
+func (r *Runtime) InitLoopSignals(tb testsignal.TB) LoopSignals {
+	s := &r.loopSignals
+	s.rebuilt.Init(tb)
+	s.stepped.Init(tb)
+	s.waiting.Init(tb)
+	return LoopSignals{Rebuilt: &s.rebuilt, Stepped: &s.stepped, Waiting: &s.waiting}
 }

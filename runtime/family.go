@@ -348,8 +348,10 @@ func (fs *Families) Get(ctx context.Context, family, key string) (Member, error)
 // List returns a page of at most limit members (in no particular order)
 // and the cursor of the next page, "" after the last. Start with cursor
 // "". Following the cursors lists every member present from the first
-// page to the last exactly once; a member added or removed while paging
-// may or may not be listed. A page may hold fewer than limit members, and
+// page to the last exactly once (on Redis: unless the family shrinks to a
+// small fraction of its size, or Redis restarts or fails over, while it is
+// paged; docs/engines.md); a member added or removed while paging may or
+// may not be listed. A page may hold fewer than limit members, and
 // a search's may hold none and still have a next cursor: it reads a
 // bounded number of members, so that a search of a large family never
 // blocks Redis.

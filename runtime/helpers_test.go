@@ -10,6 +10,7 @@ import (
 
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/internal/clock"
 	"github.com/belfry/belfry/runtime/internal/redistest"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
@@ -25,6 +26,51 @@ func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) 
 	redistest.WaitFor(t, within, what, cond)
 }
 func uniq(prefix string) string { return redistest.Uniq(prefix) }
+
+// stepTo moves clk to at and waits until the leader loop whose signals
+// these are has stepped at that time or later: the work due by then is
+// enqueued. The loop arms its timer for a moment on its clock, so the
+// move may come while it sleeps or while it is busy.
+func stepTo(t testing.TB, clk *clock.Stub, signals runtime.LoopSignals, at time.Time) {
+	t.Helper()
+	clk.Set(at)
+	signals.Stepped.WaitFor("a step at "+at.UTC().Format(time.TimeOnly), func(now time.Time) bool { return !now.Before(at) })
+}
+
+// stubLeader is one replica on a stub clock, with its leader loop's
+// signals and the executions of its schedule.
+type stubLeader struct {
+	rt      *runtime.Runtime
+	signals runtime.LoopSignals
+	exec    *executions
+}
+
+// leadOnStub runs one replica of s on clk, on the shared Redis in a
+// namespace and queue of its own with a worker, and returns once its
+// leader state is built. Without a handler of its own, s's runs are
+// recorded in the executions. before, if not nil, prepares Redis first.
+func leadOnStub(t *testing.T, clk *clock.Stub, opts runtime.Options, s registry.Schedule, before func(rdb redis.UniversalClient, ns string)) stubLeader {
+	t.Helper()
+	rdb := sharedRedis(t)
+	opts.Redis, opts.Namespace, opts.Logger = rdb, uniq("ns"), testLogger(t)
+	l := stubLeader{exec: newExecutions()}
+	s.Queue = uniq("q")
+	if s.Handler == nil {
+		s.Handler = l.exec.handler
+	}
+	rt, err := runtime.NewWithClock(registry.MustNew(s), opts, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.rt, l.signals = rt, rt.InitLoopSignals(t)
+	if before != nil {
+		before(rdb, opts.Namespace)
+	}
+	startWorker(t, rdb, s.Queue, func(mux *asynq.ServeMux) { rt.RegisterHandlers(mux) })
+	runUntilTheEnd(t, rt)
+	l.signals.Rebuilt.WaitOrTimeout()
+	return l
+}
 
 // executions records every handler run by slot, independent of the ledger.
 type executions struct {

@@ -29,6 +29,7 @@ import (
 
 	"github.com/belfry/belfry/runtime/engine"
 	"github.com/belfry/belfry/runtime/internal/clock"
+	"github.com/belfry/belfry/runtime/internal/testsignal"
 )
 
 // leaderTask is one kind of work the leader loop schedules. Its state is
@@ -65,6 +66,19 @@ type keepState struct{ err error }
 func (e *keepState) Error() string { return e.err.Error() }
 func (e *keepState) Unwrap() error { return e.err }
 
+// leaderLoopSignals are the loop's test signals: a test waits on them
+// instead of polling for the loop's effects. Zero in production, where
+// each costs one nil check.
+type leaderLoopSignals struct {
+	// rebuilt: the tasks' state is built for this lease value.
+	rebuilt testsignal.Signal[string]
+	// stepped: a step did the work due at this time on the loop's clock.
+	stepped testsignal.Signal[time.Time]
+	// waiting: the loop sleeps until this time on its clock, or until a
+	// lease event or a commit's end wakes it first.
+	waiting testsignal.Signal[time.Time]
+}
+
 // leaderLoop is the loop's state: the lease its tasks' states were built
 // for, and whose turn it is.
 type leaderLoop struct {
@@ -95,11 +109,14 @@ func (r *Runtime) newLeaderLoop() *leaderLoop {
 // so however much is due a lost lease stops it within one step.
 func (l *leaderLoop) run(ctx context.Context) {
 	r := l.r
-	timer := time.NewTimer(time.Hour)
+	// On the runtime's clock: a stub clock moves the loop from one due
+	// slot to the next without real waits.
+	timer := clock.NewTimer(r.clock, time.Hour)
 	defer timer.Stop()
 	defer r.scheduling.Store(false)
 	for {
 		var wait time.Duration
+		var until time.Time // when a due slot makes the wait a moment, not a length
 		value, leader := r.eng.Current()
 		switch {
 		case !leader:
@@ -121,6 +138,7 @@ func (l *leaderLoop) run(ctx context.Context) {
 				break
 			}
 			l.retry.Reset()
+			r.loopSignals.rebuilt.Signal(value)
 			continue
 		default:
 			now := r.clock.Now()
@@ -146,16 +164,21 @@ func (l *leaderLoop) run(ctx context.Context) {
 				wait = l.retry.Next()
 			case worked:
 				l.retry.Reset()
+				r.loopSignals.stepped.Signal(now)
 				continue
 			default:
 				wait = time.Hour
-				if !next.IsZero() {
-					wait = next.Sub(now)
-				}
+				until = next
 			}
 		}
 		r.scheduling.Store(l.leading)
-		timer.Reset(max(wait, 0))
+		if until.IsZero() {
+			until = r.clock.Now().Add(wait)
+		}
+		// Armed from the clock's time now, not the step's: a clock moved
+		// meanwhile (a stub's, by a test) finds a slot it passed due at once.
+		timer.Reset(max(until.Sub(r.clock.Now()), 0))
+		r.loopSignals.waiting.Signal(until)
 		select {
 		case <-ctx.Done():
 			if l.leading {
@@ -163,7 +186,7 @@ func (l *leaderLoop) run(ctx context.Context) {
 			}
 			return
 		case <-r.eng.Changed():
-		case <-timer.C:
+		case <-timer.C():
 		case <-l.committed():
 		}
 	}

@@ -48,6 +48,9 @@ type Runtime struct {
 	// scheduling is true while the leader loop holds leader state and
 	// enqueues (leaderloop.go); only that loop writes it.
 	scheduling atomic.Bool
+	// loopSignals are the leader loop's test signals, silent unless a
+	// test inits them.
+	loopSignals leaderLoopSignals
 
 	observers
 	unserved   unservedLog

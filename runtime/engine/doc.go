@@ -3,8 +3,14 @@
 // handover policy) and an engine that stores its state, queues its tasks
 // and elects its leader: today Redis with asynq, next Postgres with River.
 // The core speaks only of this package's interfaces and value types, so
-// an engine plugs in without copying the core, and a service links only
-// the drivers of the engine it uses (this package imports no driver).
+// an engine plugs in without copying the core. This package imports no
+// driver; package runtime itself still links the Redis engine, because
+// Options.Redis is a go-redis client, so a service on another engine links
+// go-redis and asynq too until the Redis wiring leaves package runtime.
+//
+// The interfaces are young: they may change, in this repository, until a
+// second engine implements them. An engine written elsewhere should pin
+// belfry's version.
 //
 // # The contract every engine keeps
 //

@@ -74,10 +74,12 @@ type Slots interface {
 	// (occ.Key()'s occurrence ID, or a manual run's) is already in: a
 	// conflict is success with Inserted false, so sending an item twice
 	// inserts it once. An item's Cursor rises in the same atomic write as
-	// its task, so no task is ever in without its cursor covering it.
-	// Under fence (nil for the unfenced manual runs) the writes are
-	// refused once fence's term has ended: those items fail and fence is
-	// Rejected. Results are in items' order.
+	// its task, so no task is ever in without its cursor covering it; a
+	// cursor is the leader's, so an item carries one only under a fence
+	// (an engine may ignore one without). Under fence (nil for the
+	// unfenced manual runs) the writes are refused once fence's term has
+	// ended: those items fail with an error that is ErrNotLeader, and
+	// fence is Rejected. Results are in items' order.
 	EnqueueAll(ctx context.Context, fence *Fence, items []Enqueue) []Result
 	// Acknowledged returns once every write before it is durable (with
 	// Redis: acknowledged by the replicas ReplicaAcks asks for; at once
@@ -164,8 +166,10 @@ type Members interface {
 	// ScanMembers returns a page of at most limit members whose keys
 	// contain substr ("" for all) and the cursor of the next page; cursor
 	// "" starts, and a returned "" ends. Following the cursors lists each
-	// member present from the first page to the last exactly once. A
-	// cursor not handed out is ErrBadCursor.
+	// member present from the first page to the last exactly once, while
+	// the engine's server keeps its state: an engine says where it keeps
+	// less (docs/engines.md, "Known deviations"). A cursor not handed out
+	// is ErrBadCursor.
 	ScanMembers(ctx context.Context, family, cursor, substr string, limit int) ([]MemberValue, string, error)
 	MemberCount(ctx context.Context, family string) (int64, error)
 	// FamilyVersion counts every change to any family's members.

@@ -67,8 +67,10 @@ func main() {
 	}
 }
 
-// settings scale the measurements; quick mode keeps the whole run under
-// three minutes for CI smoke tests (the family step waits up to a minute for its slots).
+// settings scale the measurements; quick mode is a smoke run for CI, each
+// step at small sizes and short windows (the family's spike members due
+// every few seconds, not every half minute), long enough that each figure
+// still counts something (an idle follower's few commands a minute).
 type settings struct {
 	benchtime     string
 	fireSlots     int
@@ -91,6 +93,7 @@ type settings struct {
 	lintSizes  []int // schedules in cronlint's generated packages
 	// family: members, zones and members due at once of the family step.
 	familyMembers, familyZones, familySpike int
+	familyPeriod                            time.Duration // how often the spike members are due
 }
 
 type results struct {
@@ -135,13 +138,13 @@ func run(quick bool) error {
 		memSchedules: 100, memFailing: 10, memWarmup: 70 * time.Second, memFailWarmup: 150 * time.Second, memWindow: time.Minute,
 		dstSchedules: 3000, dstLead: 30 * time.Second, dstAfter: time.Minute,
 		scaleSizes: []int{1000, 10000, 100000}, spikeLarge: 100000, lintSizes: []int{1000, 10000, 100000},
-		familyMembers: 100000, familyZones: 300, familySpike: 20000}
+		familyMembers: 100000, familyZones: 300, familySpike: 20000, familyPeriod: 30 * time.Second}
 	if quick {
-		s = settings{benchtime: "100ms", fireSlots: 15, crashKills: 2, gracefulStops: 2, idleWindow: 10 * time.Second, dupWindow: 10 * time.Second, spikeTrials: 3,
+		s = settings{benchtime: "100ms", fireSlots: 15, crashKills: 2, gracefulStops: 2, idleWindow: 10 * time.Second, dupWindow: 6 * time.Second, spikeTrials: 3,
 			memSchedules: 10, memFailing: 2, memWarmup: 2 * time.Second, memFailWarmup: 2 * time.Second, memWindow: 2 * time.Second,
 			dstSchedules: 200, dstLead: 4 * time.Second, dstAfter: 4 * time.Second,
 			scaleSizes: []int{1000}, spikeLarge: 2000, lintSizes: []int{200},
-			familyMembers: 3000, familyZones: 30, familySpike: 1000}
+			familyMembers: 3000, familyZones: 30, familySpike: 1000, familyPeriod: 10 * time.Second}
 	}
 	srv, err := startRedis()
 	if err != nil {
@@ -166,7 +169,7 @@ func run(quick bool) error {
 		{"lint", "cronlint at scale", func() error { return benchLint(s, &r) }},
 		{"admin", "admin at 1k-100k schedules", func() error { return benchAdmin(srv.addr, s, &r) }},
 		{"family", "a family's members", func() (err error) {
-			r.family, err = benchFamily(srv.addr, s.familyMembers, s.familyZones, s.familySpike)
+			r.family, err = benchFamily(srv.addr, s.familyMembers, s.familyZones, s.familySpike, s.familyPeriod)
 			return err
 		}},
 	}

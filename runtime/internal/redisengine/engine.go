@@ -11,6 +11,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -121,21 +122,30 @@ func (e *Engine) EnqueueAll(ctx context.Context, fence *engine.Fence, items []en
 		}
 		sent[i].Mark = &marks[i]
 	}
-	if fence != nil {
-		f := &pipeline.Fence{Key: e.Keys.Lease, Value: fence.Term}
-		ctx = pipeline.WithFence(ctx, f)
-		defer func() {
-			if f.Rejected() {
-				fence.Reject()
-			}
-		}()
+	if fence == nil {
+		return e.Pipeline.EnqueueAll(ctx, sent)
 	}
-	return e.Pipeline.EnqueueAll(ctx, sent)
+	ctx = pipeline.WithFence(ctx, &pipeline.Fence{Key: e.Keys.Lease, Value: fence.Term})
+	results := e.Pipeline.EnqueueAll(ctx, sent)
+	// The pipeline sends the tasks of every caller whose fence has the
+	// same term together, under the first caller's fence: each item
+	// refused is judged here, so that every caller's fence is rejected.
+	for i := range results {
+		if errors.Is(results[i].Err, pipeline.ErrFenced) {
+			fence.Reject()
+			results[i].Err = errFencedOut
+		}
+	}
+	return results
 }
 
+// errFencedOut is an enqueue refused because the lease moved on: the
+// engine's ErrNotLeader, and the pipeline's ErrFenced for its own tests.
+var errFencedOut = fmt.Errorf("%w: %w", engine.ErrNotLeader, pipeline.ErrFenced)
+
 // TaskRunning asks asynq's Inspector for the task's state.
-func (e *Engine) TaskRunning(_ context.Context, queue, id string) (bool, error) {
-	info, err := e.taskInfo(queue, id)
+func (e *Engine) TaskRunning(ctx context.Context, queue, id string) (bool, error) {
+	info, err := e.taskInfo(ctx, queue, id)
 	if info == nil || err != nil {
 		return false, err
 	}
@@ -147,15 +157,17 @@ func (e *Engine) TaskRunning(_ context.Context, queue, id string) (bool, error) 
 }
 
 // TaskExists asks asynq's Inspector for the task.
-func (e *Engine) TaskExists(_ context.Context, queue, id string) (bool, error) {
-	info, err := e.taskInfo(queue, id)
+func (e *Engine) TaskExists(ctx context.Context, queue, id string) (bool, error) {
+	info, err := e.taskInfo(ctx, queue, id)
 	return info != nil, err
 }
 
 // taskInfo is the task's asynq info, nil with no error when asynq has
-// no such task (or queue).
-func (e *Engine) taskInfo(queue, id string) (*asynq.TaskInfo, error) {
-	info, err := e.Inspector.GetTaskInfo(queue, id)
+// no such task (or queue). The Inspector takes no context; the leader
+// asks on its way to an enqueue, so the answer is waited for only until
+// ctx ends.
+func (e *Engine) taskInfo(ctx context.Context, queue, id string) (*asynq.TaskInfo, error) {
+	info, err := engine.Obey(ctx, func(context.Context) (*asynq.TaskInfo, error) { return e.Inspector.GetTaskInfo(queue, id) })
 	if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
 		return nil, nil
 	}

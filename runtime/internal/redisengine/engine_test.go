@@ -18,17 +18,7 @@ import (
 func TestEnqueueAllIsFencedIdempotentAndRaisesTheCursor(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rdb := redistest.Shared(t)
-	queue := redistest.Uniq("q")
-	e := redisengine.New(redisengine.Config{Client: rdb, Namespace: redistest.Uniq("ns"), HistoryLimit: 10,
-		RecordTTL: time.Hour, Replica: "r0", LeaseTTL: 2 * time.Second})
-	if _, err := e.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
-	term, leading := e.Current()
-	if !leading {
-		t.Fatal("the engine does not lead after Acquire")
-	}
+	e, term, queue := leadingEngine(t)
 	id := redistest.Uniq("occ")
 	item := engine.Enqueue{Task: engine.Task{Type: "nightly", ID: id, Queue: queue, Retention: time.Minute},
 		Cursor: engine.CursorMark{Schedule: "nightly", Slot: 1000, LastID: id}}
@@ -66,4 +56,53 @@ func TestEnqueueAllIsFencedIdempotentAndRaisesTheCursor(t *testing.T) {
 	if cursors, _, _ := e.Cursors(ctx, []string{"nightly"}); cursors[0] != 1000 {
 		t.Errorf("the refused enqueue moved the cursor to %d", cursors[0])
 	}
+}
+
+// Enqueues sent at once under fences of their own share a pipeline, which
+// sends each fence's tasks together: when the term has ended, every
+// caller's fence is rejected and every item says the engine refused it as
+// not the leader's, not only the first caller's.
+func TestEveryRefusedFenceOfAPipelinedBatchIsRejected(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e, term, queue := leadingEngine(t)
+	const callers, rounds = 16, 10
+	for round := range rounds {
+		fences := make([]*engine.Fence, callers)
+		results := make([]engine.Result, callers)
+		done := make(chan int)
+		for i := range callers {
+			fences[i] = &engine.Fence{Term: term + "-ended"}
+			go func() {
+				item := engine.Enqueue{Task: engine.Task{Type: "nightly", ID: redistest.Uniq("occ"), Queue: queue, Retention: time.Minute}}
+				results[i] = e.EnqueueAll(ctx, fences[i], []engine.Enqueue{item})[0]
+				done <- i
+			}()
+		}
+		for range callers {
+			<-done
+		}
+		for i := range callers {
+			if res := results[i]; res.Inserted || !errors.Is(res.Err, engine.ErrNotLeader) || !fences[i].Rejected() {
+				t.Fatalf("round %d, caller %d: %+v, fence rejected %v; want refused as not the leader's, fence rejected",
+					round, i, res, fences[i].Rejected())
+			}
+		}
+	}
+}
+
+// leadingEngine is an engine on a namespace of its own that leads, its
+// term, and a queue of its own.
+func leadingEngine(t *testing.T) (e *redisengine.Engine, term, queue string) {
+	t.Helper()
+	e = redisengine.New(redisengine.Config{Client: redistest.Shared(t), Namespace: redistest.Uniq("ns"), HistoryLimit: 10,
+		RecordTTL: time.Hour, Replica: "r0", LeaseTTL: 2 * time.Second})
+	if _, err := e.Acquire(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	term, leading := e.Current()
+	if !leading {
+		t.Fatal("the engine does not lead after Acquire")
+	}
+	return e, term, redistest.Uniq("q")
 }

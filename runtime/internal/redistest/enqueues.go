@@ -28,21 +28,27 @@ type Ack struct {
 
 // EnqueueHook returns a go-redis hook that calls onEnqueue with every reply
 // of an enqueue script for queue's tasks that the client it is added to
-// receives, alone, in a pipeline or in a MULTI/EXEC. Such a script takes
-// its tasks' keys "asynq:{queue}:t:<id>" as its first keys and returns,
-// for each, 1 when it inserted the task, 0 on an ID conflict: asynq's own
-// takes one task and returns an integer, belfry's batch (pipeline.Task)
-// takes several and returns an array. No other script a client or server
-// sends has such a first key and such a reply. The reply is the one Redis
-// gave: a caller may still fail the command afterwards (a write no replica
-// acknowledged), but the task was in Redis. onAck, unless nil, gets every
-// WAIT's reply, which says whether a replica had the writes.
+// receives, alone, in a pipeline or in a MULTI/EXEC. An enqueue script
+// takes its tasks' keys "asynq:{queue}:t:<id>" as its first keys and the
+// queue's pending list "asynq:{queue}:pending" right after them, and
+// returns, for each task, 1 when it inserted the task, 0 on an ID
+// conflict: asynq's own takes one task and returns an integer, belfry's
+// batch (pipeline.Task) takes several and returns an array. Other scripts
+// take a task's key first too and answer 0 or 1 (the worker's start mark,
+// pipeline.RenewStart and EndStart, asynq's schedule script), but none of
+// them takes the pending list after it, and none of them is counted. The
+// reply is the one Redis gave: a caller may still fail the command
+// afterwards (a write no replica acknowledged), but the task was in
+// Redis. onAck, unless nil, gets every WAIT's reply, which says whether a
+// replica had the writes.
 func EnqueueHook(queue string, onEnqueue func(Enqueue), onAck func(Ack)) redis.Hook {
-	return enqueueHook{prefix: "asynq:{" + queue + "}:t:", onEnqueue: onEnqueue, onAck: onAck}
+	return enqueueHook{prefix: "asynq:{" + queue + "}:t:", pending: "asynq:{" + queue + "}:pending",
+		onEnqueue: onEnqueue, onAck: onAck}
 }
 
 type enqueueHook struct {
 	prefix    string
+	pending   string
 	onEnqueue func(Enqueue)
 	onAck     func(Ack)
 }
@@ -91,17 +97,27 @@ func (h enqueueHook) inspect(cmd redis.Cmder) {
 	if many, ok := c.Val().([]any); ok {
 		replies = many
 	}
-	for i, reply := range replies {
-		if 3+i >= len(args) {
-			return
-		}
+	// EVAL(SHA) script numkeys key... arg...: the tasks' keys, one per
+	// reply, then the pending list.
+	numKeys, ok := args[2].(int)
+	if !ok || numKeys <= len(replies) || len(args) < 3+numKeys {
+		return
+	}
+	if key, _ := args[3+len(replies)].(string); key != h.pending {
+		return
+	}
+	ids := make([]string, len(replies))
+	for i := range replies {
 		key, _ := args[3+i].(string)
 		id, ok := strings.CutPrefix(key, h.prefix)
 		if !ok {
 			return
 		}
+		ids[i] = id
+	}
+	for i, reply := range replies {
 		if n, ok := reply.(int64); ok && (n == 0 || n == 1) {
-			h.onEnqueue(Enqueue{TaskID: id, Inserted: n == 1, At: at})
+			h.onEnqueue(Enqueue{TaskID: ids[i], Inserted: n == 1, At: at})
 		}
 	}
 }

@@ -6,14 +6,17 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/belfry/belfry/runtime/internal/pipeline"
 	"github.com/belfry/belfry/runtime/internal/redistest"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 )
 
-// The hook sees asynq's enqueues of its queue, inserted or conflicting,
-// and the WAITs the client sends; nothing else.
+// The hook sees asynq's enqueues of its queue and belfry's batches of
+// them, inserted or conflicting, and the WAITs the client sends; nothing
+// else, not the worker's start mark on a task's hash.
 func TestEnqueueHookSeesInsertsConflictsAndWaits(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -48,7 +51,7 @@ func TestEnqueueHookSeesInsertsConflictsAndWaits(t *testing.T) {
 	}
 	// In a MULTI/EXEC, as the runtime's fenced enqueues go.
 	if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Eval(ctx, "return 1", []string{"asynq:{" + queue + "}:t:c"})
+		p.Eval(ctx, "return 1", []string{"asynq:{" + queue + "}:t:c", "asynq:{" + queue + "}:pending"})
 		p.Set(ctx, "enqueue-hook-unrelated", "1", 0)
 		return nil
 	}); err != nil {
@@ -58,6 +61,31 @@ func TestEnqueueHookSeesInsertsConflictsAndWaits(t *testing.T) {
 	if err := rdb.Eval(ctx, "return {1, 0}", []string{"asynq:{" + queue + "}:t:d", "asynq:{" + queue + "}:t:e",
 		"asynq:{" + queue + "}:pending"}).Err(); err != nil {
 		t.Fatal(err)
+	}
+	// belfry's own batch, as the leader sends it.
+	batch := pipeline.NewClient(rdb).EnqueueAll(ctx, []pipeline.Item{
+		{Task: pipeline.Task{Type: "hooked", ID: "f", Queue: queue}},
+		{Task: pipeline.Task{Type: "hooked", ID: "a", Queue: queue}},
+	})
+	for _, r := range batch {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	// A worker's start mark takes the task's key first and answers 1 or
+	// 0 too; it enqueues nothing.
+	mark := pipeline.TaskKey(queue, "a")
+	if _, _, err := (pipeline.Acks{}).ClaimStart(ctx, rdb, mark, 0, "token", "", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if ours, err := pipeline.RenewStart(ctx, rdb, mark, 0, "token", time.Minute); err != nil || !ours {
+		t.Fatalf("renewing the start mark: ours=%v err=%v", ours, err)
+	}
+	if ours, err := pipeline.RenewStart(ctx, rdb, mark, 0, "another token", time.Minute); err != nil || ours {
+		t.Fatalf("renewing another's start mark: ours=%v err=%v", ours, err)
+	}
+	if ours, err := (pipeline.Acks{}).EndStart(ctx, rdb, mark, 0, "token", pipeline.StartSucceeded); err != nil || !ours {
+		t.Fatalf("ending the start mark: ours=%v err=%v", ours, err)
 	}
 	if err := rdb.Wait(ctx, 0, 0).Err(); err != nil {
 		t.Fatal(err)
@@ -73,7 +101,7 @@ func TestEnqueueHookSeesInsertsConflictsAndWaits(t *testing.T) {
 		got = append(got, redistest.Enqueue{TaskID: e.TaskID, Inserted: e.Inserted})
 	}
 	want := []redistest.Enqueue{{TaskID: "a", Inserted: true}, {TaskID: "a", Inserted: false}, {TaskID: "c", Inserted: true},
-		{TaskID: "d", Inserted: true}, {TaskID: "e", Inserted: false}}
+		{TaskID: "d", Inserted: true}, {TaskID: "e", Inserted: false}, {TaskID: "f", Inserted: true}, {TaskID: "a", Inserted: false}}
 	if !slices.Equal(got, want) {
 		t.Errorf("enqueues seen %+v, want %+v", got, want)
 	}
