@@ -28,9 +28,10 @@ var ErrUnsafeRedis = redisengine.ErrUnsafe
 var ErrRedisCluster = redisengine.ErrCluster
 
 // redisParts are the Redis engine's own parts, reached only by the files
-// that are Redis mechanics (lost-write epochs, start marks, namespace
-// probing, INFO checks, worker wiring); the core reaches the engine
-// through Runtime.eng.
+// that are Redis mechanics (worker wiring, the Redis diagnostics); the
+// core reaches the engine through Runtime.eng, and its compensations
+// (lost-write epochs, start marks, namespace probing, INFO checks)
+// through the optional interfaces of package engine.
 type redisParts struct {
 	redis      *redisengine.Engine
 	ownsClient bool // the runtime made the client (RedisURL) and closes it
@@ -67,9 +68,9 @@ func (r *Runtime) useEngine(clk clock.Clock) error {
 		pending, ok := opts.Engine.(*pendingRedis)
 		switch {
 		case !ok:
-			// Another engine: the Redis compensations (lost writes,
-			// start marks, namespace probing, INFO checks) are the
-			// Redis engine's, and stay off.
+			// Another engine: what it offers of the optional
+			// interfaces (engine.Losses, Starts, Namespaces, Settings,
+			// Deliveries) the core type-asserts; the rest stays off.
 			r.eng = opts.Engine
 			r.deliveries, _ = opts.Engine.(engine.Deliveries)
 			r.eng.Watch(r.noteRedis)
