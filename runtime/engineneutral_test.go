@@ -16,10 +16,6 @@ import (
 // with why. Every other file is the core, which talks to package engine.
 var redisFiles = map[string]string{
 	"redisengine.go":      "builds the Redis engine from Options.Redis, RedisURL or RedisEngine",
-	"lostwrites.go":       "lost-write epochs: a Redis failover or restart that lost acknowledged writes",
-	"start.go":            "start marks: a Redis replica acknowledges a worker's start before its handler runs",
-	"namespace.go":        "namespace probing: a Lua script over the namespace's Redis keys",
-	"redischeck.go":       "INFO checks: Redis settings unsafe to fence on (eviction, persistence)",
 	"workers.go":          "asynq worker wiring: handlers on an asynq ServeMux, asynq servers and retries",
 	"redisdiagnostics.go": "RedisDiagnostics, the Redis engine's own states",
 	"asynqlog.go":         "asynq's logger, to the runtime's",

@@ -7,6 +7,7 @@ import (
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime/internal/clock"
 	"github.com/belfry/belfry/runtime/internal/pipeline"
+	"github.com/belfry/belfry/runtime/internal/redisengine"
 	"github.com/belfry/belfry/runtime/internal/store"
 	"github.com/belfry/belfry/runtime/internal/testsignal"
 	"github.com/redis/go-redis/v9"
@@ -70,17 +71,13 @@ func (r *Runtime) JudgeRedisSettingsEvery(d time.Duration) {
 func (r *Runtime) NoteRedis(err error) { r.noteRedis(err) }
 
 // JudgeRedis is the verdict on an INFO reply.
-var JudgeRedis = judgeRedis
+var JudgeRedis = redisengine.JudgeSettings
 
 // KnowsEpoch reports whether the replica has learned the store's epoch.
-func (r *Runtime) KnowsEpoch() bool { return r.dataWatch.known() }
+func (r *Runtime) KnowsEpoch() bool { return r.redis.KnowsEpoch() }
 
 // SeenToken is the highest fencing token the replica has seen.
-func (r *Runtime) SeenToken() int64 {
-	r.dataWatch.mu.Lock()
-	defer r.dataWatch.mu.Unlock()
-	return r.dataWatch.highToken
-}
+func (r *Runtime) SeenToken() int64 { return r.redis.SeenToken() }
 
 // LookForOldNamespaceEvery makes the runtime look for an earlier deployment
 // in the old default namespace at every namespace check (d 0) or every d,

@@ -163,7 +163,7 @@ func (r *Runtime) loadFamilies(ctx context.Context, value string) (*familyState,
 		return nil, err
 	}
 	for _, l := range lost {
-		if l.Token > 0 { // not an enqueue in doubt's one slot (see newestStoreLoss)
+		if l.Token > 0 { // not an enqueue in doubt's one slot (which carries no token)
 			st.lostFloor = later(st.lostFloor, time.Unix(l.To, 0))
 		}
 	}

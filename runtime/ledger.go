@@ -187,33 +187,33 @@ func taskIDOrNil(id string, o Outcome) *string {
 func (r *Runtime) Middleware() registry.Middleware {
 	return func(s *registry.Schedule, next registry.HandlerFunc) registry.HandlerFunc {
 		return func(ctx context.Context, occ registry.Occurrence) error {
-			attempt, maxRetry := attemptOf(ctx, s)
+			attempt, maxRetry := r.attemptOf(ctx, s)
 			start := r.clock.Now()
-			mark, other, err := r.markStart(ctx, attempt)
+			hold, elsewhere, verdict, err := r.startAttempt(ctx, attempt)
 			switch {
-			case other != nil:
+			case elsewhere:
 				// The ledger has the other delivery's record of the attempt.
 				r.log.Warn("not running an attempt that another delivery of its task ran (a failover delivered it twice)",
-					"id", occ.Key(), "attempt", attempt, "failed", other.err != nil)
-				return other.err
+					"id", occ.Key(), "attempt", attempt, "failed", verdict != nil)
+				return verdict
 			case err != nil:
 				// Nothing ran, and the ledger's record of the attempt, if
 				// any, is the other delivery's: leave it as it is.
 				r.log.Warn("attempt not started", "id", occ.Key(), "attempt", attempt, "err", err)
 				return err
 			}
-			stop := mark.keepAlive(ctx) // from now: the ledger's writes may take a while
+			stop := hold.keepAlive(ctx) // from now: the ledger's writes may take a while
 			r.recordExecution(ctx, occ, attempt, OutcomeRunning, start, "started_at", start.UnixMilli(),
 				"max_retry", maxRetry, "replica", r.opts.Replica, "finished_at", 0, "duration_ms", 0, "error", "")
 			err = runHandler(ctx, next, occ)
 			stop()
-			mark.finish(ctx, err)
+			hold.finish(ctx, err)
 			end := r.clock.Now()
 			outcome := OutcomeSucceeded
 			if err != nil {
 				err = explain(ctx, s, err)
 				outcome = OutcomeFailed
-				if attempt < maxRetry && !skipsRetry(err) {
+				if attempt < maxRetry && !r.skipsRetry(err) {
 					outcome = OutcomeRetrying
 				}
 			}

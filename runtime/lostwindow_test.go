@@ -10,12 +10,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// A follower that knows the store's epoch goes on learning the tokens of
-// the leases it sees (it compared the epoch it does not read, took every
-// lease for a loss and learned nothing more), and a loss noticed long after
-// it happened is windowed from when this replica last saw the store intact,
-// not from when it noticed.
-func TestAFollowerKeepsLearningAndWindowsALateFoundLoss(t *testing.T) {
+// A loss noticed long after it happened is windowed from when this replica
+// last saw the store intact, not from when it noticed (the engine's
+// remembering it: redisengine's TestAFollowerKeepsLearningAndRemembersTheStoreIntact).
+func TestALateFoundLossIsWindowedFromTheStoreLastSeenIntact(t *testing.T) {
 	clk := clock.NewStub(time.Date(2026, 11, 29, 3, 0, 0, 0, time.UTC))
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:0"}) // never dialled
 	t.Cleanup(func() { rdb.Close() })
@@ -25,17 +23,11 @@ func TestAFollowerKeepsLearningAndWindowsALateFoundLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.dataWatch.learn("e1")
-	r.seeHolder("r1|a|5")
-	if got := r.dataWatch.highToken; got != 5 {
-		t.Fatalf("a follower that knows the epoch saw token 5 and remembers %d", got)
-	}
 	intact := clk.Now()
 	clk.Advance(time.Minute) // the data went in this minute; only later is it found
-	r.seeHolder("r2|b|1")    // a lease after the loss: its token went back
 	found := clk.Now()
 	want := intact.Add(-30*time.Second - 4*time.Second)
-	if from := r.lossFrom(found); !from.Equal(want) {
+	if from := r.lossFrom(found, intact); !from.Equal(want) {
 		t.Errorf("a loss found a minute after the store was last seen intact is windowed from %s, want %s (grace and SkewMargin before %s)",
 			from.Format(time.TimeOnly), want.Format(time.TimeOnly), intact.Format(time.TimeOnly))
 	}

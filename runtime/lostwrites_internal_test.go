@@ -21,7 +21,17 @@ import (
 func TestALossInDoubtDoesNotHideAHandledLoss(t *testing.T) {
 	ctx := context.Background()
 	r, value := leadingRuntime(t, registry.Schedule{Name: "tick", Expr: "* * * * * *"}, clock.Real{}, func(r *Runtime) {
-		r.dataWatch.learn("before-the-loss") // as a follower before the loss
+		// As a follower before the loss.
+		if err := r.redis.Client.Set(context.Background(), r.redis.Keys.Epoch, "before-the-loss", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		r.redis.Learn(context.Background())
+		if err := r.redis.Client.Del(context.Background(), r.redis.Keys.Epoch).Err(); err != nil { // the loss
+			t.Fatal(err)
+		}
+		if !r.redis.KnowsEpoch() {
+			t.Fatal("the follower did not learn the epoch")
+		}
 	})
 	epoch, _, err := r.redis.Epoch(ctx, value, "after-the-loss")
 	if err != nil {

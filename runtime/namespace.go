@@ -15,9 +15,7 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/registry"
-	"github.com/belfry/belfry/runtime/internal/lease"
-	"github.com/belfry/belfry/runtime/internal/store"
-	"github.com/redis/go-redis/v9"
+	"github.com/belfry/belfry/runtime/engine"
 )
 
 // Namespaces. Every key the runtime writes, and every occurrence ID, is
@@ -138,41 +136,6 @@ type namespaceWatch struct {
 	legacyEvery   time.Duration // legacyCheckEvery; tests shorten it
 }
 
-// identityScript publishes this replica's identity, prunes stale entries,
-// and decides whose the namespace is: the identity recorded as its owner
-// while any replica of that identity beats, else this one's.
-//
-//	KEYS[1] zset "<identity>|<replica>" -> last beat (Redis time, ms)
-//	KEYS[2] owner identity
-//	ARGV[1] identity, ARGV[2] replica, ARGV[3] staleness ms
-//	returns {owner, previous owner if this call took it over or "", live members...}
-var identityScript = redis.NewScript(`
-local t = redis.call('TIME')
-local now = t[1] * 1000 + math.floor(t[2] / 1000)
-redis.call('ZADD', KEYS[1], now, ARGV[1] .. '|' .. ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[3]))
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-local live = redis.call('ZRANGE', KEYS[1], 0, -1)
-local owner = redis.call('GET', KEYS[2])
-local took = ''
-if owner ~= ARGV[1] then
-  local alive = false
-  if owner then
-    for _, m in ipairs(live) do
-      if string.sub(m, 1, #owner + 1) == owner .. '|' then alive = true end
-    end
-  end
-  if not alive then
-    took = owner or ''
-    owner = ARGV[1]
-    redis.call('SET', KEYS[2], owner)
-  end
-end
-local out = {owner, took}
-for _, m in ipairs(live) do out[#out + 1] = m end
-return out
-`)
-
 // mayLeadInNamespace is the lease's MayLead: Redis's settings and clock
 // (mayLead), then the namespace's identities, as watchNamespace last saw
 // them. It never waits on Redis for the namespace, so a slow link does not
@@ -199,13 +162,14 @@ func (r *Runtime) mayLeadInNamespace(ctx context.Context) error {
 func (r *Runtime) watchNamespace(ctx context.Context) {
 	w := &r.namespace
 	defer w.lookedOnce.Do(func() { close(w.looked) })
-	if r.redis == nil {
-		return // the namespace's keys are the Redis engine's
+	namespaces, ok := r.eng.(engine.Namespaces)
+	if !ok {
+		return // an engine no other service can share
 	}
 	for ctx.Err() == nil {
 		wait := r.namespaceCheckEvery()
-		if !r.checkNamespace(ctx) {
-			wait = r.redis.RenewEvery()
+		if !r.checkNamespace(ctx, namespaces) {
+			wait = r.eng.RenewEvery()
 		}
 		w.lookedOnce.Do(func() { close(w.looked) })
 		timer := time.NewTimer(wait)
@@ -220,30 +184,18 @@ func (r *Runtime) watchNamespace(ctx context.Context) {
 // checkNamespace publishes this replica's identity and takes in who else
 // beats in the namespace and whose it is; it reports whether Redis
 // answered.
-func (r *Runtime) checkNamespace(ctx context.Context) bool {
+func (r *Runtime) checkNamespace(ctx context.Context, namespaces engine.Namespaces) bool {
 	w := &r.namespace
 	now := r.clock.Now()
-	registries, ownerKey := r.redis.Keys.Registries, r.redis.Keys.Owner
-	stale := 3 * r.opts.LeaseTTL
-	cctx, cancel := context.WithTimeout(ctx, r.redis.CallTimeout())
-	defer cancel()
-	res, err := lease.Obey(cctx, func(ctx context.Context) ([]any, error) {
-		return identityScript.Run(ctx, r.redis.Client, []string{registries, ownerKey}, r.identity, r.opts.Replica, stale.Milliseconds()).Slice()
-	})
-	if err != nil || len(res) < 2 {
+	claim, err := namespaces.ClaimNamespace(ctx, r.identity, r.opts.Replica, 3*r.opts.LeaseTTL)
+	if err != nil {
 		return false // the lease's own call reports Redis being down
 	}
-	owner, _ := res[0].(string)
-	took, _ := res[1].(string)
+	owner, took := claim.Owner, claim.TookFrom
 	foreign := map[string][]string{}
-	for _, m := range res[2:] {
-		member, _ := m.(string)
-		at := strings.LastIndexByte(member, '|')
-		if at < 0 {
-			continue
-		}
-		if id, replica := member[:at], member[at+1:]; id != r.identity {
-			foreign[id] = append(foreign[id], replica)
+	for _, m := range claim.Live {
+		if m.Identity != r.identity {
+			foreign[m.Identity] = append(foreign[m.Identity], m.Replica)
 		}
 	}
 	if took != "" {
@@ -263,7 +215,7 @@ func (r *Runtime) checkNamespace(ctx context.Context) bool {
 	case log:
 		r.log.Info("no other registry uses the namespace any more", "namespace", r.opts.Namespace)
 	}
-	r.checkLegacy(ctx, now)
+	r.checkLegacy(ctx, namespaces, now)
 	return true
 }
 
@@ -303,9 +255,6 @@ func (w *namespaceWatch) problemLocked(namespace, identity string) string {
 // this runtime's namespace, which it is and who leads; "" otherwise.
 func (rd *RedisDiagnostics) NamespaceContention() string {
 	r := rd.rt
-	if r.redis == nil {
-		return ""
-	}
 	w := &r.namespace
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -336,7 +285,7 @@ const legacyProbe = 64
 // from an unrelated service that happens to use the old namespace and a
 // schedule name; replicas of this version that set the old namespace do,
 // and a leader there of only other identities is not warned about.
-func (r *Runtime) checkLegacy(ctx context.Context, now time.Time) {
+func (r *Runtime) checkLegacy(ctx context.Context, namespaces engine.Namespaces, now time.Time) {
 	if !r.derivedNamespace || r.opts.Namespace == NamespaceLegacy {
 		return
 	}
@@ -354,20 +303,9 @@ func (r *Runtime) checkLegacy(ctx context.Context, now time.Time) {
 	for _, s := range r.reg.Schedules()[:min(legacyProbe, r.reg.Len())] {
 		names = append(names, s.Name)
 	}
-	legacy := store.NewKeys(NamespaceLegacy)
-	var leaseCmd *redis.IntCmd
-	var cursorsCmd *redis.SliceCmd
-	var identitiesCmd *redis.StringSliceCmd
-	_, err := lease.Obey(ctx, func(ctx context.Context) ([]redis.Cmder, error) {
-		return r.redis.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
-			leaseCmd = p.Exists(ctx, legacy.Lease)
-			cursorsCmd = p.HMGet(ctx, legacy.Cursors, names...)
-			identitiesCmd = p.ZRange(ctx, legacy.Registries, 0, -1)
-			return nil
-		})
-	})
+	probe, err := namespaces.ProbeNamespace(ctx, NamespaceLegacy, names)
 	if err != nil {
-		if strings.HasPrefix(err.Error(), "NOPERM") {
+		if errors.Is(err, engine.ErrNoAccess) {
 			// An ACL that keeps this service out of the old namespace says
 			// it was never there: stop asking, so as not to fill the ACL log.
 			w.mu.Lock()
@@ -382,13 +320,13 @@ func (r *Runtime) checkLegacy(ctx context.Context, now time.Time) {
 	// identity: if some do and none is of this registry, the leader there
 	// is another service's, which merely shares a schedule name.
 	predecessor := true
-	if ids := identitiesCmd.Val(); len(ids) > 0 {
-		predecessor = slices.ContainsFunc(ids, func(m string) bool { return strings.HasPrefix(m, r.identity+"|") })
+	if ids := probe.Identities; len(ids) > 0 {
+		predecessor = slices.ContainsFunc(ids, func(m engine.NamespaceReplica) bool { return m.Identity == r.identity })
 	}
 	var shared []string
-	if leaseCmd.Val() > 0 && predecessor {
-		for i, v := range cursorsCmd.Val() {
-			if v != nil {
+	if probe.LeaseHeld && predecessor {
+		for i, has := range probe.HasCursor {
+			if has {
 				shared = append(shared, names[i])
 			}
 		}
@@ -413,9 +351,6 @@ func (r *Runtime) checkLegacy(ctx context.Context, now time.Time) {
 // what that means and what to do; "" otherwise.
 func (rd *RedisDiagnostics) LegacyNamespace() string {
 	r := rd.rt
-	if r.redis == nil {
-		return ""
-	}
 	r.namespace.mu.Lock()
 	defer r.namespace.mu.Unlock()
 	return r.namespace.legacy

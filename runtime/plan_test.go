@@ -299,28 +299,6 @@ func TestLateAtAgreesWithTheDueSlotRule(t *testing.T) {
 	}
 }
 
-func TestDataWatchTellsALossFromAResumedLease(t *testing.T) {
-	var w dataWatch
-	for _, step := range []struct {
-		epoch, value string
-		token        int64
-		lost         bool
-	}{
-		{"e1", "r0|4", 4, false}, // first lease this replica sees
-		{"e1", "r0|4", 4, false}, // resumed after a failed commit: same value
-		{"e1", "r1|5", 5, false}, // a newer lease
-		{"e1", "r0|5", 5, true},  // the same token under another value
-		{"e1", "r0|3", 3, true},  // the token went back
-		{"e2", "r0|9", 9, true},  // the epoch changed
-		{"e2", "r0|10", 10, false},
-	} {
-		if got := w.check(step.epoch, step.value, step.token) != ""; got != step.lost {
-			t.Errorf("%+v: lost %v, want %v", step, got, step.lost)
-		}
-		w.accept(step.epoch, step.value, step.token)
-	}
-}
-
 // misfire=all runs the slots an outage missed, oldest first, up to the cap
 // (the newest of them), and records the rest as missed.
 func TestPlanMisfireAllCatchesUpToTheCap(t *testing.T) {
@@ -353,22 +331,6 @@ func TestPlanMisfireAllCatchesUpToTheCap(t *testing.T) {
 		if !p.cursor.Equal(now) {
 			t.Errorf("%d behind: cursor %s, want now", behind, p.cursor.UTC())
 		}
-	}
-}
-
-// check changes nothing: until the recovery is committed and accepted, the
-// loss is found again, so a failure on the way cannot make it forgotten.
-func TestDataWatchForgetsNoLossBeforeItIsAccepted(t *testing.T) {
-	var w dataWatch
-	w.accept("e1", "r0|9", 9)
-	for range 2 {
-		if w.check("e1", "r1|7", 7) == "" {
-			t.Fatal("a token gone back was not reported (again)")
-		}
-	}
-	w.accept("e1", "r1|7", 7) // recovered: 7 is the mark from now on
-	if w.check("e1", "r1|7", 7) != "" || w.check("e1", "r1|8", 8) != "" {
-		t.Error("after the loss was handled, the tokens that follow it are reported as losses")
 	}
 }
 

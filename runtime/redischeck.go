@@ -4,47 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/belfry/belfry/runtime/internal/lease"
-	"github.com/redis/go-redis/v9"
+	"github.com/belfry/belfry/runtime/engine"
 )
 
-// MinRedisVersion is the oldest Redis the runtime leads on: asynq's scripts
-// need 6.2.
-const MinRedisVersion = "6.2.0"
-
-// ErrUnsafeRedis: Redis could lose the runtime's state without a failure
-// (it evicts keys) or is too old; the runtime does not lead on it.
-var ErrUnsafeRedis = errors.New("unsafe Redis")
-
-// ErrRedisCluster: the runtime was given a Redis Cluster — a cluster
-// client, a server that is a cluster node, or a Redis that answers as one
-// (CROSSSLOT, MOVED, ASK: a proxy in front of a cluster). It is a
-// configuration error, not an outage: New refuses a cluster client, and
-// otherwise the runtime does not lead and health says why.
-var ErrRedisCluster = errors.New("configuration error: belfry does not run on Redis Cluster yet")
-
-// clusterAdvice ends every ErrRedisCluster message: why, and what to use.
-const clusterAdvice = "belfry's keys are not hash-tagged yet, so its scripts touch keys in several slots, which a cluster refuses (CROSSSLOT); " +
-	"use a single primary (redis.NewClient) or Sentinel (redis.NewFailoverClient) instead"
-
-// clusterRefusal returns the ErrRedisCluster that err means when Redis
-// refused a command as only a cluster node does, else nil. These are
-// Redis's own replies, so their first word says what they are.
-func clusterRefusal(err error) error {
-	var reply redis.Error
-	if err == nil || !errors.As(err, &reply) {
-		return nil
-	}
-	msg := reply.Error()
-	for _, prefix := range []string{"CROSSSLOT ", "MOVED ", "ASK "} {
-		if strings.HasPrefix(msg, prefix) {
-			return fmt.Errorf("%w: Redis answered %q, so it is a Redis Cluster or a proxy in front of one; %s", ErrRedisCluster, msg, clusterAdvice)
-		}
+// refusal returns, when err is the engine's server refusing what belfry
+// asks of it for how it is set up (for Redis: a cluster's reply), the
+// error saying so; else nil.
+func (r *Runtime) refusal(err error) error {
+	if settings, ok := r.eng.(engine.Settings); ok && err != nil {
+		return settings.Refusal(err)
 	}
 	return nil
 }
@@ -114,33 +85,22 @@ func (r *Runtime) mayLead(ctx context.Context) error {
 		return c.unsafe
 	}
 	c.mu.Unlock()
-	// Bounded, and without the lock: on a black-holed connection go-redis
-	// would otherwise wait for its read timeout (or for ever), holding up the
-	// lease loop and every snapshot that asks RedisDiagnostics.Unsafe.
-	ictx, cancel := context.WithTimeout(ctx, r.redis.CallTimeout())
-	defer cancel()
-	type reading struct {
-		info       string
-		redisNow   time.Time
-		sent, back time.Time
+	settings, ok := r.eng.(engine.Settings)
+	if !ok {
+		return nil
 	}
-	read, err := lease.Obey(ictx, func(ctx context.Context) (reading, error) {
-		var info *redis.StringCmd
-		var now *redis.TimeCmd
-		sent := r.clock.Now()
-		_, err := r.redis.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
-			info, now = p.Info(ctx), p.Time(ctx)
-			return nil
-		})
-		return reading{info: info.Val(), redisNow: now.Val(), sent: sent, back: r.clock.Now()}, err
-	})
+	// Without the lock: the engine bounds its call, but a snapshot that
+	// asks RedisDiagnostics.Unsafe meanwhile need not wait for it.
+	sent := r.clock.Now()
+	read, err := settings.CheckSettings(ctx)
+	back := r.clock.Now()
 	if err != nil {
 		return nil // the lease's own call reports Redis being down
 	}
 	// This replica's clock against Redis's, taking Redis's reading to be
 	// from the middle of the round trip.
-	skew := read.sent.Add(read.back.Sub(read.sent) / 2).Sub(read.redisNow)
-	verdict := judgeRedis(read.info)
+	skew := sent.Add(back.Sub(sent) / 2).Sub(read.Now)
+	verdict := read.Unsafe
 	if verdict == nil && (skew > r.opts.SkewMargin || skew < -r.opts.SkewMargin) {
 		verdict = fmt.Errorf("%w: this replica's clock is %s off Redis's, more than SkewMargin (%s): it would run slots early or late; fix the host's time (NTP)",
 			ErrClockSkew, skew.Round(time.Millisecond), r.opts.SkewMargin)
@@ -190,51 +150,4 @@ func (rd *RedisDiagnostics) Unsafe() string {
 		return c.unsafe.Error()
 	}
 	return ""
-}
-
-// judgeRedis reads INFO's cluster_enabled, redis_version and
-// maxmemory_policy. A server that reports none (an embedded Redis such as
-// miniredis) is not judged.
-func judgeRedis(info string) error {
-	fields := map[string]string{}
-	for line := range strings.Lines(info) {
-		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
-			fields[k] = v
-		}
-	}
-	if fields["cluster_enabled"] == "1" {
-		return fmt.Errorf("%w: the Redis it was given is a cluster node (cluster_enabled:1); %s", ErrRedisCluster, clusterAdvice)
-	}
-	var problems []string
-	if v, ok := fields["redis_version"]; ok && versionLess(v, MinRedisVersion) {
-		problems = append(problems, fmt.Sprintf("Redis %s is older than %s, which asynq and belfry need", v, MinRedisVersion))
-	}
-	// A policy other than noeviction evicts only under a memory limit:
-	// maxmemory 0 is none.
-	if p, ok := fields["maxmemory_policy"]; ok && p != "noeviction" && fields["maxmemory"] != "0" {
-		problems = append(problems, fmt.Sprintf("maxmemory-policy is %s: Redis may evict the lease, the fencing token and the cursors, "+
-			"which runs slots twice or never; set maxmemory-policy noeviction", p))
-	}
-	if len(problems) == 0 {
-		return nil
-	}
-	return fmt.Errorf("%w: %s", ErrUnsafeRedis, strings.Join(problems, "; "))
-}
-
-// versionLess compares dotted versions numerically.
-func versionLess(a, b string) bool {
-	as, bs := strings.Split(a, "."), strings.Split(b, ".")
-	for i := range max(len(as), len(bs)) {
-		var x, y int
-		if i < len(as) {
-			x, _ = strconv.Atoi(as[i])
-		}
-		if i < len(bs) {
-			y, _ = strconv.Atoi(bs[i])
-		}
-		if x != y {
-			return x < y
-		}
-	}
-	return false
 }

@@ -12,10 +12,26 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// MinRedisVersion is the oldest Redis the runtime leads on: asynq's scripts
+// need 6.2.
+const MinRedisVersion = redisengine.MinVersion
+
+// ErrUnsafeRedis: Redis could lose the runtime's state without a failure
+// (it evicts keys) or is too old; the runtime does not lead on it.
+var ErrUnsafeRedis = redisengine.ErrUnsafe
+
+// ErrRedisCluster: the runtime was given a Redis Cluster — a cluster
+// client, a server that is a cluster node, or a Redis that answers as one
+// (CROSSSLOT, MOVED, ASK: a proxy in front of a cluster). It is a
+// configuration error, not an outage: New refuses a cluster client, and
+// otherwise the runtime does not lead and health says why.
+var ErrRedisCluster = redisengine.ErrCluster
+
 // redisParts are the Redis engine's own parts, reached only by the files
-// that are Redis mechanics (lost-write epochs, start marks, namespace
-// probing, INFO checks, worker wiring); the core reaches the engine
-// through Runtime.eng.
+// that are Redis mechanics (worker wiring, the Redis diagnostics); the
+// core reaches the engine through Runtime.eng, and its compensations
+// (lost-write epochs, start marks, namespace probing, INFO checks)
+// through the optional interfaces of package engine.
 type redisParts struct {
 	redis      *redisengine.Engine
 	ownsClient bool // the runtime made the client (RedisURL) and closes it
@@ -52,10 +68,11 @@ func (r *Runtime) useEngine(clk clock.Clock) error {
 		pending, ok := opts.Engine.(*pendingRedis)
 		switch {
 		case !ok:
-			// Another engine: the Redis compensations (lost writes,
-			// start marks, namespace probing, INFO checks) are the
-			// Redis engine's, and stay off.
+			// Another engine: what it offers of the optional
+			// interfaces (engine.Losses, Starts, Namespaces, Settings,
+			// Deliveries) the core type-asserts; the rest stays off.
 			r.eng = opts.Engine
+			r.deliveries, _ = opts.Engine.(engine.Deliveries)
 			r.eng.Watch(r.noteRedis)
 			return nil
 		case pending.client == nil:
@@ -75,6 +92,7 @@ func (r *Runtime) useEngine(clk clock.Clock) error {
 		rdb, r.ownsClient = c, true
 	default:
 		r.disabled = "no Redis configured (set Options.Redis or Options.RedisURL)"
+		r.deliveries = redisengine.AsynqDeliveries{} // RegisterHandlers still serves asynq's workers
 		return nil
 	}
 	if _, cluster := rdb.(*redis.ClusterClient); cluster {
@@ -82,14 +100,14 @@ func (r *Runtime) useEngine(clk clock.Clock) error {
 		if opts.Engine != nil {
 			which = "the client of runtime.RedisEngine"
 		}
-		return fmt.Errorf("%w: %s is a *redis.ClusterClient; %s", ErrRedisCluster, which, clusterAdvice)
+		return fmt.Errorf("%w: %s is a *redis.ClusterClient; %s", ErrRedisCluster, which, redisengine.ClusterAdvice)
 	}
 	r.redisURL = opts.RedisURL
 	r.redis = redisengine.New(redisengine.Config{Client: rdb, Namespace: opts.Namespace,
 		HistoryLimit: opts.HistoryLimit, Limits: historyLimits(r.reg, opts.HistoryLimit), RecordTTL: recordTTL,
 		Acks: opts.acks(), Replica: opts.Replica, LeaseTTL: opts.LeaseTTL, Log: r.log, Clock: clk,
-		MayLead: r.mayLeadInNamespace, OnHolder: r.seeHolder, OnHeld: r.seeHeld})
-	r.eng = r.redis
+		MayLead: r.mayLeadInNamespace})
+	r.eng, r.deliveries = r.redis, r.redis
 	r.eng.Watch(r.noteRedis)
 	return nil
 }

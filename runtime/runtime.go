@@ -35,6 +35,9 @@ type Runtime struct {
 	// eng is the engine every core file talks to; redisParts are the
 	// Redis engine's own parts, for the files that are Redis mechanics.
 	eng engine.Engine
+	// deliveries reads a worker's delivery (its attempt); nil when the
+	// engine does not say.
+	deliveries engine.Deliveries
 	redisParts
 	redisURL string // Options.RedisURL, to redact its password from errors
 
@@ -52,7 +55,6 @@ type Runtime struct {
 	observers
 	unserved   unservedLog
 	redisCheck redisCheck
-	dataWatch  dataWatch
 	lateness   lateness
 	inDoubt    inDoubt // enqueues no replica acknowledged (ReplicaAcks)
 	// marks counts the attempts this runtime's workers hold a start mark
@@ -224,7 +226,7 @@ func (r *Runtime) noteRedis(err error) {
 	}
 	// A cluster's refusal is an answer: Redis is reachable and refuses
 	// what belfry asks of it, which no retry mends.
-	refusal := clusterRefusal(err)
+	refusal := r.refusal(err)
 	if refusal != nil {
 		defer r.refuseCluster(refusal)
 		err = nil

@@ -2,285 +2,105 @@ package runtime
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
-	"github.com/belfry/belfry/runtime/internal/clock"
-	"github.com/belfry/belfry/runtime/internal/pipeline"
-	"github.com/hibiken/asynq"
+	"github.com/belfry/belfry/registry"
+	"github.com/belfry/belfry/runtime/engine"
 )
 
-// Attempts delivered twice. asynq delivers at least once: a worker's
-// dequeue, like any write, can be lost in a failover that keeps the
-// enqueue, and the new primary hands the attempt, still pending there, to
-// a second worker while the first has run it or is running it. With
-// ReplicaAcks the runtime promises that a failover loses no occurrence it
-// counted; it also keeps one from running twice this way. Before the
-// handler starts, the worker marks the attempt as its own in the task's
-// hash (pipeline.Start) and waits until a replica acknowledges the mark.
-// A worker whose mark went to a primary that failed over before a replica
-// had it writes it again on the new primary, where the task is pending
-// again, before it runs anything; whichever delivery marks the attempt
-// there first runs it. The other does not run the handler: it waits for
-// the first to end and ends as it did — done if it succeeded, failed if
-// it failed (so that asynq retries or archives the task as the first
-// delivery's failure would have). A retry is a later attempt and runs as
-// usual.
-//
-// The holder renews its mark while the handler runs. A delivery that finds
-// the attempt held by a worker that died (or shut down: asynq puts an
-// unfinished task back as it was, same attempt) runs it once the mark
-// expires; a worker that shuts down and can still write removes its mark
-// at once, and Close waits briefly for those writes.
-//
-// Without ReplicaAcks nothing is marked: a failover may lose the mark with
-// the dequeue, and the handler's own idempotence (occ.Key) is the guard.
-//
-// What remains, beside that: a worker that cannot get its mark
-// acknowledged (fewer replicas answer than ReplicaAcks asks) runs the
-// handler after the mark's TTL anyway, with a warning, rather than hold
-// the task until it fails — a failover in that window may still run the
-// attempt twice; an attempt whose worker ran the handler but lost its
-// verdict in a failover before a replica had it runs again when asynq
-// retries the task; and a handler that ignores its context may still be
-// running when its worker, shut down, gives the attempt up.
-
-// startRetryMax bounds the wait between tries of a start mark: while a
-// failover is under way, or another delivery of the attempt runs.
-const startRetryMax = time.Second
-
-// markTTLMin is the shortest a running mark lasts unless renewed.
-const markTTLMin = 500 * time.Millisecond
-
-// markTTL is how long a running mark lasts unless renewed: a lease TTL,
-// the time a holder is given elsewhere, but at most a quarter of what is
-// left of the task's time, so that a delivery that waits for a dead
-// holder's mark to expire still has time to run the handler.
-func (r *Runtime) markTTL(ctx context.Context) time.Duration {
-	ttl := r.opts.LeaseTTL
-	if deadline, ok := ctx.Deadline(); ok {
-		ttl = min(ttl, max(time.Until(deadline)/4, markTTLMin))
-	}
-	return ttl
-}
-
-// ranElsewhere is the verdict on an attempt another delivery of the task
-// ran: nil if it succeeded.
-type ranElsewhere struct{ err error }
-
-// startMark is this delivery's claim on its attempt; nil when marks are
-// off.
-type startMark struct {
-	r       *Runtime
-	key     string
-	attempt int
-	token   string
-	ttl     time.Duration
-}
-
-// markStart claims the attempt of ctx's task. It returns the mark when
-// this delivery is to run the attempt (nil with marks off or outside
-// asynq), the other delivery's verdict when another ran it, or an error
-// when Redis took no mark before ctx ended.
-func (r *Runtime) markStart(ctx context.Context, attempt int) (*startMark, *ranElsewhere, error) {
-	acks := r.opts.acks()
-	id, okID := asynq.GetTaskID(ctx)
-	queue, okQueue := asynq.GetQueueName(ctx)
-	if r.redis == nil || !acks.On() || !okID || !okQueue {
-		return nil, nil, nil
-	}
-	m := &startMark{r: r, key: pipeline.TaskKey(queue, id), attempt: attempt, token: randomHex(), ttl: r.markTTL(ctx)}
-	began := time.Now()
-	backoff := clock.NewBackoff(50*time.Millisecond, startRetryMax)
-	var digest string // of the task's message as this delivery found it
-	var errLogged bool
-	for {
-		s, d, err := acks.ClaimStart(ctx, r.redis.Client, m.key, attempt, m.token, digest, m.ttl)
-		switch {
-		case errors.Is(err, pipeline.ErrNoTask) && digest == "":
-			// The task is gone already (the data was lost, or flushed):
-			// the copy this worker holds is the only one left.
-			return nil, nil, nil
-		case errors.Is(err, pipeline.ErrNoTask):
-			// It was there at an earlier try: another delivery ran it to
-			// the end meanwhile, and asynq deleted it.
-			return nil, &ranElsewhere{}, nil
-		case err != nil && !errors.Is(err, pipeline.ErrNotAcked) && time.Since(began) >= m.ttl:
-			// Redis refuses the mark (an ACL without the scripts' rights,
-			// say), or stays unreachable: run as without marks rather
-			// than hold the task until its timeout fails it.
-			r.log.Warn("running an attempt without a start mark: a failover now could run it twice",
-				"task", m.key, "attempt", attempt, "err", err)
-			return nil, nil, nil
-		case err != nil && !errors.Is(err, pipeline.ErrNotAcked):
-			// Redis unreachable (mid-failover): try again.
-			if !errLogged {
-				r.log.Warn("could not mark an attempt's start; trying again", "task", m.key, "attempt", attempt, "err", err)
-				errLogged = true
-			}
-		case s.Token != m.token && s.Finished():
-			return nil, elsewhere(s, queue, id), nil
-		case s.Token != m.token:
-			// Another delivery runs the attempt: wait for its end.
-		case err == nil:
-			return m.held(), nil, nil
-		case time.Since(began) >= m.ttl:
-			r.log.Warn("running an attempt whose start mark no Redis replica acknowledged: a failover now could run it twice",
-				"task", m.key, "attempt", attempt, "err", err)
-			return m.held(), nil, nil
-		}
-		if d != "" {
-			digest = d
-		}
-		select {
-		case <-ctx.Done():
-			if s.Token == m.token {
-				// Not started after all: the attempt's next delivery
-				// (asynq's requeue, or its retry) need not wait for the
-				// mark to expire.
-				m.release(ctx)
-			} else if err == nil {
-				err = fmt.Errorf("another delivery of the task (%s) still runs attempt %d", s.Token, s.Attempt)
-			}
-			return nil, nil, fmt.Errorf("attempt %d not started by the task's deadline (%w): %w", attempt, context.Cause(ctx), err)
-		case <-time.After(backoff.Next()):
-		}
-	}
-}
-
-// held counts the mark among those Close waits for, until finish.
-func (m *startMark) held() *startMark {
-	m.r.marks.Add(1)
-	return m
-}
+// Attempts delivered twice. An engine may deliver one attempt of a task to
+// two workers (asynq's dequeue, lost in a Redis failover that kept the
+// enqueue, hands the attempt to a second worker while the first runs it).
+// Such an engine is an engine.Starts: before the handler runs, the
+// Middleware asks it to start the attempt, and a delivery whose attempt
+// another delivery ran does not run the handler: it ends as that one
+// did. The Redis engine does this with start marks when ReplicaAcks is on
+// (runtime/internal/redisengine/start.go says how, and what remains).
 
 // ErrDeliveredTwice is in the error of a delivery that did not run its
 // attempt because another delivery of the same attempt ran it and failed
 // (a failover delivered it twice; see Options.ReplicaAcks). The error
 // tells asynq to treat the task as the other delivery's failure did; an
 // asynq ErrorHandler can tell such a delivery from a handler's failure.
-var ErrDeliveredTwice = errors.New("not run: another delivery of the same attempt ran it")
+var ErrDeliveredTwice = engine.ErrDeliveredTwice
 
-// elsewhere is the verdict of another delivery's finished mark, for asynq
-// to treat this delivery as it treats that one.
-func elsewhere(s pipeline.Start, queue, id string) *ranElsewhere {
-	failed := fmt.Errorf("%w, and failed (attempt %d of task %s on queue %s)", ErrDeliveredTwice, s.Attempt, id, queue)
-	switch s.State {
-	case pipeline.StartSucceeded:
-		return &ranElsewhere{}
-	case pipeline.StartFinal:
-		return &ranElsewhere{err: fmt.Errorf("%w: %w", failed, asynq.SkipRetry)}
-	case pipeline.StartRevoked:
-		return &ranElsewhere{err: fmt.Errorf("%w: %w", failed, asynq.RevokeTask)}
-	}
-	return &ranElsewhere{err: failed}
+// attemptStart is this delivery's hold on its attempt; its methods do
+// nothing when it holds none.
+type attemptStart struct {
+	r     *Runtime
+	claim engine.Claim
 }
 
-// keepAlive renews the mark every third of its TTL until stop is called,
-// which waits for the renewal under way.
-func (m *startMark) keepAlive(ctx context.Context) (stop func()) {
-	if m == nil {
+// startAttempt asks the engine to start the attempt of ctx's task. It
+// returns this delivery's hold when it is to run the attempt, the other
+// delivery's verdict (elsewhere true) when another ran it, or an error
+// when the engine took no claim before ctx ended.
+func (r *Runtime) startAttempt(ctx context.Context, attempt int) (hold attemptStart, elsewhere bool, verdict error, err error) {
+	hold.r = r
+	starts, ok := r.eng.(engine.Starts)
+	if !ok {
+		return hold, false, nil, nil
+	}
+	s, err := starts.StartAttempt(ctx, attempt)
+	switch {
+	case err != nil:
+		return hold, false, nil, err
+	case s.Elsewhere:
+		return hold, true, s.Verdict, nil
+	}
+	if s.Claim != nil {
+		r.marks.Add(1)
+		hold.claim = s.Claim
+	}
+	return hold, false, nil, nil
+}
+
+// keepAlive holds the claim while the handler runs, until stop.
+func (h attemptStart) keepAlive(ctx context.Context) (stop func()) {
+	if h.claim == nil {
 		return func() {}
 	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(m.ttl / 3)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			ours, err := pipeline.RenewStart(ctx, m.r.redis.Client, m.key, m.attempt, m.token, m.ttl)
-			switch {
-			case err != nil && ctx.Err() == nil:
-				m.r.log.Debug("could not renew an attempt's start mark", "task", m.key, "err", err)
-			case err == nil && !ours:
-				m.r.log.Warn("an attempt's start mark expired while its handler ran: another delivery of the attempt may run it too",
-					"task", m.key, "attempt", m.attempt)
-				return
-			}
-		}
-	}()
-	return func() { cancel(); <-done }
+	return h.claim.KeepAlive(ctx)
 }
 
-// finish records how the attempt ended, where a waiting second delivery
-// reads it, in the terms asynq will treat the attempt in — or, for an
-// attempt interrupted without a verdict (its worker shutting down, asynq
-// cancelling the task), removes the mark, so that the attempt's next
-// delivery runs it. It tries while Redis cannot be reached, for up to the
-// mark's TTL: a second delivery that never sees the end runs the attempt
-// once the mark expires.
-func (m *startMark) finish(ctx context.Context, handlerErr error) {
-	if m == nil {
+// finish records how the attempt ended, and lets Close stop waiting for
+// it.
+func (h attemptStart) finish(ctx context.Context, handlerErr error) {
+	if h.claim == nil {
 		return
 	}
-	defer m.r.marks.Add(-1)
-	var state string
-	switch {
-	case handlerErr == nil:
-		state = pipeline.StartSucceeded
-	case errors.Is(handlerErr, context.Canceled) && errors.Is(ctx.Err(), context.Canceled):
-		state = "" // no verdict
-	case errors.Is(handlerErr, asynq.RevokeTask):
-		state = pipeline.StartRevoked
-	case errors.Is(handlerErr, asynq.SkipRetry):
-		state = pipeline.StartFinal
-	default:
-		state = pipeline.StartFailed
-	}
-	m.end(ctx, state, m.ttl)
-}
-
-// end writes the mark's end (state "" removes it), trying again for up to
-// patience while Redis cannot be reached. A write Redis ran counts, even
-// if too few replicas acknowledged it: waiting longer would hold the
-// task's completion, and asynq's verdict with it, for a later failover's
-// sake (docs/redis.md lists that gap).
-func (m *startMark) end(ctx context.Context, state string, patience time.Duration) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), patience)
-	defer cancel()
-	acks := m.r.opts.acks()
-	backoff := clock.NewBackoff(50*time.Millisecond, startRetryMax)
-	for tries := 1; ; tries++ {
-		ours, err := acks.EndStart(ctx, m.r.redis.Client, m.key, m.attempt, m.token, state)
-		switch {
-		case (err == nil || errors.Is(err, pipeline.ErrNotAcked)) && !ours && tries == 1:
-			m.r.log.Warn("an attempt's start mark expired while its handler ran: another delivery of the attempt may run it too",
-				"task", m.key, "attempt", m.attempt)
-			return
-		case err == nil || errors.Is(err, pipeline.ErrNotAcked):
-			// (A later try that finds the mark gone or ended: an earlier
-			// one wrote it and lost only its reply.)
-			return
-		}
-		select {
-		case <-ctx.Done():
-			m.r.log.Warn("could not record the end of an attempt's start mark", "task", m.key, "attempt", m.attempt, "err", err)
-			return
-		case <-time.After(backoff.Next()):
-		}
-	}
-}
-
-// release removes the mark of an attempt that did not start.
-func (m *startMark) release(ctx context.Context) {
-	m.end(ctx, "", m.r.opts.ReplicaAckTimeout)
+	defer h.r.marks.Add(-1)
+	h.claim.Finish(ctx, handlerErr)
 }
 
 // marksWait bounds how long Close waits for the ends of attempts: their
-// marks' last writes, after a worker's shutdown cancelled them.
+// claims' last writes, after a worker's shutdown cancelled them.
 const marksWait = 2 * time.Second
 
 // waitMarks waits, up to marksWait, until every attempt this runtime's
-// workers marked has recorded its end.
+// workers claimed has recorded its end.
 func (r *Runtime) waitMarks() {
 	for deadline := time.Now().Add(marksWait); r.marks.Load() > 0 && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// attemptOf is the worker's attempt of the task in ctx (0 for the first)
+// and the retries it has, the schedule's own when the engine does not say.
+func (r *Runtime) attemptOf(ctx context.Context, s *registry.Schedule) (attempt, maxRetry int) {
+	maxRetry = s.MaxRetry
+	if r.deliveries == nil {
+		return 0, maxRetry
+	}
+	attempt, m, known := r.deliveries.Attempt(ctx)
+	if known {
+		maxRetry = m
+	}
+	return attempt, maxRetry
+}
+
+// skipsRetry says whether a handler's error asks the engine's queue not to
+// retry.
+func (r *Runtime) skipsRetry(err error) bool {
+	return r.deliveries != nil && r.deliveries.SkipsRetry(err)
 }

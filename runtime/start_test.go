@@ -19,7 +19,7 @@ import (
 )
 
 // With ReplicaAcks a worker marks each attempt's start in the task and has
-// a replica acknowledge it before its handler runs (runtime/start.go).
+// a replica acknowledge it before its handler runs (runtime/internal/redisengine/start.go).
 // The subtests share a primary with one replica; the last stops the
 // replica.
 func TestAnAttemptDeliveredTwiceRunsOnce(t *testing.T) {

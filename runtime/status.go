@@ -151,7 +151,7 @@ func (mon *Monitor) SnapshotOf(ctx context.Context, names []string, recent int) 
 		}
 	}
 	var data []engine.ScheduleData
-	var reads readLog
+	reads := readLog{refusal: r.refusal}
 	if r.disabled == "" {
 		var wg sync.WaitGroup
 		if len(known) > 0 {
@@ -245,6 +245,9 @@ type readLog struct {
 	down    error  // a failure that is not a timeout: Redis refused or broke
 	slow    error  // a read that did not answer in time (an ErrRedisSlow)
 	slowWhy string // the Missing reason of that read
+	// refusal is Runtime.refusal: a read the engine's server refused for
+	// how it is set up.
+	refusal func(error) error
 }
 
 // timedRead runs one part's read under bounded (so it returns by ctx's
@@ -265,7 +268,7 @@ func (l *readLog) fail(part string, err error, took time.Duration) {
 	l.errs = append(l.errs, fmt.Errorf("%s: %w", part, err))
 	reason := "Redis unreachable: " + err.Error()
 	switch {
-	case clusterRefusal(err) != nil:
+	case l.refusal(err) != nil:
 		reason = ErrRedisCluster.Error()
 		if l.down == nil {
 			l.down = err
@@ -527,7 +530,7 @@ func (mon *Monitor) Statuses(ctx context.Context) (Statuses, error) {
 		out.Counts[StatusDisabled], out.Redis = len(scheds), RedisDisabled
 		return out, nil
 	}
-	var reads readLog
+	reads := readLog{refusal: r.refusal}
 	problems, probErr := timedRead(ctx, &reads, PartStatuses, r.eng.Problems)
 	idx := &r.statusIndex
 	idx.mu.Lock()

@@ -385,17 +385,3 @@ func (r *Runtime) checkMisrouted(ctx context.Context) {
 		}
 	}
 }
-
-// attemptOf is the worker's attempt of the task in ctx (0 for the first)
-// and the retries it has, the schedule's own when asynq does not say.
-func attemptOf(ctx context.Context, s *registry.Schedule) (attempt, maxRetry int) {
-	attempt, _ = asynq.GetRetryCount(ctx)
-	maxRetry, ok := asynq.GetMaxRetry(ctx)
-	if !ok {
-		maxRetry = s.MaxRetry
-	}
-	return attempt, maxRetry
-}
-
-// skipsRetry says whether a handler's error asks asynq not to retry.
-func skipsRetry(err error) bool { return errors.Is(err, asynq.SkipRetry) }

@@ -1,12 +1,14 @@
 // Package redisengine is belfry's Redis/asynq engine: the lease, the store
 // and its scripts, the pipelined fenced enqueue of asynq tasks and asynq's
 // Inspector, behind engine.Engine. What compensates for Redis not being a
-// durable database (lost-write epochs, replica acks, start marks,
-// namespace probing, INFO checks) reaches the parts here through the
-// exported fields.
+// durable database is the engine's too: start marks (start.go, behind
+// engine.Starts), INFO checks (settings.go, engine.Settings) and namespace
+// probing (namespace.go, engine.Namespaces) and lost-write epochs
+// (lostwrites.go, engine.Losses).
 package redisengine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,12 +31,19 @@ import (
 type Engine struct {
 	*store.Store
 	*lease.Lease
+	AsynqDeliveries
 	// Client is the Redis client every part uses.
 	Client redis.UniversalClient
 	// Pipeline sends the fenced enqueues.
 	Pipeline *pipeline.Client
 	// Inspector reads asynq's tasks and servers.
 	Inspector *asynq.Inspector
+
+	acks     pipeline.Acks // what a start mark waits for
+	leaseTTL time.Duration // how long a mark lasts unless renewed, at most
+	log      *slog.Logger
+	clock    clock.Clock
+	data     dataWatch // what this replica saw of the store (lostwrites.go)
 
 	onCall atomic.Pointer[func(error)] // Watch's
 }
@@ -60,21 +69,23 @@ type Config struct {
 	Log      *slog.Logger
 	Clock    clock.Clock
 	MayLead  func(context.Context) error
-	OnHolder func(value string)
-	OnHeld   func(value string)
 }
 
 // New builds the engine of cfg.Namespace on cfg.Client. It makes no call
 // to Redis.
 func New(cfg Config) *Engine {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
 	s := store.New(cfg.Client, cfg.Namespace, cfg.HistoryLimit, cfg.RecordTTL)
 	s.Acks, s.Limits = cfg.Acks, cfg.Limits
 	p := pipeline.NewClient(cfg.Client)
 	p.Acks = cfg.Acks
-	e := &Engine{Store: s, Client: cfg.Client, Pipeline: p, Inspector: asynq.NewInspectorFromRedisClient(cfg.Client)}
+	e := &Engine{Store: s, Client: cfg.Client, Pipeline: p, Inspector: asynq.NewInspectorFromRedisClient(cfg.Client),
+		acks: cfg.Acks, leaseTTL: cfg.LeaseTTL, log: cmp.Or(cfg.Log, slog.Default()), clock: cfg.Clock}
 	e.Lease = lease.New(lease.Config{Redis: cfg.Client, Keys: s.Keys, Replica: cfg.Replica, TTL: cfg.LeaseTTL,
-		Log: cfg.Log, OnRedis: e.called, Clock: cfg.Clock, MayLead: cfg.MayLead, OnHolder: cfg.OnHolder,
-		OnHeld: cfg.OnHeld, Acks: cfg.Acks})
+		Log: cfg.Log, OnRedis: e.called, Clock: cfg.Clock, MayLead: cfg.MayLead, OnHolder: e.seeHolder,
+		OnHeld: e.seeHeld, Acks: cfg.Acks})
 	return e
 }
 

@@ -1,0 +1,31 @@
+package engine
+
+import (
+	"context"
+	"time"
+)
+
+// Settings is what an engine whose server can be set up in a way unsafe
+// to fence on (a store that evicts keys, a server too old, a topology the
+// engine does not support) tells the core, which then does not lead. An
+// engine with nothing of the kind need not have it: the core type-asserts
+// it and, without it, judges nothing.
+type Settings interface {
+	// CheckSettings reads the server's settings and its clock in one
+	// bounded call; err is the call failing, which says nothing of the
+	// settings.
+	CheckSettings(ctx context.Context) (SettingsReading, error)
+	// Refusal returns, when err is the server refusing what belfry asks of
+	// it for how it is set up, which no retry mends, the error saying so;
+	// else nil.
+	Refusal(err error) error
+}
+
+// SettingsReading is what Settings.CheckSettings read.
+type SettingsReading struct {
+	// Unsafe says why the core must not lead on the server: nil when its
+	// settings are safe, or not known.
+	Unsafe error
+	// Now is the server's clock, read in the same call.
+	Now time.Time
+}

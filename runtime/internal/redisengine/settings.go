@@ -1,0 +1,126 @@
+package redisengine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/belfry/belfry/runtime/engine"
+	"github.com/belfry/belfry/runtime/internal/lease"
+	"github.com/redis/go-redis/v9"
+)
+
+var _ engine.Settings = (*Engine)(nil)
+
+// MinVersion is the oldest Redis the engine leads on: asynq's scripts
+// need 6.2.
+const MinVersion = "6.2.0"
+
+// ErrUnsafe: Redis could lose the runtime's state without a failure (it
+// evicts keys) or is too old; the runtime does not lead on it.
+var ErrUnsafe = errors.New("unsafe Redis")
+
+// ErrCluster: the engine was given a Redis Cluster — a cluster client, a
+// server that is a cluster node, or a Redis that answers as one
+// (CROSSSLOT, MOVED, ASK: a proxy in front of a cluster).
+var ErrCluster = errors.New("configuration error: belfry does not run on Redis Cluster yet")
+
+// ClusterAdvice ends every ErrCluster message: why, and what to use.
+const ClusterAdvice = "belfry's keys are not hash-tagged yet, so its scripts touch keys in several slots, which a cluster refuses (CROSSSLOT); " +
+	"use a single primary (redis.NewClient) or Sentinel (redis.NewFailoverClient) instead"
+
+// Refusal returns the ErrCluster that err means when Redis refused a
+// command as only a cluster node does, else nil. These are Redis's own
+// replies, so their first word says what they are.
+func (e *Engine) Refusal(err error) error { return ClusterRefusal(err) }
+
+// ClusterRefusal is Refusal, of any Redis client's error.
+func ClusterRefusal(err error) error {
+	var reply redis.Error
+	if err == nil || !errors.As(err, &reply) {
+		return nil
+	}
+	msg := reply.Error()
+	for _, prefix := range []string{"CROSSSLOT ", "MOVED ", "ASK "} {
+		if strings.HasPrefix(msg, prefix) {
+			return fmt.Errorf("%w: Redis answered %q, so it is a Redis Cluster or a proxy in front of one; %s", ErrCluster, msg, ClusterAdvice)
+		}
+	}
+	return nil
+}
+
+// CheckSettings reads INFO and TIME in one round trip, bounded by the
+// lease's call timeout (on a black-holed connection go-redis would
+// otherwise wait for its read timeout, or for ever), and judges INFO
+// (JudgeSettings).
+func (e *Engine) CheckSettings(ctx context.Context) (engine.SettingsReading, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.CallTimeout())
+	defer cancel()
+	type reading struct {
+		info string
+		now  time.Time
+	}
+	read, err := lease.Obey(ctx, func(ctx context.Context) (reading, error) {
+		var info *redis.StringCmd
+		var now *redis.TimeCmd
+		_, err := e.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			info, now = p.Info(ctx), p.Time(ctx)
+			return nil
+		})
+		return reading{info: info.Val(), now: now.Val()}, err
+	})
+	if err != nil {
+		return engine.SettingsReading{}, err
+	}
+	return engine.SettingsReading{Unsafe: JudgeSettings(read.info), Now: read.now}, nil
+}
+
+// JudgeSettings reads INFO's cluster_enabled, redis_version and
+// maxmemory_policy. A server that reports none (an embedded Redis such as
+// miniredis) is not judged.
+func JudgeSettings(info string) error {
+	fields := map[string]string{}
+	for line := range strings.Lines(info) {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			fields[k] = v
+		}
+	}
+	if fields["cluster_enabled"] == "1" {
+		return fmt.Errorf("%w: the Redis it was given is a cluster node (cluster_enabled:1); %s", ErrCluster, ClusterAdvice)
+	}
+	var problems []string
+	if v, ok := fields["redis_version"]; ok && versionLess(v, MinVersion) {
+		problems = append(problems, fmt.Sprintf("Redis %s is older than %s, which asynq and belfry need", v, MinVersion))
+	}
+	// A policy other than noeviction evicts only under a memory limit:
+	// maxmemory 0 is none.
+	if p, ok := fields["maxmemory_policy"]; ok && p != "noeviction" && fields["maxmemory"] != "0" {
+		problems = append(problems, fmt.Sprintf("maxmemory-policy is %s: Redis may evict the lease, the fencing token and the cursors, "+
+			"which runs slots twice or never; set maxmemory-policy noeviction", p))
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrUnsafe, strings.Join(problems, "; "))
+}
+
+// versionLess compares dotted versions numerically.
+func versionLess(a, b string) bool {
+	as, bs := strings.Split(a, "."), strings.Split(b, ".")
+	for i := range max(len(as), len(bs)) {
+		var x, y int
+		if i < len(as) {
+			x, _ = strconv.Atoi(as[i])
+		}
+		if i < len(bs) {
+			y, _ = strconv.Atoi(bs[i])
+		}
+		if x != y {
+			return x < y
+		}
+	}
+	return false
+}
