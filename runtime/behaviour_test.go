@@ -51,6 +51,14 @@ func TestGracefulShutdownHandsOverAtOnce(t *testing.T) {
 	// up to 20s.
 	c := newCluster(t, rdb, 2, runtime.Options{LeaseTTL: 20 * time.Second}, registry.Schedule{Name: "nightly", Expr: "17 3 * * *"})
 	waitFor(t, 5*time.Second, "a leader", func() bool { return c.leaders() == 1 })
+	// A release wakes the follower through a subscription each replica
+	// makes as it starts; a release published before the follower's is in
+	// would wake nobody, and the test would wait for the TTL.
+	released := store.NewKeys(c.ns).Released
+	waitFor(t, 5*time.Second, "both replicas to listen for a release", func() bool {
+		subs, err := rdb.PubSubNumSub(context.Background(), released).Result()
+		return err == nil && subs[released] == 2
+	})
 	holder := 0
 	if c.rts[1].Leadership().Leading() {
 		holder = 1

@@ -23,7 +23,10 @@ func TestASpikeLargerThanABatchIsEnqueuedAndCommittedOnce(t *testing.T) {
 	rdb := sharedRedis(t)
 	ns, queue := uniq("ns"), uniq("q")
 	const n = 6000
-	due := time.Now().Add(3 * time.Second).Truncate(time.Second).UTC()
+	// Far enough ahead that the runtime has read its schedules before the
+	// slot, on a loaded machine too: a schedule first seen after its slot
+	// starts from the next one.
+	due := time.Now().Add(10 * time.Second).Truncate(time.Second).UTC()
 	expr := fmt.Sprintf("%d %d %d * * *", due.Second(), due.Minute(), due.Hour())
 	scheds := make([]registry.Schedule, n)
 	for i := range scheds {
