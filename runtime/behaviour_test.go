@@ -17,6 +17,7 @@ import (
 	"github.com/belfry/belfry/runtime/internal/clock"
 	"github.com/belfry/belfry/runtime/internal/lease"
 	"github.com/belfry/belfry/runtime/internal/store"
+	"github.com/belfry/belfry/runtime/internal/testsignal"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 )
@@ -101,6 +102,37 @@ func TestTheLeaderSleepsUntilTheNextDueSlot(t *testing.T) {
 	waitFor(t, 10*time.Second, "the next day's slot to run", func() bool { return exec.slots("nightly")[next.Unix()] == 1 })
 	if c, err := rt.Monitor().Counters(ctx); err != nil || c["nightly"].Missed != 0 {
 		t.Errorf("counters %+v, %v: want no slot missed", c["nightly"], err)
+	}
+}
+
+// A stub-clock test steps through more slots than a test signal buffers:
+// the signals the test does not wait for (the loop's sleeps, one or more
+// per slot) do not pile up and fail it, and every slot runs once.
+func TestStubClockStepsMoreSlotsThanTheSignalsBuffer(t *testing.T) {
+	t.Parallel()
+	start := time.Now().Truncate(time.Second)
+	clk := clock.NewStub(start)
+	// The stub runs ahead of Redis's clock, and of the lease's trust
+	// window measured on it: margins wider than the steps taken.
+	opts := runtime.Options{SkewMargin: 24 * time.Hour, LeaseTTL: time.Hour}
+	l := leadOnStub(t, clk, opts, registry.Schedule{Name: "tick", Expr: "* * * * * *"}, nil)
+	steps := testsignal.BufferSize + 20
+	for i := 1; i <= steps; i++ {
+		stepTo(t, clk, l.signals, start.Add(time.Duration(i)*time.Second))
+	}
+	waitFor(t, 30*time.Second, "every slot stepped to to run", func() bool {
+		ran := l.exec.slots("tick")
+		for i := 1; i <= steps; i++ {
+			if ran[start.Add(time.Duration(i)*time.Second).Unix()] == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	for slot, runs := range l.exec.slots("tick") {
+		if runs != 1 {
+			t.Errorf("slot %s ran %d times, want once", time.Unix(slot, 0).UTC(), runs)
+		}
 	}
 }
 

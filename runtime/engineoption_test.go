@@ -2,7 +2,9 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -116,5 +118,98 @@ func TestOptionsEngineIsExclusive(t *testing.T) {
 		if _, err := runtime.New(reg, tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: New returned %v; want an error saying %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// A runtime.RedisEngine that no New has configured answers a call made
+// on it with an error that says so, and New refuses one held inside
+// another engine, where New cannot configure it, instead of running into
+// it unconfigured.
+func TestOptionsEngineRedisEngineUnconfiguredSaysSo(t *testing.T) {
+	t.Parallel()
+	rdb := sharedRedis(t)
+	const unconfigured = "must be passed to runtime.New before use"
+	direct := runtime.RedisEngine(rdb)
+	if _, err := direct.Time(context.Background()); err == nil || !strings.Contains(err.Error(), unconfigured) {
+		t.Errorf("Time on a RedisEngine no New configured: %v; want an error saying it %s", err, unconfigured)
+	}
+	if _, leading := direct.Current(); leading {
+		t.Error("a RedisEngine no New configured says it leads")
+	}
+	reg := registry.MustNew(idleSchedule())
+	for _, tc := range []struct {
+		name string
+		eng  engine.Engine
+	}{
+		{"embedded", foreignEngine{runtime.RedisEngine(rdb)}},
+		{"a wrapper of a wrapper, by pointer", &foreignEngine{foreignEngine{runtime.RedisEngine(rdb)}}},
+		{"in a named field", &countingEngine{Engine: foreignEngine{}, inner: runtime.RedisEngine(rdb)}},
+	} {
+		rt, err := runtime.New(reg, runtime.Options{Engine: tc.eng, Namespace: uniq("ns")})
+		if err == nil {
+			rt.Close()
+		}
+		if err == nil || !strings.Contains(err.Error(), "holds a runtime.RedisEngine") {
+			t.Errorf("New with a RedisEngine %s: %v; want an error saying Options.Engine holds a runtime.RedisEngine", tc.name, err)
+		}
+	}
+}
+
+// countingEngine holds the engine it instruments in a field of its own.
+type countingEngine struct {
+	engine.Engine
+	inner engine.Engine
+}
+
+// New refusing a RedisEngine's client leaves the engine free: asked
+// again, New names the fault again rather than a runtime it never served.
+func TestOptionsEngineRefusedRedisEngineStaysFree(t *testing.T) {
+	t.Parallel()
+	clusterClient := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{sharedRedisAddr()}})
+	t.Cleanup(func() { clusterClient.Close() })
+	eng := runtime.RedisEngine(clusterClient)
+	reg := registry.MustNew(idleSchedule())
+	for attempt := 1; attempt <= 2; attempt++ {
+		rt, err := runtime.New(reg, runtime.Options{Engine: eng, Namespace: uniq("ns")})
+		if err == nil {
+			rt.Close()
+		}
+		if !errors.Is(err, runtime.ErrRedisCluster) {
+			t.Errorf("New, attempt %d, with a RedisEngine on a cluster client: %v; want ErrRedisCluster", attempt, err)
+		}
+	}
+}
+
+// Of runtimes built at once from one RedisEngine, exactly one takes it.
+func TestOptionsEngineRedisEngineServesOneOfConcurrentNews(t *testing.T) {
+	t.Parallel()
+	rdb := sharedRedis(t)
+	reg := registry.MustNew(idleSchedule())
+	eng := runtime.RedisEngine(rdb)
+	const news = 8
+	var wg sync.WaitGroup
+	runtimes := make([]*runtime.Runtime, news)
+	errs := make([]error, news)
+	start := make(chan struct{})
+	for i := range news {
+		wg.Go(func() {
+			<-start
+			runtimes[i], errs[i] = runtime.New(reg, runtime.Options{Engine: eng, Namespace: uniq("ns")})
+		})
+	}
+	close(start)
+	wg.Wait()
+	built := 0
+	for i, rt := range runtimes {
+		switch {
+		case errs[i] == nil:
+			built++
+			rt.Close()
+		case !strings.Contains(errs[i].Error(), "another runtime"):
+			t.Errorf("New %d: %v; want it built or refused as serving another runtime", i, errs[i])
+		}
+	}
+	if built != 1 {
+		t.Errorf("%d of %d concurrent News took one RedisEngine, want 1", built, news)
 	}
 }

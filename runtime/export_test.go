@@ -103,18 +103,18 @@ func (r *Runtime) CheckQueuesEvery(d time.Duration) {
 	r.unserved.mu.Unlock()
 }
 
-// LoopSignals are the leader loop's test signals (leaderloop.go).
+// LoopSignals are the leader loop's test signals (leaderloop.go), each
+// off until a test turns it on with Init before Run. A test turns on only
+// those it receives (or drains): a signal left on and unreceived fills
+// its buffer and fails the test.
 type LoopSignals struct {
 	Rebuilt *testsignal.Signal[string]    // state built for this lease value
 	Stepped *testsignal.Signal[time.Time] // a step did the work due at this time
 	Waiting *testsignal.Signal[time.Time] // asleep until this time on the clock, or an event
 }
 
-// InitLoopSignals makes the leader loop signal; call it before Run.
-func (r *Runtime) InitLoopSignals(tb testsignal.TB) LoopSignals {
+// LoopSignals are the leader loop's signals, for a test to turn on.
+func (r *Runtime) LoopSignals() LoopSignals {
 	s := &r.loopSignals
-	s.rebuilt.Init(tb)
-	s.stepped.Init(tb)
-	s.waiting.Init(tb)
 	return LoopSignals{Rebuilt: &s.rebuilt, Stepped: &s.stepped, Waiting: &s.waiting}
 }

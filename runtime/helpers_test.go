@@ -30,9 +30,12 @@ func uniq(prefix string) string { return redistest.Uniq(prefix) }
 // stepTo moves clk to at and waits until the leader loop whose signals
 // these are has stepped at that time or later: the work due by then is
 // enqueued. The loop arms its timer for a moment on its clock, so the
-// move may come while it sleeps or while it is busy.
+// move may come while it sleeps or while it is busy. The sleeps signalled
+// before the move are drained, being past: a test that waits for a sleep
+// waits for one after it.
 func stepTo(t testing.TB, clk *clock.Stub, signals runtime.LoopSignals, at time.Time) {
 	t.Helper()
+	signals.Waiting.Drain()
 	clk.Set(at)
 	signals.Stepped.WaitFor("a step at "+at.UTC().Format(time.TimeOnly), func(now time.Time) bool { return !now.Before(at) })
 }
@@ -62,7 +65,12 @@ func leadOnStub(t *testing.T, clk *clock.Stub, opts runtime.Options, s registry.
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.rt, l.signals = rt, rt.InitLoopSignals(t)
+	// The signals these helpers receive: Rebuilt here, Stepped in stepTo,
+	// which drains Waiting for the tests that wait for a sleep.
+	l.rt, l.signals = rt, rt.LoopSignals()
+	l.signals.Rebuilt.Init(t)
+	l.signals.Stepped.Init(t)
+	l.signals.Waiting.Init(t)
 	if before != nil {
 		before(rdb, opts.Namespace)
 	}

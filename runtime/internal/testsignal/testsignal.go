@@ -17,9 +17,9 @@ type TB interface {
 // is a hang, not a slow machine.
 const WaitTimeout = 10 * time.Second
 
-// bufferSize is how many signals a test may leave unreceived before the
+// BufferSize is how many signals a test may leave unreceived before the
 // sender reports a full channel.
-const bufferSize = 100
+const BufferSize = 100
 
 // Signal carries values of T from the code under test to a test.
 type Signal[T any] struct {
@@ -30,7 +30,7 @@ type Signal[T any] struct {
 // Init makes the signal deliver; only tests call it, before the code that
 // signals starts.
 func (s *Signal[T]) Init(tb TB) {
-	s.c = make(chan T, bufferSize)
+	s.c = make(chan T, BufferSize)
 	s.tb = tb
 }
 
@@ -43,7 +43,7 @@ func (s *Signal[T]) Signal(v T) {
 	select {
 	case s.c <- v:
 	default:
-		s.tb.Errorf("test signal channel full (%d unreceived): a test stopped receiving", bufferSize)
+		s.tb.Errorf("test signal channel full (%d unreceived): a test stopped receiving", BufferSize)
 	}
 }
 

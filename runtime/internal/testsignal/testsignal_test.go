@@ -50,7 +50,7 @@ func TestAFullSignalReportsInsteadOfBlocking(t *testing.T) {
 	var s Signal[int]
 	var r recorder
 	s.Init(&r)
-	for i := range bufferSize + 1 {
+	for i := range BufferSize + 1 {
 		s.Signal(i)
 	}
 	if len(r.errors) != 1 {
