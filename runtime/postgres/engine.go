@@ -1,0 +1,125 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/belfry/belfry/runtime/engine"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+)
+
+// Engine is belfry's Postgres engine of one namespace: the slot table and
+// River's InsertTx in one transaction, the lease row, and belfry's own
+// tables for cursors, records, pauses, members and counters. Its writes
+// are committed transactions, which Postgres does not lose: it needs none
+// of the Redis engine's compensations (engine.Losses, engine.Starts).
+type Engine struct {
+	pool   *pgxpool.Pool
+	river  *river.Client[pgx.Tx]
+	ns     string
+	cfg    Config
+	log    *slog.Logger
+	onCall atomic.Pointer[func(error)]
+	election
+}
+
+var (
+	_ engine.Engine     = (*Engine)(nil)
+	_ engine.Deliveries = (*Engine)(nil)
+)
+
+// Defaults of Config.
+const (
+	LeaseTTLDefault     = 15 * time.Second
+	HistoryLimitDefault = 50
+)
+
+// Config is what an Engine is built from: the pool it works on and the
+// values the runtime that uses it is configured with.
+type Config struct {
+	// Pool reaches the database that Migrate prepared.
+	Pool *pgxpool.Pool
+	// Namespace keys every row, so that services (or test runs) share a
+	// database without sharing a row. Use the runtime's Namespace.
+	Namespace string
+	// Replica names this process in the lease and heartbeats.
+	Replica string
+	// LeaseTTL is how long the lease outlives its holder.
+	LeaseTTL time.Duration
+	// HistoryLimit is the records kept per schedule; Limits the schedules
+	// that keep fewer, by name.
+	HistoryLimit int
+	Limits       map[string]int
+	// SlotRetention is how long slot rows are kept (PruneSlots, run by
+	// the leader): at least every schedule's grace plus the runtime's
+	// SkewMargin. Default SlotRetentionDefault.
+	SlotRetention time.Duration
+	Logger        *slog.Logger
+}
+
+// New builds the engine of cfg.Namespace on cfg.Pool. It makes no call to
+// the database; CheckSchema says whether Migrate ran.
+func New(cfg Config) (*Engine, error) {
+	if cfg.Pool == nil {
+		return nil, errors.New("postgres: Config.Pool is nil")
+	}
+	if cfg.Namespace == "" || cfg.Replica == "" {
+		return nil, errors.New("postgres: Config.Namespace and Config.Replica must be set")
+	}
+	cfg.LeaseTTL = cmp.Or(cfg.LeaseTTL, LeaseTTLDefault)
+	cfg.HistoryLimit = cmp.Or(cfg.HistoryLimit, HistoryLimitDefault)
+	cfg.SlotRetention = cmp.Or(cfg.SlotRetention, SlotRetentionDefault)
+	if cfg.LeaseTTL < time.Second {
+		return nil, fmt.Errorf("postgres: LeaseTTL must be at least 1s; got %s", cfg.LeaseTTL)
+	}
+	// An insert-only client: it starts nothing, and River's InsertManyTx
+	// writes the jobs in the engine's own transaction.
+	rc, err := river.NewClient(riverpgxv5.New(cfg.Pool), &river.Config{})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: River client: %w", err)
+	}
+	e := &Engine{pool: cfg.Pool, river: rc, ns: cfg.Namespace, cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default())}
+	e.election = newElection(e)
+	return e, nil
+}
+
+// Watch has the election's calls reported to onCall.
+func (e *Engine) Watch(onCall func(error)) { e.onCall.Store(&onCall) }
+
+// called reports an election call's outcome to Watch's function, if any.
+func (e *Engine) called(err error) {
+	if f := e.onCall.Load(); f != nil {
+		(*f)(err)
+	}
+}
+
+// Time is the database's clock, which every replica shares.
+func (e *Engine) Time(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	err := e.pool.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&now)
+	return now, err
+}
+
+// Acknowledged returns at once: a committed transaction is durable.
+func (e *Engine) Acknowledged(context.Context) error { return nil }
+
+// limitOf is the number of records the schedule name keeps.
+func (e *Engine) limitOf(name string) int {
+	if n, ok := e.cfg.Limits[name]; ok {
+		return n
+	}
+	return e.cfg.HistoryLimit
+}
+
+// inTx runs f in a transaction, committed when f returns nil.
+func (e *Engine) inTx(ctx context.Context, f func(pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, e.pool, f)
+}
