@@ -287,3 +287,33 @@ func TestHistoryKeepsTheNewestUpToItsLimit(t *testing.T) {
 		t.Errorf("Stats = %v, %v; want 8 enqueued", stats, err)
 	}
 }
+
+// A spike of 10,000 slots due at once, sent in one call as a leader sends
+// a dispatch, goes in whole: each slot once, with its job and cursor.
+func TestASpikeOfTenThousandSlotsGoesInWhole(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := migratedDB(t)
+	e := newEngine(t, db, "a")
+	term, _ := lead(t, e)
+	slot := time.Now().Truncate(time.Second)
+	var items []engine.Enqueue
+	for i := range 10000 {
+		items = append(items, slotItems(fmt.Sprintf("job-%05d", i), slot)...)
+	}
+	start := time.Now()
+	results := e.EnqueueAll(ctx, &engine.Fence{Term: term}, items)
+	took := time.Since(start)
+	t.Logf("10,000 slots enqueued in one call in %s", took.Round(time.Millisecond))
+	for i, r := range results {
+		if r.Err != nil || !r.Inserted {
+			t.Fatalf("item %d: %+v", i, r)
+		}
+	}
+	if n := count(t, db, "SELECT count(*) FROM river_job"); n != len(items) {
+		t.Errorf("%d River jobs for %d slots", n, len(items))
+	}
+	if n := count(t, db, "SELECT count(*) FROM belfry_cursor WHERE slot = to_timestamp($1)", slot.Unix()); n != len(items) {
+		t.Errorf("%d cursors raised for %d schedules", n, len(items))
+	}
+}
