@@ -7,20 +7,11 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/runtime/engine"
+	"github.com/belfry/belfry/runtime/internal/redistest"
 	"github.com/belfry/belfry/runtime/postgres"
 )
 
-// waitUntil polls cond until it holds or within passes.
-func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+var waitUntil = redistest.WaitFor
 
 func leading(e *postgres.Engine) func() bool {
 	return func() bool { _, ok := e.Current(); return ok }
@@ -36,10 +27,7 @@ func TestHandoverGoesToALiveReplica(t *testing.T) {
 	db := migratedDB(t)
 	a, b := newEngine(t, db, "a"), newEngine(t, db, "b")
 	termA, _ := lead(t, a)
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); b.Run(runCtx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	run(t, b)
 	waitUntil(t, 5*time.Second, "both replicas to beat", func() bool {
 		h, err := a.Holder(ctx)
 		return err == nil && slices.Equal(h.Replicas, []string{"a", "b"})

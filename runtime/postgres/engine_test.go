@@ -35,10 +35,9 @@ func newEngine(t *testing.T, db *pgxpool.Pool, replica string) *postgres.Engine 
 	return e
 }
 
-// lead runs e's election until stop (or the test's end) and waits for it
-// to lead; stop ends the election and releases the lease.
-func lead(t *testing.T, e *postgres.Engine) (term string, stop func()) {
-	t.Helper()
+// run takes part in e's election until stop or the test's end; stop
+// ends it and releases the lease.
+func run(t *testing.T, e *postgres.Engine) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); e.Run(ctx) }()
@@ -51,16 +50,16 @@ func lead(t *testing.T, e *postgres.Engine) (term string, stop func()) {
 		})
 	}
 	t.Cleanup(stop)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if term, ok := e.Current(); ok {
-			return term, stop
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the engine did not lead within 10s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	return stop
+}
+
+// lead runs e's election and waits for it to lead.
+func lead(t *testing.T, e *postgres.Engine) (term string, stop func()) {
+	t.Helper()
+	stop = run(t, e)
+	waitUntil(t, 10*time.Second, "the engine to lead", leading(e))
+	term, _ = e.Current()
+	return term, stop
 }
 
 // slotItems are the enqueues of schedule's scheduled occurrences of

@@ -39,9 +39,9 @@ func TestTenThousandSchedulesDueAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); rt.Run(runCtx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); rt.Run(runCtx) }()
+	t.Cleanup(func() { cancel(); <-stopped })
 	waitUntil(t, 30*time.Second, "every slot to be enqueued", func() bool {
 		return count(t, db, "SELECT count(*) FROM belfry_slot WHERE slot = $1", slot) == n
 	})
