@@ -40,7 +40,8 @@ const dropEmptyBucketsSQL = `DELETE FROM belfry_bucket b WHERE b.namespace = $1 
 // replaces: a member whose zone or expression changes takes floor's since
 // (SinceIfTask when the slot floor names was enqueued by then). Without
 // floor a member must keep its zone and expression (ErrMembersBusy if it
-// has others now).
+// has others now). A paused member keeps the pause it has (its reason,
+// actor and start) unless replacePauses; a member that runs has none.
 func (e *Engine) SetMembers(ctx context.Context, family string, now int64, replacePauses bool, ms []engine.SetMember, floor engine.ChangeFloor) ([]bool, error) {
 	created := make([]bool, len(ms))
 	err := e.inTx(ctx, func(tx pgx.Tx) error {
@@ -69,21 +70,32 @@ func (e *Engine) SetMembers(ctx context.Context, family string, now int64, repla
 		}); err != nil {
 			return err
 		}
-		n := len(ms)
-		since, paused, setPause := make([]int64, n), make([]bool, n), make([]bool, n)
-		zones, exprs, reasons, actors := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		pausedAt := make([]int64, n)
+		// A key given twice is written as its last, and created (if new)
+		// at its first, as writing them one after another would.
+		last := make(map[string]int, len(ms))
 		for i, m := range ms {
-			zones[i], exprs[i], paused[i] = m.Zone, m.Expr, m.Paused
-			reasons[i], actors[i], pausedAt[i] = m.Pause.Reason, m.Pause.Actor, m.Pause.At
-			setPause[i] = m.Paused && replacePauses
-			was, ok := old[m.Key]
-			if !ok {
-				since[i], created[i], setPause[i] = now, true, m.Paused
+			if _, ok := last[m.Key]; !ok {
+				_, had := old[m.Key]
+				created[i] = !had
+			}
+			last[m.Key] = i
+		}
+		var since, pausedAt []int64
+		var paused []bool
+		var rowKeys, zones, exprs, reasons, actors []string
+		for i, m := range ms {
+			if last[m.Key] != i {
 				continue
 			}
-			setPause[i] = setPause[i] || (m.Paused && !was.v.Paused)
-			since[i] = was.v.Since
+			rowKeys, zones, exprs, paused = append(rowKeys, m.Key), append(zones, m.Zone), append(exprs, m.Expr), append(paused, m.Paused)
+			reasons, actors, pausedAt = append(reasons, m.Pause.Reason), append(actors, m.Pause.Actor), append(pausedAt, m.Pause.At)
+			was, ok := old[m.Key]
+			if !ok {
+				since = append(since, now)
+				continue
+			}
+			since = append(since, was.v.Since)
+			k := len(since) - 1
 			if engine.BucketOf(was.v.Zone, was.v.Expr) == engine.BucketOf(m.Zone, m.Expr) {
 				continue
 			}
@@ -103,7 +115,7 @@ func (e *Engine) SetMembers(ctx context.Context, family string, now int64, repla
 					to = f.SinceIfTask
 				}
 			}
-			since[i] = max(since[i], to)
+			since[k] = max(since[k], to)
 		}
 		b := &pgx.Batch{}
 		b.Queue(`INSERT INTO belfry_member AS m (namespace, family, key, zone, expr, paused, pause_reason, pause_actor, paused_at, since)
@@ -113,10 +125,10 @@ func (e *Engine) SetMembers(ctx context.Context, family string, now int64, repla
 			    AS u(key, zone, expr, paused, reason, actor, paused_at, since)
 			ON CONFLICT (namespace, family, key) DO UPDATE SET
 			    zone = EXCLUDED.zone, expr = EXCLUDED.expr, since = EXCLUDED.since, paused = EXCLUDED.paused, updated_at = now(),
-			    pause_reason = CASE WHEN NOT EXCLUDED.paused THEN '' WHEN m.paused_at IS NULL OR EXCLUDED.pause_reason IS DISTINCT FROM m.pause_reason AND $11::bool THEN EXCLUDED.pause_reason ELSE m.pause_reason END,
+			    pause_reason = CASE WHEN NOT EXCLUDED.paused THEN '' WHEN m.paused_at IS NULL OR $11::bool THEN EXCLUDED.pause_reason ELSE m.pause_reason END,
 			    pause_actor = CASE WHEN NOT EXCLUDED.paused THEN '' WHEN m.paused_at IS NULL OR $11::bool THEN EXCLUDED.pause_actor ELSE m.pause_actor END,
 			    paused_at = CASE WHEN NOT EXCLUDED.paused THEN NULL WHEN m.paused_at IS NULL OR $11::bool THEN EXCLUDED.paused_at ELSE m.paused_at END`,
-			e.ns, family, keys, zones, exprs, paused, reasons, actors, pausedAt, since, replacePauses)
+			e.ns, family, rowKeys, zones, exprs, paused, reasons, actors, pausedAt, since, replacePauses)
 		b.Queue(`INSERT INTO belfry_bucket (namespace, family, zone, expr, version)
 			SELECT DISTINCT $1, $2, u.zone, u.expr, $5::bigint FROM unnest($3::text[], $4::text[]) AS u(zone, expr)
 			ON CONFLICT (namespace, family, zone, expr) DO UPDATE SET version = EXCLUDED.version`, e.ns, family, zones, exprs, version)
