@@ -437,6 +437,9 @@ func (l *election) listenOnce(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
 		return err
 	}
+	// A release announced before the LISTEN took hold was not heard: one
+	// more look at the lease covers it.
+	signal(l.wake)
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
