@@ -60,21 +60,7 @@ type pgBackend struct {
 }
 
 func (b *pgBackend) Replica(t testing.TB) (runtime.Options, enginetest.Link) {
-	proxy := netfault.New(t, "tcp", net.JoinHostPort(b.cfg.ConnConfig.Host, strconv.Itoa(int(b.cfg.ConnConfig.Port))))
-	cfg := b.cfg.Copy()
-	host, port, err := net.SplitHostPort(proxy.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, _ := strconv.Atoi(port)
-	cfg.ConnConfig.Host, cfg.ConnConfig.Port = host, uint16(p)
-	cfg.ConnConfig.Fallbacks = nil
-	cfg.MaxConns = 16
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool, proxy := poolThroughProxy(t, b.cfg)
 	eng, err := postgres.New(postgres.Config{Pool: pool, Namespace: b.namespace,
 		Replica: "replica-" + strconv.Itoa(int(b.replicas.Add(1))), LeaseTTL: harnessLeaseTTL, Logger: quietLogger()})
 	if err != nil {
@@ -108,6 +94,28 @@ func (b *pgBackend) StartWorkers(t testing.TB, rt *runtime.Runtime) {
 		defer cancel()
 		client.Stop(ctx)
 	})
+}
+
+// poolThroughProxy is a pool on cfg's database whose connections go
+// through a proxy of their own.
+func poolThroughProxy(t testing.TB, cfg *pgxpool.Config) (*pgxpool.Pool, *netfault.Proxy) {
+	t.Helper()
+	proxy := netfault.New(t, "tcp", net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
+	cfg = cfg.Copy()
+	host, port, err := net.SplitHostPort(proxy.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := strconv.Atoi(port)
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port = host, uint16(p)
+	cfg.ConnConfig.Fallbacks = nil
+	cfg.MaxConns = 16
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool, proxy
 }
 
 // promptRetry retries a failed job at once, so that the suite's retry

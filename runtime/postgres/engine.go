@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -28,6 +29,8 @@ type Engine struct {
 	cfg    Config
 	log    *slog.Logger
 	onCall atomic.Pointer[func(error)]
+	// idleTimeout is the lease TTL in ms, as inTx sets it.
+	idleTimeout string
 	election
 }
 
@@ -86,7 +89,8 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: River client: %w", err)
 	}
-	e := &Engine{pool: cfg.Pool, river: rc, ns: cfg.Namespace, cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default())}
+	e := &Engine{pool: cfg.Pool, river: rc, ns: cfg.Namespace, cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()),
+		idleTimeout: strconv.FormatInt(cfg.LeaseTTL.Milliseconds(), 10)}
 	e.election = newElection(e)
 	return e, nil
 }
@@ -119,7 +123,18 @@ func (e *Engine) limitOf(name string) int {
 	return e.cfg.HistoryLimit
 }
 
-// inTx runs f in a transaction, committed when f returns nil.
+// inTx runs f in a transaction, committed when f returns nil. The
+// transaction ends itself if its client goes silent for a lease TTL
+// (idle_in_transaction_session_timeout, for this transaction only): a
+// replica cut off in the middle of an enqueue would otherwise keep its
+// uncommitted slot rows locked until the server noticed the dead
+// connection, and the next leader's insert of those slots would wait that
+// long.
 func (e *Engine) inTx(ctx context.Context, f func(pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, e.pool, f)
+	return pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT set_config('idle_in_transaction_session_timeout', $1, true)", e.idleTimeout); err != nil {
+			return err
+		}
+		return f(tx)
+	})
 }
