@@ -35,6 +35,16 @@
 // followers LISTEN on a connection of their own and take over at once
 // after a graceful shutdown, and otherwise when the holder's row expires.
 //
+// # Stalls
+//
+// Every engine transaction sets idle_in_transaction_session_timeout to the
+// lease TTL for itself: a replica cut off between its slot insert and its
+// commit would otherwise hold those slot rows locked, and the next
+// leader's insert of the same slots would wait, until the server noticed
+// the dead connection. Statements that write many rows write them in key
+// order, so that two transactions over the same rows wait for each other
+// rather than deadlock.
+//
 // # What it does not need
 //
 // Postgres does not lose a committed transaction, and River hands a job to

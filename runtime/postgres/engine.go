@@ -50,6 +50,10 @@ const (
 type Config struct {
 	// Pool reaches the database that Migrate prepared.
 	Pool *pgxpool.Pool
+	// River, when set, inserts the jobs (InsertManyTx in the engine's
+	// transaction), with its hooks and middleware; by default an
+	// insert-only client on Pool does.
+	River *river.Client[pgx.Tx]
 	// Namespace keys every row, so that services (or test runs) share a
 	// database without sharing a row. Use the runtime's Namespace.
 	Namespace string
@@ -83,11 +87,14 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.LeaseTTL < time.Second {
 		return nil, fmt.Errorf("postgres: LeaseTTL must be at least 1s; got %s", cfg.LeaseTTL)
 	}
-	// An insert-only client: it starts nothing, and River's InsertManyTx
-	// writes the jobs in the engine's own transaction.
-	rc, err := river.NewClient(riverpgxv5.New(cfg.Pool), &river.Config{})
-	if err != nil {
-		return nil, fmt.Errorf("postgres: River client: %w", err)
+	rc := cfg.River
+	if rc == nil {
+		// An insert-only client: it starts nothing, and its InsertManyTx
+		// writes the jobs in the engine's own transaction.
+		var err error
+		if rc, err = river.NewClient(riverpgxv5.New(cfg.Pool), &river.Config{}); err != nil {
+			return nil, fmt.Errorf("postgres: River client: %w", err)
+		}
 	}
 	e := &Engine{pool: cfg.Pool, river: rc, ns: cfg.Namespace, cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()),
 		idleTimeout: strconv.FormatInt(cfg.LeaseTTL.Milliseconds(), 10)}

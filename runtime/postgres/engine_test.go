@@ -13,6 +13,9 @@ import (
 	"github.com/belfry/belfry/runtime/engine"
 	"github.com/belfry/belfry/runtime/postgres"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 )
 
 // migratedDB is a fresh database with belfry's and River's schema.
@@ -314,5 +317,37 @@ func TestASpikeOfTenThousandSlotsGoesInWhole(t *testing.T) {
 	}
 	if n := count(t, db, "SELECT count(*) FROM belfry_cursor WHERE slot = to_timestamp($1)", slot.Unix()); n != len(items) {
 		t.Errorf("%d cursors raised for %d schedules", n, len(items))
+	}
+}
+
+// Given the service's River client, the engine inserts its jobs through
+// it, so that the client's hooks see them.
+func TestJobsGoThroughTheServicesRiverClient(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := migratedDB(t)
+	var seen []string
+	var mu sync.Mutex
+	client, err := river.NewClient(riverpgxv5.New(db), &river.Config{Hooks: []rivertype.Hook{
+		river.HookInsertBeginFunc(func(_ context.Context, p *rivertype.JobInsertParams) error {
+			mu.Lock()
+			defer mu.Unlock()
+			seen = append(seen, p.Kind)
+			return nil
+		})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := postgres.New(postgres.Config{Pool: db, River: client, Namespace: "ns", Replica: "a", Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := e.EnqueueAll(ctx, nil, slotItems("tick", time.Now().Truncate(time.Second))); r[0].Err != nil || !r[0].Inserted {
+		t.Fatalf("enqueue: %+v", r[0])
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 1 || seen[0] != "tick" {
+		t.Errorf("the client's insert hook saw %v, want the tick job", seen)
 	}
 }

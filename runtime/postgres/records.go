@@ -12,6 +12,10 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// Every statement that writes many rows writes them in key order, so that
+// transactions writing the same rows (the leader's commit, a worker's
+// step) wait for each other rather than deadlock.
+
 // recordUpsertSQL writes the leader's or an operator's records: a record
 // already written (a fast worker recorded it running, or its result)
 // keeps its outcome, and every record takes its place (score) in its
@@ -25,6 +29,7 @@ SELECT $1, u.id, u.schedule, u.member, to_timestamp(u.slot), u.manual, u.outcome
        u.score
 FROM unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::bool[], $7::text[], $8::text[], $9::bigint[], $10::bigint[])
     AS u(id, schedule, member, slot, manual, outcome, actor, at, score)
+ORDER BY u.id
 ON CONFLICT (namespace, occurrence_id) DO UPDATE SET
     schedule = EXCLUDED.schedule, slot = EXCLUDED.slot, manual = EXCLUDED.manual,
     enqueued_at = coalesce(EXCLUDED.enqueued_at, r.enqueued_at),
@@ -46,6 +51,7 @@ WHERE r.namespace = $1 AND r.occurrence_id = old.occurrence_id`
 const counterAddSQL = `
 INSERT INTO belfry_counter AS c (namespace, schedule, counter, value)
 SELECT $1, u.schedule, u.counter, u.value FROM unnest($2::text[], $3::text[], $4::bigint[]) AS u(schedule, counter, value)
+ORDER BY u.schedule, u.counter
 ON CONFLICT (namespace, schedule, counter) DO UPDATE SET value = CASE
     WHEN c.counter LIKE 'last\_%' THEN greatest(c.value, EXCLUDED.value)
     WHEN c.counter = 'first_seen' THEN CASE WHEN c.value = 0 OR (EXCLUDED.value <> 0 AND EXCLUDED.value < c.value) THEN EXCLUDED.value ELSE c.value END
@@ -55,6 +61,7 @@ ON CONFLICT (namespace, schedule, counter) DO UPDATE SET value = CASE
 const counterSetSQL = `
 INSERT INTO belfry_counter (namespace, schedule, counter, value)
 SELECT $1, u.schedule, u.counter, u.value FROM unnest($2::text[], $3::text[], $4::bigint[]) AS u(schedule, counter, value)
+ORDER BY u.schedule, u.counter
 ON CONFLICT (namespace, schedule, counter) DO UPDATE SET value = EXCLUDED.value`
 
 // queueRecords queues the writes of items' records and the trims of

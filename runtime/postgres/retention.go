@@ -56,5 +56,10 @@ func (l *election) pruneIfDue(ctx context.Context) {
 		if _, err := l.e.PruneSlots(ctx, l.e.cfg.SlotRetention); err != nil {
 			l.e.log.Warn("could not prune the slot table; it is tried again later", "err", err)
 		}
+		// Heartbeats of replicas gone long ago are of no use to anyone.
+		if _, err := l.e.pool.Exec(ctx, `DELETE FROM belfry_replica WHERE namespace = $1 AND seen_at < clock_timestamp() - $2 * interval '1 millisecond'`,
+			l.e.ns, l.e.cfg.SlotRetention.Milliseconds()); err != nil {
+			l.e.log.Warn("could not prune old heartbeats; it is tried again later", "err", err)
+		}
 	}()
 }
