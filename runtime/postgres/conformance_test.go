@@ -118,6 +118,14 @@ func poolThroughProxy(t testing.TB, cfg *pgxpool.Config) (*pgxpool.Pool, *netfau
 	return pool, proxy
 }
 
+// runRuntime runs rt until the test ends.
+func runRuntime(t testing.TB, rt *runtime.Runtime) {
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); rt.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-stopped })
+}
+
 // promptRetry retries a failed job at once, so that the suite's retry
 // cases stay short.
 type promptRetry struct{}

@@ -38,10 +38,7 @@ func TestTenThousandSchedulesDueAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	stopped := make(chan struct{})
-	go func() { defer close(stopped); rt.Run(runCtx) }()
-	t.Cleanup(func() { cancel(); <-stopped })
+	runRuntime(t, rt)
 	waitUntil(t, 30*time.Second, "every slot to be enqueued", func() bool {
 		return count(t, db, "SELECT count(*) FROM belfry_slot WHERE slot = $1", slot) == n
 	})

@@ -73,10 +73,7 @@ func TestTheAdminAndMetricsReadTheEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.StartWorkers(t, rt)
-	runCtx, cancel := context.WithCancel(ctx)
-	stopped := make(chan struct{})
-	go func() { defer close(stopped); rt.Run(runCtx) }()
-	t.Cleanup(func() { cancel(); <-stopped })
+	runRuntime(t, rt)
 	for range 2 {
 		select {
 		case <-ran:
