@@ -34,6 +34,14 @@ import (
 //   - A release (graceful shutdown, handover) empties holder and sends
 //     NOTIFY belfry_leader; followers LISTEN on a connection of their
 //     own and try at once, so a takeover does not wait for the TTL.
+//     LISTEN rather than polling: a follower's cost stays one call per
+//     TTL however quick the handover must be.
+//   - Every call is bounded by TTL/3, and by the trust left while
+//     leading, whatever the driver does (engine.Obey).
+//   - About once a TTL a call carries the replica's heartbeat
+//     (belfry_replica: its instance and process, on the database's
+//     clock); a heartbeat that finds another live instance under its name
+//     reports a duplicate replica name.
 //
 // Leadership only saves work: two replicas that both believe they lead
 // still insert each slot once (the slot table's primary key). The fence
@@ -279,8 +287,8 @@ func (l *election) beatDue() bool {
 	return true
 }
 
-// beat sends the heartbeat with b's batch and notes, once it landed, a
-// live other process using this replica's name.
+// queueBeat sends the heartbeat with b's batch and notes, once it landed,
+// a live other process using this replica's name.
 func (l *election) queueBeat(b *pgx.Batch) {
 	b.Queue(heartbeatSQL, l.e.ns, l.replica, l.instance, l.process).QueryRow(func(row pgx.Row) error {
 		var other string
