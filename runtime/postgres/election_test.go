@@ -64,3 +64,19 @@ func TestHandoverGoesToALiveReplica(t *testing.T) {
 		t.Error("the lone replica stopped leading")
 	}
 }
+
+// Two processes given one replica name both learn of it from their
+// heartbeats.
+func TestADuplicateReplicaNameIsReported(t *testing.T) {
+	t.Parallel()
+	db := migratedDB(t)
+	one, two := newEngine(t, db, "same"), newEngine(t, db, "same")
+	run(t, one)
+	run(t, two)
+	for _, e := range []*postgres.Engine{one, two} {
+		waitUntil(t, 15*time.Second, "the duplicate name to be reported", func() bool {
+			d, ok := e.Duplicate()
+			return ok && d.Replica == "same" && d.Other != "" && d.Other != d.Instance
+		})
+	}
+}
