@@ -12,6 +12,7 @@ import (
 
 	"github.com/belfry/belfry/runtime/engine"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -108,8 +109,25 @@ func (e *Engine) Watch(onCall func(error)) { e.onCall.Store(&onCall) }
 // called reports an election call's outcome to Watch's function, if any.
 func (e *Engine) called(err error) {
 	if f := e.onCall.Load(); f != nil {
-		(*f)(err)
+		(*f)(explainSchema(err))
 	}
+}
+
+// SQLSTATEs of what a missing or old schema lacks.
+const (
+	undefinedTable    = "42P01"
+	undefinedFunction = "42883"
+	undefinedColumn   = "42703"
+)
+
+// explainSchema turns a database's "no such table" or "no such function"
+// into ErrSchemaOutdated, which names the command that creates them.
+func explainSchema(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (pgErr.Code == undefinedTable || pgErr.Code == undefinedFunction || pgErr.Code == undefinedColumn) {
+		return fmt.Errorf("%w: %s; run belfry migrate --postgres URL (or postgres.Migrate) before starting the service", ErrSchemaOutdated, pgErr.Message)
+	}
+	return err
 }
 
 // Time is the database's clock, which every replica shares.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -349,5 +350,29 @@ func TestJobsGoThroughTheServicesRiverClient(t *testing.T) {
 	defer mu.Unlock()
 	if len(seen) != 1 || seen[0] != "tick" {
 		t.Errorf("the client's insert hook saw %v, want the tick job", seen)
+	}
+}
+
+// An engine on a database that was never migrated says so, naming the
+// command to run, rather than reporting the database unreachable.
+func TestAMissingSchemaNamesTheCommand(t *testing.T) {
+	t.Parallel()
+	db := freshDB(t)
+	e := newEngine(t, db, "a")
+	reported := make(chan error, 16)
+	e.Watch(func(err error) {
+		select {
+		case reported <- err:
+		default:
+		}
+	})
+	run(t, e)
+	select {
+	case err := <-reported:
+		if !errors.Is(err, postgres.ErrSchemaOutdated) || !strings.Contains(err.Error(), "belfry migrate --postgres") {
+			t.Errorf("the election's call reported %v; want ErrSchemaOutdated naming belfry migrate", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the election reported no call")
 	}
 }
