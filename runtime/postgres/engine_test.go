@@ -376,3 +376,40 @@ func TestAMissingSchemaNamesTheCommand(t *testing.T) {
 		t.Fatal("the election reported no call")
 	}
 }
+
+// A read of several schedules answers each name asked, also one asked
+// twice: its counters, newest records, pause and execution state.
+func TestScheduleDataAnswersEveryNameAsked(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := migratedDB(t)
+	e := newEngine(t, db, "a")
+	rec := engine.Rec{ID: "cron:ns/tick:1000", Slot: 1000, At: 1000000, Outcome: "enqueued", Score: 1000000}
+	if err := e.RecordManual(ctx, engine.Commit{Name: "tick", Recs: []engine.Rec{rec}, Counts: map[string]int64{"enqueued": 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SetPause(ctx, "tick", engine.Pause{Reason: "r", Actor: "ops", At: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.NoteExecution(ctx, "tick", "failed", 7000); err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"tick", "other", "tick"}
+	data, err := e.ScheduleData(ctx, names, 5, []string{"enqueued"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{0, 2} {
+		d := data[i]
+		if len(d.Recent) != 1 || d.Stats[0] != 2 || d.Pause == nil || d.Pause.Reason != "r" || d.FailingSince != 7000 {
+			t.Errorf("tick at %d: %+v; want its record, 2 enqueued, its pause and failing since 7000", i, d)
+		}
+	}
+	if d := data[1]; len(d.Recent) != 0 || d.Stats[0] != 0 || d.Pause != nil || d.FailingSince != 0 {
+		t.Errorf("other: %+v; want nothing", d)
+	}
+	problems, err := e.Problems(ctx)
+	if err != nil || problems.Failing["tick"] != "7000" || problems.Paused["tick"] == "" {
+		t.Errorf("Problems = %+v, %v; want tick failing and paused", problems, err)
+	}
+}

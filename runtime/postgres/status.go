@@ -131,10 +131,9 @@ func (e *Engine) Stats(ctx context.Context) (map[string]map[string]int64, error)
 func (e *Engine) StatFields(ctx context.Context, names, fields []string) ([][]int64, error) {
 	out := make([][]int64, len(names))
 	flat := make([]int64, len(names)*len(fields))
-	index := make(map[string]int, len(names))
-	for i, n := range names {
+	at := positions(names)
+	for i := range names {
 		out[i] = flat[i*len(fields) : (i+1)*len(fields)]
-		index[n] = i
 	}
 	field := make(map[string]int, len(fields))
 	for j, f := range fields {
@@ -151,20 +150,29 @@ func (e *Engine) StatFields(ctx context.Context, names, fields []string) ([][]in
 	var name, counter string
 	var v int64
 	_, err = pgx.ForEachRow(rows, []any{&name, &counter, &v}, func() error {
-		out[index[name]][field[counter]] = v
+		for _, i := range at[name] {
+			out[i][field[counter]] = v
+		}
 		return nil
 	})
 	return out, err
+}
+
+// positions maps each of names to where it is in names (a name asked for
+// twice is answered twice).
+func positions(names []string) map[string][]int {
+	at := make(map[string][]int, len(names))
+	for i, n := range names {
+		at[n] = append(at[n], i)
+	}
+	return at
 }
 
 // ScheduleData reads, for each name, its newest n records, the counters
 // asked for, its pause and its execution state (from known when given).
 func (e *Engine) ScheduleData(ctx context.Context, names []string, n int, fields []string, known *engine.Problems) ([]engine.ScheduleData, error) {
 	out := make([]engine.ScheduleData, len(names))
-	index := make(map[string]int, len(names))
-	for i, name := range names {
-		index[name] = i
-	}
+	at := positions(names)
 	stats, err := e.StatFields(ctx, names, fields)
 	if err != nil {
 		return nil, err
@@ -177,7 +185,7 @@ func (e *Engine) ScheduleData(ctx context.Context, names []string, n int, fields
 		out[i].Stats, out[i].Pause = stats[i], pauses[name]
 	}
 	if n > 0 {
-		rows, err := e.pool.Query(ctx, `SELECT `+recordColumns+` FROM unnest($2::text[]) AS s(name),
+		rows, err := e.pool.Query(ctx, `SELECT `+recordColumns+` FROM (SELECT DISTINCT unnest($2::text[]) AS name) s,
 			LATERAL (SELECT * FROM belfry_record WHERE namespace = $1 AND schedule = s.name ORDER BY score DESC LIMIT $3) r
 			ORDER BY r.schedule, r.score DESC`, e.ns, names, n)
 		if err != nil {
@@ -188,8 +196,9 @@ func (e *Engine) ScheduleData(ctx context.Context, names []string, n int, fields
 			return nil, err
 		}
 		for _, r := range recs {
-			i := index[r.Schedule]
-			out[i].Recent = append(out[i].Recent, r)
+			for _, i := range at[r.Schedule] {
+				out[i].Recent = append(out[i].Recent, r)
+			}
 		}
 	}
 	if known != nil {
@@ -207,8 +216,9 @@ func (e *Engine) ScheduleData(ctx context.Context, names []string, n int, fields
 	var name, active string
 	var failing int64
 	_, err = pgx.ForEachRow(rows, []any{&name, &failing, &active}, func() error {
-		i := index[name]
-		out[i].FailingSince, out[i].Active = failing, active
+		for _, i := range at[name] {
+			out[i].FailingSince, out[i].Active = failing, active
+		}
 		return nil
 	})
 	return out, err
