@@ -177,17 +177,15 @@ func (e *Engine) memberStates(ctx context.Context, family string, keys []string,
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	index := make(map[string]int, n)
-	for i, k := range keys {
-		index[k] = i
-	}
+	at := positions(keys)
 	var m engine.MemberValue
 	var cursor string
 	if _, err := pgx.ForEachRow(rows, []any{&m.Key, &m.Since, &m.Paused, &m.Zone, &m.Expr, &cursor}, func() error {
-		i := index[m.Key]
-		ms[i], mok[i] = m, true
-		if cursors {
-			cs[i], cok[i] = parseMemberCursor(cursor)
+		for _, i := range at[m.Key] {
+			ms[i], mok[i] = m, true
+			if cursors {
+				cs[i], cok[i] = parseMemberCursor(cursor)
+			}
 		}
 		return nil
 	}); err != nil {
@@ -304,14 +302,12 @@ func (e *Engine) MemberLasts(ctx context.Context, family string, keys []string) 
 	if err != nil {
 		return nil, nil, err
 	}
-	index := make(map[string]int, len(keys))
-	for i, k := range keys {
-		index[k] = i
-	}
+	at := positions(keys)
 	var key, last string
 	_, err = pgx.ForEachRow(rows, []any{&key, &last}, func() error {
-		i := index[key]
-		out[i], ok[i] = parseLast(last)
+		for _, i := range at[key] {
+			out[i], ok[i] = parseLast(last)
+		}
 		return nil
 	})
 	return out, ok, err
@@ -343,15 +339,14 @@ func (e *Engine) MemberPauses(ctx context.Context, family string, keys []string)
 	if err != nil {
 		return nil, err
 	}
-	index := make(map[string]int, len(keys))
-	for i, k := range keys {
-		index[k] = i
-	}
+	at := positions(keys)
 	var key string
 	var p engine.Pause
 	_, err = pgx.ForEachRow(rows, []any{&key, &p.Reason, &p.Actor, &p.At}, func() error {
-		cp := p
-		out[index[key]] = &cp
+		for _, i := range at[key] {
+			cp := p
+			out[i] = &cp
+		}
 		return nil
 	})
 	return out, err

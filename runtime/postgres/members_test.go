@@ -27,8 +27,8 @@ func TestMembersAsData(t *testing.T) {
 	if err != nil || len(created) != 3 || !created[0] || !created[1] || created[2] {
 		t.Fatalf("SetMembers = %v, %v; want acme and bolt created once each", created, err)
 	}
-	vs, ok, err := e.Members(ctx, fam, []string{"acme", "bolt", "none"})
-	if err != nil || !ok[0] || !ok[1] || ok[2] || vs[0].Since != 1000 || !vs[0].Paused || vs[1].Paused {
+	vs, ok, err := e.Members(ctx, fam, []string{"acme", "bolt", "none", "acme"})
+	if err != nil || !ok[0] || !ok[1] || ok[2] || vs[0].Since != 1000 || !vs[0].Paused || vs[1].Paused || vs[3] != vs[0] {
 		t.Fatalf("Members = %+v %v, %v", vs, ok, err)
 	}
 	if _, err := e.SetMembers(ctx, fam, 2000, false, []engine.SetMember{{Key: "acme", Zone: "UTC", Paused: true, Pause: pause("second", 9)}}, nil); err != nil {
