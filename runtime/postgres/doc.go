@@ -4,7 +4,7 @@
 // upgrades belfry's tables (and River's).
 //
 //	if _, err := postgres.Migrate(ctx, pool, postgres.MigrateOptions{River: true}); err != nil { ... } // a deploy step
-//	eng, err := postgres.New(postgres.Config{Pool: pool, Namespace: "billing", Replica: hostname})
+//	eng, err := postgres.New(postgres.Config{Pool: pool, Namespace: "billing"})
 //	rt, err := runtime.New(jobs.Registry, runtime.Options{Engine: eng, Namespace: "billing"})
 //	workers := river.NewWorkers()
 //	err = postgres.AddWorkers(workers, rt) // kind = schedule name, every attempt recorded

@@ -2,7 +2,9 @@ package postgres_test
 
 import (
 	"context"
+	"os"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -78,5 +80,22 @@ func TestADuplicateReplicaNameIsReported(t *testing.T) {
 			d, ok := e.Duplicate()
 			return ok && d.Replica == "same" && d.Other != "" && d.Other != d.Instance
 		})
+	}
+}
+
+// An engine given no replica name takes the runtime's default,
+// hostname-pid, so that the two name the process alike.
+func TestTheDefaultReplicaNameIsTheRuntimes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := migratedDB(t)
+	e, err := postgres.New(postgres.Config{Pool: db, Namespace: "ns", LeaseTTL: 2 * time.Second, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lead(t, e)
+	host, _ := os.Hostname()
+	if h, err := e.Holder(ctx); err != nil || h.Replica != host+"-"+strconv.Itoa(os.Getpid()) {
+		t.Errorf("Holder = %+v, %v; want replica %s-%d", h, err, host, os.Getpid())
 	}
 }

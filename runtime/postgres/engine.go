@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -58,7 +59,8 @@ type Config struct {
 	// Namespace keys every row, so that services (or test runs) share a
 	// database without sharing a row. Use the runtime's Namespace.
 	Namespace string
-	// Replica names this process in the lease and heartbeats.
+	// Replica names this process in the lease and heartbeats; default
+	// hostname-pid, as the runtime's Options.Replica.
 	Replica string
 	// LeaseTTL is how long the lease outlives its holder.
 	LeaseTTL time.Duration
@@ -79,8 +81,12 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Pool == nil {
 		return nil, errors.New("postgres: Config.Pool is nil")
 	}
-	if cfg.Namespace == "" || cfg.Replica == "" {
-		return nil, errors.New("postgres: Config.Namespace and Config.Replica must be set")
+	if cfg.Namespace == "" {
+		return nil, errors.New("postgres: Config.Namespace must be set, to the runtime's Options.Namespace")
+	}
+	if cfg.Replica == "" {
+		host, _ := os.Hostname()
+		cfg.Replica = cmp.Or(host, "replica") + "-" + strconv.Itoa(os.Getpid())
 	}
 	cfg.LeaseTTL = cmp.Or(cfg.LeaseTTL, LeaseTTLDefault)
 	cfg.HistoryLimit = cmp.Or(cfg.HistoryLimit, HistoryLimitDefault)
