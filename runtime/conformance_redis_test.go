@@ -5,47 +5,37 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/core"
 	"github.com/belfry/belfry/runtime/enginetest"
 	"github.com/belfry/belfry/runtime/internal/redistest"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 )
 
-// The Redis engine passes the conformance suite every engine runs.
+// The Redis engine passes the conformance suite every engine runs, given
+// to core.New as runtime.RedisEngine, its workers wired by
+// RegisterHandlers (runtime.FromCore).
 func TestConformance(t *testing.T) {
 	enginetest.Run(t, redisHarness{})
-}
-
-// So it does given as Options.Engine (runtime.RedisEngine).
-func TestConformanceThroughOptionsEngine(t *testing.T) {
-	enginetest.Run(t, redisHarness{throughEngine: true})
 }
 
 // redisHarness gives each case a namespace of its own on the shared test
 // Redis, each replica a proxy of its own in front of it, and asynq
 // workers on a direct client.
-// With throughEngine, replicas take the engine as Options.Engine.
-type redisHarness struct{ throughEngine bool }
+type redisHarness struct{}
 
-func (h redisHarness) NewBackend(t testing.TB) enginetest.Backend {
-	return redisBackend{namespace: uniq("conformance"), throughEngine: h.throughEngine}
+func (redisHarness) NewBackend(t testing.TB) enginetest.Backend {
+	return redisBackend{namespace: uniq("conformance")}
 }
 
-type redisBackend struct {
-	namespace     string
-	throughEngine bool
-}
+type redisBackend struct{ namespace string }
 
-func (b redisBackend) Replica(t testing.TB) (runtime.Options, enginetest.Link) {
+func (b redisBackend) Replica(t testing.TB) (core.Options, enginetest.Link) {
 	proxy := redistest.NewProxy(t, "tcp", sharedRedisAddr())
-	client := proxy.Client(t, redis.Options{})
-	if b.throughEngine {
-		return runtime.Options{Engine: runtime.RedisEngine(client), Namespace: b.namespace}, proxy
-	}
-	return runtime.Options{Redis: client, Namespace: b.namespace}, proxy
+	return core.Options{Engine: runtime.RedisEngine(proxy.Client(t, redis.Options{})), Namespace: b.namespace}, proxy
 }
 
-func (b redisBackend) StartWorkers(t testing.TB, rt *runtime.Runtime) {
+func (b redisBackend) StartWorkers(t testing.TB, rt *core.Runtime) {
 	queues := map[string]int{}
 	for _, s := range rt.Registry().Schedules() {
 		queues[s.Queue] = 1
@@ -57,7 +47,7 @@ func (b redisBackend) StartWorkers(t testing.TB, rt *runtime.Runtime) {
 		ShutdownTimeout: 5 * time.Second,
 	})
 	mux := asynq.NewServeMux()
-	rt.RegisterHandlers(mux)
+	runtime.FromCore(rt).RegisterHandlers(mux)
 	if err := srv.Start(mux); err != nil {
 		t.Fatalf("starting asynq server: %v", err)
 	}

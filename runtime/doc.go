@@ -6,59 +6,61 @@
 //	rt.RegisterHandlers(mux) // asynq workers run the handlers, recorded
 //	go rt.Run(ctx)           // every replica; only the lease holder enqueues
 //
+// This package is the Redis/asynq entry point over package runtime/core,
+// the engine-neutral core: a [Runtime] is a core.Runtime on the Redis
+// engine, with every method of core.Runtime (promoted) and the Redis
+// engine's own. A service on another engine imports runtime/core and that
+// engine's package instead, and links neither go-redis nor asynq.
+//
 // The admin page and JSON API (package runtime/admin) and the Prometheus
 // collector (package runtime/metrics) are separate packages written against
-// this one's API, so a service that mounts neither links neither.
+// core's API, so a service that mounts neither links neither; each takes a
+// *Runtime as well as a *core.Runtime (core.Provider).
 //
 // # The API, in groups
 //
-// What a service calls is on [Runtime]: [New], [Runtime.RegisterHandlers]
-// (or [Runtime.Middleware] on a mux of its own), [Runtime.Run],
-// [Runtime.Close], [Runtime.Observe] for events, and [Runtime.Health],
-// [Runtime.HealthHandler] and [Runtime.LivezHandler] for probes, with
-// [Runtime.Registry], [Runtime.Namespace], [Runtime.Replica] and
-// [Runtime.Logger] for integrations that sit beside it.
+// What a service calls: [New] with [Options] (Redis or RedisURL, or
+// Engine with [RedisEngine]), [Runtime.RegisterHandlers] to run the
+// handlers on asynq's workers (or core.Runtime.Middleware on a mux of its
+// own), Run and Close, Observe for events, Health, HealthHandler and
+// LivezHandler for probes, with Registry, Namespace, Replica and Logger for
+// integrations that sit beside it. [AsynqLogger] keeps asynq's logs in the
+// runtime's format.
 //
-// Operating a schedule is on [Runtime] too: [Runtime.Trigger],
-// [Runtime.Rerun] and [Runtime.Backfill] run it by hand, [Runtime.Pause],
-// [Runtime.Resume] and [Runtime.Paused] hold it, [Runtime.History] reads
-// what it did, and [Runtime.Orphans] and [Runtime.Forget] clear up after
-// a removed one.
+// Operating a schedule: Trigger, Rerun and Backfill run it by hand, Pause,
+// Resume and Paused hold it, History reads what it did, and Orphans and
+// Forget clear up after a removed one.
 //
-// Families are behind [Runtime.Families]: [Families] writes, lists and
-// pauses a family's members and runs one by hand, each method taking the
-// family's name first (Set, SetMany, Get, List, Search, Count, Delete,
-// Pause, Resume, Infos, Next, NextRun, History, Trigger, Rerun, Backfill).
+// Families are behind Families ([Families]: Set, SetMany, Get, List,
+// Search, Count, Delete, Pause, Resume, Infos, Next, NextRun, History,
+// Trigger, Rerun, Backfill, each taking the family's name first); what a
+// dashboard reads behind Monitor ([Monitor]: snapshots, statuses, counters,
+// the replicas); this replica's part in scheduling behind Leadership.
 //
-// What a dashboard reads is behind [Runtime.Monitor]: [Monitor] has the
-// snapshots the admin page shows ([Monitor.Snapshot], [Monitor.SnapshotOf]),
-// every schedule's status ([Monitor.Statuses]), counters and last times for
-// metrics, the replicas ([Monitor.Cluster]) and the settings that explain
-// them. This replica's part in scheduling is behind [Runtime.Leadership]:
-// whether it leads, why its scheduler is disabled, and how late its
-// enqueues ran.
+// Redis diagnostics are behind [Runtime.Redis]: [RedisDiagnostics] (the
+// core's Diagnostics, as the Redis engine fills them) says whether Redis
+// is up and safe to fence on, what a failover lost, which queues no worker
+// serves, what another service's workers took, whether another service or
+// process uses this one's names, and the clock skew.
 //
-// Redis diagnostics are behind [Runtime.Redis]: [RedisDiagnostics] says
-// whether Redis is up and safe to fence on, what a failover lost, which
-// queues no worker serves, what another service's workers took, whether
-// another service or process uses this one's names, and the clock skew.
-// They are the Redis engine's and move with it.
+// The value and error types (Status, Record, Snapshot, ErrNotLeader, ...)
+// are core's, named here too (aliases), so that errors.Is and type
+// switches hold across the two packages.
 //
 // # Engines
 //
-// The runtime's core (planning, families, manual runs, pauses, records,
-// status, health and the handover policy) talks to an engine through the
+// The core (planning, families, manual runs, pauses, records, status,
+// health and the handover policy) talks to an engine through the
 // interfaces of package runtime/engine, whose doc states the contract
 // every engine keeps: fenced writes, enqueue-if-absent by occurrence ID,
 // bounded reads. Options.Redis (or RedisURL) runs the Redis/asynq engine,
 // as does Options.Engine with RedisEngine(client); the sections below
 // describe that engine. Its compensations for Redis not being a durable
 // database (lost-write epochs, replica acks, start marks, namespace
-// probing, INFO checks) run only with it: any other engine given as
-// Options.Engine runs the core alone. The core keeps the policies that
-// hold on any engine: an enqueue the engine did not make durable is in
-// doubt, and if its task is gone when its slot is tried again, the slot
-// is recorded lost, not enqueued twice (unacked.go).
+// probing, INFO checks) run only with it. The core keeps the policies
+// that hold on any engine: an enqueue the engine did not make durable is
+// in doubt, and if its task is gone when its slot is tried again, the slot
+// is recorded lost, not enqueued twice.
 //
 // # Exactly once
 //

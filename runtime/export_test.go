@@ -6,21 +6,24 @@ import (
 
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime/internal/clock"
+	"github.com/belfry/belfry/runtime/internal/corehook"
 	"github.com/belfry/belfry/runtime/internal/pipeline"
 	"github.com/belfry/belfry/runtime/internal/redisengine"
 	"github.com/belfry/belfry/runtime/internal/store"
-	"github.com/belfry/belfry/runtime/internal/testsignal"
 	"github.com/redis/go-redis/v9"
 )
 
 // Hooks for tests that play a skewed, stalled or zombie replica, which a
-// running Runtime never does on purpose.
+// running Runtime never does on purpose. Those that reach the core's
+// internals go through corehook.
 
 // NewWithClock is New on another clock: the chaos harness skews replicas
 // with clock.Offset.
 func NewWithClock(reg *registry.Registry, opts Options, clk clock.Clock) (*Runtime, error) {
 	return newRuntime(reg, opts, clk)
 }
+
+func (r *Runtime) hooks() corehook.Hooks { return corehook.Of(r.Runtime) }
 
 // LapseTrust ends the holder's trust window now, as a stall (GC pause,
 // SIGSTOP) that outlasts it does, while its key lives on in Redis.
@@ -33,23 +36,20 @@ func (r *Runtime) RenewLease(ctx context.Context) error {
 }
 
 // Scheduling reports whether the scheduling loop holds leader state.
-func (r *Runtime) Scheduling() bool { return r.scheduling.Load() }
+func (r *Runtime) Scheduling() bool { return r.hooks().Scheduling() }
 
 // Enqueue enqueues a scheduled occurrence as the scheduler does, without
 // any lease check: what a zombie that slipped past its check would do.
 func (r *Runtime) Enqueue(ctx context.Context, occ registry.Occurrence) error {
-	s, _ := r.reg.Lookup(occ.Schedule)
-	_, err := r.enqueue(ctx, s, occ, r.retention(s))
-	return err
+	return r.hooks().Enqueue(ctx, occ)
 }
 
 // EnqueueAsHolder enqueues a scheduled occurrence as the scheduler does,
 // fenced by leaseValue, but without its own check of the lease first: what
 // a zombie whose write was delayed past a takeover sends.
 func (r *Runtime) EnqueueAsHolder(ctx context.Context, leaseValue string, occ registry.Occurrence) error {
-	s, _ := r.reg.Lookup(occ.Schedule)
 	fence := &pipeline.Fence{Key: r.redis.Keys.Lease, Value: leaseValue}
-	_, err := r.enqueue(pipeline.WithFence(ctx, fence), s, occ, r.retention(s))
+	err := r.hooks().Enqueue(pipeline.WithFence(ctx, fence), occ)
 	if fence.Rejected() {
 		return store.ErrNotLeader
 	}
@@ -61,14 +61,10 @@ func (r *Runtime) RedisClient() redis.UniversalClient { return r.redis.Client }
 
 // JudgeRedisSettingsEvery makes the runtime judge Redis's settings again
 // after d instead of a minute.
-func (r *Runtime) JudgeRedisSettingsEvery(d time.Duration) {
-	r.redisCheck.mu.Lock()
-	r.redisCheck.every = d
-	r.redisCheck.mu.Unlock()
-}
+func (r *Runtime) JudgeRedisSettingsEvery(d time.Duration) { r.hooks().JudgeSettingsEvery(d) }
 
 // NoteRedis tells the runtime a Redis call's outcome, as its loops do.
-func (r *Runtime) NoteRedis(err error) { r.noteRedis(err) }
+func (r *Runtime) NoteRedis(err error) { r.hooks().NoteEngine(err) }
 
 // JudgeRedis is the verdict on an INFO reply.
 var JudgeRedis = redisengine.JudgeSettings
@@ -82,39 +78,20 @@ func (r *Runtime) SeenToken() int64 { return r.redis.SeenToken() }
 // LookForOldNamespaceEvery makes the runtime look for an earlier deployment
 // in the old default namespace at every namespace check (d 0) or every d,
 // instead of once a minute.
-func (r *Runtime) LookForOldNamespaceEvery(d time.Duration) {
-	r.namespace.mu.Lock()
-	r.namespace.legacyEvery = max(d, time.Nanosecond)
-	r.namespace.mu.Unlock()
-}
+func (r *Runtime) LookForOldNamespaceEvery(d time.Duration) { r.hooks().LookForOldNamespaceEvery(d) }
 
 // NamespaceChecks counts the namespace checks that reached Redis.
-func (r *Runtime) NamespaceChecks() int {
-	r.namespace.mu.Lock()
-	defer r.namespace.mu.Unlock()
-	return r.namespace.checks
-}
+func (r *Runtime) NamespaceChecks() int { return r.hooks().NamespaceChecks() }
 
 // CheckQueuesEvery makes the leader look at its queues (unserved, misrouted
 // occurrences) every d instead of once a minute.
-func (r *Runtime) CheckQueuesEvery(d time.Duration) {
-	r.unserved.mu.Lock()
-	r.unserved.every = d
-	r.unserved.mu.Unlock()
-}
+func (r *Runtime) CheckQueuesEvery(d time.Duration) { r.hooks().CheckQueuesEvery(d) }
 
-// LoopSignals are the leader loop's test signals (leaderloop.go), each
-// off until a test turns it on with Init before Run. A test turns on only
-// those it receives (or drains): a signal left on and unreceived fills
-// its buffer and fails the test.
-type LoopSignals struct {
-	Rebuilt *testsignal.Signal[string]    // state built for this lease value
-	Stepped *testsignal.Signal[time.Time] // a step did the work due at this time
-	Waiting *testsignal.Signal[time.Time] // asleep until this time on the clock, or an event
-}
+// LoopSignals are the leader loop's test signals (core's leaderloop.go),
+// each off until a test turns it on with Init before Run. A test turns on
+// only those it receives (or drains): a signal left on and unreceived
+// fills its buffer and fails the test.
+type LoopSignals = corehook.LoopSignals
 
 // LoopSignals are the leader loop's signals, for a test to turn on.
-func (r *Runtime) LoopSignals() LoopSignals {
-	s := &r.loopSignals
-	return LoopSignals{Rebuilt: &s.rebuilt, Stepped: &s.stepped, Waiting: &s.waiting}
-}
+func (r *Runtime) LoopSignals() LoopSignals { return r.hooks().LoopSignals() }

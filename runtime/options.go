@@ -4,27 +4,22 @@ import (
 	"cmp"
 	"fmt"
 	"log/slog"
-	"os"
-	"regexp"
-	"strconv"
 	"time"
 
+	"github.com/belfry/belfry/runtime/core"
 	"github.com/belfry/belfry/runtime/engine"
+	"github.com/belfry/belfry/runtime/internal/pipeline"
 	"github.com/redis/go-redis/v9"
 )
 
-// Defaults for Options.
-const (
-	LeaseTTLDefault           = 15 * time.Second
-	SkewMarginDefault         = time.Minute
-	HistoryLimitDefault       = 50
-	EnqueueConcurrencyDefault = 256
-	ReplicaAckTimeoutDefault  = time.Second
-)
+// ReplicaAckTimeoutDefault is Options.ReplicaAckTimeout's default.
+const ReplicaAckTimeoutDefault = time.Second
 
-// Options configure a Runtime. The zero value of every field means its
-// default; with none of Engine, Redis and RedisURL set the scheduler is
-// disabled (the runtime still answers questions about schedules).
+// Options configure a Runtime: core.Options and the Redis engine's own
+// settings (Redis, RedisURL, ReplicaAcks, ReplicaAckTimeout). The zero
+// value of every field means its default; with none of Engine, Redis and
+// RedisURL set the scheduler is disabled (the runtime still answers
+// questions about schedules).
 type Options struct {
 	// Engine stores the runtime's state, queues its tasks and elects its
 	// leader; RedisEngine(client) is the Redis/asynq engine, configured
@@ -43,41 +38,15 @@ type Options struct {
 	// the client follows the primary through failovers
 	// ("redis://sentinel1:26379?master_name=mymaster&addr=sentinel2:26379").
 	RedisURL string
-	Logger   *slog.Logger
-	// Namespace prefixes every key the runtime writes and every occurrence
-	// ID, so several services can share one Redis. The replicas of one
-	// service must share it, and two services must not. Default:
-	// DefaultNamespace(registry), named after the registry's first package
-	// (e.g. "service.jobs-1f0c33a2"), which tells services apart and stays
-	// the same when the schedules change. Set it to NamespaceLegacy
-	// ("belfry") to keep the namespace of a deployment that began before
-	// the default was derived.
-	Namespace string
-	// Replica names this process in the lease, the ledger and the admin
-	// page. Default: hostname-pid.
-	Replica string
-	// LeaseTTL is how long a lease outlives its holder. Takeover after a
-	// crash takes at most this long; each renewal costs one command every
-	// LeaseTTL/3.
-	LeaseTTL time.Duration
-	// Grace, when set, replaces every schedule's own grace window: how late
-	// a slot may still be enqueued.
-	Grace time.Duration
-	// SkewMargin is the largest clock difference expected between replicas
-	// and Redis: a replica further off does not lead, and after a loss of
-	// Redis data cursors restart this far past Redis's clock.
-	SkewMargin time.Duration
-	// HistoryLimit is the number of occurrences kept per schedule in the
-	// ledger; a schedule that fires more often than once a minute keeps at
-	// most 20, so that its records stay within what a per-second schedule
-	// may cost Redis (redis_kb_per_1s in BENCHMARKS.md).
-	HistoryLimit int
-	// EnqueueConcurrency bounds the concurrent enqueues when many schedules
-	// come due together (the midnight spike). Enqueues made at the same
-	// moment share pipelines, so this is also the largest batch, and the
-	// enqueues themselves need no more Redis connections for it. The check
-	// an overlap=skip schedule makes before its enqueue does use a
-	// connection of the client's pool.
+	// The fields below, to EnqueueConcurrency, and EnqueueObserver are
+	// core.Options', documented there; New passes them on as they are.
+	Logger             *slog.Logger
+	Namespace          string
+	Replica            string
+	LeaseTTL           time.Duration
+	Grace              time.Duration
+	SkewMargin         time.Duration
+	HistoryLimit       int
 	EnqueueConcurrency int
 	// ReplicaAcks, when above zero, makes the leader's writes — lease
 	// acquire and renewal, each enqueue, the cursor and ledger commits —
@@ -103,51 +72,31 @@ type Options struct {
 	// bound. The client's ReadTimeout need not cover it: go-redis extends
 	// its deadline for WAIT.
 	ReplicaAckTimeout time.Duration
-	// EnqueueObserver, when set, is told of every enqueue of an occurrence
-	// before and after it, and what it returns travels with the task (see
-	// EnqueueObserver); otelbelfry.New returns one that traces enqueues.
-	// nil, the default, adds nothing to the enqueue path.
+	// EnqueueObserver is core.Options.EnqueueObserver; otelbelfry.New
+	// returns one that traces enqueues.
 	EnqueueObserver EnqueueObserver
 }
 
-var replicaRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$`)
+// core is the engine-neutral part of o, with eng as its Engine.
+func (o *Options) core(eng engine.Engine) core.Options {
+	return core.Options{Engine: eng, Logger: o.Logger, Namespace: o.Namespace, Replica: o.Replica, LeaseTTL: o.LeaseTTL,
+		Grace: o.Grace, SkewMargin: o.SkewMargin, HistoryLimit: o.HistoryLimit, EnqueueConcurrency: o.EnqueueConcurrency,
+		EnqueueObserver: o.EnqueueObserver}
+}
 
-func (o *Options) normalize() error {
-	o.LeaseTTL = cmp.Or(o.LeaseTTL, LeaseTTLDefault)
-	o.SkewMargin = cmp.Or(o.SkewMargin, SkewMarginDefault)
-	o.HistoryLimit = cmp.Or(o.HistoryLimit, HistoryLimitDefault)
-	o.EnqueueConcurrency = cmp.Or(o.EnqueueConcurrency, EnqueueConcurrencyDefault)
-	if o.ReplicaAcks > 0 {
-		o.ReplicaAckTimeout = cmp.Or(o.ReplicaAckTimeout, min(ReplicaAckTimeoutDefault, o.LeaseTTL/5))
+// acks checks ReplicaAcks and ReplicaAckTimeout and returns what the
+// leader's writes wait for.
+func (o *Options) acks() (pipeline.Acks, error) {
+	if o.ReplicaAcks < 0 {
+		return pipeline.Acks{}, fmt.Errorf("ReplicaAcks must be 0 (no wait) or the number of replicas to wait for; got %d", o.ReplicaAcks)
 	}
-	if o.Replica == "" {
-		host, _ := os.Hostname()
-		o.Replica = cmp.Or(host, "replica") + "-" + strconv.Itoa(os.Getpid())
+	if o.ReplicaAcks == 0 {
+		return pipeline.Acks{}, nil
 	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
+	leaseTTL := cmp.Or(o.LeaseTTL, LeaseTTLDefault)
+	timeout := cmp.Or(o.ReplicaAckTimeout, min(ReplicaAckTimeoutDefault, leaseTTL/5))
+	if timeout < time.Millisecond || timeout >= leaseTTL/3 {
+		return pipeline.Acks{}, fmt.Errorf("ReplicaAckTimeout must be at least 1ms and below LeaseTTL/3 (%s); got %s", leaseTTL/3, timeout)
 	}
-	switch {
-	case o.LeaseTTL < time.Second:
-		return fmt.Errorf("LeaseTTL must be at least 1s; got %s", o.LeaseTTL)
-	case o.Grace < 0:
-		return fmt.Errorf("Grace must be positive (or zero for each schedule's own); got %s", o.Grace)
-	case o.Grace > 0 && o.Grace < time.Second:
-		return fmt.Errorf("Grace must be at least 1s; got %s", o.Grace)
-	case o.SkewMargin < 0:
-		return fmt.Errorf("SkewMargin must be positive; got %s", o.SkewMargin)
-	case o.HistoryLimit < 1 || o.HistoryLimit > 10000:
-		return fmt.Errorf("HistoryLimit must be between 1 and 10000; got %d", o.HistoryLimit)
-	case o.EnqueueConcurrency < 1 || o.EnqueueConcurrency > 4096:
-		return fmt.Errorf("EnqueueConcurrency must be between 1 and 4096; got %d", o.EnqueueConcurrency)
-	case o.ReplicaAcks < 0:
-		return fmt.Errorf("ReplicaAcks must be 0 (no wait) or the number of replicas to wait for; got %d", o.ReplicaAcks)
-	case o.ReplicaAcks > 0 && (o.ReplicaAckTimeout < time.Millisecond || o.ReplicaAckTimeout >= o.LeaseTTL/3):
-		return fmt.Errorf("ReplicaAckTimeout must be at least 1ms and below LeaseTTL/3 (%s); got %s", o.LeaseTTL/3, o.ReplicaAckTimeout)
-	case !replicaRE.MatchString(o.Replica):
-		return fmt.Errorf("Replica %q: want letters, digits and . _ : @ -, at most 128", o.Replica)
-	case !replicaRE.MatchString(o.Namespace):
-		return fmt.Errorf("Namespace %q: want letters, digits and . _ : @ -", o.Namespace)
-	}
-	return nil
+	return pipeline.Acks{Replicas: o.ReplicaAcks, Timeout: timeout}, nil
 }

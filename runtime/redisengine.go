@@ -1,20 +1,15 @@
 package runtime
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"reflect"
-	"sync/atomic"
+	"strings"
 
 	"github.com/belfry/belfry/runtime/engine"
-	"github.com/belfry/belfry/runtime/internal/clock"
-	"github.com/belfry/belfry/runtime/internal/pipeline"
 	"github.com/belfry/belfry/runtime/internal/redisengine"
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // MinRedisVersion is the oldest Redis the runtime leads on: asynq's scripts
@@ -29,68 +24,27 @@ var ErrUnsafeRedis = redisengine.ErrUnsafe
 // client, a server that is a cluster node, or a Redis that answers as one
 // (CROSSSLOT, MOVED, ASK: a proxy in front of a cluster). It is a
 // configuration error, not an outage: New refuses a cluster client, and
-// otherwise the runtime does not lead and health says why.
+// otherwise the runtime does not lead and health says why. It is
+// engine.ErrRefused.
 var ErrRedisCluster = redisengine.ErrCluster
-
-// redisParts are the Redis engine's own parts, reached only by the files
-// that are Redis mechanics (worker wiring, the Redis diagnostics); the
-// core reaches the engine through Runtime.eng, and its compensations
-// (lost-write epochs, start marks, namespace probing, INFO checks)
-// through the optional interfaces of package engine.
-type redisParts struct {
-	redis      *redisengine.Engine
-	ownsClient bool // the runtime made the client (RedisURL) and closes it
-}
 
 // RedisEngine returns the Redis/asynq engine on rdb, for Options.Engine:
 // runtime.New(reg, runtime.Options{Engine: runtime.RedisEngine(rdb)}) runs
-// as Options{Redis: rdb} does. The engine is configured by the New it is
-// given to (namespace, replica, lease TTL, history, replica acks), and
-// serves that one runtime: New refuses it a second time, and refuses it
-// inside another engine (a wrapper), where New cannot configure it. Until
-// New has it, every call of it that would reach Redis fails with an error
-// saying so. A nil rdb gives an engine New refuses.
+// as Options{Redis: rdb} does, and so does core.New with it as
+// core.Options.Engine (without replica acks, which are runtime.Options').
+// The engine is configured by the New it is given to (namespace, replica,
+// lease TTL, history, replica acks; engine.Configurable), and serves that
+// one runtime: New refuses it a second time, and refuses it inside
+// another engine (a wrapper), where New cannot configure it. Until New has
+// it, every call of it that would reach Redis fails with an error saying
+// so. A nil rdb gives an engine New refuses.
 func RedisEngine(rdb redis.UniversalClient) engine.Engine {
-	return &pendingRedis{Engine: unconfiguredRedis(), client: rdb}
-}
-
-// errUnconfiguredRedis is what a runtime.RedisEngine answers to a call
-// made on it rather than through the runtime New built from it.
-var errUnconfiguredRedis = errors.New("runtime.RedisEngine must be passed to runtime.New before use")
-
-// pendingRedis is a Redis engine not yet configured: New builds the
-// runtime's engine from its client with the runtime's options. Its
-// methods are those of engine.Engine only so that it can be passed as one.
-type pendingRedis struct {
-	// Engine answers the calls made on the pendingRedis itself: a Redis
-	// engine on a client that sends nothing (see unconfiguredRedis).
-	engine.Engine
-	client redis.UniversalClient
-	// taken is set by the New it serves, once every check has passed, so
-	// that of two News given it at once one serves and the other refuses.
-	taken atomic.Bool
-}
-
-// refuseCommands is a redis.Limiter that admits no command: each fails
-// with err before it reaches a connection.
-type refuseCommands struct{ err error }
-
-func (l refuseCommands) Allow() error     { return l.err }
-func (refuseCommands) ReportResult(error) {}
-
-// unconfiguredRedis is a Redis engine whose every call that reaches Redis
-// fails with errUnconfiguredRedis, and whose client connects nowhere, nor
-// starts anything, so that one never passed to New costs nothing.
-func unconfiguredRedis() engine.Engine {
-	refuse := func(context.Context, string, string) (net.Conn, error) { return nil, errUnconfiguredRedis }
-	client := redis.NewClient(&redis.Options{Dialer: refuse, Limiter: refuseCommands{errUnconfiguredRedis},
-		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}})
-	return redisengine.New(redisengine.Config{Client: client, HistoryLimit: HistoryLimitDefault, LeaseTTL: LeaseTTLDefault})
+	return redisengine.NewPending(rdb)
 }
 
 var (
 	engineType      = reflect.TypeFor[engine.Engine]()
-	pendingRedisPtr = reflect.TypeFor[*pendingRedis]()
+	pendingRedisPtr = reflect.TypeFor[*redisengine.Pending]()
 )
 
 // maxWrapDepth bounds how deep wrapsRedisEngine looks: an engine inside
@@ -124,81 +78,51 @@ func wrapsRedisEngine(v reflect.Value, depth int) bool {
 	return false
 }
 
-// useEngine sets up the engine Options name: Engine, Redis or RedisURL,
-// or none (scheduling disabled).
-func (r *Runtime) useEngine(clk clock.Clock) error {
-	opts := &r.opts
-	var rdb redis.UniversalClient
-	var pending *pendingRedis // the runtime.RedisEngine this runtime is to take
-	switch {
-	case opts.Engine != nil && (opts.Redis != nil || opts.RedisURL != ""):
-		return errors.New("Options.Engine and Options.Redis or RedisURL are set: set exactly one of them")
-	case opts.Engine != nil:
-		var ok bool
-		pending, ok = opts.Engine.(*pendingRedis)
-		switch {
-		case !ok && wrapsRedisEngine(reflect.ValueOf(opts.Engine), 0):
-			return fmt.Errorf("Options.Engine: %T holds a runtime.RedisEngine, which New configures only when given it itself; pass the runtime.RedisEngine as Options.Engine", opts.Engine)
-		case !ok:
-			// Another engine: what it offers of the optional
-			// interfaces (engine.Losses, Starts, Namespaces, Settings,
-			// Deliveries) the core type-asserts; the rest stays off.
-			r.eng = opts.Engine
-			r.deliveries, _ = opts.Engine.(engine.Deliveries)
-			r.eng.Watch(r.noteRedis)
-			return nil
-		case pending.client == nil:
-			return errors.New("Options.Engine: runtime.RedisEngine was given a nil client")
-		}
-		rdb = pending.client
-	case opts.Redis != nil:
-		rdb = opts.Redis
-	case opts.RedisURL != "":
-		c, err := openRedisURL(opts.RedisURL)
-		if err != nil {
-			return redisURLError(opts.RedisURL, err)
-		}
-		rdb, r.ownsClient = c, true
-	default:
-		r.disabled = "no Redis configured (set Options.Redis or Options.RedisURL)"
-		r.deliveries = redisengine.AsynqDeliveries{} // RegisterHandlers still serves asynq's workers
-		return nil
+// redisSetup is the Redis engine Options name (Engine as a RedisEngine,
+// Redis or RedisURL), for core.New to configure; nil for another engine
+// or none. ownsClient says the runtime made the client (RedisURL).
+func (o *Options) redisSetup() (setup *redisengine.Setup, ownsClient bool, err error) {
+	acks, err := o.acks()
+	if err != nil {
+		return nil, false, err
 	}
-	if _, cluster := rdb.(*redis.ClusterClient); cluster {
+	var pending *redisengine.Pending // the runtime.RedisEngine this runtime is to take
+	switch {
+	case o.Engine != nil && (o.Redis != nil || o.RedisURL != ""):
+		return nil, false, errors.New("Options.Engine and Options.Redis or RedisURL are set: set exactly one of them")
+	case o.Engine != nil:
+		var ok bool
+		pending, ok = o.Engine.(*redisengine.Pending)
+		switch {
+		case !ok && wrapsRedisEngine(reflect.ValueOf(o.Engine), 0):
+			return nil, false, fmt.Errorf("Options.Engine: %T holds a runtime.RedisEngine, which New configures only when given it itself; pass the runtime.RedisEngine as Options.Engine", o.Engine)
+		case !ok:
+			// Another engine: core takes it as it is.
+			return nil, false, nil
+		case pending.Client == nil:
+			return nil, false, errors.New("Options.Engine: runtime.RedisEngine was given a nil client")
+		}
+	case o.Redis != nil:
+		pending = redisengine.NewPending(o.Redis)
+	case o.RedisURL != "":
+		c, err := openRedisURL(o.RedisURL)
+		if err != nil {
+			return nil, false, redisURLError(o.RedisURL, err)
+		}
+		pending, ownsClient = redisengine.NewPending(c), true
+	default:
+		return nil, false, nil
+	}
+	if _, cluster := pending.Client.(*redis.ClusterClient); cluster {
 		which := "Options.Redis"
-		if pending != nil {
+		if o.Engine != nil {
 			which = "the client of runtime.RedisEngine"
 		}
-		return fmt.Errorf("%w: %s is a *redis.ClusterClient; %s", ErrRedisCluster, which, redisengine.ClusterAdvice)
+		return nil, false, fmt.Errorf("%w: %s is a *redis.ClusterClient; %s", ErrRedisCluster, which, redisengine.ClusterAdvice)
 	}
-	// Taken last: a RedisEngine refused above stays free for a New with
-	// the fault corrected.
-	if pending != nil && !pending.taken.CompareAndSwap(false, true) {
-		return errors.New("Options.Engine: this runtime.RedisEngine already serves another runtime; make one per runtime")
-	}
-	r.redisURL = opts.RedisURL
-	r.redis = redisengine.New(redisengine.Config{Client: rdb, Namespace: opts.Namespace,
-		HistoryLimit: opts.HistoryLimit, Limits: historyLimits(r.reg, opts.HistoryLimit), RecordTTL: recordTTL,
-		Acks: opts.acks(), Replica: opts.Replica, LeaseTTL: opts.LeaseTTL, Log: r.log, Clock: clk,
-		MayLead: r.mayLeadInNamespace})
-	r.eng, r.deliveries = r.redis, r.redis
-	r.eng.Watch(r.noteRedis)
-	return nil
-}
-
-// closeRedis closes the client the runtime made. asynq's Inspector holds
-// nothing but the client it was built on (its Close only says so, as an
-// error).
-func (r *Runtime) closeRedis() error {
-	if r.ownsClient {
-		return r.redis.Client.Close()
-	}
-	return nil
-}
-
-// acks is what the leader's writes wait for.
-func (o *Options) acks() pipeline.Acks {
-	return pipeline.Acks{Replicas: o.ReplicaAcks, Timeout: o.ReplicaAckTimeout}
+	// The engine is taken by core.New's Configure, last: a RedisEngine
+	// refused before stays free for a New with the fault corrected.
+	return &redisengine.Setup{Pending: pending, Acks: acks, URL: o.RedisURL}, ownsClient, nil
 }
 
 // openRedisURL makes the client of a RedisURL: a Sentinel failover client
@@ -219,7 +143,8 @@ func parseRedisURL(rawURL string) (*redis.FailoverOptions, *redis.Options, error
 	if u, err := url.Parse(rawURL); err == nil && u.Query().Has("master_name") {
 		fopts, err := redis.ParseFailoverURL(rawURL)
 		if err == nil {
-			// The runtime bounds its calls with contexts (see bounded).
+			// The runtime bounds its calls with contexts (see core's
+			// bounded reads).
 			fopts.ContextTimeoutEnabled = true
 		}
 		return fopts, nil, err
@@ -229,4 +154,22 @@ func parseRedisURL(rawURL string) (*redis.FailoverOptions, *redis.Options, error
 		ropts.ContextTimeoutEnabled = true
 	}
 	return nil, ropts, err
+}
+
+// redisURLError explains why RedisURL does not parse without quoting any
+// part of its credentials: the parser's own message may quote a fragment
+// of a password (`invalid port ":hunt" after host` for a password with a
+// '/'), so the URL is parsed again without its userinfo, and if that
+// parses, the fault is in the userinfo.
+func redisURLError(rawURL string, err error) error {
+	const want = "want e.g. redis://user:password@127.0.0.1:6379/0"
+	scheme, rest, ok := strings.Cut(rawURL, "://")
+	at := strings.LastIndexByte(rest, '@')
+	if !ok || at < 0 {
+		return fmt.Errorf("RedisURL: %v; %s", redisengine.RedactSecrets(err.Error(), rawURL), want)
+	}
+	if _, _, err := parseRedisURL(scheme + "://" + rest[at+1:]); err != nil {
+		return fmt.Errorf("RedisURL: %v; %s", redisengine.RedactSecrets(err.Error(), rawURL), want)
+	}
+	return fmt.Errorf("RedisURL: the user or password is not valid in a URL (not shown); percent-encode '/', '@', ':' and '%%' in them (a '/' is %%2F); %s", want)
 }

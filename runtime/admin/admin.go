@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/registry"
-	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/core"
 	"golang.org/x/time/rate"
 )
 
@@ -104,7 +104,8 @@ const RefreshDefault = 5 * time.Second
 // State-changing routes are refused with 403 in read-only mode.
 //
 // Cross-origin POSTs are refused with 403 (http.CrossOriginProtection).
-func New(rt *runtime.Runtime, opts Options) http.Handler {
+func New(p core.Provider, opts Options) http.Handler {
+	rt := p.Core()
 	if opts.Title == "" {
 		opts.Title = "belfry"
 	}
@@ -155,7 +156,7 @@ func New(rt *runtime.Runtime, opts Options) http.Handler {
 
 type admin struct {
 	runs    manualRuns
-	r       *runtime.Runtime
+	r       *core.Runtime
 	opts    Options
 	names   byName
 	orphans orphanCache
@@ -172,17 +173,17 @@ const fullListTimeout = 5 * time.Second
 
 // snapshotOf reads the cluster and the named schedules within the request's
 // budget.
-func (a *admin) snapshotOf(req *http.Request, names []string, recent int) (runtime.Snapshot, error) {
+func (a *admin) snapshotOf(req *http.Request, names []string, recent int) (core.Snapshot, error) {
 	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
 	defer cancel()
 	return a.r.Monitor().SnapshotOf(ctx, names, recent)
 }
 
 // missingOf is whether the schedules' own data is among the missing parts.
-func missingOf(missing []runtime.Missing) []runtime.Missing {
-	var out []runtime.Missing
+func missingOf(missing []core.Missing) []core.Missing {
+	var out []core.Missing
 	for _, m := range missing {
-		if m.Part == runtime.PartSchedules {
+		if m.Part == core.PartSchedules {
 			out = append(out, m)
 		}
 	}
@@ -202,15 +203,15 @@ func (a *admin) trigger(req *http.Request) (id string, status int, msg string) {
 	defer cancel()
 	occ, err := a.r.Trigger(ctx, req.PathValue("name"), key)
 	switch {
-	case errors.Is(err, runtime.ErrUnknownSchedule):
+	case errors.Is(err, core.ErrUnknownSchedule):
 		return "", http.StatusNotFound, "no schedule is called " + req.PathValue("name")
-	case errors.Is(err, runtime.ErrDisabled):
+	case errors.Is(err, core.ErrDisabled):
 		return "", http.StatusServiceUnavailable, "the scheduler is disabled: " + a.r.Leadership().Disabled()
-	case errors.Is(err, runtime.ErrBadRequestKey):
+	case errors.Is(err, core.ErrBadRequestKey):
 		return "", http.StatusBadRequest, err.Error()
-	case errors.Is(err, runtime.ErrNoMember):
+	case errors.Is(err, core.ErrNoMember):
 		return "", http.StatusBadRequest, familyRefusal(req.PathValue("name"))
-	case errors.Is(err, runtime.ErrNotAcked):
+	case errors.Is(err, core.ErrNotAcked):
 		return "", http.StatusServiceUnavailable, notAckedMessage
 	case err != nil:
 		a.r.Logger().Warn("manual trigger failed", "schedule", req.PathValue("name"), "err", err)
@@ -221,29 +222,29 @@ func (a *admin) trigger(req *http.Request) (id string, status int, msg string) {
 
 // apiSchedule is the JSON form of a schedule.
 type apiSchedule struct {
-	Name       string         `json:"name"`
-	Expression string         `json:"expression"`
-	Zone       string         `json:"zone"`
-	Queue      string         `json:"queue"`
-	Timeout    string         `json:"timeout"`
-	MaxRetry   int            `json:"max_retry"`
-	Grace      string         `json:"grace"`
-	Overlap    string         `json:"overlap"`
-	Misfire    string         `json:"misfire"`
-	Source     string         `json:"source,omitempty"`
-	NextRun    *string        `json:"next_run"`
-	NextRunUTC *string        `json:"next_run_utc"`
-	Status     runtime.Status `json:"status"`
+	Name       string      `json:"name"`
+	Expression string      `json:"expression"`
+	Zone       string      `json:"zone"`
+	Queue      string      `json:"queue"`
+	Timeout    string      `json:"timeout"`
+	MaxRetry   int         `json:"max_retry"`
+	Grace      string      `json:"grace"`
+	Overlap    string      `json:"overlap"`
+	Misfire    string      `json:"misfire"`
+	Source     string      `json:"source,omitempty"`
+	NextRun    *string     `json:"next_run"`
+	NextRunUTC *string     `json:"next_run_utc"`
+	Status     core.Status `json:"status"`
 	// Paused says who paused the schedule, when and why; null when it runs.
-	Paused  *runtime.Pause  `json:"paused"`
-	LastRun *runtime.Record `json:"last_run"`
+	Paused  *core.Pause  `json:"paused"`
+	LastRun *core.Record `json:"last_run"`
 	// Counters is null when they could not be read (see Missing), never
 	// zeros that would read as "never ran".
-	Counters *apiCounters     `json:"counters"`
-	History  []runtime.Record `json:"history,omitempty"`
+	Counters *apiCounters  `json:"counters"`
+	History  []core.Record `json:"history,omitempty"`
 	// Missing says which of the schedule's data could not be read and why;
 	// absent when everything was read.
-	Missing []runtime.Missing `json:"missing,omitempty"`
+	Missing []core.Missing `json:"missing,omitempty"`
 }
 
 // apiCounters are runtime.Counters in JSON: "enqueued" counts the
@@ -270,7 +271,7 @@ func orNil(t time.Time) *time.Time {
 }
 
 // toAPI is a schedule's JSON; missing are the snapshot's missing parts.
-func (a *admin) toAPI(st runtime.ScheduleState, missing []runtime.Missing) apiSchedule {
+func (a *admin) toAPI(st core.ScheduleState, missing []core.Missing) apiSchedule {
 	s, c := st.Schedule, st.Counters
 	out := apiSchedule{
 		Name: s.Name, Expression: s.Expr, Zone: s.Zone, Queue: s.Queue, Timeout: s.Timeout.String(),
@@ -363,14 +364,14 @@ type apiPage struct {
 	// Matched is how many schedules match q and status, on every page.
 	Matched int `json:"matched"`
 	// Counts is how many of all the schedules have each status.
-	Counts map[runtime.Status]int `json:"counts"`
+	Counts map[core.Status]int `json:"counts"`
 	// Missing are the parts that could not be read, and why.
-	Missing []runtime.Missing `json:"missing"`
+	Missing []core.Missing `json:"missing"`
 }
 
 // mergeMissing joins the missing parts of two reads, each once.
-func mergeMissing(lists ...[]runtime.Missing) []runtime.Missing {
-	var out []runtime.Missing
+func mergeMissing(lists ...[]core.Missing) []core.Missing {
+	var out []core.Missing
 	for _, l := range lists {
 		for _, m := range l {
 			if !slices.Contains(out, m) {
@@ -404,18 +405,18 @@ func (a *admin) apiDetail(w http.ResponseWriter, req *http.Request) {
 // withHistory reads the cluster, one schedule and its history side by
 // side within one request budget; a history that could not be read is in
 // snap.Missing as partHistory.
-func (a *admin) withHistory(req *http.Request, name string, recent int) (runtime.Snapshot, []runtime.Record) {
+func (a *admin) withHistory(req *http.Request, name string, recent int) (core.Snapshot, []core.Record) {
 	ctx, cancel := context.WithTimeout(req.Context(), readTimeout)
 	defer cancel()
-	var snap runtime.Snapshot
-	var history []runtime.Record
+	var snap core.Snapshot
+	var history []core.Record
 	var historyErr error
 	var wg sync.WaitGroup
 	wg.Go(func() { snap, _ = a.r.Monitor().SnapshotOf(ctx, []string{name}, recent) })
 	wg.Go(func() { history, historyErr = a.r.History(ctx, name, a.r.Monitor().HistoryLimit()) })
 	wg.Wait()
 	if historyErr != nil {
-		snap.Missing = append(snap.Missing, runtime.Missing{Part: partHistory, Reason: readFailure(historyErr)})
+		snap.Missing = append(snap.Missing, core.Missing{Part: partHistory, Reason: readFailure(historyErr)})
 	}
 	return snap, history
 }
@@ -483,9 +484,9 @@ func (a *admin) forget(req *http.Request) (status int, msg string) {
 	err := a.r.Forget(ctx, req.PathValue("name"))
 	a.orphans.stale()
 	switch {
-	case errors.Is(err, runtime.ErrScheduleInUse):
+	case errors.Is(err, core.ErrScheduleInUse):
 		return http.StatusConflict, req.PathValue("name") + " is in the registry; only removed schedules can be forgotten"
-	case errors.Is(err, runtime.ErrDisabled):
+	case errors.Is(err, core.ErrDisabled):
 		return http.StatusServiceUnavailable, "the scheduler is disabled: " + a.r.Leadership().Disabled()
 	case err != nil:
 		a.r.Logger().Warn("forgetting a removed schedule failed", "schedule", req.PathValue("name"), "err", err)
@@ -516,7 +517,7 @@ func (a *admin) forgetForm(w http.ResponseWriter, req *http.Request) {
 func (a *admin) actionContext(req *http.Request) (context.Context, context.CancelFunc) {
 	ctx := req.Context()
 	if actor := a.actorOf(req); actor != "" {
-		ctx = runtime.WithActor(ctx, actor)
+		ctx = core.WithActor(ctx, actor)
 	}
 	return context.WithTimeout(ctx, 5*time.Second)
 }
@@ -546,16 +547,16 @@ const notAckedMessage = "written, but too few Redis replicas acknowledged it in 
 func (a *admin) actionError(req *http.Request, err error) (int, string) {
 	name := req.PathValue("name")
 	switch {
-	case errors.Is(err, runtime.ErrUnknownSchedule):
+	case errors.Is(err, core.ErrUnknownSchedule):
 		return http.StatusNotFound, "no schedule is called " + name
-	case errors.Is(err, runtime.ErrDisabled):
+	case errors.Is(err, core.ErrDisabled):
 		return http.StatusServiceUnavailable, "the scheduler is disabled: " + a.r.Leadership().Disabled()
-	case errors.Is(err, runtime.ErrBadRequestKey), errors.Is(err, runtime.ErrNotASlot),
-		errors.Is(err, runtime.ErrTooManySlots), errors.Is(err, runtime.ErrBadRange):
+	case errors.Is(err, core.ErrBadRequestKey), errors.Is(err, core.ErrNotASlot),
+		errors.Is(err, core.ErrTooManySlots), errors.Is(err, core.ErrBadRange):
 		return http.StatusBadRequest, err.Error()
-	case errors.Is(err, runtime.ErrNoMember):
+	case errors.Is(err, core.ErrNoMember):
 		return http.StatusBadRequest, familyRefusal(name)
-	case errors.Is(err, runtime.ErrNotAcked):
+	case errors.Is(err, core.ErrNotAcked):
 		return http.StatusServiceUnavailable, notAckedMessage
 	}
 	a.r.Logger().Warn("admin request failed", "path", req.URL.Path, "schedule", name, "err", err)
@@ -605,8 +606,8 @@ func orEmpty[T any](s []T) []T {
 }
 
 // clockSkewMS is this replica's measured clock skew against Redis, or nil.
-func clockSkewMS(rt *runtime.Runtime) *int64 {
-	skew, ok := rt.Redis().ClockSkew()
+func clockSkewMS(rt *core.Runtime) *int64 {
+	skew, ok := rt.Diagnostics().ClockSkew()
 	if !ok {
 		return nil
 	}

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/internal/jsonquote"
-	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/core"
 )
 
 // The unpaged list writes 100,000 schedules; through encoding/json each is
@@ -191,7 +191,7 @@ func (s apiSchedule) appendIndented(b []byte) []byte {
 }
 
 // record writes a runtime.Record as its MarshalJSON does.
-func (w *jsonIndenter) record(r *runtime.Record) {
+func (w *jsonIndenter) record(r *core.Record) {
 	w.open('{')
 	if id := r.TaskID(); id == "" {
 		w.null("task_id")

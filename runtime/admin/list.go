@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/core"
 )
 
 // The overview at any number of schedules: one page of them at a time,
@@ -35,20 +35,20 @@ const (
 
 // problemRank orders the overview: what needs a person first. Unknown (the
 // status could not be read) comes before ok: it may be anything.
-var problemRank = map[runtime.Status]int{
-	runtime.StatusFailing: 0, runtime.StatusLate: 1, runtime.StatusPaused: 2,
-	runtime.StatusRunning: 3, runtime.StatusUnknown: 4, runtime.StatusOK: 5, runtime.StatusDisabled: 6,
+var problemRank = map[core.Status]int{
+	core.StatusFailing: 0, core.StatusLate: 1, core.StatusPaused: 2,
+	core.StatusRunning: 3, core.StatusUnknown: 4, core.StatusOK: 5, core.StatusDisabled: 6,
 }
 
 // statusOrder lists the statuses in problemRank's order.
-var statusOrder = []runtime.Status{runtime.StatusFailing, runtime.StatusLate, runtime.StatusPaused,
-	runtime.StatusRunning, runtime.StatusUnknown, runtime.StatusOK, runtime.StatusDisabled}
+var statusOrder = []core.Status{core.StatusFailing, core.StatusLate, core.StatusPaused,
+	core.StatusRunning, core.StatusUnknown, core.StatusOK, core.StatusDisabled}
 
 // listQuery is what a list request asks for.
 type listQuery struct {
-	Q        string           // a substring of the name, any case; "" for all
-	Statuses []runtime.Status // only these statuses; nil for all
-	Cursor   string           // the last row of the previous page; "" for the first
+	Q        string        // a substring of the name, any case; "" for all
+	Statuses []core.Status // only these statuses; nil for all
+	Cursor   string        // the last row of the previous page; "" for the first
 	Limit    int
 }
 
@@ -70,7 +70,7 @@ func parseListQuery(v url.Values) (listQuery, error) {
 		q.Limit = n
 	}
 	for _, s := range strings.Split(v.Get("status"), ",") {
-		status := runtime.Status(strings.TrimSpace(s))
+		status := core.Status(strings.TrimSpace(s))
 		if status == "" {
 			continue
 		}
@@ -88,7 +88,7 @@ func parseListQuery(v url.Values) (listQuery, error) {
 }
 
 // Has says the query filters on status s, for the search form.
-func (q listQuery) Has(s runtime.Status) bool { return slices.Contains(q.Statuses, s) }
+func (q listQuery) Has(s core.Status) bool { return slices.Contains(q.Statuses, s) }
 
 // values is the query string of q with another cursor, for a page's links.
 func (q listQuery) values(cursor string) url.Values {
@@ -112,22 +112,22 @@ func (q listQuery) values(cursor string) url.Values {
 	return v
 }
 
-func encodeCursor(status runtime.Status, name string) string {
+func encodeCursor(status core.Status, name string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(string(status) + "/" + name))
 }
 
-func decodeCursor(c string) (runtime.Status, string, error) {
+func decodeCursor(c string) (core.Status, string, error) {
 	raw, err := base64.RawURLEncoding.DecodeString(c)
 	status, name, ok := strings.Cut(string(raw), "/")
-	if _, known := problemRank[runtime.Status(status)]; err != nil || !ok || !known {
+	if _, known := problemRank[core.Status(status)]; err != nil || !ok || !known {
 		return "", "", fmt.Errorf("cursor %q is not one this admin gave out: pass next_cursor back unchanged", c)
 	}
-	return runtime.Status(status), name, nil
+	return core.Status(status), name, nil
 }
 
 // listing is one page of the overview.
 type listing struct {
-	Statuses runtime.Statuses
+	Statuses core.Statuses
 	// Page are the page's schedules in order, as positions in
 	// Statuses.Schedules.
 	Page []int
@@ -154,7 +154,7 @@ type byName struct {
 	lower []string
 }
 
-func newByName(rt *runtime.Runtime) byName {
+func newByName(rt *core.Runtime) byName {
 	scheds := rt.Registry().Schedules()
 	b := byName{order: make([]int, len(scheds)), lower: make([]string, len(scheds))}
 	for i, s := range scheds {
@@ -204,14 +204,14 @@ func (a *admin) list(ctx context.Context, q listQuery) (listing, error) {
 
 // summaryPart is one status's count at the top of the page.
 type summaryPart struct {
-	Status runtime.Status
+	Status core.Status
 	Count  int
 	Href   string // the page of that status alone
 }
 
 // summary counts the schedules of each status, in problemRank's order,
 // and says it in one line: "1 failing · 1 late · 1 paused · 2 ok".
-func summary(counts map[runtime.Status]int) ([]summaryPart, string) {
+func summary(counts map[core.Status]int) ([]summaryPart, string) {
 	var parts []summaryPart
 	var words []string
 	for _, status := range statusOrder {
@@ -228,19 +228,19 @@ func summary(counts map[runtime.Status]int) ([]summaryPart, string) {
 
 // partWords names a missing part for a person.
 var partWords = map[string]string{
-	runtime.PartSchedules:  "recent runs, counters and pauses",
-	runtime.PartStatuses:   "which schedules are failing, late, paused or running",
-	runtime.PartCluster:    "the lease holder and replicas",
-	runtime.PartQueues:     "which queues have workers",
-	runtime.PartLostWrites: "detected losses of Redis data",
-	runtime.PartMisrouted:  "occurrences bounced by workers",
-	partHistory:            "the history",
+	core.PartSchedules:  "recent runs, counters and pauses",
+	core.PartStatuses:   "which schedules are failing, late, paused or running",
+	core.PartCluster:    "the lease holder and replicas",
+	core.PartQueues:     "which queues have workers",
+	core.PartLostWrites: "detected losses of Redis data",
+	core.PartMisrouted:  "occurrences bounced by workers",
+	partHistory:         "the history",
 }
 
 // missingNotice says what the page could not read and why, grouped by
 // reason: "Redis slow: no answer within 0.8 s: not shown: the lease holder
 // and replicas."
-func missingNotice(missing []runtime.Missing) string {
+func missingNotice(missing []core.Missing) string {
 	var reasons []string
 	parts := map[string][]string{}
 	for _, m := range missing {
@@ -287,7 +287,7 @@ const (
 
 // get returns the removed schedules, and pending true when they are being
 // read and the page could not wait for them.
-func (c *orphanCache) get(ctx context.Context, rt *runtime.Runtime) (names []string, pending bool) {
+func (c *orphanCache) get(ctx context.Context, rt *core.Runtime) (names []string, pending bool) {
 	c.mu.Lock()
 	if !c.read.IsZero() && time.Since(c.read) < orphansFresh {
 		defer c.mu.Unlock()

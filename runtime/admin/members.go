@@ -53,7 +53,7 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/registry"
-	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/core"
 )
 
 // membersPageDefault and membersPageMax bound a page of members.
@@ -86,20 +86,20 @@ func (a *admin) registerMembers(mux *http.ServeMux) {
 func (a *admin) memberError(req *http.Request, err error) (int, string) {
 	name, member := req.PathValue("name"), req.PathValue("member")
 	switch {
-	case errors.Is(err, runtime.ErrUnknownSchedule):
+	case errors.Is(err, core.ErrUnknownSchedule):
 		return http.StatusNotFound, "no schedule is called " + name
-	case errors.Is(err, runtime.ErrNotAFamily):
+	case errors.Is(err, core.ErrNotAFamily):
 		return http.StatusNotFound, name + " is not a family (declared without per=): it has no members"
-	case errors.Is(err, runtime.ErrNoMember):
+	case errors.Is(err, core.ErrNoMember):
 		return http.StatusNotFound, name + " has no member " + strconv.Quote(member)
-	case errors.Is(err, runtime.ErrBadMember), errors.Is(err, runtime.ErrBadRequestKey),
-		errors.Is(err, runtime.ErrNotASlot), errors.Is(err, runtime.ErrTooManySlots), errors.Is(err, runtime.ErrBadRange):
+	case errors.Is(err, core.ErrBadMember), errors.Is(err, core.ErrBadRequestKey),
+		errors.Is(err, core.ErrNotASlot), errors.Is(err, core.ErrTooManySlots), errors.Is(err, core.ErrBadRange):
 		return http.StatusBadRequest, err.Error()
-	case errors.Is(err, runtime.ErrDisabled):
+	case errors.Is(err, core.ErrDisabled):
 		return http.StatusServiceUnavailable, "the scheduler is disabled: " + a.r.Leadership().Disabled()
-	case errors.Is(err, runtime.ErrNotAcked):
+	case errors.Is(err, core.ErrNotAcked):
 		return http.StatusServiceUnavailable, notAckedMessage
-	case errors.Is(err, runtime.ErrMembersBusy):
+	case errors.Is(err, core.ErrMembersBusy):
 		// Not Redis down: the member changed under the write each time.
 		return http.StatusConflict, err.Error()
 	}
@@ -132,13 +132,13 @@ func (a *admin) apiPutMember(w http.ResponseWriter, req *http.Request) {
 	ctx, cancel := a.actionContext(req)
 	defer cancel()
 	name, key := req.PathValue("name"), req.PathValue("member")
-	created, err := a.r.Families().Set(ctx, name, runtime.Member{Key: key, Zone: body.Zone, Expr: body.Expr, Paused: body.Paused})
+	created, err := a.r.Families().Set(ctx, name, core.Member{Key: key, Zone: body.Zone, Expr: body.Expr, Paused: body.Paused})
 	if err != nil {
 		a.writeMemberError(w, req, err)
 		return
 	}
 	a.r.Logger().Info("family member set", "schedule", name, "member", key, "zone", body.Zone, "expr", body.Expr,
-		"paused", body.Paused, "created", created, "actor", runtime.ActorFrom(ctx))
+		"paused", body.Paused, "created", created, "actor", core.ActorFrom(ctx))
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
@@ -163,20 +163,20 @@ func (a *admin) apiDeleteMember(w http.ResponseWriter, req *http.Request) {
 		a.writeMemberError(w, req, err)
 		return
 	}
-	a.r.Logger().Info("family member deleted", "schedule", name, "member", key, "actor", runtime.ActorFrom(ctx))
+	a.r.Logger().Info("family member deleted", "schedule", name, "member", key, "actor", core.ActorFrom(ctx))
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusNoContent)
 }
 
 // memberInfo reads one member with its next and last run.
-func (a *admin) memberInfo(ctx context.Context, family, key string) (runtime.MemberInfo, error) {
+func (a *admin) memberInfo(ctx context.Context, family, key string) (core.MemberInfo, error) {
 	m, err := a.r.Families().Get(ctx, family, key)
 	if err != nil {
-		return runtime.MemberInfo{}, err
+		return core.MemberInfo{}, err
 	}
-	infos, err := a.r.Families().Infos(ctx, family, []runtime.Member{m})
+	infos, err := a.r.Families().Infos(ctx, family, []core.Member{m})
 	if err != nil {
-		return runtime.MemberInfo{}, err
+		return core.MemberInfo{}, err
 	}
 	return infos[0], nil
 }
@@ -187,23 +187,23 @@ type apiMember struct {
 	Zone   string `json:"zone"`
 	// Expr is the member's own expression, "" when it follows the
 	// family's; Expression is the one in effect either way.
-	Expr       string           `json:"expr"`
-	Expression string           `json:"expression"`
-	Paused     bool             `json:"paused"`
-	NextRun    *string          `json:"next_run"`
-	NextRunUTC *string          `json:"next_run_utc"`
-	LastRun    *runtime.LastRun `json:"last_run"`
+	Expr       string        `json:"expr"`
+	Expression string        `json:"expression"`
+	Paused     bool          `json:"paused"`
+	NextRun    *string       `json:"next_run"`
+	NextRunUTC *string       `json:"next_run_utc"`
+	LastRun    *core.LastRun `json:"last_run"`
 	// Pause says who paused the member, when and why; null when it runs.
-	Pause *runtime.Pause `json:"pause"`
+	Pause *core.Pause `json:"pause"`
 }
 
 // apiMemberDetail is one member with its history.
 type apiMemberDetail struct {
 	apiMember
-	History []runtime.Record `json:"history"`
+	History []core.Record `json:"history"`
 }
 
-func (a *admin) memberJSON(family string, mi runtime.MemberInfo) apiMember {
+func (a *admin) memberJSON(family string, mi core.MemberInfo) apiMember {
 	out := apiMember{Member: mi.Key, Zone: mi.Zone, Expr: mi.Expr, Expression: mi.Expr, Paused: mi.Paused, LastRun: mi.Last, Pause: mi.Pause}
 	if out.Expression == "" {
 		if s, ok := a.r.Registry().Lookup(family); ok {
@@ -219,12 +219,12 @@ func (a *admin) memberJSON(family string, mi runtime.MemberInfo) apiMember {
 
 // membersPage reads the page of members a request asks for (limit,
 // cursor, q) with each one's next and last run.
-func (a *admin) membersPage(ctx context.Context, req *http.Request) (infos []runtime.MemberInfo, next string, err error) {
+func (a *admin) membersPage(ctx context.Context, req *http.Request) (infos []core.MemberInfo, next string, err error) {
 	q := req.URL.Query()
 	limit := membersPageDefault
 	if l := q.Get("limit"); l != "" {
 		if limit, err = strconv.Atoi(l); err != nil || limit < 1 || limit > membersPageMax {
-			return nil, "", fmt.Errorf("%w: limit %q: want a number from 1 to %d", runtime.ErrBadMember, l, membersPageMax)
+			return nil, "", fmt.Errorf("%w: limit %q: want a number from 1 to %d", core.ErrBadMember, l, membersPageMax)
 		}
 	}
 	name := req.PathValue("name")
@@ -325,7 +325,7 @@ func (a *admin) withFamily(ctx context.Context, out apiSchedule) any {
 
 // familySummary is a family's member count and its next run across
 // members (UTC): two reads whatever the member count.
-func (a *admin) familySummary(ctx context.Context, name string) (members int64, next runtime.FamilyNextRun, err error) {
+func (a *admin) familySummary(ctx context.Context, name string) (members int64, next core.FamilyNextRun, err error) {
 	if members, err = a.r.Families().Count(ctx, name); err != nil {
 		return 0, next, err
 	}
@@ -380,7 +380,7 @@ type membersView struct {
 
 // memberRow is one member on the page.
 type memberRow struct {
-	runtime.MemberInfo
+	core.MemberInfo
 	Path       string // the member's page, relative to the family's
 	Expression string // in effect
 	Own        bool   // the member has its own expression
@@ -391,7 +391,7 @@ type memberRow struct {
 	PausedNote string // "paused by alice 3 min ago: reason"
 }
 
-func (a *admin) memberRowOf(fam string, defaultExpr string, mi runtime.MemberInfo, now time.Time) memberRow {
+func (a *admin) memberRowOf(fam string, defaultExpr string, mi core.MemberInfo, now time.Time) memberRow {
 	row := memberRow{MemberInfo: mi, Path: "./" + url.PathEscape(fam) + "/members/" + url.PathEscape(mi.Key),
 		Expression: cmp.Or(mi.Expr, defaultExpr), Own: mi.Expr != "", PausedNote: pausedNote(mi.Pause, now)}
 	loc := zoneOf(mi.Zone)
@@ -579,7 +579,7 @@ func (a *admin) rerunMemberForm(w http.ResponseWriter, req *http.Request) {
 	a.memberFormAction(w, req, "rerun", func(ctx context.Context, name, key string) error {
 		unix, err := strconv.ParseInt(req.PostFormValue("slot"), 10, 64)
 		if err != nil {
-			return fmt.Errorf("%w: slot %q is not unix seconds", runtime.ErrNotASlot, req.PostFormValue("slot"))
+			return fmt.Errorf("%w: slot %q is not unix seconds", core.ErrNotASlot, req.PostFormValue("slot"))
 		}
 		_, err = a.r.Families().Rerun(ctx, name, key, time.Unix(unix, 0), requestKey(req))
 		return err
@@ -686,7 +686,7 @@ func (a *admin) pauseMemberForm(w http.ResponseWriter, req *http.Request) {
 		// A double-submitted form finds its own pause and leaves it, so
 		// the pause keeps the time of the first click.
 		if mi, err := a.memberInfo(ctx, name, key); err == nil && mi.Pause != nil &&
-			mi.Pause.Reason == reason && mi.Pause.Actor == runtime.ActorFrom(ctx) {
+			mi.Pause.Reason == reason && mi.Pause.Actor == core.ActorFrom(ctx) {
 			return nil
 		}
 		return a.r.Families().Pause(ctx, name, key, reason)
@@ -732,7 +732,7 @@ func (a *admin) servePause(w http.ResponseWriter, req *http.Request, errOf func(
 		writeJSONError(w, status, msg)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": string(runtime.StatusPaused)})
+	writeJSON(w, http.StatusOK, map[string]string{"status": string(core.StatusPaused)})
 }
 
 // serveResume answers a resume request of a schedule or a member.

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/registry"
-	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/core"
 )
 
 // The page: an overview of every schedule, one page per schedule with its
@@ -40,7 +40,7 @@ var pageTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 
 // processOf names the process behind a replica, "pid 385 on web-1", as its
 // heartbeat recorded it; "" if it recorded none.
-func processOf(c runtime.Cluster, replica string) string {
+func processOf(c core.Cluster, replica string) string {
 	p, ok := c.Processes[replica]
 	if !ok {
 		return ""
@@ -50,21 +50,21 @@ func processOf(c runtime.Cluster, replica string) string {
 
 // glyph is an outcome in one character, for the row of earlier runs on the
 // overview (each with its outcome in words as its title).
-func glyph(o runtime.Outcome) string {
+func glyph(o core.Outcome) string {
 	switch o {
-	case runtime.OutcomeSucceeded:
+	case core.OutcomeSucceeded:
 		return "✓"
-	case runtime.OutcomeFailed:
+	case core.OutcomeFailed:
 		return "✗"
-	case runtime.OutcomeRetrying:
+	case core.OutcomeRetrying:
 		return "↻"
-	case runtime.OutcomeMissed:
+	case core.OutcomeMissed:
 		return "–"
-	case runtime.OutcomeSkipped:
+	case core.OutcomeSkipped:
 		return "»"
-	case runtime.OutcomePaused:
+	case core.OutcomePaused:
 		return "‖"
-	case runtime.OutcomeLost:
+	case core.OutcomeLost:
 		return "?" // a failover lost its task: it may or may not have run
 	}
 	return "…" // enqueued, running
@@ -72,7 +72,7 @@ func glyph(o runtime.Outcome) string {
 
 type pageData struct {
 	Title string
-	runtime.Snapshot
+	core.Snapshot
 	// Orphans are the removed schedules the index offers to forget. They
 	// are read for that page alone: finding them reads every schedule's
 	// counters, which the other pages, metrics and health do not need.
@@ -100,7 +100,7 @@ type pageData struct {
 	SummaryParts []summaryPart
 	Query        listQuery
 	Paging       paging
-	Statuses     []runtime.Status // the search form's choices
+	Statuses     []core.Status // the search form's choices
 	Detail       *scheduleRow
 	History      []historyRow
 	Confirm      *confirmation
@@ -110,7 +110,7 @@ type pageData struct {
 
 // scheduleRow is one schedule as the page shows it.
 type scheduleRow struct {
-	runtime.ScheduleState
+	core.ScheduleState
 	Path        string // the schedule's page, relative to the current page
 	Words       string // the expression in words; "" when there are none
 	Next        instant
@@ -205,7 +205,7 @@ func relative(t, now time.Time) string {
 
 // historyRow is one occurrence as the page shows it.
 type historyRow struct {
-	runtime.Record
+	core.Record
 	Slot       instant
 	Enqueued   instant
 	Started    instant
@@ -222,7 +222,7 @@ type historyRow struct {
 	MadeUp bool
 }
 
-func historyRowOf(rec runtime.Record, s *registry.Schedule, now time.Time) historyRow {
+func historyRowOf(rec core.Record, s *registry.Schedule, now time.Time) historyRow {
 	loc := s.Location()
 	row := historyRow{Record: rec, Slot: instantOf(rec.Slot, loc, now), Enqueued: instantOf(rec.EnqueuedAt, loc, now),
 		Started: instantOf(rec.StartedAt, loc, now), Finished: instantOf(rec.FinishedAt, loc, now),
@@ -236,15 +236,15 @@ func historyRowOf(rec runtime.Record, s *registry.Schedule, now time.Time) histo
 		row.Kind = "re-run"
 	}
 	switch rec.Outcome {
-	case runtime.OutcomeRetrying:
+	case core.OutcomeRetrying:
 		row.Outcome = fmt.Sprintf("retrying %d/%d", rec.Attempt+1, rec.MaxRetry)
-	case runtime.OutcomeFailed:
+	case core.OutcomeFailed:
 		if rec.Attempt > 0 {
 			row.Attempts = "after " + plural(rec.Attempt, "retry", "retries")
 		}
 	}
 	switch rec.Outcome {
-	case runtime.OutcomeFailed, runtime.OutcomeMissed, runtime.OutcomeSkipped, runtime.OutcomePaused, runtime.OutcomeLost:
+	case core.OutcomeFailed, core.OutcomeMissed, core.OutcomeSkipped, core.OutcomePaused, core.OutcomeLost:
 		row.Prominent = row.Rerunnable
 	}
 	return row
@@ -253,12 +253,12 @@ func historyRowOf(rec runtime.Record, s *registry.Schedule, now time.Time) histo
 // historyRows are a schedule's history as the page shows it. A slot whose
 // work a re-run has since done is no longer highlighted: its row says the
 // re-run succeeded.
-func historyRows(history []runtime.Record, s *registry.Schedule, now time.Time) []historyRow {
+func historyRows(history []core.Record, s *registry.Schedule, now time.Time) []historyRow {
 	rows := make([]historyRow, 0, len(history))
 	madeUp := map[int64]bool{}
 	for _, rec := range history {
 		row := historyRowOf(rec, s, now)
-		if row.Kind == "re-run" && rec.Outcome == runtime.OutcomeSucceeded {
+		if row.Kind == "re-run" && rec.Outcome == core.OutcomeSucceeded {
 			madeUp[row.SlotUnix] = true
 		}
 		rows = append(rows, row)
@@ -284,7 +284,7 @@ func excerpt(msg string) string {
 	return line
 }
 
-func (a *admin) rowOf(snap runtime.Snapshot, st runtime.ScheduleState, path string) scheduleRow {
+func (a *admin) rowOf(snap core.Snapshot, st core.ScheduleState, path string) scheduleRow {
 	s, now := st.Schedule, snap.At
 	loc := s.Location()
 	row := scheduleRow{ScheduleState: st, Path: path, Next: instantOf(st.Next, loc, now),
@@ -294,7 +294,7 @@ func (a *admin) rowOf(snap runtime.Snapshot, st runtime.ScheduleState, path stri
 	row.Words, _ = describe(s.Expr, s.Zone)
 	for _, rec := range st.Recent {
 		row.Recent = append(row.Recent, historyRowOf(rec, s, now))
-		if row.FailureError == "" && (rec.Outcome == runtime.OutcomeFailed || rec.Outcome == runtime.OutcomeRetrying) {
+		if row.FailureError == "" && (rec.Outcome == core.OutcomeFailed || rec.Outcome == core.OutcomeRetrying) {
 			row.FailureError, row.FailureExcerpt = rec.Error, excerpt(rec.Error)
 		}
 	}
@@ -305,7 +305,7 @@ func (a *admin) rowOf(snap runtime.Snapshot, st runtime.ScheduleState, path stri
 // totals are a schedule's counters in words that add up: the ledger
 // counts enqueues on schedule and by hand (Run now, Re-run) apart, while
 // successes and failures count both, so "enqueued" here is their sum.
-func totals(c runtime.Counters) string {
+func totals(c core.Counters) string {
 	return fmt.Sprintf("%d enqueued (%d on schedule, %d by hand): %d succeeded, %s · not run: %d missed, %d skipped, %d paused",
 		c.Enqueued+c.Manual, c.Enqueued, c.Manual, c.Succeeded, plural(int(c.Failed), "failed attempt", "failed attempts"),
 		c.Missed, c.Skipped, c.Paused)
@@ -313,7 +313,7 @@ func totals(c runtime.Counters) string {
 
 // pausedNote says who paused, when and why: "paused by alice 3 min ago:
 // reason"; "" for nil.
-func pausedNote(p *runtime.Pause, now time.Time) string {
+func pausedNote(p *core.Pause, now time.Time) string {
 	if p == nil {
 		return ""
 	}
@@ -339,7 +339,7 @@ type paging struct {
 
 // rows are the snapshot's schedules as the overview shows them, in the
 // snapshot's order.
-func (a *admin) rows(snap runtime.Snapshot, canAct bool) []scheduleRow {
+func (a *admin) rows(snap core.Snapshot, canAct bool) []scheduleRow {
 	rows := make([]scheduleRow, 0, len(snap.Schedules))
 	for _, st := range snap.Schedules {
 		row := a.rowOf(snap, st, "schedules/"+url.PathEscape(st.Schedule.Name))
@@ -355,7 +355,7 @@ func newRequestToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-func (a *admin) page(snap runtime.Snapshot, base string) pageData {
+func (a *admin) page(snap core.Snapshot, base string) pageData {
 	data := pageData{Title: a.opts.Title, Snapshot: snap, Request: newRequestToken(),
 		Base: base, HasMetrics: a.opts.Metrics != nil, AsOf: snap.At.UTC().Format("15:04:05") + " UTC",
 		CanAct: !a.opts.ReadOnly && a.r.Leadership().Disabled() == ""}
@@ -373,7 +373,7 @@ func (a *admin) page(snap runtime.Snapshot, base string) pageData {
 const unservedNamed = 5
 
 // warnings says what keeps the schedules from running, and what to do.
-func warnings(snap runtime.Snapshot, scheds []*registry.Schedule) []string {
+func warnings(snap core.Snapshot, scheds []*registry.Schedule) []string {
 	var out []string
 	if snap.RedisUnsafe != "" {
 		out = append(out, "This replica will not lead: "+snap.RedisUnsafe+".")
@@ -421,7 +421,7 @@ func warnings(snap runtime.Snapshot, scheds []*registry.Schedule) []string {
 func (a *admin) index(w http.ResponseWriter, req *http.Request) {
 	q, err := parseListQuery(req.URL.Query())
 	if err != nil {
-		data := a.page(runtime.Snapshot{}, "./")
+		data := a.page(core.Snapshot{}, "./")
 		data.Error, data.Bare, data.RefreshMS = err.Error(), true, 0
 		a.render(w, http.StatusBadRequest, "message", data)
 		return
@@ -431,8 +431,8 @@ func (a *admin) index(w http.ResponseWriter, req *http.Request) {
 	l, _ := a.list(ctx, q)
 	snap, _ := a.r.Monitor().SnapshotOf(ctx, l.names(), recentPerRow)
 	snap.Missing = mergeMissing(l.Statuses.Missing, snap.Missing)
-	if l.Statuses.Redis == runtime.RedisSlow && snap.Redis == runtime.RedisUp {
-		snap.Redis = runtime.RedisSlow
+	if l.Statuses.Redis == core.RedisSlow && snap.Redis == core.RedisUp {
+		snap.Redis = core.RedisSlow
 	}
 	data := a.page(snap, "./")
 	data.Rows = a.rows(snap, data.CanAct)
@@ -501,10 +501,10 @@ func resultNotice(q url.Values) (notice, errMsg string) {
 // scheduleOf reads the cluster and the request's schedule alone, or
 // answers 404 itself and reports false. A part it could not read is in
 // snap.Missing.
-func (a *admin) scheduleOf(w http.ResponseWriter, req *http.Request, base string) (snap runtime.Snapshot, st runtime.ScheduleState, ok bool) {
+func (a *admin) scheduleOf(w http.ResponseWriter, req *http.Request, base string) (snap core.Snapshot, st core.ScheduleState, ok bool) {
 	name := req.PathValue("name")
 	if _, ok = a.r.Registry().Lookup(name); !ok {
-		data := a.page(runtime.Snapshot{At: time.Now()}, base)
+		data := a.page(core.Snapshot{At: time.Now()}, base)
 		data.Error = "No schedule is called " + name + "."
 		a.render(w, http.StatusNotFound, "message", data)
 		return snap, st, false
@@ -536,7 +536,7 @@ func (a *admin) detail(w http.ResponseWriter, req *http.Request) {
 
 // refuse answers a page request with an HTML message.
 func (a *admin) refuse(w http.ResponseWriter, status int, msg string) {
-	data := a.page(runtime.Snapshot{}, "../../")
+	data := a.page(core.Snapshot{}, "../../")
 	data.Error, data.Bare, data.RefreshMS = msg, true, 0
 	a.render(w, status, "message", data)
 }
@@ -674,7 +674,7 @@ func (a *admin) rerunForm(w http.ResponseWriter, req *http.Request) {
 	a.formAction(w, req, "rerun", func(ctx context.Context, name string) error {
 		unix, err := strconv.ParseInt(req.PostFormValue("slot"), 10, 64)
 		if err != nil {
-			return fmt.Errorf("%w: slot %q is not unix seconds", runtime.ErrNotASlot, req.PostFormValue("slot"))
+			return fmt.Errorf("%w: slot %q is not unix seconds", core.ErrNotASlot, req.PostFormValue("slot"))
 		}
 		_, err = a.r.Rerun(ctx, name, time.Unix(unix, 0), requestKey(req))
 		return err
@@ -687,7 +687,7 @@ func (a *admin) pauseForm(w http.ResponseWriter, req *http.Request) {
 		// A double-submitted form finds its own pause and leaves it, so
 		// the pause keeps the time of the first click.
 		if paused, err := a.r.Paused(ctx); err == nil {
-			if p, ok := paused[name]; ok && p.Reason == reason && p.Actor == runtime.ActorFrom(ctx) {
+			if p, ok := paused[name]; ok && p.Reason == reason && p.Actor == core.ActorFrom(ctx) {
 				return nil
 			}
 		}

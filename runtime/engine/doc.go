@@ -4,9 +4,13 @@
 // and elects its leader: today Redis with asynq, next Postgres with River.
 // The core speaks only of this package's interfaces and value types, so
 // an engine plugs in without copying the core. This package imports no
-// driver; package runtime itself still links the Redis engine, because
-// Options.Redis is a go-redis client, so a service on another engine links
-// go-redis and asynq too until the Redis wiring leaves package runtime.
+// driver, nor does the core (package runtime/core): a service links only
+// the engine it names in core.Options.Engine. Package runtime is the core
+// on the Redis engine; a service on another engine does not import it.
+//
+// An engine that takes its settings from the runtime it serves implements
+// Configurable: core.New calls Configure with the runtime's namespace,
+// replica, lease TTL, history limits, logger, clock and MayLead.
 //
 // The interfaces are young: they may change, in this repository, until a
 // second engine implements them. An engine written elsewhere should pin

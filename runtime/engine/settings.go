@@ -2,8 +2,28 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"time"
 )
+
+// ErrRefused is what a refusal (Settings.Refusal, or a verdict's Unsafe)
+// wraps when the server refuses belfry for how it is set up, which no
+// retry mends: for Redis, a Redis Cluster. The error it names (the
+// innermost that is ErrRefused) says which refusal it is.
+var ErrRefused = errors.New("the server refuses belfry as it is set up")
+
+// RefusedAs returns the innermost error in err's chain that is
+// ErrRefused (the engine's own sentinel, without the detail wrapped
+// around it), or nil.
+func RefusedAs(err error) error {
+	var found error
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if errors.Is(e, ErrRefused) {
+			found = e
+		}
+	}
+	return found
+}
 
 // Settings is what an engine whose server can be set up in a way unsafe
 // to fence on (a store that evicts keys, a server too old, a topology the

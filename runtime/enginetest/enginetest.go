@@ -1,6 +1,7 @@
 // Package enginetest is the conformance suite every engine of the runtime
-// runs: the behaviours a service relies on, checked through the runtime's
-// public API only, so that one suite judges every engine alike.
+// runs: the behaviours a service relies on, checked through the public API
+// of package runtime/core only, so that one suite judges every engine
+// alike and an engine's test needs no other engine's package.
 //
 // An engine's test supplies a Harness and calls Run:
 //
@@ -15,7 +16,7 @@ package enginetest
 import (
 	"testing"
 
-	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/core"
 )
 
 // Harness builds an engine's backing state for the suite's cases. Its
@@ -35,11 +36,11 @@ type Backend interface {
 	// Replica returns the options of one new replica over this backend,
 	// and the link its connections to the backend go through. The options
 	// have the engine's fields and Namespace set; the suite sets Replica,
-	// LeaseTTL, Grace and Logger, and calls runtime.New with them. Each
+	// LeaseTTL, Grace and Logger, and calls core.New with them. Each
 	// call returns a link of its own, serving only that replica, so that
 	// cutting one replica off leaves the others connected. What the
 	// options open is closed when t ends.
-	Replica(t testing.TB) (runtime.Options, Link)
+	Replica(t testing.TB) (core.Options, Link)
 	// StartWorkers runs workers of the engine's queue for every schedule
 	// of rt's registry, through rt's handlers (so rt records each
 	// execution), until t ends. The workers reach the backend directly,
@@ -47,7 +48,7 @@ type Backend interface {
 	// once. A failed attempt that has retries left runs again promptly
 	// (within a fraction of a second), not after the engine's default
 	// back-off, so that the suite's retry cases stay short.
-	StartWorkers(t testing.TB, rt *runtime.Runtime)
+	StartWorkers(t testing.TB, rt *core.Runtime)
 }
 
 // Link is a replica's connection to the backend, which the suite cuts to

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/registry"
-	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/core"
 )
 
 // A family's member changes take effect at a floor, never before it, and
@@ -26,23 +26,23 @@ func familyChangeFloors(t *testing.T, h Harness) {
 	r := single(t, h, exec, registry.Schedule{Name: family, Expr: "* * * * * *", Zone: "UTC", Per: "tenant"})
 	s := r.rt.Registry().Schedules()[0]
 	fams := r.rt.Families()
-	set := func(m runtime.Member) (before, after time.Time) {
+	set := func(m core.Member) (before, after time.Time) {
 		before = time.Now()
 		if _, err := fams.Set(ctx, family, m); err != nil {
 			t.Fatalf("Set(%+v): %v", m, err)
 		}
 		return before, time.Now()
 	}
-	if err := fams.SetMany(ctx, family, []runtime.Member{{Key: "steady"}, {Key: "east", Zone: "UTC"},
+	if err := fams.SetMany(ctx, family, []core.Member{{Key: "steady"}, {Key: "east", Zone: "UTC"},
 		{Key: "west", Zone: "Asia/Tokyo"}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range []string{"steady", "east", "west"} {
 		waitFor(t, 10*time.Second, m+"'s first runs", exec.ranAfter(family, m, time.Time{}, 2))
 	}
-	addBefore, addAfter := set(runtime.Member{Key: "late"})
-	eastBefore, eastAfter := set(runtime.Member{Key: "east", Zone: "Asia/Tokyo"})
-	_, westAfter := set(runtime.Member{Key: "west", Zone: "America/New_York"})
+	addBefore, addAfter := set(core.Member{Key: "late"})
+	eastBefore, eastAfter := set(core.Member{Key: "east", Zone: "Asia/Tokyo"})
+	_, westAfter := set(core.Member{Key: "west", Zone: "America/New_York"})
 	// The leader sees a change within about a second; seen adds a loaded
 	// machine's slack, and the runs waited for are past it for every change.
 	const seen = 3 * time.Second
@@ -81,7 +81,7 @@ func familyChangeFloors(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	infos, err := fams.Infos(ctx, family, []runtime.Member{west})
+	infos, err := fams.Infos(ctx, family, []core.Member{west})
 	if err != nil || len(infos) != 1 {
 		t.Fatalf("Infos(west) = %v, %v", infos, err)
 	}
@@ -131,10 +131,10 @@ func boundedReads(t *testing.T, h Harness) {
 		members int
 	}{{"reports", 600}, {"digests", 100}} {
 		keys := make([]string, tt.members)
-		ms := make([]runtime.Member, tt.members)
+		ms := make([]core.Member, tt.members)
 		for i := range ms {
 			keys[i] = fmt.Sprintf("t%03d", i)
-			ms[i] = runtime.Member{Key: keys[i]}
+			ms[i] = core.Member{Key: keys[i]}
 		}
 		if err := fams.SetMany(ctx, tt.family, ms); err != nil {
 			t.Fatal(err)
@@ -174,7 +174,7 @@ func boundedReads(t *testing.T, h Harness) {
 					t.Fatal(err)
 				}
 			}
-			if _, err := fams.Set(ctx, tt.family, runtime.Member{Key: fmt.Sprintf("t%03d-new", page)}); err != nil {
+			if _, err := fams.Set(ctx, tt.family, core.Member{Key: fmt.Sprintf("t%03d-new", page)}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -193,7 +193,7 @@ func boundedReads(t *testing.T, h Harness) {
 // after page of at most limit, calling between (if not nil) with the
 // number of each page but the last after it, and counts how often each
 // member was listed.
-func pageMembers(t *testing.T, fams *runtime.Families, family, substr string, limit int, between func(page int)) (listed map[string]int, pages int) {
+func pageMembers(t *testing.T, fams *core.Families, family, substr string, limit int, between func(page int)) (listed map[string]int, pages int) {
 	t.Helper()
 	ctx := context.Background()
 	listed = map[string]int{}

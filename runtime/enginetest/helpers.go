@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/registry"
-	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/core"
 )
 
 // replica is one runtime over a case's backend, its link and its Run.
 type replica struct {
-	rt     *runtime.Runtime
+	rt     *core.Runtime
 	link   Link
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -26,7 +26,7 @@ type replica struct {
 type replicaSettings struct {
 	leaseTTL time.Duration
 	grace    time.Duration
-	observer runtime.EnqueueObserver
+	observer core.EnqueueObserver
 }
 
 // newReplica makes a runtime for reg named name over b, not yet running.
@@ -37,9 +37,9 @@ func newReplica(t *testing.T, b Backend, reg *registry.Registry, name string, s 
 	opts, link := b.Replica(t)
 	opts.Replica, opts.LeaseTTL, opts.Grace, opts.Logger = name, s.leaseTTL, s.grace, testLogger(t)
 	opts.EnqueueObserver = s.observer
-	rt, err := runtime.New(reg, opts)
+	rt, err := core.New(reg, opts)
 	if err != nil {
-		t.Fatalf("runtime.New for %s: %v", name, err)
+		t.Fatalf("core.New for %s: %v", name, err)
 	}
 	r := &replica{rt: rt, link: link}
 	t.Cleanup(func() {

@@ -14,7 +14,7 @@ func TestTheSuiteNamesNoEngine(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
-	allowed := map[string]bool{"github.com/belfry/belfry/registry": true, "github.com/belfry/belfry/runtime": true}
+	allowed := map[string]bool{"github.com/belfry/belfry/registry": true, "github.com/belfry/belfry/runtime/core": true}
 	for imp := range strings.Lines(string(out)) {
 		imp = strings.TrimSpace(imp)
 		if strings.Contains(imp, ".") && !allowed[imp] {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/registry"
-	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/core"
 )
 
 // single is one replica of a registry over a fresh backend, leading, with
@@ -41,7 +41,7 @@ func rerunAndRequestKeys(t *testing.T, h Harness) {
 	waitFor(t, 10*time.Second, "a scheduled run", exec.ranAfter("tick", "", time.Time{}, 1))
 	scheduled := exec.scheduled("tick", "")[0]
 
-	rerun, err := r.rt.Rerun(runtime.WithActor(ctx, "suite"), "tick", scheduled.Slot, "rerun-1")
+	rerun, err := r.rt.Rerun(core.WithActor(ctx, "suite"), "tick", scheduled.Slot, "rerun-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,11 +98,11 @@ func rerunAndRequestKeys(t *testing.T, h Harness) {
 		t.Errorf("the slot's key ran %d times, want twice: the scheduled run and its re-run", bySlotKey)
 	}
 	waitFor(t, 10*time.Second, "the scheduled run and its re-run to be recorded succeeded", func() bool {
-		hist, err := r.rt.History(ctx, "tick", runtime.HistoryLimitDefault)
+		hist, err := r.rt.History(ctx, "tick", core.HistoryLimitDefault)
 		if err != nil {
 			return false
 		}
-		var sched, re *runtime.Record
+		var sched, re *core.Record
 		for i, rec := range hist {
 			switch rec.ID {
 			case scheduled.ID:
@@ -111,12 +111,12 @@ func rerunAndRequestKeys(t *testing.T, h Harness) {
 				re = &hist[i]
 			}
 		}
-		return sched != nil && re != nil && sched.Outcome == runtime.OutcomeSucceeded && !sched.Manual &&
-			re.Outcome == runtime.OutcomeSucceeded && re.Manual && re.Slot.Equal(scheduled.Slot) && re.Actor == "suite"
+		return sched != nil && re != nil && sched.Outcome == core.OutcomeSucceeded && !sched.Manual &&
+			re.Outcome == core.OutcomeSucceeded && re.Manual && re.Slot.Equal(scheduled.Slot) && re.Actor == "suite"
 	})
 }
 
-// A backfill of more slots than runtime.MaxBackfillSlots is refused with
+// A backfill of more slots than core.MaxBackfillSlots is refused with
 // ErrTooManySlots and enqueues none of them; one of exactly the cap runs
 // every slot once.
 func backfillCap(t *testing.T, h Harness) {
@@ -125,18 +125,18 @@ func backfillCap(t *testing.T, h Harness) {
 	r := single(t, h, exec, registry.Schedule{Name: "minutely", Expr: "* * * * *"})
 	s := r.rt.Registry().Schedules()[0]
 	last := s.Prev(time.Now())
-	from := last.Add(-time.Duration(runtime.MaxBackfillSlots-1) * time.Minute) // the cap's worth, to last
-	if _, err := r.rt.Backfill(ctx, "minutely", from.Add(-time.Minute), last, "over"); !errors.Is(err, runtime.ErrTooManySlots) {
-		t.Fatalf("backfill of %d slots: %v, want ErrTooManySlots", runtime.MaxBackfillSlots+1, err)
+	from := last.Add(-time.Duration(core.MaxBackfillSlots-1) * time.Minute) // the cap's worth, to last
+	if _, err := r.rt.Backfill(ctx, "minutely", from.Add(-time.Minute), last, "over"); !errors.Is(err, core.ErrTooManySlots) {
+		t.Fatalf("backfill of %d slots: %v, want ErrTooManySlots", core.MaxBackfillSlots+1, err)
 	}
 	occs, err := r.rt.Backfill(ctx, "minutely", from, last, "at-the-cap")
-	if err != nil || len(occs) != runtime.MaxBackfillSlots {
-		t.Fatalf("backfill of %d slots: %d occurrences, %v", runtime.MaxBackfillSlots, len(occs), err)
+	if err != nil || len(occs) != core.MaxBackfillSlots {
+		t.Fatalf("backfill of %d slots: %d occurrences, %v", core.MaxBackfillSlots, len(occs), err)
 	}
 	manual := func() []registry.Occurrence {
 		return exec.where(func(occ registry.Occurrence) bool { return occ.Manual })
 	}
-	waitFor(t, 20*time.Second, "the backfill to run", func() bool { return len(manual()) >= runtime.MaxBackfillSlots })
+	waitFor(t, 20*time.Second, "the backfill to run", func() bool { return len(manual()) >= core.MaxBackfillSlots })
 	// The refused range's extra slot, had it been enqueued, would have
 	// run among them.
 	bySlot := map[time.Time]int{}
@@ -151,7 +151,7 @@ func backfillCap(t *testing.T, h Harness) {
 	if n := bySlot[from.Add(-time.Minute).UTC()]; n != 0 {
 		t.Errorf("the slot only the refused backfill covered ran %d times", n)
 	}
-	if len(bySlot) != runtime.MaxBackfillSlots {
-		t.Errorf("the backfills ran %d slots, want %d", len(bySlot), runtime.MaxBackfillSlots)
+	if len(bySlot) != core.MaxBackfillSlots {
+		t.Errorf("the backfills ran %d slots, want %d", len(bySlot), core.MaxBackfillSlots)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/registry"
-	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/core"
 )
 
 // A paused schedule enqueues nothing: the slots that come due are recorded
@@ -22,7 +22,7 @@ func pauseAndResume(t *testing.T, h Harness) {
 	exec := &executions{}
 	r := single(t, h, exec, registry.Schedule{Name: "tick", Expr: "* * * * * *"})
 	waitFor(t, 10*time.Second, "runs before the pause", exec.ranAfter("tick", "", time.Time{}, 2))
-	if err := r.rt.Pause(runtime.WithActor(ctx, "suite"), "tick", "the suite pauses it"); err != nil {
+	if err := r.rt.Pause(core.WithActor(ctx, "suite"), "tick", "the suite pauses it"); err != nil {
 		t.Fatal(err)
 	}
 	pausedAt := time.Now()
@@ -30,11 +30,11 @@ func pauseAndResume(t *testing.T, h Harness) {
 	if p, ok := paused["tick"]; err != nil || !ok || p.Reason != "the suite pauses it" || p.Actor != "suite" || p.At.IsZero() {
 		t.Errorf("Paused = %+v, %v; want tick's pause with its reason, actor and time", paused, err)
 	}
-	pausedRecords := func() []runtime.Record {
-		hist, _ := r.rt.History(ctx, "tick", runtime.HistoryLimitDefault)
-		var out []runtime.Record
+	pausedRecords := func() []core.Record {
+		hist, _ := r.rt.History(ctx, "tick", core.HistoryLimitDefault)
+		var out []core.Record
 		for _, rec := range hist {
-			if rec.Outcome == runtime.OutcomePaused {
+			if rec.Outcome == core.OutcomePaused {
 				out = append(out, rec)
 			}
 		}
@@ -111,9 +111,9 @@ func truthfulRecords(t *testing.T, h Harness) {
 			Handler: func(context.Context, registry.Occurrence) error { return errors.New("still broken") }},
 	)
 	var mu sync.Mutex
-	events := map[string][]runtime.Outcome{}
-	r.rt.Observe(func(e runtime.Event) {
-		if e.Manual && e.Outcome == runtime.OutcomeEnqueued {
+	events := map[string][]core.Outcome{}
+	r.rt.Observe(func(e core.Event) {
+		if e.Manual && e.Outcome == core.OutcomeEnqueued {
 			return
 		}
 		mu.Lock()
@@ -125,16 +125,16 @@ func truthfulRecords(t *testing.T, h Harness) {
 			t.Fatal(err)
 		}
 	}
-	last := func(name string) runtime.Record {
+	last := func(name string) core.Record {
 		h, _ := r.rt.History(ctx, name, 1)
 		if len(h) == 0 {
-			return runtime.Record{}
+			return core.Record{}
 		}
 		return h[0]
 	}
-	for name, want := range map[string]runtime.Outcome{
-		"panics": runtime.OutcomeFailed, "times-out": runtime.OutcomeFailed,
-		"flaky": runtime.OutcomeSucceeded, "gives-up": runtime.OutcomeFailed,
+	for name, want := range map[string]core.Outcome{
+		"panics": core.OutcomeFailed, "times-out": core.OutcomeFailed,
+		"flaky": core.OutcomeSucceeded, "gives-up": core.OutcomeFailed,
 	} {
 		waitFor(t, 15*time.Second, name+" to be recorded "+string(want), func() bool { return last(name).Outcome == want })
 	}
@@ -156,12 +156,12 @@ func truthfulRecords(t *testing.T, h Harness) {
 	}
 	want := map[string]struct {
 		succeeded, failed int64
-		events            []runtime.Outcome
+		events            []core.Outcome
 	}{
-		"panics":    {0, 1, []runtime.Outcome{runtime.OutcomeFailed}},
-		"times-out": {0, 1, []runtime.Outcome{runtime.OutcomeFailed}},
-		"flaky":     {1, 1, []runtime.Outcome{runtime.OutcomeRetrying, runtime.OutcomeSucceeded}},
-		"gives-up":  {0, 2, []runtime.Outcome{runtime.OutcomeRetrying, runtime.OutcomeFailed}},
+		"panics":    {0, 1, []core.Outcome{core.OutcomeFailed}},
+		"times-out": {0, 1, []core.Outcome{core.OutcomeFailed}},
+		"flaky":     {1, 1, []core.Outcome{core.OutcomeRetrying, core.OutcomeSucceeded}},
+		"gives-up":  {0, 2, []core.Outcome{core.OutcomeRetrying, core.OutcomeFailed}},
 	}
 	mu.Lock()
 	defer mu.Unlock()

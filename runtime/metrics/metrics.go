@@ -53,7 +53,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/core"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -69,9 +69,9 @@ const manualOutcome = "manual"
 
 // Outcomes of each counter, created at zero for every schedule.
 var (
-	scheduledOutcomes = []string{string(runtime.OutcomeEnqueued), string(runtime.OutcomeMissed),
-		string(runtime.OutcomeSkipped), string(runtime.OutcomePaused), manualOutcome}
-	attemptOutcomes = []string{string(runtime.OutcomeSucceeded), string(runtime.OutcomeRetrying), string(runtime.OutcomeFailed)}
+	scheduledOutcomes = []string{string(core.OutcomeEnqueued), string(core.OutcomeMissed),
+		string(core.OutcomeSkipped), string(core.OutcomePaused), manualOutcome}
+	attemptOutcomes = []string{string(core.OutcomeSucceeded), string(core.OutcomeRetrying), string(core.OutcomeFailed)}
 )
 
 // DefaultPerScheduleLimit is the registry size up to which every
@@ -111,11 +111,11 @@ const (
 
 // statusLabels are the statuses belfry_schedules counts, each from
 // start-up.
-var statusLabels = []runtime.Status{runtime.StatusOK, runtime.StatusLate, runtime.StatusFailing, runtime.StatusRunning,
-	runtime.StatusPaused, runtime.StatusDisabled, runtime.StatusUnknown}
+var statusLabels = []core.Status{core.StatusOK, core.StatusLate, core.StatusFailing, core.StatusRunning,
+	core.StatusPaused, core.StatusDisabled, core.StatusUnknown}
 
 type collector struct {
-	rt   *runtime.Runtime
+	rt   *core.Runtime
 	opts Options
 	// aggregated is true when the counters and histograms count every
 	// schedule under AllSchedules.
@@ -138,12 +138,13 @@ type collector struct {
 
 // NewCollector returns a Prometheus collector of rt's metrics, to register
 // in the host's registry. It observes rt from now on; make one per runtime.
-func NewCollector(rt *runtime.Runtime) prometheus.Collector {
+func NewCollector(rt core.Provider) prometheus.Collector {
 	return NewCollectorWith(rt, Options{})
 }
 
 // NewCollectorWith is NewCollector with options.
-func NewCollectorWith(rt *runtime.Runtime, opts Options) prometheus.Collector {
+func NewCollectorWith(p core.Provider, opts Options) prometheus.Collector {
+	rt := p.Core()
 	schedule := []string{"schedule"}
 	desc := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, labels, nil)
@@ -214,15 +215,15 @@ func (c *collector) label(schedule string) string {
 }
 
 // observe counts one of the replica's events.
-func (c *collector) observe(e runtime.Event) {
+func (c *collector) observe(e core.Event) {
 	name := c.label(e.Schedule)
 	switch e.Outcome {
-	case runtime.OutcomeLost:
+	case core.OutcomeLost:
 		c.lostWrites.Inc()
-	case runtime.OutcomeSucceeded, runtime.OutcomeRetrying, runtime.OutcomeFailed:
+	case core.OutcomeSucceeded, core.OutcomeRetrying, core.OutcomeFailed:
 		c.attempts.WithLabelValues(name, string(e.Outcome)).Inc()
 		c.duration.WithLabelValues(name).Observe(e.Duration.Seconds())
-	case runtime.OutcomeEnqueued:
+	case core.OutcomeEnqueued:
 		if e.Manual {
 			c.occurrences.WithLabelValues(name, manualOutcome).Inc()
 			return
@@ -257,9 +258,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	// Three reads side by side, none of them a schedule's history: the
 	// statuses, the last times, and the cluster.
-	var statuses runtime.Statuses
-	var last []runtime.LastTimes
-	var snap runtime.Snapshot
+	var statuses core.Statuses
+	var last []core.LastTimes
+	var snap core.Snapshot
 	var lastErr error
 	var wg sync.WaitGroup
 	wg.Go(func() { statuses, _ = c.rt.Monitor().Statuses(ctx) })
@@ -284,7 +285,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	// The misrouted reports are one of the snapshot's reads (a hash per
 	// queue); while they could not be read the gauge is left out, as the
 	// ledger's are.
-	misroutedRead := !slices.ContainsFunc(snap.Missing, func(m runtime.Missing) bool { return m.Part == runtime.PartMisrouted })
+	misroutedRead := !slices.ContainsFunc(snap.Missing, func(m core.Missing) bool { return m.Part == core.PartMisrouted })
 	misrouted := map[string]bool{}
 	for _, m := range snap.Misrouted {
 		misrouted[m.Schedule] = true
@@ -293,7 +294,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	// Past the limit a schedule is named only where a flag is 1, and the
 	// times of every schedule are summarised once under AllSchedules.
 	bounded := c.opts.over(len(statuses.Schedules))
-	var all runtime.LastTimes
+	var all core.LastTimes
 	var soonest time.Time
 	for i, st := range statuses.Schedules {
 		name := st.Schedule.Name
@@ -324,10 +325,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 				gauge(d, flag(on), name)
 			}
 		}
-		if st.Status != runtime.StatusUnknown {
-			flagGauge(c.late, st.Status == runtime.StatusLate)
-			flagGauge(c.failing, st.Status == runtime.StatusFailing)
-			flagGauge(c.paused, st.Status == runtime.StatusPaused)
+		if st.Status != core.StatusUnknown {
+			flagGauge(c.late, st.Status == core.StatusLate)
+			flagGauge(c.failing, st.Status == core.StatusFailing)
+			flagGauge(c.paused, st.Status == core.StatusPaused)
 		}
 		if misroutedRead {
 			flagGauge(c.misrouted, misrouted[name])
@@ -337,7 +338,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		// Every schedule not named above is at 0: one series says so, and
 		// keeps the name when no schedule is at 1; not while some statuses
 		// are unknown, which might be 1.
-		if statuses.Schedules != nil && statuses.Counts[runtime.StatusUnknown] == 0 {
+		if statuses.Schedules != nil && statuses.Counts[core.StatusUnknown] == 0 {
 			for _, d := range []*prometheus.Desc{c.late, c.failing, c.paused} {
 				gauge(d, 0, AllSchedules)
 			}
@@ -361,17 +362,17 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(c.schedules, float64(statuses.Counts[s]), string(s))
 		}
 	}
-	slow := statuses.Redis == runtime.RedisSlow || snap.Redis == runtime.RedisSlow || errors.Is(lastErr, runtime.ErrRedisSlow)
-	gauge(c.redisSlow, flag(slow && snap.Redis != runtime.RedisDown))
+	slow := statuses.Redis == core.RedisSlow || snap.Redis == core.RedisSlow || errors.Is(lastErr, core.ErrRedisSlow)
+	gauge(c.redisSlow, flag(slow && snap.Redis != core.RedisDown))
 	gauge(c.leader, flag(c.rt.Leadership().Leading()), c.rt.Replica())
 	// Slow is reachable: belfry_redis_slow says the rest.
-	gauge(c.redisUp, flag(snap.Redis == runtime.RedisUp || snap.Redis == runtime.RedisSlow))
+	gauge(c.redisUp, flag(snap.Redis == core.RedisUp || snap.Redis == core.RedisSlow))
 	gauge(c.redisUnsafe, flag(snap.RedisUnsafe != ""))
 	gauge(c.disabled, flag(snap.Disabled != ""))
 	gauge(c.duplicateReplica, flag(snap.DuplicateReplica != ""), c.rt.Replica())
 	gauge(c.namespaceContended, flag(snap.NamespaceContention != ""), c.rt.Replica())
 	gauge(c.legacyNamespace, flag(snap.LegacyNamespace != ""), c.rt.Replica())
-	if skew, ok := c.rt.Redis().ClockSkew(); ok {
+	if skew, ok := c.rt.Diagnostics().ClockSkew(); ok {
 		gauge(c.clockSkew, skew.Seconds(), c.rt.Replica())
 	}
 }
@@ -386,18 +387,18 @@ func later(a, b time.Time) time.Time {
 
 // flagged says whether a schedule of status st keeps its own series past
 // the per-schedule limit: it is one an alert names.
-func flagged(st runtime.Status) bool {
-	return st == runtime.StatusLate || st == runtime.StatusFailing || st == runtime.StatusPaused
+func flagged(st core.Status) bool {
+	return st == core.StatusLate || st == core.StatusFailing || st == core.StatusPaused
 }
 
 // Handler serves rt's metrics alone, for mounting at /metrics outside the
 // admin's authentication or passing as admin.Options.Metrics.
-func Handler(rt *runtime.Runtime) http.Handler {
+func Handler(rt core.Provider) http.Handler {
 	return HandlerWith(rt, Options{})
 }
 
 // HandlerWith is Handler with options.
-func HandlerWith(rt *runtime.Runtime, opts Options) http.Handler {
+func HandlerWith(rt core.Provider, opts Options) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(NewCollectorWith(rt, opts))
 	h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})

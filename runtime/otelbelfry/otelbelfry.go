@@ -33,7 +33,7 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/registry"
-	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/core"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
@@ -144,7 +144,7 @@ type Tracer struct {
 	carried    int // the keys the propagator writes, to size a carrier
 }
 
-var _ runtime.EnqueueObserver = (*Tracer)(nil)
+var _ core.EnqueueObserver = (*Tracer)(nil)
 
 // New returns a Tracer configured by cfg.
 func New(cfg Config) *Tracer {
@@ -232,14 +232,14 @@ func enqueueErrorType(err error) string {
 	var netErr net.Error
 	var redisErr redis.Error
 	switch {
-	case errors.Is(err, runtime.ErrNotLeader):
+	case errors.Is(err, core.ErrNotLeader):
 		return ErrorNotLeader
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, runtime.ErrRedisSlow),
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, core.ErrRedisSlow),
 		errors.As(err, &netErr) && netErr.Timeout():
 		return ErrorTimeout
 	case errors.Is(err, context.Canceled):
 		return ErrorInterrupted
-	case errors.As(err, &redisErr), errors.As(err, &netErr), errors.Is(err, runtime.ErrNotAcked),
+	case errors.As(err, &redisErr), errors.As(err, &netErr), errors.Is(err, core.ErrNotAcked),
 		errors.Is(err, redis.ErrClosed), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return ErrorRedis
 	}
@@ -318,7 +318,7 @@ func (t *Tracer) startAttempt(ctx context.Context, s *registry.Schedule, occ reg
 		queue = s.Queue
 	}
 	var links []trace.Link
-	if carrier := runtime.Carrier(ctx); len(carrier) > 0 {
+	if carrier := core.Carrier(ctx); len(carrier) > 0 {
 		enqueued := trace.SpanContextFromContext(t.propagator.Extract(context.Background(), propagation.MapCarrier(carrier)))
 		if enqueued.IsValid() {
 			links = []trace.Link{{SpanContext: enqueued}}
@@ -337,7 +337,7 @@ func (a *attempt) end(ctx context.Context, err error) {
 			err = ctx.Err() // returned nil after its deadline: asynq failed it
 		}
 		if err == nil {
-			a.span.SetAttributes(AttrOutcome.String(string(runtime.OutcomeSucceeded)))
+			a.span.SetAttributes(AttrOutcome.String(string(core.OutcomeSucceeded)))
 			a.span.End()
 			return
 		}
@@ -365,9 +365,9 @@ func (a *attempt) endPanic(p any) {
 // fail ends the span of a failed attempt: retrying while retries are left
 // (and the error does not skip them), else failed.
 func (a *attempt) fail(errorType attribute.KeyValue, err error, skipRetry bool, opts ...trace.EventOption) {
-	outcome := runtime.OutcomeFailed
+	outcome := core.OutcomeFailed
 	if a.retries < a.maxRetry && !skipRetry {
-		outcome = runtime.OutcomeRetrying
+		outcome = core.OutcomeRetrying
 	}
 	a.span.SetAttributes(AttrOutcome.String(string(outcome)), errorType)
 	a.span.RecordError(err, opts...)

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime/engine"
 	"github.com/belfry/belfry/runtime/internal/clock"
 	"github.com/belfry/belfry/runtime/internal/lease"
@@ -46,6 +47,8 @@ type Engine struct {
 	data     dataWatch // what this replica saw of the store (lostwrites.go)
 
 	onCall atomic.Pointer[func(error)] // Watch's
+
+	cfg Config // what it was built from, for the queue diagnostics
 }
 
 var _ engine.Engine = (*Engine)(nil)
@@ -69,6 +72,14 @@ type Config struct {
 	Log      *slog.Logger
 	Clock    clock.Clock
 	MayLead  func(context.Context) error
+	// Registry and Service are the runtime's schedules and its registry's
+	// identity, for the queue diagnostics (queues.go); nil and "" say
+	// nothing of the queues.
+	Registry *registry.Registry
+	Service  string
+	// URL is the Redis URL the client was made from, if any: Redact keeps
+	// its secrets out of messages.
+	URL string
 }
 
 // New builds the engine of cfg.Namespace on cfg.Client. It makes no call
@@ -82,7 +93,7 @@ func New(cfg Config) *Engine {
 	p := pipeline.NewClient(cfg.Client)
 	p.Acks = cfg.Acks
 	e := &Engine{Store: s, Client: cfg.Client, Pipeline: p, Inspector: asynq.NewInspectorFromRedisClient(cfg.Client),
-		acks: cfg.Acks, leaseTTL: cfg.LeaseTTL, log: cmp.Or(cfg.Log, slog.Default()), clock: cfg.Clock}
+		acks: cfg.Acks, leaseTTL: cfg.LeaseTTL, log: cmp.Or(cfg.Log, slog.Default()), clock: cfg.Clock, cfg: cfg}
 	e.Lease = lease.New(lease.Config{Redis: cfg.Client, Keys: s.Keys, Replica: cfg.Replica, TTL: cfg.LeaseTTL,
 		Log: cfg.Log, OnRedis: e.called, Clock: cfg.Clock, MayLead: cfg.MayLead, OnHolder: e.seeHolder,
 		OnHeld: e.seeHeld, Acks: cfg.Acks})

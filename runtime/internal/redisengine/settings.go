@@ -26,7 +26,14 @@ var ErrUnsafe = errors.New("unsafe Redis")
 // ErrCluster: the engine was given a Redis Cluster — a cluster client, a
 // server that is a cluster node, or a Redis that answers as one
 // (CROSSSLOT, MOVED, ASK: a proxy in front of a cluster).
-var ErrCluster = errors.New("configuration error: belfry does not run on Redis Cluster yet")
+var ErrCluster error = refusal("configuration error: belfry does not run on Redis Cluster yet")
+
+// refusal is an error that is engine.ErrRefused: the core then does not
+// lead on the server until it is seen down and back.
+type refusal string
+
+func (r refusal) Error() string      { return string(r) }
+func (refusal) Is(target error) bool { return target == engine.ErrRefused }
 
 // ClusterAdvice ends every ErrCluster message: why, and what to use.
 const ClusterAdvice = "belfry's keys are not hash-tagged yet, so its scripts touch keys in several slots, which a cluster refuses (CROSSSLOT); " +

@@ -1,0 +1,94 @@
+package core
+
+import (
+	"errors"
+
+	"github.com/belfry/belfry/runtime/engine"
+)
+
+// Outcome is what happened to one occurrence, as the ledger records it.
+type Outcome string
+
+// Outcomes recorded in the ledger.
+const (
+	OutcomeEnqueued  Outcome = "enqueued"  // in asynq, not yet started
+	OutcomeRunning   Outcome = "running"   // a worker is running it
+	OutcomeSucceeded Outcome = "succeeded" // the handler returned nil
+	OutcomeRetrying  Outcome = "retrying"  // an attempt failed; asynq runs it again
+	OutcomeFailed    Outcome = "failed"    // the last attempt failed (or panicked, or timed out); asynq archived it
+	OutcomeMissed    Outcome = "missed"    // older than grace when the leader got to it; never run
+	OutcomeSkipped   Outcome = "skipped"   // overlap=skip and the previous occurrence still ran
+	OutcomePaused    Outcome = "paused"    // came due while the schedule was paused; never run
+	// OutcomeLost is an Event of a detected loss of Redis data (see
+	// LostWrites), and the outcome of an occurrence whose enqueue no
+	// replica acknowledged and a failover then lost: it may have run on the
+	// old primary, and is not enqueued again (Options.ReplicaAcks).
+	OutcomeLost Outcome = "lost"
+)
+
+// enqueued reports whether an occurrence with this outcome was put in
+// asynq: a missed, skipped or paused slot never was.
+func (o Outcome) enqueued() bool {
+	switch o {
+	case OutcomeMissed, OutcomeSkipped, OutcomePaused:
+		return false
+	}
+	return true
+}
+
+// Status is a schedule's health as the admin page, the JSON API, metrics
+// and the health check show it.
+type Status string
+
+// Schedule statuses.
+const (
+	StatusOK       Status = "ok"
+	StatusLate     Status = "late"     // the newest due slot has no success within grace + timeout
+	StatusFailing  Status = "failing"  // the last occurrence to finish failed, and none succeeded since
+	StatusRunning  Status = "running"  // the newest occurrence is running or waiting to retry
+	StatusPaused   Status = "paused"   // paused by an operator: slots are recorded, not run
+	StatusDisabled Status = "disabled" // no Redis configured: nothing is scheduled
+	StatusUnknown  Status = "unknown"  // Redis did not answer in time: the status could not be read
+)
+
+// RedisState is the runtime's view of its Redis.
+type RedisState string
+
+// Redis states.
+const (
+	RedisDisabled RedisState = "disabled" // no Redis configured
+	RedisUnknown  RedisState = "unknown"  // no call has completed yet
+	RedisUp       RedisState = "up"       // the last call succeeded
+	RedisDown     RedisState = "down"     // the last call failed
+	RedisSlow     RedisState = "slow"     // the last call got no answer within its deadline (a stall, a slow or cut link): Redis is reachable, but slow
+)
+
+// Errors callers branch on with errors.Is.
+var (
+	// ErrUnknownSchedule: the name is not in the registry.
+	ErrUnknownSchedule = errors.New("unknown schedule")
+	// ErrDisabled: the operation needs Redis and none is configured.
+	ErrDisabled = errors.New("scheduler disabled: no Redis configured")
+	// ErrBadRequestKey: a manual run's request key is malformed.
+	ErrBadRequestKey = errors.New("bad request key")
+	// ErrNotASlot: Rerun was given an instant that is not one of the
+	// schedule's slots, or is in the future (see NotASlotError).
+	ErrNotASlot = errors.New("not a slot of the schedule")
+	// ErrTooManySlots: a Backfill range holds more than MaxBackfillSlots.
+	ErrTooManySlots = errors.New("too many slots")
+	// ErrBadRange: a Backfill range is empty, reversed or in the future.
+	ErrBadRange = errors.New("bad range")
+	// ErrScheduleInUse: Forget was asked to remove a schedule the registry
+	// still declares.
+	ErrScheduleInUse = errors.New("schedule is still in the registry")
+	// ErrNotAcked: with Options.ReplicaAcks, Redis ran the write (a pause,
+	// a resume, a member's change, a manual run's enqueue) but too few
+	// replicas acknowledged it in time, so a failover may still undo it.
+	// Repeating the call is safe: a manual run with the same request key is
+	// enqueued once.
+	ErrNotAcked = engine.ErrNotAcked
+	// ErrNotLeader: the scheduler's enqueue found its lease taken by
+	// another replica, and wrote nothing; the replica that holds the lease
+	// enqueues the occurrence. An EnqueueObserver's done may hear it.
+	ErrNotLeader = engine.ErrNotLeader
+)

@@ -1,0 +1,121 @@
+package redisengine
+
+import (
+	"context"
+	"errors"
+	"net"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/belfry/belfry/runtime/engine"
+	"github.com/belfry/belfry/runtime/internal/clock"
+	"github.com/belfry/belfry/runtime/internal/pipeline"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+)
+
+// ErrUnconfigured is what a Pending answers to a call made on it rather
+// than through the runtime New built from it.
+var ErrUnconfigured = errors.New("runtime.RedisEngine must be passed to runtime.New before use")
+
+// Pending is a Redis engine not yet configured: the New it is given to
+// builds the runtime's engine from its client with the runtime's settings
+// (engine.Configurable). Its Engine methods answer the calls made on the
+// Pending itself, each failing with ErrUnconfigured.
+type Pending struct {
+	engine.Engine
+	Client redis.UniversalClient
+	// taken is set by the New it serves, so that of two News given it at
+	// once one serves and the other refuses.
+	taken atomic.Bool
+}
+
+var _ engine.Configurable = (*Pending)(nil)
+
+// NewPending returns a Redis engine on client, to be configured by the
+// runtime it is given to.
+func NewPending(client redis.UniversalClient) *Pending {
+	return &Pending{Engine: unconfigured(), Client: client}
+}
+
+// Configure builds the engine on p's client for cfg, once.
+func (p *Pending) Configure(cfg engine.Config) (engine.Engine, error) {
+	return (&Setup{Pending: p}).Configure(cfg)
+}
+
+// Setup is how package runtime configures a Pending: with the settings of
+// the Redis engine's own (replica acks, the URL whose secrets errors must
+// not show), which engine.Config does not carry. Built is the engine
+// Configure built.
+type Setup struct {
+	*Pending
+	Acks  pipeline.Acks
+	URL   string
+	Built *Engine
+}
+
+// Configure takes the Pending (refusing one that serves another runtime)
+// and builds the engine for cfg.
+func (s *Setup) Configure(cfg engine.Config) (engine.Engine, error) {
+	if !s.taken.CompareAndSwap(false, true) {
+		return nil, errors.New("Options.Engine: this runtime.RedisEngine already serves another runtime; make one per runtime")
+	}
+	var clk clock.Clock
+	if cfg.Clock != nil {
+		clk = cfg.Clock
+	}
+	s.Built = New(Config{Client: s.Client, Namespace: cfg.Namespace, HistoryLimit: cfg.HistoryLimit, Limits: cfg.Limits,
+		RecordTTL: cfg.RecordTTL, Acks: s.Acks, Replica: cfg.Replica, LeaseTTL: cfg.LeaseTTL, Log: cfg.Logger, Clock: clk,
+		MayLead: cfg.MayLead, Registry: cfg.Registry, Service: cfg.Service, URL: s.URL})
+	return s.Built, nil
+}
+
+// refuseCommands is a redis.Limiter that admits no command: each fails
+// with err before it reaches a connection.
+type refuseCommands struct{ err error }
+
+func (l refuseCommands) Allow() error     { return l.err }
+func (refuseCommands) ReportResult(error) {}
+
+// unconfigured is a Redis engine whose every call that reaches Redis fails
+// with ErrUnconfigured, and whose client connects nowhere, nor starts
+// anything, so that one never configured costs nothing.
+func unconfigured() engine.Engine {
+	refuse := func(context.Context, string, string) (net.Conn, error) { return nil, ErrUnconfigured }
+	client := redis.NewClient(&redis.Options{Dialer: refuse, Limiter: refuseCommands{ErrUnconfigured},
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}})
+	return New(Config{Client: client, HistoryLimit: defaultHistoryLimit, LeaseTTL: defaultLeaseTTL})
+}
+
+// The defaults of an unconfigured engine, core's own: it answers errors,
+// but its lease and store are built as a configured one's are.
+const (
+	defaultHistoryLimit = 50
+	defaultLeaseTTL     = 15 * time.Second
+)
+
+// Redact keeps the credentials of the engine's Redis URL out of a message
+// for logs and pages (RedactSecrets).
+func (e *Engine) Redact(msg string) string { return RedactSecrets(msg, e.cfg.URL) }
+
+// RedactSecrets keeps the credentials of a Redis URL out of a message for
+// logs and pages, whatever the characters of the password (a '/' defeats
+// parsing the URL, so the secret is cut out as text: everything between
+// "://" and the URL's last '@'), and any other URL's userinfo the message
+// quotes.
+func RedactSecrets(msg, rawURL string) string {
+	if _, rest, ok := strings.Cut(rawURL, "://"); ok {
+		if at := strings.LastIndexByte(rest, '@'); at > 0 {
+			userinfo := rest[:at]
+			msg = strings.ReplaceAll(msg, userinfo, "…")
+			if _, password, ok := strings.Cut(userinfo, ":"); ok && password != "" {
+				msg = strings.ReplaceAll(msg, password, "…")
+			}
+		}
+	}
+	return urlUserinfo.ReplaceAllString(msg, "//…@")
+}
+
+var urlUserinfo = regexp.MustCompile(`//[^/@]*@`)
