@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/core"
 	"github.com/belfry/belfry/runtime/enginetest"
 	"github.com/belfry/belfry/runtime/internal/netfault"
 	"github.com/belfry/belfry/runtime/postgres"
@@ -59,17 +59,17 @@ type pgBackend struct {
 	replicas  atomic.Int32
 }
 
-func (b *pgBackend) Replica(t testing.TB) (runtime.Options, enginetest.Link) {
+func (b *pgBackend) Replica(t testing.TB) (core.Options, enginetest.Link) {
 	pool, proxy := poolThroughProxy(t, b.cfg)
 	eng, err := postgres.New(postgres.Config{Pool: pool, Namespace: b.namespace,
 		Replica: "replica-" + strconv.Itoa(int(b.replicas.Add(1))), LeaseTTL: harnessLeaseTTL, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return runtime.Options{Engine: eng, Namespace: b.namespace}, proxy
+	return core.Options{Engine: eng, Namespace: b.namespace}, proxy
 }
 
-func (b *pgBackend) StartWorkers(t testing.TB, rt *runtime.Runtime) {
+func (b *pgBackend) StartWorkers(t testing.TB, rt *core.Runtime) {
 	workers := river.NewWorkers()
 	if err := postgres.AddWorkers(workers, rt); err != nil {
 		t.Fatal(err)
@@ -119,7 +119,7 @@ func poolThroughProxy(t testing.TB, cfg *pgxpool.Config) (*pgxpool.Pool, *netfau
 }
 
 // runRuntime runs rt until the test ends.
-func runRuntime(t testing.TB, rt *runtime.Runtime) {
+func runRuntime(t testing.TB, rt *core.Runtime) {
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	go func() { defer close(stopped); rt.Run(ctx) }()

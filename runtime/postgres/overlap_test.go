@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/registry"
-	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/core"
 )
 
 // overlap=skip asks the engine whether the previous occurrence's River
@@ -34,7 +34,7 @@ func TestOverlapSkipAsksRiversJob(t *testing.T) {
 	}
 	opts, _ := b.Replica(t)
 	opts.Replica, opts.LeaseTTL, opts.Logger = "solo", harnessLeaseTTL, quietLogger()
-	rt, err := runtime.New(reg, opts)
+	rt, err := core.New(reg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestOverlapSkipAsksRiversJob(t *testing.T) {
 		hist, _ := rt.History(ctx, "slow", 50)
 		n := 0
 		for _, r := range hist {
-			if r.Outcome == runtime.OutcomeSkipped {
+			if r.Outcome == core.OutcomeSkipped {
 				n++
 			}
 		}

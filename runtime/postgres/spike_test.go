@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/registry"
-	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/core"
 	"github.com/belfry/belfry/runtime/postgres"
 )
 
@@ -34,7 +34,7 @@ func TestTenThousandSchedulesDueAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := runtime.New(reg, runtime.Options{Engine: eng, Namespace: "spike", Replica: "solo", LeaseTTL: 5 * time.Second, Logger: quietLogger()})
+	rt, err := core.New(reg, core.Options{Engine: eng, Namespace: "spike", Replica: "solo", LeaseTTL: 5 * time.Second, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/registry"
-	"github.com/belfry/belfry/runtime"
 	"github.com/belfry/belfry/runtime/admin"
+	"github.com/belfry/belfry/runtime/core"
 	"github.com/belfry/belfry/runtime/engine"
 	"github.com/belfry/belfry/runtime/metrics"
 	"github.com/belfry/belfry/runtime/postgres"
@@ -68,7 +68,7 @@ func TestTheAdminAndMetricsReadTheEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := runtime.New(reg, opts)
+	rt, err := core.New(reg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,12 +84,12 @@ func TestTheAdminAndMetricsReadTheEngine(t *testing.T) {
 	if err := rt.Pause(ctx, "nightly", "maintenance"); err != nil {
 		t.Fatal(err)
 	}
-	if err := rt.Families().SetMany(ctx, "reports", []runtime.Member{{Key: "acme"}, {Key: "bolt", Zone: "Asia/Tokyo"}}); err != nil {
+	if err := rt.Families().SetMany(ctx, "reports", []core.Member{{Key: "acme"}, {Key: "bolt", Zone: "Asia/Tokyo"}}); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, 10*time.Second, "broken to be recorded failed", func() bool {
 		h, _ := rt.History(ctx, "broken", 1)
-		return len(h) == 1 && h[0].Outcome == runtime.OutcomeFailed
+		return len(h) == 1 && h[0].Outcome == core.OutcomeFailed
 	})
 	// A schedule removed from the code leaves state behind.
 	gone, err := postgres.New(postgres.Config{Pool: b.(*pgBackend).direct, Namespace: rt.Namespace(), Replica: "old", Logger: quietLogger()})

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/registry"
-	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/core"
 )
 
 // runs counts a handler's executions by occ.Key().
@@ -55,11 +55,11 @@ func TestEveryConnectionTerminated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rts []*runtime.Runtime
+	var rts []*core.Runtime
 	for _, name := range []string{"a", "b"} {
 		opts, _ := b.Replica(t)
 		opts.Replica, opts.LeaseTTL, opts.Grace, opts.Logger = name, harnessLeaseTTL, time.Minute, quietLogger()
-		rt, err := runtime.New(reg, opts)
+		rt, err := core.New(reg, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
