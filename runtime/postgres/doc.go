@@ -1,12 +1,67 @@
-// Package postgres holds the Postgres engine's schema: belfry's tables,
-// created and upgraded by versioned migrations embedded in the binary
-// (migrations/NNN_name.sql) and run only by an explicit call — Migrate, or
-// the operator's `belfry migrate --postgres URL` — never silently at
-// start-up. River's own tables are migrated beside them through River's
-// rivermigrate, under the same lock, unless the service migrates River
-// itself.
+// Package postgres is belfry's Postgres engine, with River as the queue:
+// Engine implements engine.Engine on a *pgxpool.Pool, AddWorkers registers
+// every schedule's handler on a *river.Workers, and Migrate creates and
+// upgrades belfry's tables (and River's).
+//
+//	if _, err := postgres.Migrate(ctx, pool, postgres.MigrateOptions{River: true}); err != nil { ... } // a deploy step
+//	eng, err := postgres.New(postgres.Config{Pool: pool, Namespace: "billing"})
+//	rt, err := runtime.New(jobs.Registry, runtime.Options{Engine: eng, Namespace: "billing"})
+//	workers := river.NewWorkers()
+//	err = postgres.AddWorkers(workers, rt) // kind = schedule name, every attempt recorded
+//	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Queues: ..., Workers: workers})
+//
+// # Exactly once
+//
+// EnqueueAll inserts, in one transaction, the slot's row in belfry_slot
+// (ON CONFLICT DO NOTHING on namespace, schedule, member, slot; a manual
+// run's in belfry_manual, by its occurrence ID), River's job only when
+// that row went in (InsertManyTx in the same transaction; kind = the
+// schedule's name, args = the occurrence, metadata belfry_key =
+// occ.Key()), and the schedule's cursor. The slot row is the proof: two
+// planners that both believe they lead, a zombie's late transaction, a
+// replayed call, all conflict on it and insert nothing.
+//
+// Fencing is checked besides, in the insert itself: a row goes in only
+// while the fence's term is the lease row's live term, so a write of an
+// ended term is refused (engine.ErrNotLeader, the fence Rejected) however
+// late it arrives. Cursor and record commits check the term in their
+// transaction too.
+//
+// # The lease
+//
+// One row of belfry_leader per namespace (holder, term, expires_at on the
+// database's clock); see election.go. A release keeps the row and its
+// term, so terms only rise, and is announced with NOTIFY belfry_leader:
+// followers LISTEN on a connection of their own and take over at once
+// after a graceful shutdown, and otherwise when the holder's row expires.
+//
+// # Stalls
+//
+// Every engine transaction sets idle_in_transaction_session_timeout to the
+// lease TTL for itself: a replica cut off between its slot insert and its
+// commit would otherwise hold those slot rows locked, and the next
+// leader's insert of the same slots would wait, until the server noticed
+// the dead connection. Statements that write many rows write them in key
+// order, so that two transactions over the same rows wait for each other
+// rather than deadlock.
+//
+// # What it does not need
+//
+// Postgres does not lose a committed transaction, and River hands a job to
+// one worker by moving it to running in one statement, so an attempt is
+// delivered once (a job whose worker died is rescued as a new attempt):
+// the engine implements none of engine.Losses, engine.Starts,
+// engine.Settings or engine.Namespaces (the namespace is a column of every
+// row). It answers engine.Deliveries from the River job a worker runs.
 //
 // # Migrations
+//
+// belfry's tables are created and upgraded by versioned migrations
+// embedded in the binary (migrations/NNN_name.sql) and run only by an
+// explicit call — Migrate, or the operator's `belfry migrate --postgres
+// URL` — never silently at start-up. River's own tables are migrated
+// beside them through River's rivermigrate, under the same lock, unless
+// the service migrates River itself.
 //
 // Applied versions are rows of belfry_migration (version, name,
 // applied_at). Migrate holds an advisory lock while it works, so two
@@ -33,7 +88,9 @@
 // a late planner insert the slot again and run it twice. Rows older than
 // that window are only history (the ledger, belfry_record, keeps that), so
 // retention deletes by slot, not by insertion time, through the
-// belfry_slot_retention index. Manual runs (belfry_manual) are keyed by
-// their occurrence ID and kept as long as a double submit must stay a
-// no-op.
+// belfry_slot_retention index. A schedule's (or member's) newest row is
+// never deleted: misfire=latest attempts its newest slot until the next
+// one. Manual runs (belfry_manual) are keyed by their occurrence ID and
+// kept as long as a double submit must stay a no-op. The leader runs
+// Engine.PruneSlots with Config.SlotRetention about once a minute.
 package postgres

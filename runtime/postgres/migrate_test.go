@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -30,7 +32,20 @@ func adminURL() string {
 
 // freshDB creates an empty database for the test, dropped when it ends,
 // and returns a pool on it.
-func freshDB(t *testing.T) *pgxpool.Pool {
+func freshDB(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	cfg := newDatabase(t)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// newDatabase creates an empty database, dropped (its connections ended)
+// when t ends, and returns a pool configuration for it.
+func newDatabase(t testing.TB) *pgxpool.Config {
 	t.Helper()
 	ctx := context.Background()
 	admin, err := pgx.Connect(ctx, adminURL())
@@ -44,17 +59,7 @@ func freshDB(t *testing.T) *pgxpool.Pool {
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := pgxpool.ParseConfig(adminURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.Database = name
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
-		pool.Close()
 		admin, err := pgx.Connect(ctx, adminURL())
 		if err != nil {
 			t.Errorf("dropping %s: %v", name, err)
@@ -65,7 +70,12 @@ func freshDB(t *testing.T) *pgxpool.Pool {
 			t.Errorf("dropping %s: %v", name, err)
 		}
 	})
-	return pool
+	cfg, err := pgxpool.ParseConfig(adminURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Database = name
+	return cfg
 }
 
 func TestMigrateFromEmptyThenNothing(t *testing.T) {
@@ -79,7 +89,7 @@ func TestMigrateFromEmptyThenNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []int{1}; !slices.Equal(applied.Belfry, want) || applied.River != nil {
+	if want := []int{1, 2}; !slices.Equal(applied.Belfry, want) || applied.River != nil {
 		t.Errorf("first Migrate applied %+v, want belfry %v and no River", applied, want)
 	}
 	for _, table := range []string{"belfry_slot", "belfry_manual", "belfry_cursor", "belfry_record", "belfry_pause",
@@ -100,11 +110,41 @@ func TestMigrateFromEmptyThenNothing(t *testing.T) {
 		t.Errorf("second Migrate applied %+v (%v), want nothing", again, err)
 	}
 	versions, err := postgres.Versions(ctx, db)
-	if err != nil || len(versions) != 1 || versions[0].Version != 1 || versions[0].Name != "init" || versions[0].AppliedAt.IsZero() {
-		t.Errorf("Versions = %+v, %v; want version 1 (init) with its time", versions, err)
+	if err != nil || len(versions) != 2 || versions[0].Version != 1 || versions[0].Name != "init" || versions[0].AppliedAt.IsZero() ||
+		versions[1].Version != 2 || versions[1].Name != "engine" {
+		t.Errorf("Versions = %+v, %v; want versions 1 (init) and 2 (engine) with their times", versions, err)
 	}
 	if err := postgres.CheckSchema(ctx, db); err != nil {
 		t.Errorf("CheckSchema after Migrate: %v", err)
+	}
+}
+
+// A database at the previous version (001 alone) is upgraded by the
+// versions after it, and then answers CheckSchema.
+func TestMigrateFromThePreviousVersion(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := freshDB(t)
+	first := postgres.Migrations()[0]
+	if _, err := db.Exec(ctx, first.SQL); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, `CREATE TABLE belfry_migration (version integer PRIMARY KEY, name text NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now()); INSERT INTO belfry_migration (version, name) VALUES (1, 'init')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := postgres.CheckSchema(ctx, db); !errors.Is(err, postgres.ErrSchemaOutdated) {
+		t.Errorf("CheckSchema at version 1 = %v, want ErrSchemaOutdated", err)
+	}
+	applied, err := postgres.Migrate(ctx, db, postgres.MigrateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{2}; !slices.Equal(applied.Belfry, want) {
+		t.Errorf("Migrate from version 1 applied %v, want %v", applied.Belfry, want)
+	}
+	if err := postgres.CheckSchema(ctx, db); err != nil {
+		t.Errorf("CheckSchema after the upgrade: %v", err)
 	}
 }
 
@@ -116,8 +156,8 @@ func TestMigrateAppliesRiversMigrationsToo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(applied.Belfry) != 1 || len(applied.River) == 0 || applied.River[0] != 1 || applied.RiverVersion != applied.River[len(applied.River)-1] {
-		t.Errorf("Migrate with River applied %+v, want belfry 1 and River from 1", applied)
+	if len(applied.Belfry) != postgres.Latest() || len(applied.River) == 0 || applied.River[0] != 1 || applied.RiverVersion != applied.River[len(applied.River)-1] {
+		t.Errorf("Migrate with River applied %+v, want every belfry version and River from 1", applied)
 	}
 	var riverTable bool
 	if err := db.QueryRow(ctx, "SELECT to_regclass('river_job') IS NOT NULL").Scan(&riverTable); err != nil || !riverTable {
@@ -168,8 +208,8 @@ func TestConcurrentMigratesApplyEachVersionOnce(t *testing.T) {
 			river[v]++
 		}
 	}
-	if len(belfry) != 1 || belfry[1] != 1 {
-		t.Errorf("belfry versions applied (version: times) %v, want version 1 once", belfry)
+	if len(belfry) != postgres.Latest() || slices.ContainsFunc(slices.Collect(maps.Values(belfry)), func(n int) bool { return n != 1 }) {
+		t.Errorf("belfry versions applied (version: times) %v, want each of 1..%d once", belfry, postgres.Latest())
 	}
 	if len(river) == 0 {
 		t.Error("no River version applied")
@@ -193,7 +233,7 @@ func TestADatabaseANewerBelfryMigratedIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := postgres.Migrate(ctx, db, postgres.MigrateOptions{})
-	if !errors.Is(err, postgres.ErrSchemaNewer) || !strings.Contains(err.Error(), "version 2 (from_the_future)") {
+	if !errors.Is(err, postgres.ErrSchemaNewer) || !strings.Contains(err.Error(), fmt.Sprintf("version %d (from_the_future)", newer)) {
 		t.Errorf("Migrate on a newer schema = %v, want ErrSchemaNewer naming version %d", err, newer)
 	}
 	if err := postgres.CheckSchema(ctx, db); !errors.Is(err, postgres.ErrSchemaNewer) {

@@ -1,0 +1,95 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/belfry/belfry/runtime/engine"
+)
+
+// Members are data: created with now as their since, paused with a pause
+// kept until replaced or resumed, moved between buckets (a bucket goes
+// with its last member), refused a move without a floor, given the floor's
+// since when it has one (SinceIfTask once the named slot was enqueued),
+// paged in key order, and deleted.
+func TestMembersAsData(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := migratedDB(t)
+	e := newEngine(t, db, "a")
+	const fam = "reports"
+	pause := func(reason string, at int64) engine.Pause { return engine.Pause{Reason: reason, Actor: "ops", At: at} }
+	created, err := e.SetMembers(ctx, fam, 1000, false, []engine.SetMember{
+		{Key: "acme", Zone: "UTC"}, {Key: "bolt", Zone: "UTC"}, {Key: "acme", Zone: "UTC", Paused: true, Pause: pause("first", 5)},
+	}, nil)
+	if err != nil || len(created) != 3 || !created[0] || !created[1] || created[2] {
+		t.Fatalf("SetMembers = %v, %v; want acme and bolt created once each", created, err)
+	}
+	vs, ok, err := e.Members(ctx, fam, []string{"acme", "bolt", "none", "acme"})
+	if err != nil || !ok[0] || !ok[1] || ok[2] || vs[0].Since != 1000 || !vs[0].Paused || vs[1].Paused || vs[3] != vs[0] {
+		t.Fatalf("Members = %+v %v, %v", vs, ok, err)
+	}
+	if _, err := e.SetMembers(ctx, fam, 2000, false, []engine.SetMember{{Key: "acme", Zone: "UTC", Paused: true, Pause: pause("second", 9)}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if ps, err := e.MemberPauses(ctx, fam, []string{"acme", "bolt"}); err != nil || ps[0] == nil || ps[0].Reason != "first" || ps[0].At != 5 || ps[1] != nil {
+		t.Errorf("after pausing again without replace, MemberPauses = %+v, %v; want the first pause kept", ps, err)
+	}
+	if _, err := e.SetMembers(ctx, fam, 2000, true, []engine.SetMember{{Key: "acme", Zone: "UTC", Paused: true, Pause: pause("second", 9)}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if ps, _ := e.MemberPauses(ctx, fam, []string{"acme"}); ps[0] == nil || ps[0].Reason != "second" {
+		t.Errorf("after replacing, MemberPauses = %+v; want the second pause", ps)
+	}
+	if _, err := e.SetMembers(ctx, fam, 3000, false, []engine.SetMember{{Key: "bolt", Zone: "Asia/Tokyo"}}, nil); !errors.Is(err, engine.ErrMembersBusy) {
+		t.Errorf("a move without a floor = %v, want ErrMembersBusy", err)
+	}
+
+	// A move whose floor names a slot: not enqueued, the member takes
+	// Since; enqueued, SinceIfTask.
+	slot := time.Unix(4000, 0)
+	taskID := "cron:ns/reports:member:bolt:4000"
+	floor := func(engine.SetMember, engine.MemberValue, engine.MemberCursor, bool) engine.Floor {
+		return engine.Floor{Since: 5000, Queue: "default", TaskID: taskID, SinceIfTask: 6000}
+	}
+	if _, err := e.SetMembers(ctx, fam, 3000, false, []engine.SetMember{{Key: "bolt", Zone: "Asia/Tokyo"}}, floor); err != nil {
+		t.Fatal(err)
+	}
+	if vs, _, _ := e.Members(ctx, fam, []string{"bolt"}); vs[0].Since != 5000 || vs[0].Zone != "Asia/Tokyo" {
+		t.Errorf("moved with its slot not enqueued: %+v; want since 5000 in Tokyo", vs[0])
+	}
+	items := slotItems(fam, slot)
+	items[0].Task.ID = taskID
+	items[0].Task.Payload = []byte(`{"schedule":"reports","slot":"1970-01-01T01:06:40Z","zone":"UTC","member":"bolt","id":"` + taskID + `"}`)
+	items[0].Cursor = engine.CursorMark{}
+	if r := e.EnqueueAll(ctx, nil, items); r[0].Err != nil || !r[0].Inserted {
+		t.Fatalf("enqueue of the member's slot: %+v", r[0])
+	}
+	if _, err := e.SetMembers(ctx, fam, 3000, false, []engine.SetMember{{Key: "bolt", Zone: "UTC"}}, floor); err != nil {
+		t.Fatal(err)
+	}
+	if vs, _, _ := e.Members(ctx, fam, []string{"bolt"}); vs[0].Since != 6000 {
+		t.Errorf("moved with its slot enqueued: since %d, want 6000", vs[0].Since)
+	}
+
+	buckets, err := e.BucketsChangedAfter(ctx, fam, 0)
+	if err != nil || len(buckets) != 1 || buckets[0].Bucket != engine.BucketOf("UTC", "") {
+		t.Errorf("BucketsChangedAfter(0) = %+v, %v; want the UTC bucket alone (Tokyo's emptied)", buckets, err)
+	}
+	if page, next, err := e.ScanMembers(ctx, fam, "", "", 1); err != nil || len(page) != 1 || page[0].Key != "acme" || next == "" {
+		t.Errorf("first page = %+v, %q, %v", page, next, err)
+	} else if page, next, err := e.ScanMembers(ctx, fam, next, "", 1); err != nil || len(page) != 1 || page[0].Key != "bolt" || next != "" {
+		t.Errorf("second page = %+v, %q, %v; want bolt, the last", page, next, err)
+	}
+	if _, _, err := e.ScanMembers(ctx, fam, "not-a-cursor", "", 1); !errors.Is(err, engine.ErrBadCursor) {
+		t.Errorf("a cursor never handed out: %v, want ErrBadCursor", err)
+	}
+	if gone, err := e.DeleteMember(ctx, fam, "acme"); err != nil || !gone {
+		t.Errorf("DeleteMember = %v, %v", gone, err)
+	}
+	if n, err := e.MemberCount(ctx, fam); err != nil || n != 1 {
+		t.Errorf("MemberCount = %d, %v; want 1", n, err)
+	}
+}
