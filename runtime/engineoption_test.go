@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"iter"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/core"
 	"github.com/belfry/belfry/runtime/engine"
 	"github.com/belfry/belfry/runtime/internal/redisengine"
 	"github.com/redis/go-redis/v9"
@@ -139,19 +141,60 @@ func TestOptionsEngineRedisEngineUnconfiguredSaysSo(t *testing.T) {
 	reg := registry.MustNew(idleSchedule())
 	for _, tc := range []struct {
 		name string
-		eng  engine.Engine
+		eng  func() engine.Engine
 	}{
-		{"embedded", foreignEngine{runtime.RedisEngine(rdb)}},
-		{"a wrapper of a wrapper, by pointer", &foreignEngine{foreignEngine{runtime.RedisEngine(rdb)}}},
-		{"in a named field", &countingEngine{Engine: foreignEngine{}, inner: runtime.RedisEngine(rdb)}},
+		{"embedded", func() engine.Engine { return foreignEngine{runtime.RedisEngine(rdb)} }},
+		{"a wrapper of a wrapper, by pointer", func() engine.Engine { return &foreignEngine{foreignEngine{runtime.RedisEngine(rdb)}} }},
+		{"in a named field", func() engine.Engine { return &countingEngine{Engine: foreignEngine{}, inner: runtime.RedisEngine(rdb)} }},
 	} {
-		rt, err := runtime.New(reg, runtime.Options{Engine: tc.eng, Namespace: uniq("ns")})
+		const want = "holds an engine.Configurable"
+		for newName, err := range newWithEngine(reg, tc.eng) {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s with a RedisEngine %s: %v; want an error saying Options.Engine %s", newName, tc.name, err, want)
+			}
+		}
+	}
+}
+
+// newWithEngine builds a runtime on a fresh engine from eng through each
+// entry point, runtime.New and core.New, and yields each one's error.
+func newWithEngine(reg *registry.Registry, eng func() engine.Engine) iter.Seq2[string, error] {
+	return func(yield func(string, error) bool) {
+		rt, err := runtime.New(reg, runtime.Options{Engine: eng(), Namespace: uniq("ns")})
 		if err == nil {
 			rt.Close()
 		}
-		if err == nil || !strings.Contains(err.Error(), "holds a runtime.RedisEngine") {
-			t.Errorf("New with a RedisEngine %s: %v; want an error saying Options.Engine holds a runtime.RedisEngine", tc.name, err)
+		if !yield("runtime.New", err) {
+			return
 		}
+		crt, err := core.New(reg, core.Options{Engine: eng(), Namespace: uniq("ns")})
+		if err == nil {
+			crt.Close()
+		}
+		yield("core.New", err)
+	}
+}
+
+// Both entry points refuse a RedisEngine's client the engine cannot lead
+// on, with the same errors: none, or a Redis Cluster's.
+func TestRedisEngineRefusesItsClientThroughEitherNew(t *testing.T) {
+	t.Parallel()
+	clusterClient := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{sharedRedisAddr()}})
+	t.Cleanup(func() { clusterClient.Close() })
+	reg := registry.MustNew(idleSchedule())
+	for newName, err := range newWithEngine(reg, func() engine.Engine { return runtime.RedisEngine(nil) }) {
+		if want := "Options.Engine: runtime.RedisEngine was given a nil client"; err == nil || err.Error() != want {
+			t.Errorf("%s with RedisEngine(nil): %v; want %q", newName, err, want)
+		}
+	}
+	for newName, err := range newWithEngine(reg, func() engine.Engine { return runtime.RedisEngine(clusterClient) }) {
+		if !errors.Is(err, runtime.ErrRedisCluster) || !strings.Contains(err.Error(), "the client of runtime.RedisEngine is a *redis.ClusterClient") {
+			t.Errorf("%s with RedisEngine(a cluster client): %v; want ErrRedisCluster naming the RedisEngine's client", newName, err)
+		}
+	}
+	_, err := runtime.New(reg, runtime.Options{Redis: clusterClient, Namespace: uniq("ns")})
+	if !errors.Is(err, runtime.ErrRedisCluster) || !strings.Contains(err.Error(), "Options.Redis is a *redis.ClusterClient") {
+		t.Errorf("runtime.New with Options.Redis a cluster client: %v; want ErrRedisCluster naming Options.Redis", err)
 	}
 }
 

@@ -14,6 +14,10 @@ func init() {
 	corehook.NewWithClock = func(reg *registry.Registry, opts any, clk clock.Clock) (any, error) {
 		return newRuntime(reg, opts.(Options), clk)
 	}
+	corehook.Validate = func(reg *registry.Registry, opts any) error {
+		o := opts.(Options)
+		return validate(reg, &o)
+	}
 	corehook.Of = func(rt any) corehook.Hooks { return rt.(*Runtime).hooks() }
 }
 

@@ -21,6 +21,11 @@ import (
 // *core.Runtime.
 var NewWithClock func(reg *registry.Registry, opts any, clk clock.Clock) (any, error)
 
+// Validate checks reg and opts (a core.Options) as core's New does, first,
+// so that package runtime checks the Redis engine's own options after
+// them.
+var Validate func(reg *registry.Registry, opts any) error
+
 // Of returns the hooks of a *core.Runtime.
 var Of func(rt any) Hooks
 
