@@ -17,17 +17,40 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Runtimes built with Options.Engine over the Redis engine schedule as
-// Options.Redis ones do, beside them on one namespace: each slot runs
-// once across all of them, and a manual run through one is recorded.
+// Runtimes built with Options.Engine over the Redis engine, and by
+// core.New with it, schedule as Options.Redis ones do, beside them on one
+// namespace: each slot runs once across all of them, and a manual run
+// through one is recorded. (The conformance suite builds its replicas
+// with runtime.New.)
 func TestOptionsEngineSchedulesAsOptionsRedisDoes(t *testing.T) {
 	t.Parallel()
 	rdb := sharedRedis(t)
-	runOnePerSlot(t, rdb, uniq("ns"), []runtime.Options{
-		{Engine: runtime.RedisEngine(rdb)},
-		{Engine: runtime.RedisEngine(rdb)},
-		{Redis: rdb},
+	runOnePerSlot(t, rdb, uniq("ns"), []replicaOptions{
+		{Options: runtime.Options{Engine: runtime.RedisEngine(rdb)}},
+		{Options: runtime.Options{Engine: runtime.RedisEngine(rdb)}, throughCore: true},
+		{Options: runtime.Options{Redis: rdb}},
 	})
+}
+
+// replicaOptions are one replica's of runOnePerSlot: built by runtime.New,
+// or with throughCore by core.New on the Options' Engine (and wired to
+// asynq's workers by runtime.FromCore).
+type replicaOptions struct {
+	runtime.Options
+	throughCore bool
+}
+
+func (o replicaOptions) build(reg *registry.Registry) (*runtime.Runtime, error) {
+	if !o.throughCore {
+		return runtime.New(reg, o.Options)
+	}
+	opts := core.Options{Engine: o.Engine}
+	copyCoreOptions(&opts, o.Options)
+	rt, err := core.New(reg, opts)
+	if err != nil {
+		return nil, err
+	}
+	return runtime.FromCore(rt), nil
 }
 
 // foreignEngine hides the Redis engine's type: the runtime runs it as it
@@ -42,11 +65,11 @@ func TestTheCoreRunsOnAnyEngine(t *testing.T) {
 	t.Parallel()
 	rdb := sharedRedis(t)
 	ns := uniq("ns")
-	var opts []runtime.Options
+	var opts []replicaOptions
 	for i := range 2 {
 		eng := redisengine.New(redisengine.Config{Client: rdb, Namespace: ns, HistoryLimit: runtime.HistoryLimitDefault,
 			RecordTTL: time.Hour, Replica: "r" + string(rune('0'+i)), LeaseTTL: 2 * time.Second, Log: testLogger(t)})
-		opts = append(opts, runtime.Options{Engine: foreignEngine{eng}})
+		opts = append(opts, replicaOptions{Options: runtime.Options{Engine: foreignEngine{eng}}})
 	}
 	runOnePerSlot(t, rdb, ns, opts)
 }
@@ -54,12 +77,12 @@ func TestTheCoreRunsOnAnyEngine(t *testing.T) {
 // runOnePerSlot runs a per-second schedule on replicas built with opts,
 // hands the lease over once and triggers a manual run, and checks that
 // every slot ran once and the manual run was recorded.
-func runOnePerSlot(t *testing.T, rdb redis.UniversalClient, ns string, opts []runtime.Options) {
+func runOnePerSlot(t *testing.T, rdb redis.UniversalClient, ns string, opts []replicaOptions) {
 	c := &cluster{ns: ns, queue: uniq("q"), executed: newExecutions()}
 	c.reg = registry.MustNew(registry.Schedule{Name: "every-second", Expr: "* * * * * *", Queue: c.queue, Handler: c.executed.handler})
 	for i, o := range opts {
 		o.Namespace, o.Replica, o.LeaseTTL, o.Logger = c.ns, "r"+string(rune('0'+i)), 2*time.Second, testLogger(t)
-		rt, err := runtime.New(c.reg, o)
+		rt, err := o.build(c.reg)
 		if err != nil {
 			t.Fatal(err)
 		}
