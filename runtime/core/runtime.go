@@ -54,7 +54,7 @@ type Runtime struct {
 	unserved   unservedLog
 	redisCheck redisCheck
 	lateness   lateness
-	inDoubt    inDoubt // enqueues no replica acknowledged (ReplicaAcks)
+	inDoubt    inDoubt // enqueues no replica acknowledged (the engine's replica acks)
 	// marks counts the attempts this runtime's workers hold a start mark
 	// for and have not yet recorded the end of (start.go).
 	marks       atomic.Int64
@@ -463,9 +463,10 @@ func (r *Runtime) backfill(ctx context.Context, s *registry.Schedule, sc registr
 
 // enqueueManual enqueues an operator's occurrence and records it with its
 // actor; a double submit (its ID already enqueued) records nothing again.
-// With ReplicaAcks the operator hears "done" only once a failover can no
-// longer lose the task (or its record); a double submit, which finds the
-// task already there, waits for the same acknowledgement.
+// With the engine's replica acks (runtime.Options.ReplicaAcks on Redis)
+// the operator hears "done" only once a failover can no longer lose the
+// task (or its record); a double submit, which finds the task already
+// there, waits for the same acknowledgement.
 func (r *Runtime) enqueueManual(ctx context.Context, s *registry.Schedule, occ registry.Occurrence) error {
 	if err := r.enqueueManualUnacked(ctx, s, occ); err != nil {
 		return err
