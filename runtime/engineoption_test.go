@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"iter"
 	"strings"
 	"sync"
 	"testing"
@@ -10,22 +11,46 @@ import (
 
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/core"
 	"github.com/belfry/belfry/runtime/engine"
 	"github.com/belfry/belfry/runtime/internal/redisengine"
 	"github.com/redis/go-redis/v9"
 )
 
-// Runtimes built with Options.Engine over the Redis engine schedule as
-// Options.Redis ones do, beside them on one namespace: each slot runs
-// once across all of them, and a manual run through one is recorded.
+// Runtimes built with Options.Engine over the Redis engine, and by
+// core.New with it, schedule as Options.Redis ones do, beside them on one
+// namespace: each slot runs once across all of them, and a manual run
+// through one is recorded. (The conformance suite builds its replicas
+// with runtime.New.)
 func TestOptionsEngineSchedulesAsOptionsRedisDoes(t *testing.T) {
 	t.Parallel()
 	rdb := sharedRedis(t)
-	runOnePerSlot(t, rdb, uniq("ns"), []runtime.Options{
-		{Engine: runtime.RedisEngine(rdb)},
-		{Engine: runtime.RedisEngine(rdb)},
-		{Redis: rdb},
+	runOnePerSlot(t, rdb, uniq("ns"), []replicaOptions{
+		{Options: runtime.Options{Engine: runtime.RedisEngine(rdb)}},
+		{Options: runtime.Options{Engine: runtime.RedisEngine(rdb)}, throughCore: true},
+		{Options: runtime.Options{Redis: rdb}},
 	})
+}
+
+// replicaOptions are one replica's of runOnePerSlot: built by runtime.New,
+// or with throughCore by core.New on the Options' Engine (and wired to
+// asynq's workers by runtime.FromCore).
+type replicaOptions struct {
+	runtime.Options
+	throughCore bool
+}
+
+func (o replicaOptions) build(reg *registry.Registry) (*runtime.Runtime, error) {
+	if !o.throughCore {
+		return runtime.New(reg, o.Options)
+	}
+	opts := core.Options{Engine: o.Engine}
+	copyCoreOptions(&opts, o.Options)
+	rt, err := core.New(reg, opts)
+	if err != nil {
+		return nil, err
+	}
+	return runtime.FromCore(rt), nil
 }
 
 // foreignEngine hides the Redis engine's type: the runtime runs it as it
@@ -40,11 +65,11 @@ func TestTheCoreRunsOnAnyEngine(t *testing.T) {
 	t.Parallel()
 	rdb := sharedRedis(t)
 	ns := uniq("ns")
-	var opts []runtime.Options
+	var opts []replicaOptions
 	for i := range 2 {
 		eng := redisengine.New(redisengine.Config{Client: rdb, Namespace: ns, HistoryLimit: runtime.HistoryLimitDefault,
 			RecordTTL: time.Hour, Replica: "r" + string(rune('0'+i)), LeaseTTL: 2 * time.Second, Log: testLogger(t)})
-		opts = append(opts, runtime.Options{Engine: foreignEngine{eng}})
+		opts = append(opts, replicaOptions{Options: runtime.Options{Engine: foreignEngine{eng}}})
 	}
 	runOnePerSlot(t, rdb, ns, opts)
 }
@@ -52,12 +77,12 @@ func TestTheCoreRunsOnAnyEngine(t *testing.T) {
 // runOnePerSlot runs a per-second schedule on replicas built with opts,
 // hands the lease over once and triggers a manual run, and checks that
 // every slot ran once and the manual run was recorded.
-func runOnePerSlot(t *testing.T, rdb redis.UniversalClient, ns string, opts []runtime.Options) {
+func runOnePerSlot(t *testing.T, rdb redis.UniversalClient, ns string, opts []replicaOptions) {
 	c := &cluster{ns: ns, queue: uniq("q"), executed: newExecutions()}
 	c.reg = registry.MustNew(registry.Schedule{Name: "every-second", Expr: "* * * * * *", Queue: c.queue, Handler: c.executed.handler})
 	for i, o := range opts {
 		o.Namespace, o.Replica, o.LeaseTTL, o.Logger = c.ns, "r"+string(rune('0'+i)), 2*time.Second, testLogger(t)
-		rt, err := runtime.New(c.reg, o)
+		rt, err := o.build(c.reg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,19 +164,60 @@ func TestOptionsEngineRedisEngineUnconfiguredSaysSo(t *testing.T) {
 	reg := registry.MustNew(idleSchedule())
 	for _, tc := range []struct {
 		name string
-		eng  engine.Engine
+		eng  func() engine.Engine
 	}{
-		{"embedded", foreignEngine{runtime.RedisEngine(rdb)}},
-		{"a wrapper of a wrapper, by pointer", &foreignEngine{foreignEngine{runtime.RedisEngine(rdb)}}},
-		{"in a named field", &countingEngine{Engine: foreignEngine{}, inner: runtime.RedisEngine(rdb)}},
+		{"embedded", func() engine.Engine { return foreignEngine{runtime.RedisEngine(rdb)} }},
+		{"a wrapper of a wrapper, by pointer", func() engine.Engine { return &foreignEngine{foreignEngine{runtime.RedisEngine(rdb)}} }},
+		{"in a named field", func() engine.Engine { return &countingEngine{Engine: foreignEngine{}, inner: runtime.RedisEngine(rdb)} }},
 	} {
-		rt, err := runtime.New(reg, runtime.Options{Engine: tc.eng, Namespace: uniq("ns")})
+		const want = "holds an engine.Configurable"
+		for newName, err := range newWithEngine(reg, tc.eng) {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s with a RedisEngine %s: %v; want an error saying Options.Engine %s", newName, tc.name, err, want)
+			}
+		}
+	}
+}
+
+// newWithEngine builds a runtime on a fresh engine from eng through each
+// entry point, runtime.New and core.New, and yields each one's error.
+func newWithEngine(reg *registry.Registry, eng func() engine.Engine) iter.Seq2[string, error] {
+	return func(yield func(string, error) bool) {
+		rt, err := runtime.New(reg, runtime.Options{Engine: eng(), Namespace: uniq("ns")})
 		if err == nil {
 			rt.Close()
 		}
-		if err == nil || !strings.Contains(err.Error(), "holds a runtime.RedisEngine") {
-			t.Errorf("New with a RedisEngine %s: %v; want an error saying Options.Engine holds a runtime.RedisEngine", tc.name, err)
+		if !yield("runtime.New", err) {
+			return
 		}
+		crt, err := core.New(reg, core.Options{Engine: eng(), Namespace: uniq("ns")})
+		if err == nil {
+			crt.Close()
+		}
+		yield("core.New", err)
+	}
+}
+
+// Both entry points refuse a RedisEngine's client the engine cannot lead
+// on, with the same errors: none, or a Redis Cluster's.
+func TestRedisEngineRefusesItsClientThroughEitherNew(t *testing.T) {
+	t.Parallel()
+	clusterClient := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{sharedRedisAddr()}})
+	t.Cleanup(func() { clusterClient.Close() })
+	reg := registry.MustNew(idleSchedule())
+	for newName, err := range newWithEngine(reg, func() engine.Engine { return runtime.RedisEngine(nil) }) {
+		if want := "Options.Engine: runtime.RedisEngine was given a nil client"; err == nil || err.Error() != want {
+			t.Errorf("%s with RedisEngine(nil): %v; want %q", newName, err, want)
+		}
+	}
+	for newName, err := range newWithEngine(reg, func() engine.Engine { return runtime.RedisEngine(clusterClient) }) {
+		if !errors.Is(err, runtime.ErrRedisCluster) || !strings.Contains(err.Error(), "the client of runtime.RedisEngine is a *redis.ClusterClient") {
+			t.Errorf("%s with RedisEngine(a cluster client): %v; want ErrRedisCluster naming the RedisEngine's client", newName, err)
+		}
+	}
+	_, err := runtime.New(reg, runtime.Options{Redis: clusterClient, Namespace: uniq("ns")})
+	if !errors.Is(err, runtime.ErrRedisCluster) || !strings.Contains(err.Error(), "Options.Redis is a *redis.ClusterClient") {
+		t.Errorf("runtime.New with Options.Redis a cluster client: %v; want ErrRedisCluster naming Options.Redis", err)
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 
 // Hooks for tests that play a skewed, stalled or zombie replica, which a
 // running Runtime never does on purpose. Those that reach the core's
-// internals go through corehook.
+// internals go through corehook.TestKnobs.
 
 // NewWithClock is New on another clock: the chaos harness skews replicas
 // with clock.Offset.
@@ -23,7 +23,7 @@ func NewWithClock(reg *registry.Registry, opts Options, clk clock.Clock) (*Runti
 	return newRuntime(reg, opts, clk)
 }
 
-func (r *Runtime) hooks() corehook.Hooks { return corehook.Of(r.Runtime) }
+func (r *Runtime) hooks() corehook.TestKnobs { return corehook.TestKnobsOf(r.Runtime) }
 
 // LapseTrust ends the holder's trust window now, as a stall (GC pause,
 // SIGSTOP) that outlasts it does, while its key lives on in Redis.

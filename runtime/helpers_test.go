@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/core"
 	"github.com/belfry/belfry/runtime/internal/clock"
 	"github.com/belfry/belfry/runtime/internal/redistest"
 	"github.com/hibiken/asynq"
@@ -175,4 +177,17 @@ func runUntilTheEnd(t testing.TB, rt *runtime.Runtime) {
 	done := make(chan struct{})
 	go func() { rt.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done; rt.Close() })
+}
+
+// copyCoreOptions copies into *dst, a core.Options or runtime.Options,
+// every field of core.Options but Engine from src, the other of the two:
+// the settings they share.
+func copyCoreOptions(dst, src any) {
+	to, from := reflect.ValueOf(dst).Elem(), reflect.ValueOf(src)
+	shared := reflect.TypeFor[core.Options]()
+	for i := range shared.NumField() {
+		if name := shared.Field(i).Name; name != "Engine" {
+			to.FieldByName(name).Set(from.FieldByName(name))
+		}
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"reflect"
 	"strings"
 
 	"github.com/belfry/belfry/runtime/engine"
@@ -31,79 +30,41 @@ var ErrRedisCluster = redisengine.ErrCluster
 // RedisEngine returns the Redis/asynq engine on rdb, for Options.Engine:
 // runtime.New(reg, runtime.Options{Engine: runtime.RedisEngine(rdb)}) runs
 // as Options{Redis: rdb} does, and so does core.New with it as
-// core.Options.Engine (without replica acks, which are runtime.Options').
-// The engine is configured by the New it is given to (namespace, replica,
-// lease TTL, history, replica acks; engine.Configurable), and serves that
-// one runtime: New refuses it a second time, and refuses it inside
-// another engine (a wrapper), where New cannot configure it. Until New has
-// it, every call of it that would reach Redis fails with an error saying
-// so. A nil rdb gives an engine New refuses.
+// core.Options.Engine, without replica acks (runtime.Options') and with
+// asynq's workers wired through FromCore. The engine is configured by the
+// New it is given to (namespace, replica, lease TTL, history, replica
+// acks; engine.Configurable), and serves that one runtime. Either New
+// refuses it a second time, on a nil rdb, or on a *redis.ClusterClient
+// (ErrRedisCluster), with the errors runtime.New gives for Options.Redis;
+// and refuses it inside another engine (a wrapper), where New cannot
+// configure it. Until New has it, every call of it that would reach
+// Redis fails with an error saying so.
 func RedisEngine(rdb redis.UniversalClient) engine.Engine {
 	return redisengine.NewPending(rdb)
 }
 
-var (
-	engineType      = reflect.TypeFor[engine.Engine]()
-	pendingRedisPtr = reflect.TypeFor[*redisengine.Pending]()
-)
-
-// maxWrapDepth bounds how deep wrapsRedisEngine looks: an engine inside
-// an engine, each in a field of the other.
-const maxWrapDepth = 8
-
-// wrapsRedisEngine reports whether v holds a runtime.RedisEngine in a
-// field whose type is an engine, embedded or named, through wrappers of
-// wrappers: an engine that instruments another holds it so. Only fields
-// typed as engines are read, which their wrapper set when it was built.
-func wrapsRedisEngine(v reflect.Value, depth int) bool {
-	if depth > maxWrapDepth {
-		return false
-	}
-	switch v.Kind() {
-	case reflect.Interface, reflect.Pointer:
-		if v.IsNil() {
-			return false
-		}
-		if v.Type() == pendingRedisPtr {
-			return true
-		}
-		return wrapsRedisEngine(v.Elem(), depth+1)
-	case reflect.Struct:
-		for i := range v.NumField() {
-			if v.Type().Field(i).Type.Implements(engineType) && wrapsRedisEngine(v.Field(i), depth+1) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // redisSetup is the Redis engine Options name (Engine as a RedisEngine,
-// Redis or RedisURL), for core.New to configure; nil for another engine
-// or none. ownsClient says the runtime made the client (RedisURL).
+// Redis or RedisURL), for core.New to configure, which checks its client
+// (redisengine.Setup); nil for another engine or none. ownsClient says the
+// runtime made the client (RedisURL).
 func (o *Options) redisSetup() (setup *redisengine.Setup, ownsClient bool, err error) {
 	acks, err := o.acks()
 	if err != nil {
 		return nil, false, err
 	}
 	var pending *redisengine.Pending // the runtime.RedisEngine this runtime is to take
+	clientOption := ""
 	switch {
 	case o.Engine != nil && (o.Redis != nil || o.RedisURL != ""):
 		return nil, false, errors.New("Options.Engine and Options.Redis or RedisURL are set: set exactly one of them")
 	case o.Engine != nil:
 		var ok bool
-		pending, ok = o.Engine.(*redisengine.Pending)
-		switch {
-		case !ok && wrapsRedisEngine(reflect.ValueOf(o.Engine), 0):
-			return nil, false, fmt.Errorf("Options.Engine: %T holds a runtime.RedisEngine, which New configures only when given it itself; pass the runtime.RedisEngine as Options.Engine", o.Engine)
-		case !ok:
+		if pending, ok = o.Engine.(*redisengine.Pending); !ok {
 			// Another engine: core takes it as it is.
 			return nil, false, nil
-		case pending.Client == nil:
-			return nil, false, errors.New("Options.Engine: runtime.RedisEngine was given a nil client")
 		}
 	case o.Redis != nil:
-		pending = redisengine.NewPending(o.Redis)
+		pending, clientOption = redisengine.NewPending(o.Redis), "Options.Redis"
 	case o.RedisURL != "":
 		c, err := openRedisURL(o.RedisURL)
 		if err != nil {
@@ -113,16 +74,7 @@ func (o *Options) redisSetup() (setup *redisengine.Setup, ownsClient bool, err e
 	default:
 		return nil, false, nil
 	}
-	if _, cluster := pending.Client.(*redis.ClusterClient); cluster {
-		which := "Options.Redis"
-		if o.Engine != nil {
-			which = "the client of runtime.RedisEngine"
-		}
-		return nil, false, fmt.Errorf("%w: %s is a *redis.ClusterClient; %s", ErrRedisCluster, which, redisengine.ClusterAdvice)
-	}
-	// The engine is taken by core.New's Configure, last: a RedisEngine
-	// refused before stays free for a New with the fault corrected.
-	return &redisengine.Setup{Pending: pending, Acks: acks, URL: o.RedisURL}, ownsClient, nil
+	return &redisengine.Setup{Pending: pending, Acks: acks, URL: o.RedisURL, ClientOption: clientOption}, ownsClient, nil
 }
 
 // openRedisURL makes the client of a RedisURL: a Sentinel failover client

@@ -34,6 +34,11 @@ func init() { knob.NewWithClock = newRuntime }
 // newRuntime is New with the clock that lease, scheduler and ledger share:
 // tests place a runtime at another instant, the chaos harness skews it.
 func newRuntime(reg *registry.Registry, opts Options, clk clock.Clock) (*Runtime, error) {
+	// core's options first, then the engine's: a LeaseTTL out of range is
+	// named as such, not as the ReplicaAckTimeout it bounds.
+	if err := corehook.Validate(reg, opts.core(nil)); err != nil {
+		return nil, err
+	}
 	setup, ownsClient, err := opts.redisSetup()
 	if err != nil {
 		return nil, err

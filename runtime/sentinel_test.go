@@ -463,6 +463,10 @@ func TestReplicaAcksOptionsAreValidated(t *testing.T) {
 		{runtime.Options{ReplicaAcks: -1}, "ReplicaAcks must be 0"},
 		{runtime.Options{ReplicaAcks: 1, ReplicaAckTimeout: 5 * time.Second}, "ReplicaAckTimeout must be at least 1ms and below LeaseTTL/3 (5s); got 5s"},
 		{runtime.Options{ReplicaAcks: 1, ReplicaAckTimeout: time.Microsecond}, "ReplicaAckTimeout must be at least 1ms"},
+		// The core's options are checked first: the fault named is the
+		// one to correct, not the ReplicaAckTimeout that follows from it.
+		{runtime.Options{ReplicaAcks: 1, LeaseTTL: 2 * time.Millisecond}, "LeaseTTL must be at least 1s; got 2ms"},
+		{runtime.Options{ReplicaAcks: -1, HistoryLimit: -5}, "HistoryLimit must be between 1 and 10000; got -5"},
 	} {
 		tt.opts.RedisURL = "redis://" + sharedRedisAddr()
 		rt, err := runtime.New(reg, tt.opts)

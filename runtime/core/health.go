@@ -35,7 +35,7 @@ type Health struct {
 	Late    []string `json:"late"`
 	Failing []string `json:"failing"`
 	Paused  []string `json:"paused"`
-	// Unserved are queues of schedules that no asynq server listens to.
+	// Unserved are queues of schedules that no worker listens to.
 	Unserved []string `json:"unserved"`
 	// Problems says in words what makes the status unhealthy.
 	Problems []string `json:"problems"`
@@ -43,7 +43,7 @@ type Health struct {
 
 // Health judges the scheduler: unhealthy when any schedule is late or
 // failing, when no replica holds the lease, when Redis is down or too slow
-// to tell, or when no asynq server serves a schedule's queue;
+// to tell, or when no worker serves a schedule's queue;
 // disabled when no Redis is configured. Paused schedules are listed but are
 // not a problem: someone paused them on purpose. It reads the statuses
 // (see Statuses) and the cluster, never a schedule's history.
@@ -127,7 +127,7 @@ func (r *Runtime) Health(ctx context.Context) Health {
 	}
 	if len(snap.Unserved) > 0 {
 		h.Unserved = snap.Unserved
-		h.Problems = append(h.Problems, "no asynq server serves "+plural(len(snap.Unserved), "queue", "queues")+": "+strings.Join(snap.Unserved, ", "))
+		h.Problems = append(h.Problems, "no worker serves "+plural(len(snap.Unserved), "queue", "queues")+": "+strings.Join(snap.Unserved, ", "))
 	}
 	if n := len(h.Late); n > 0 {
 		h.Problems = append(h.Problems, plural(n, "schedule is", "schedules are")+" late")

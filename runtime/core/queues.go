@@ -75,7 +75,7 @@ func (r *Runtime) checkUnserved(now time.Time) {
 }
 
 // checkQueues logs the unserved queues, and says whether it was time to.
-func (r *Runtime) checkQueues(now time.Time, q engine.Queues) bool {
+func (r *Runtime) checkQueues(now time.Time, eng engine.Queues) bool {
 	u := &r.unserved
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -83,7 +83,7 @@ func (r *Runtime) checkQueues(now time.Time, q engine.Queues) bool {
 		return false
 	}
 	u.checked = now
-	queues, err := q.UnservedQueues(context.Background())
+	queues, err := eng.UnservedQueues(context.Background())
 	if err != nil {
 		return false // the scheduler's own calls report the engine's trouble
 	}
@@ -92,7 +92,7 @@ func (r *Runtime) checkQueues(now time.Time, q engine.Queues) bool {
 	}
 	for q, was := range u.warned {
 		if was && !slices.Contains(queues, q) {
-			r.log.Info("an asynq server now serves the queue", "queue", q)
+			r.log.Info("a worker now serves the queue", "queue", q)
 			delete(u.warned, q)
 		}
 	}
@@ -100,7 +100,7 @@ func (r *Runtime) checkQueues(now time.Time, q engine.Queues) bool {
 		if !u.warned[q] {
 			u.warned[q] = true
 			names, more := r.schedulesOn(q, loggedNames)
-			r.log.Warn("no asynq server serves this queue: its occurrences are enqueued but never run; start workers with asynq.Config.Queues including it",
+			r.log.Warn("no worker serves this queue: its occurrences are enqueued but never run; "+eng.ServeAdvice(),
 				"queue", q, "schedules", names, "more_schedules", more)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"regexp"
 	"sync"
 	"sync/atomic"
@@ -53,7 +54,7 @@ type Runtime struct {
 	unserved   unservedLog
 	redisCheck redisCheck
 	lateness   lateness
-	inDoubt    inDoubt // enqueues no replica acknowledged (ReplicaAcks)
+	inDoubt    inDoubt // enqueues no replica acknowledged (the engine's replica acks)
 	// marks counts the attempts this runtime's workers hold a start mark
 	// for and have not yet recorded the end of (start.go).
 	marks       atomic.Int64
@@ -79,16 +80,11 @@ func New(reg *registry.Registry, opts Options) (*Runtime, error) {
 // newRuntime is New with the clock that lease, scheduler and ledger share:
 // tests place a runtime at another instant, the chaos harness skews it.
 func newRuntime(reg *registry.Registry, opts Options, clk clock.Clock) (*Runtime, error) {
-	if reg == nil {
-		return nil, errors.New("registry is nil; pass the Registry that crongen generated")
-	}
-	identity, derived := cmp.Or(registryIdentity(reg), "unknown"), opts.Namespace == ""
-	if derived {
-		opts.Namespace = DefaultNamespace(reg)
-	}
-	if err := opts.normalize(); err != nil {
+	derived := opts.Namespace == ""
+	if err := validate(reg, &opts); err != nil {
 		return nil, err
 	}
+	identity := cmp.Or(registryIdentity(reg), "unknown")
 	r := &Runtime{reg: reg, opts: opts, clock: clk, identity: identity, derivedNamespace: derived}
 	r.namespace.looked = make(chan struct{})
 	r.redisCheck.every = redisCheckEvery
@@ -97,6 +93,18 @@ func newRuntime(reg *registry.Registry, opts Options, clk clock.Clock) (*Runtime
 		return nil, err
 	}
 	return r, nil
+}
+
+// validate checks reg and opts, filling in opts' defaults (the namespace
+// derived from reg when unset).
+func validate(reg *registry.Registry, opts *Options) error {
+	if reg == nil {
+		return errors.New("registry is nil; pass the Registry that crongen generated")
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = DefaultNamespace(reg)
+	}
+	return opts.normalize()
 }
 
 // Registry returns the schedules this runtime serves.
@@ -455,9 +463,10 @@ func (r *Runtime) backfill(ctx context.Context, s *registry.Schedule, sc registr
 
 // enqueueManual enqueues an operator's occurrence and records it with its
 // actor; a double submit (its ID already enqueued) records nothing again.
-// With ReplicaAcks the operator hears "done" only once a failover can no
-// longer lose the task (or its record); a double submit, which finds the
-// task already there, waits for the same acknowledgement.
+// With the engine's replica acks (runtime.Options.ReplicaAcks on Redis)
+// the operator hears "done" only once a failover can no longer lose the
+// task (or its record); a double submit, which finds the task already
+// there, waits for the same acknowledgement.
 func (r *Runtime) enqueueManual(ctx context.Context, s *registry.Schedule, occ registry.Occurrence) error {
 	if err := r.enqueueManualUnacked(ctx, s, occ); err != nil {
 		return err
@@ -514,7 +523,13 @@ func (r *Runtime) useEngine(clk clock.Clock) error {
 		r.disabled = "no engine configured (set Options.Engine)"
 		return nil
 	}
-	if c, ok := eng.(engine.Configurable); ok {
+	c, ok := eng.(engine.Configurable)
+	if !ok {
+		if held := heldConfigurable(reflect.ValueOf(eng), 0); held != nil {
+			return fmt.Errorf("Options.Engine: %T holds an engine.Configurable (%s), which New configures only as Options.Engine itself, so it would run unconfigured; pass that engine as Options.Engine, or make %T an engine.Configurable that configures it", eng, held, eng)
+		}
+	}
+	if ok {
 		configured, err := c.Configure(engine.Config{Registry: r.reg, Namespace: r.opts.Namespace, Replica: r.opts.Replica, Service: r.identity,
 			LeaseTTL: r.opts.LeaseTTL, HistoryLimit: r.opts.HistoryLimit, Limits: historyLimits(r.reg, r.opts.HistoryLimit),
 			RecordTTL: recordTTL, Logger: r.log, Clock: clk, MayLead: r.mayLeadInNamespace})
@@ -529,6 +544,50 @@ func (r *Runtime) useEngine(clk clock.Clock) error {
 	r.eng = eng
 	r.deliveries, _ = eng.(engine.Deliveries)
 	r.eng.Watch(r.noteRedis)
+	return nil
+}
+
+var (
+	engineType       = reflect.TypeFor[engine.Engine]()
+	configurableType = reflect.TypeFor[engine.Configurable]()
+)
+
+// maxWrapDepth bounds how deep heldConfigurable looks: an engine inside
+// an engine, each in a field of the other.
+const maxWrapDepth = 8
+
+// heldConfigurable returns the type of an engine.Configurable that the
+// engine v holds in a field whose type is an engine, embedded or named,
+// through wrappers of wrappers (an engine that instruments another holds
+// it so); nil if none. New configures only Options.Engine itself, so one
+// held inside another engine would serve unconfigured. Only fields typed
+// as engines are read, which their wrapper set when it was built.
+func heldConfigurable(v reflect.Value, depth int) reflect.Type {
+	if !v.IsValid() || depth > maxWrapDepth {
+		return nil
+	}
+	switch v.Kind() {
+	case reflect.Interface, reflect.Pointer:
+		if v.IsNil() {
+			return nil
+		}
+	}
+	if depth > 0 && v.Kind() != reflect.Interface && v.Type().Implements(configurableType) {
+		return v.Type()
+	}
+	switch v.Kind() {
+	case reflect.Interface, reflect.Pointer:
+		return heldConfigurable(v.Elem(), depth+1)
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if !v.Type().Field(i).Type.Implements(engineType) {
+				continue
+			}
+			if held := heldConfigurable(v.Field(i), depth+1); held != nil {
+				return held
+			}
+		}
+	}
 	return nil
 }
 

@@ -14,14 +14,16 @@ import (
 // Such an engine is an engine.Starts: before the handler runs, the
 // Middleware asks it to start the attempt, and a delivery whose attempt
 // another delivery ran does not run the handler: it ends as that one
-// did. The Redis engine does this with start marks when ReplicaAcks is on
-// (runtime/internal/redisengine/start.go says how, and what remains).
+// did. The Redis engine does this with start marks when its replica acks
+// are on (runtime.Options.ReplicaAcks; runtime/internal/redisengine/start.go
+// says how, and what remains).
 
 // ErrDeliveredTwice is in the error of a delivery that did not run its
 // attempt because another delivery of the same attempt ran it and failed
-// (a failover delivered it twice; see Options.ReplicaAcks). The error
-// tells asynq to treat the task as the other delivery's failure did; an
-// asynq ErrorHandler can tell such a delivery from a handler's failure.
+// (a failover delivered it twice; see runtime.Options.ReplicaAcks on
+// Redis). The error tells the engine's workers to treat the task as the
+// other delivery's failure did (on Redis, an asynq ErrorHandler can tell
+// such a delivery from a handler's failure).
 var ErrDeliveredTwice = engine.ErrDeliveredTwice
 
 // attemptStart is this delivery's hold on its attempt; its methods do

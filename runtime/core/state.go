@@ -22,7 +22,8 @@ const (
 	// OutcomeLost is an Event of a detected loss of Redis data (see
 	// LostWrites), and the outcome of an occurrence whose enqueue no
 	// replica acknowledged and a failover then lost: it may have run on the
-	// old primary, and is not enqueued again (Options.ReplicaAcks).
+	// old primary, and is not enqueued again (the engine's replica acks:
+	// runtime.Options.ReplicaAcks on Redis).
 	OutcomeLost Outcome = "lost"
 )
 
@@ -81,9 +82,10 @@ var (
 	// ErrScheduleInUse: Forget was asked to remove a schedule the registry
 	// still declares.
 	ErrScheduleInUse = errors.New("schedule is still in the registry")
-	// ErrNotAcked: with Options.ReplicaAcks, Redis ran the write (a pause,
-	// a resume, a member's change, a manual run's enqueue) but too few
-	// replicas acknowledged it in time, so a failover may still undo it.
+	// ErrNotAcked: with the engine's replica acks (runtime.Options.ReplicaAcks
+	// on Redis), the engine ran the write (a pause, a resume, a member's
+	// change, a manual run's enqueue) but too few replicas acknowledged it
+	// in time, so a failover may still undo it.
 	// Repeating the call is safe: a manual run with the same request key is
 	// enqueued once.
 	ErrNotAcked = engine.ErrNotAcked

@@ -60,7 +60,7 @@ type Snapshot struct {
 	// evicts keys, or is too old), "" when it may.
 	RedisUnsafe string
 	Disabled    string
-	// Unserved are the schedules' queues no asynq server listens to (see
+	// Unserved are the schedules' queues no worker listens to (see
 	// Diagnostics.UnservedQueues).
 	Unserved []string
 	// LostWrites are the losses of Redis data detected, newest first.
@@ -95,7 +95,7 @@ const (
 	PartStatuses = "statuses"
 	// PartCluster: the lease holder and the live replicas.
 	PartCluster = "cluster"
-	// PartQueues: which queues no asynq server listens to.
+	// PartQueues: which queues no worker listens to.
 	PartQueues = "queues"
 	// PartLostWrites: the losses of Redis data detected.
 	PartLostWrites = "lost_writes"

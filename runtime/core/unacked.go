@@ -11,16 +11,17 @@ import (
 )
 
 // Enqueues in doubt. An enqueue that the engine ran but did not make
-// durable in time (with Redis and ReplicaAcks: no replica acknowledged it)
-// has failed for the scheduler, yet its task is in, where a worker may
-// take it and run it. If a failover then loses the task, a plain retry
-// would insert it again and run the slot a second time. So the leader remembers such IDs, and
-// before it tries one again it looks for its task: still there, the retry
-// conflicts and is acknowledged in turn; gone, the write was lost, the slot
-// may or may not have run, and it is recorded as a one-slot loss (the
-// occurrence's outcome "lost", a LostWrites window, the log), not enqueued
-// again. Only the replica that made the write knows it is in doubt: a
-// takeover by another replica in between enqueues the slot as usual.
+// durable in time (on Redis with runtime.Options.ReplicaAcks: no replica
+// acknowledged it) has failed for the scheduler, yet its task is in, where
+// a worker may take it and run it. If a failover then loses the task, a
+// plain retry would insert it again and run the slot a second time. So the
+// leader remembers such IDs, and before it tries one again it looks for its
+// task: still there, the retry conflicts and is acknowledged in turn; gone,
+// the write was lost, the slot may or may not have run, and it is recorded
+// as a one-slot loss (the occurrence's outcome "lost", a LostWrites window,
+// the log), not enqueued again. Only the replica that made the write knows
+// it is in doubt: a takeover by another replica in between enqueues the
+// slot as usual.
 type inDoubt struct {
 	mu  sync.Mutex
 	ids map[string]*doubt

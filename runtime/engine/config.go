@@ -64,6 +64,10 @@ type Queues interface {
 	// UnservedQueues returns the queues of the registry's schedules that
 	// no running worker serves: their tasks wait for ever.
 	UnservedQueues(ctx context.Context) ([]string, error)
+	// ServeAdvice says, in the engine's terms, how to make a worker
+	// serve an unserved queue, for the warning the core logs about one
+	// ("start workers with asynq.Config.Queues including it").
+	ServeAdvice() string
 	// Misrouted returns the recent reports of this service's tasks that
 	// workers of their queue could not run, sorted by schedule.
 	Misrouted(ctx context.Context) ([]Misrouted, error)

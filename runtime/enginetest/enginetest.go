@@ -16,6 +16,7 @@ package enginetest
 import (
 	"testing"
 
+	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime/core"
 )
 
@@ -36,7 +37,8 @@ type Backend interface {
 	// Replica returns the options of one new replica over this backend,
 	// and the link its connections to the backend go through. The options
 	// have the engine's fields and Namespace set; the suite sets Replica,
-	// LeaseTTL, Grace and Logger, and calls core.New with them. Each
+	// LeaseTTL, Grace and Logger, and calls core.New with them (or the
+	// Backend's own New, see Builder). Each
 	// call returns a link of its own, serving only that replica, so that
 	// cutting one replica off leaves the others connected. What the
 	// options open is closed when t ends.
@@ -49,6 +51,15 @@ type Backend interface {
 	// (within a fraction of a second), not after the engine's default
 	// back-off, so that the suite's retry cases stay short.
 	StartWorkers(t testing.TB, rt *core.Runtime)
+}
+
+// Builder is a Backend that builds its replicas itself rather than with
+// core.New: an engine whose service calls an entry point of its own (the
+// Redis engine's runtime.New) checks that entry point so. New gets the
+// options Replica returned, with the suite's settings, and returns the
+// core of the runtime it built.
+type Builder interface {
+	New(reg *registry.Registry, opts core.Options) (*core.Runtime, error)
 }
 
 // Link is a replica's connection to the backend, which the suite cuts to

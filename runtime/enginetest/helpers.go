@@ -37,9 +37,13 @@ func newReplica(t *testing.T, b Backend, reg *registry.Registry, name string, s 
 	opts, link := b.Replica(t)
 	opts.Replica, opts.LeaseTTL, opts.Grace, opts.Logger = name, s.leaseTTL, s.grace, testLogger(t)
 	opts.EnqueueObserver = s.observer
-	rt, err := core.New(reg, opts)
+	build := core.New
+	if b, ok := b.(Builder); ok {
+		build = b.New
+	}
+	rt, err := build(reg, opts)
 	if err != nil {
-		t.Fatalf("core.New for %s: %v", name, err)
+		t.Fatalf("building replica %s: %v", name, err)
 	}
 	r := &replica{rt: rt, link: link}
 	t.Cleanup(func() {

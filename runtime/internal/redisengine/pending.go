@@ -1,8 +1,10 @@
 package redisengine
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"regexp"
 	"strings"
@@ -51,14 +53,23 @@ func (p *Pending) Configure(cfg engine.Config) (engine.Engine, error) {
 // Configure built.
 type Setup struct {
 	*Pending
-	Acks  pipeline.Acks
-	URL   string
-	Built *Engine
+	Acks pipeline.Acks
+	URL  string
+	// ClientOption names where the client came from in errors about it;
+	// "" is a runtime.RedisEngine's.
+	ClientOption string
+	Built        *Engine
 }
 
-// Configure takes the Pending (refusing one that serves another runtime)
-// and builds the engine for cfg.
+// Configure takes the Pending (refusing a nil or cluster client, and one
+// that serves another runtime) and builds the engine for cfg. The client
+// is checked here, where every New that takes the engine passes, and
+// before the Pending is taken, so that one refused stays free for a New
+// with the fault corrected.
 func (s *Setup) Configure(cfg engine.Config) (engine.Engine, error) {
+	if err := s.checkClient(); err != nil {
+		return nil, err
+	}
 	if !s.taken.CompareAndSwap(false, true) {
 		return nil, errors.New("Options.Engine: this runtime.RedisEngine already serves another runtime; make one per runtime")
 	}
@@ -70,6 +81,19 @@ func (s *Setup) Configure(cfg engine.Config) (engine.Engine, error) {
 		RecordTTL: cfg.RecordTTL, Acks: s.Acks, Replica: cfg.Replica, LeaseTTL: cfg.LeaseTTL, Log: cfg.Logger, Clock: clk,
 		MayLead: cfg.MayLead, Registry: cfg.Registry, Service: cfg.Service, URL: s.URL})
 	return s.Built, nil
+}
+
+// checkClient refuses a client the engine cannot lead on: none, or a
+// Redis Cluster's (ErrCluster).
+func (s *Setup) checkClient() error {
+	which := cmp.Or(s.ClientOption, "the client of runtime.RedisEngine")
+	switch s.Client.(type) {
+	case nil:
+		return errors.New("Options.Engine: runtime.RedisEngine was given a nil client")
+	case *redis.ClusterClient:
+		return fmt.Errorf("%w: %s is a *redis.ClusterClient; %s", ErrCluster, which, ClusterAdvice)
+	}
+	return nil
 }
 
 // refuseCommands is a redis.Limiter that admits no command: each fails

@@ -52,6 +52,12 @@ func (e *Engine) queues() []string {
 // UnservedQueues returns the queues of the registry's schedules that no
 // running asynq server listens to. asynq's servers announce their queues
 // every few seconds, so a server that just started may not be seen yet.
+// ServeAdvice is engine.Queues': asynq's workers serve the queues their
+// Config names.
+func (e *Engine) ServeAdvice() string {
+	return "start workers with asynq.Config.Queues including it"
+}
+
 func (e *Engine) UnservedQueues(context.Context) ([]string, error) {
 	queues := e.queues()
 	if len(queues) == 0 {
