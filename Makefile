@@ -34,16 +34,22 @@ lint: ## gofmt, go vet, and cronlint as a vet tool over the examples
 
 .PHONY: test
 test: verify/generate ## everything CI checks: generated code, lint, alert rules, a bench smoke run, tests (race on the registry and the runtime), short fuzz runs
-	@# Two lanes at once, each step printed whole when it ends: the bench smoke
-	@# run spends most of its time waiting on real time (slots, windows,
-	@# takeovers), which the checks fill with compiling and CPU; the race
-	@# run comes after the checks, not beside them, because its tests judge
-	@# lateness and Redis round trips, which a saturated machine fails.
-	@$(MAKE) --no-print-directory -j2 --output-sync=target test/bench-smoke test/checks-then-race
+	@# Two lanes at once, each step printed whole when it ends. The bench
+	@# smoke run spends most of its time waiting on real time (slots,
+	@# windows, takeovers), which the checks fill with compiling and CPU;
+	@# the fuzz runs go first in its lane, beside the checks, so that the
+	@# race run, which comes after the checks, has only the bench smoke
+	@# run beside it: its tests judge lateness, Redis round trips and
+	@# lease trust on short TTLs, which a saturated machine fails.
+	@$(MAKE) --no-print-directory -j2 --output-sync=target test/fuzz-then-bench test/checks-then-race
+
+.PHONY: test/fuzz-then-bench
+test/fuzz-then-bench: ## the fuzz runs, then the bench smoke run
+	@$(MAKE) --no-print-directory -j1 test/fuzz test/bench-smoke
 
 .PHONY: test/checks-then-race
-test/checks-then-race: ## lint, alert rules, the tests without -race, the fuzz runs, then the race run, one after another
-	@$(MAKE) --no-print-directory -j1 lint test/alerts test/unit test/fuzz test/race
+test/checks-then-race: ## lint, alert rules, the tests without -race, then the race run, one after another
+	@$(MAKE) --no-print-directory -j1 lint test/alerts test/unit test/race
 
 .PHONY: test/unit
 test/unit: ## every package's tests except the registry's and the runtime's (those run under -race)

@@ -95,3 +95,54 @@ func TestStalledHolderResumesAfterItsNextRenewal(t *testing.T) {
 		return false
 	})
 }
+
+// lapseOnFirstEnqueue ends the holder's trust window while its first
+// dispatch is under way, between one occurrence's enqueue and the next: a
+// stall that falls inside a dispatch rather than between two.
+type lapseOnFirstEnqueue struct {
+	rt     atomic.Pointer[runtime.Runtime]
+	lapsed atomic.Bool
+}
+
+func (o *lapseOnFirstEnqueue) BeforeEnqueue(context.Context, *registry.Schedule, registry.Occurrence) (map[string]string, func(bool, error)) {
+	if rt := o.rt.Load(); rt != nil && o.lapsed.CompareAndSwap(false, true) {
+		rt.LapseTrust()
+	}
+	return nil, nil
+}
+
+// A trust window that lapses in the middle of a dispatch is the lease's to
+// restore, as one that lapses between dispatches is: the loop finds it at
+// its next look, before a write that Redis could refuse, so the lease is
+// not given up, and the holder's next renewal resumes scheduling. (Before,
+// the loop took its own look for a refused write and stepped down, and
+// the renewal found no lease to renew.)
+func TestTrustLapsingMidDispatchResumesAfterItsNextRenewal(t *testing.T) {
+	t.Parallel()
+	observer := &lapseOnFirstEnqueue{}
+	// Two schedules due each second: one dispatch enqueues both, and the
+	// trust lapses between the two enqueues. A long TTL, so that only the
+	// renewal below, not the lease's own, can restore it in time.
+	c := newCluster(t, sharedRedis(t), 1, runtime.Options{LeaseTTL: 30 * time.Second, EnqueueObserver: observer},
+		registry.Schedule{Name: "a", Expr: "* * * * * *"}, registry.Schedule{Name: "b", Expr: "* * * * * *"})
+	rt := c.rts[0]
+	waitFor(t, 5*time.Second, "the replica to lead", rt.Leadership().Leading)
+	observer.rt.Store(rt)
+	waitFor(t, 5*time.Second, "the trust to lapse mid-dispatch", observer.lapsed.Load)
+	waitFor(t, 5*time.Second, "the loop to stand down", func() bool { return !rt.Scheduling() })
+	lapsed := time.Now()
+	if err := rt.RenewLease(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !rt.Leadership().Leading() {
+		t.Fatal("the renewal did not restore the lease: the loop gave it up when its trust lapsed")
+	}
+	waitFor(t, 5*time.Second, "slots after the stall to run", func() bool {
+		for slot := range c.executed.slots("b") {
+			if time.Unix(slot, 0).After(lapsed.Add(time.Second)) {
+				return true
+			}
+		}
+		return false
+	})
+}

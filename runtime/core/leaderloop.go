@@ -25,6 +25,7 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/belfry/belfry/runtime/engine"
@@ -57,6 +58,12 @@ type leaderTask interface {
 // came due to this leader, if later), and when its enqueues were done
 // (zero when it failed before them).
 type dispatchLate struct{ earliest, enqueued time.Time }
+
+// errTermNotTrusted is ErrNotLeader found by the leader's own look at its
+// lease before a write, not by the engine refusing one: the lease is no
+// longer trusted here, or holds another term, so the step stops, but
+// nothing says another replica leads.
+var errTermNotTrusted = fmt.Errorf("%w: the lease is not trusted for this term", engine.ErrNotLeader)
 
 // keepState marks a task's error that needs a retry after backoff but
 // leaves its state valid (a failed read of what changed): the loop backs
@@ -156,6 +163,14 @@ func (l *leaderLoop) run(ctx context.Context) {
 				// what was enqueued is committed.
 				l.flush(ctx)
 				l.drop()
+				if errors.Is(err, errTermNotTrusted) {
+					// No write was refused: the lease's trust lapsed
+					// (a stall) or its term moved on under the step. The
+					// lease's next renewal restores it or steps down; a
+					// step-down here would give up a lease that the
+					// renewal could still restore.
+					continue
+				}
 				if errors.Is(err, engine.ErrNotLeader) {
 					r.eng.StepDown("a fenced write was rejected")
 					continue

@@ -172,16 +172,21 @@ func (p *slotPlan) applyPauses(paused bool, windows []engine.PauseWindow, now ti
 }
 
 // firstPlanErr is the first enqueue error of plans, or engine.ErrNotLeader
-// if any plan met a fenced refusal: a commit would be refused too.
+// if any plan met a fenced refusal: a commit would be refused too; failing
+// that, errTermNotTrusted if any plan stopped at the holder's own look at
+// its lease.
 func firstPlanErr(plans []*slotPlan) error {
-	var first error
+	var first, untrusted error
 	for _, p := range plans {
-		if errors.Is(p.err, engine.ErrNotLeader) {
+		switch {
+		case errors.Is(p.err, errTermNotTrusted):
+			untrusted = p.err
+		case errors.Is(p.err, engine.ErrNotLeader):
 			return engine.ErrNotLeader
 		}
 		first = cmp2(first, p.err)
 	}
-	return first
+	return cmp2(untrusted, first)
 }
 
 // pausedBetween records as paused, never run, the planned slots that came

@@ -424,8 +424,12 @@ func (r *Runtime) prepareSlot(ctx context.Context, fence *engine.Fence, p *slotP
 	s, slot := p.sched, p.enqueue[k]
 	// A zombie that wakes after its lease expired stops here; if it
 	// slipped past this check, the fence makes Redis refuse its enqueue.
-	if v, held := r.eng.Current(); !held || v != fence.Term || fence.Rejected() {
+	if fence.Rejected() {
 		p.failedAt(k, engine.ErrNotLeader)
+		return slotEnqueue{}, engine.Enqueue{}, false
+	}
+	if v, held := r.eng.Current(); !held || v != fence.Term {
+		p.failedAt(k, errTermNotTrusted)
 		return slotEnqueue{}, engine.Enqueue{}, false
 	}
 	outcome := OutcomeEnqueued
