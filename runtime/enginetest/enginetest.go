@@ -89,5 +89,6 @@ var cases = []struct {
 	{"BackfillCap", backfillCap},
 	{"FamilyChangeFloors", familyChangeFloors},
 	{"TruthfulRecords", truthfulRecords},
+	{"CarrierReachesTheHandler", carrierReachesTheHandler},
 	{"BoundedReads", boundedReads},
 }

@@ -2,9 +2,7 @@ package postgres_test
 
 import (
 	"context"
-	"os"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -54,10 +52,7 @@ func TestHandoverGoesToALiveReplica(t *testing.T) {
 		t.Errorf("a second Handover at once = %v, %s, %v; want refused while the window holds", outcome, wait, err)
 	}
 
-	solo, err := postgres.New(postgres.Config{Pool: db, Namespace: "solo", Replica: "s", LeaseTTL: 2 * time.Second, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	solo := configured(t, postgres.Config{Pool: db}, engine.Config{Namespace: "solo", Replica: "s", LeaseTTL: 2 * time.Second})
 	lead(t, solo)
 	if outcome, _, err := solo.Handover(ctx, "alone", time.Second, 10*time.Second); err != nil || outcome != engine.HandoverAlone {
 		t.Errorf("Handover with no other replica = %v, %v; want HandoverAlone", outcome, err)
@@ -80,22 +75,5 @@ func TestADuplicateReplicaNameIsReported(t *testing.T) {
 			d, ok := e.Duplicate()
 			return ok && d.Replica == "same" && d.Other != "" && d.Other != d.Instance
 		})
-	}
-}
-
-// An engine given no replica name takes the runtime's default,
-// hostname-pid, so that the two name the process alike.
-func TestTheDefaultReplicaNameIsTheRuntimes(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	db := migratedDB(t)
-	e, err := postgres.New(postgres.Config{Pool: db, Namespace: "ns", LeaseTTL: 2 * time.Second, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lead(t, e)
-	host, _ := os.Hostname()
-	if h, err := e.Holder(ctx); err != nil || h.Replica != host+"-"+strconv.Itoa(os.Getpid()) {
-		t.Errorf("Holder = %+v, %v; want replica %s-%d", h, err, host, os.Getpid())
 	}
 }
