@@ -418,7 +418,8 @@ func (l *election) renew(ctx context.Context) (time.Duration, error) {
 }
 
 // Release gives the lease up, if this instance holds it (trusted or not),
-// and announces it so that a follower takes over at once.
+// and announces it so that a follower takes over at once; the replica's
+// heartbeat goes with it.
 func (l *election) Release(ctx context.Context) {
 	l.release(ctx, slog.LevelInfo, "shutting down")
 }
@@ -429,7 +430,15 @@ func (l *election) release(ctx context.Context, level slog.Level, reason string)
 	ctx, cancel := context.WithTimeout(ctx, l.callTimeout())
 	defer cancel()
 	_, err := engine.Obey(ctx, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, l.e.inTx(ctx, func(tx pgx.Tx) error { return releaseIn(ctx, tx, l.e.ns, l.holderValue()) })
+		return struct{}{}, l.e.inTx(ctx, func(tx pgx.Tx) error {
+			// The replica leaves the list at once, as it does on Redis,
+			// rather than when its heartbeat goes stale.
+			if _, err := tx.Exec(ctx, `DELETE FROM belfry_replica WHERE namespace = $1 AND replica = $2 AND instance = $3`,
+				l.e.ns, l.replica, l.instance); err != nil {
+				return err
+			}
+			return releaseIn(ctx, tx, l.e.ns, l.holderValue())
+		})
 	})
 	if err != nil {
 		l.e.log.Warn("could not release the lease; a follower takes over when it expires", "err", err)

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -28,10 +29,7 @@ func TestHandoverGoesToALiveReplica(t *testing.T) {
 	a, b := newEngine(t, db, "a"), newEngine(t, db, "b")
 	termA, _ := lead(t, a)
 	run(t, b)
-	waitUntil(t, 5*time.Second, "both replicas to beat", func() bool {
-		h, err := a.Holder(ctx)
-		return err == nil && slices.Equal(h.Replicas, []string{"a", "b"})
-	})
+	waitListed(t, a, "a", "b")
 	if h, _ := a.Holder(ctx); h.Replica != "a" || h.Token != mustInt(t, termA) {
 		t.Errorf("Holder = %+v, want a with term %s", h, termA)
 	}
@@ -76,4 +74,29 @@ func TestADuplicateReplicaNameIsReported(t *testing.T) {
 			return ok && d.Replica == "same" && d.Other != "" && d.Other != d.Instance
 		})
 	}
+}
+
+// A replica that releases (a graceful shutdown) leaves the replica list at
+// once, as it does on Redis, not when its heartbeat goes stale.
+func TestAReleasedReplicaLeavesTheList(t *testing.T) {
+	t.Parallel()
+	db := migratedDB(t)
+	a, b := newEngine(t, db, "a"), newEngine(t, db, "b")
+	_, stopA := lead(t, a)
+	run(t, b)
+	waitListed(t, b, "a", "b")
+	stopA()
+	if h, err := b.Holder(context.Background()); err != nil || !slices.Equal(h.Replicas, []string{"b"}) {
+		t.Errorf("after a's release Holder = %+v, %v; want b alone listed", h, err)
+	}
+}
+
+// waitListed waits until e's Holder lists the replicas named, and only
+// them: each has beaten.
+func waitListed(t *testing.T, e *postgres.Engine, names ...string) {
+	t.Helper()
+	waitUntil(t, 5*time.Second, fmt.Sprintf("replicas %v to beat", names), func() bool {
+		h, err := e.Holder(context.Background())
+		return err == nil && slices.Equal(h.Replicas, names)
+	})
 }
