@@ -40,17 +40,7 @@ func Create(ctx context.Context, prefix string) (dbURL string, drop func() error
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		return "", nil, err
 	}
-	drop = func() error {
-		admin, err := pgx.Connect(ctx, AdminURL())
-		if err != nil {
-			return fmt.Errorf("dropping %s: %w", name, err)
-		}
-		defer admin.Close(ctx)
-		if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			return fmt.Errorf("dropping %s: %w", name, err)
-		}
-		return nil
-	}
+	drop = func() error { return Drop(ctx, name) }
 	u, err := url.Parse(AdminURL())
 	if err != nil {
 		drop()
@@ -74,4 +64,30 @@ func NewDatabase(t testing.TB, prefix string) string {
 		}
 	})
 	return dbURL
+}
+
+// Drop drops the database name on AdminURL's server, its connections
+// ended; one that is not there is no error.
+func Drop(ctx context.Context, name string) error {
+	admin, err := pgx.Connect(ctx, AdminURL())
+	if err != nil {
+		return fmt.Errorf("dropping %s: %w", name, err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+		return fmt.Errorf("dropping %s: %w", name, err)
+	}
+	return nil
+}
+
+// Exists reports whether the database name is on AdminURL's server.
+func Exists(ctx context.Context, name string) (bool, error) {
+	admin, err := pgx.Connect(ctx, AdminURL())
+	if err != nil {
+		return false, err
+	}
+	defer admin.Close(ctx)
+	var exists bool
+	err = admin.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists)
+	return exists, err
 }
