@@ -16,6 +16,9 @@ import (
 	"github.com/belfry/belfry/runtime/internal/clock"
 	"github.com/belfry/belfry/runtime/postgres"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 )
 
 // core.New configures the engine with the runtime's settings: its rows
@@ -198,4 +201,60 @@ func unconfigured(t *testing.T, db *pgxpool.Pool) *postgres.Engine {
 		t.Fatal(err)
 	}
 	return eng
+}
+
+// One River client can insert belfry's jobs and work them, as a service
+// that already runs River has it: the client is built on the workers
+// bundle, given to the engine (its insert hooks see belfry's jobs), and
+// belfry's workers join the bundle once the runtime exists, before Start.
+func TestOneRiverClientInsertsAndWorks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := migratedDB(t)
+	var inserted atomic.Int32
+	workers := river.NewWorkers()
+	client, err := river.NewClient(riverpgxv5.New(db), &river.Config{
+		Queues: map[string]river.QueueConfig{registry.QueueDefault: {MaxWorkers: 2}}, Workers: workers, Logger: quietLogger(),
+		Hooks: []rivertype.Hook{river.HookInsertBeginFunc(func(context.Context, *rivertype.JobInsertParams) error {
+			inserted.Add(1)
+			return nil
+		})},
+		FetchCooldown: 10 * time.Millisecond, FetchPollInterval: 50 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := postgres.New(postgres.Config{Pool: db, River: client})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan registry.Occurrence, 1)
+	rt, err := core.New(registry.MustNew(registry.Schedule{Name: "daily", Expr: "17 3 * * *",
+		Handler: func(_ context.Context, occ registry.Occurrence) error { ran <- occ; return nil }}),
+		core.Options{Engine: eng, Namespace: "ns", Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := postgres.AddWorkers(workers, rt); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Stop(context.Background()) })
+	occ, err := rt.Trigger(ctx, "daily", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-ran:
+		if got.ID != occ.ID {
+			t.Errorf("ran %s, want %s", got.ID, occ.ID)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the triggered occurrence did not run within 10s")
+	}
+	if inserted.Load() != 1 {
+		t.Errorf("the client's insert hook saw %d jobs, want 1", inserted.Load())
+	}
 }
