@@ -34,9 +34,7 @@ func Create(ctx context.Context, prefix string) (dbURL string, drop func() error
 		return "", nil, fmt.Errorf("postgres at %s: %w (these tests need a real PostgreSQL; set BELFRY_TEST_POSTGRES)", AdminURL(), err)
 	}
 	defer admin.Close(ctx)
-	b := make([]byte, 6)
-	rand.Read(b)
-	name := prefix + "_" + hex.EncodeToString(b)
+	name := Name(prefix)
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		return "", nil, err
 	}
@@ -48,6 +46,13 @@ func Create(ctx context.Context, prefix string) (dbURL string, drop func() error
 	}
 	u.Path = "/" + name
 	return u.String(), drop, nil
+}
+
+// Name is a database name beginning with prefix that no other run uses.
+func Name(prefix string) string {
+	b := make([]byte, 6)
+	rand.Read(b)
+	return prefix + "_" + hex.EncodeToString(b)
 }
 
 // NewDatabase is Create for t: the database is dropped when t ends, and a

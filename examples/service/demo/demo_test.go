@@ -3,8 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -123,9 +121,7 @@ func makeDemo(t *testing.T, target string) *exec.Cmd {
 // and a database of that name is dropped when the test ends, should the
 // demo leave it behind.
 func demoDatabase(t *testing.T) string {
-	b := make([]byte, 4)
-	rand.Read(b)
-	name := "belfry_demo_test_" + hex.EncodeToString(b)
+	name := pgtest.Name("belfry_demo_test")
 	t.Cleanup(func() {
 		if err := pgtest.Drop(context.Background(), name); err != nil {
 			t.Error(err)
