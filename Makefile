@@ -93,6 +93,13 @@ demo: ## run the example service: a private Redis, three replicas, the admin pag
 	$(GO) build -o bin/demo ./examples/service/demo
 	bin/demo
 
+DEMO_POSTGRES ?= postgres://postgres@127.0.0.1:5432/postgres
+
+.PHONY: demo/postgres
+demo/postgres: ## the demo on the local Postgres and River (DEMO_POSTGRES): a database of its own (belfry_demo, made afresh), three replicas, the admin page
+	$(GO) build -o bin/demo ./examples/service/demo
+	bin/demo -postgres '$(DEMO_POSTGRES)'
+
 .PHONY: chaos
 chaos: ## kill, pause, skew and restart replicas and Redis; prove once-per-slot (CHAOS_REPLICAS, CHAOS_DURATION, CHAOS_SEED, CHAOS_FAULTS)
 	@# go test prints its PASS/ok trailer after the test's output, so the

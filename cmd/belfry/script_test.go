@@ -12,17 +12,16 @@ import (
 	"os"
 	"regexp"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/belfry/belfry/internal/pgtest"
 	"github.com/belfry/belfry/internal/scripttest"
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
 	"github.com/belfry/belfry/runtime/admin"
 	"github.com/hibiken/asynq"
-	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 	"github.com/rogpeppe/go-internal/testscript"
 )
@@ -229,39 +228,16 @@ func eventually(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
-// postgresAdmin is the machine's Postgres, on which each migrate script
-// creates a database of its own.
-func postgresAdmin() string {
-	if u := os.Getenv("BELFRY_TEST_POSTGRES"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/postgres"
-}
-
 // createDB creates an empty database, sets $PGURL to it, and drops it
 // when the script ends. Postgres not answering fails the script.
 func createDB(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 0 {
 		ts.Fatalf("usage: createdb")
 	}
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, postgresAdmin())
+	dbURL, drop, err := pgtest.Create(context.Background(), "belfry_cli")
 	if err != nil {
-		ts.Fatalf("postgres at %s: %v (the migrate tests need a real PostgreSQL; set BELFRY_TEST_POSTGRES)", postgresAdmin(), err)
+		ts.Fatalf("%v", err)
 	}
-	defer conn.Close(ctx)
-	name := strings.ReplaceAll(uniq("belfry_cli"), "-", "_")
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		ts.Fatalf("create database: %v", err)
-	}
-	ts.Defer(func() {
-		conn, err := pgx.Connect(ctx, postgresAdmin())
-		if err != nil {
-			return
-		}
-		defer conn.Close(ctx)
-		conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-	})
-	cfg, _ := pgx.ParseConfig(postgresAdmin())
-	ts.Setenv("PGURL", fmt.Sprintf("postgres://%s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, name))
+	ts.Defer(func() { drop() })
+	ts.Setenv("PGURL", dbURL)
 }

@@ -329,6 +329,9 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-replica", "bad name"}, "Replica"},
 		{[]string{"-log-level", "loud"}, "-log-level"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
+		{[]string{"-redis", "redis://127.0.0.1:1", "-postgres", "postgres://user:hunter2@127.0.0.1:1/db"}, "-redis and -postgres"},
+		{[]string{"-migrate"}, "give -postgres URL too"},
+		{[]string{"-postgres", "postgres://user:hunter2@127.0.0.1:1/db?sslmode=sometimes"}, "-postgres postgres://user:xxxxx@127.0.0.1:1/db"},
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			cmd := exec.Command(bin, append([]string{"-http", "127.0.0.1:0"}, tt.args...)...)

@@ -1,15 +1,20 @@
 // Service is a small service whose recurring work runs once per occurrence
 // however many replicas run: the jobs package declares the schedules, the
-// belfry runtime enqueues each due occurrence into asynq from whichever
-// replica holds the lease, and every replica's workers run them.
+// belfry runtime enqueues each due occurrence from whichever replica holds
+// the lease, and every replica's workers run them. It runs on Redis with
+// asynq, or on Postgres with River: the same schedules, admin page,
+// metrics and health.
 //
 // Usage:
 //
-//	service [-redis URL] [-http ADDR] [-replica NAME] [-lease-ttl DURATION] [-namespace PREFIX]
+//	service [-redis URL | -postgres URL [-migrate]] [-http ADDR] [-replica NAME] [-lease-ttl DURATION] [-namespace PREFIX]
 //
-// The admin page is at http://ADDR/cron/. Without -redis (and with
-// REDIS_URL unset) the scheduler is disabled: the page still lists the
-// schedules and their next runs, and nothing is enqueued or run.
+// The admin page is at http://ADDR/cron/. With -postgres the database must
+// hold belfry's and River's tables: run `belfry migrate --postgres URL`
+// first, as a deploy step, or pass -migrate (a single instance, a demo).
+// With neither -redis nor -postgres (and REDIS_URL unset) the scheduler is
+// disabled: the page still lists the schedules and their next runs, and
+// nothing is enqueued or run.
 package main
 
 import (
@@ -32,9 +37,8 @@ import (
 	"github.com/belfry/belfry/examples/service/jobs"
 	"github.com/belfry/belfry/runtime"
 	"github.com/belfry/belfry/runtime/admin"
+	"github.com/belfry/belfry/runtime/core"
 	"github.com/belfry/belfry/runtime/metrics"
-	"github.com/hibiken/asynq"
-	"github.com/redis/go-redis/v9"
 )
 
 func main() {
@@ -42,12 +46,14 @@ func main() {
 }
 
 type config struct {
-	redisURL  string
-	httpAddr  string
-	replica   string
-	leaseTTL  time.Duration
-	namespace string
-	logLevel  slog.Level
+	redisURL    string
+	postgresURL string
+	migrate     bool
+	httpAddr    string
+	replica     string
+	leaseTTL    time.Duration
+	namespace   string
+	logLevel    slog.Level
 }
 
 // exitUsage is the conventional status for bad flags, as flag.ExitOnError uses.
@@ -57,10 +63,12 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	var c config
 	fs := flag.NewFlagSet("service", flag.ContinueOnError)
 	fs.StringVar(&c.redisURL, "redis", getenv("REDIS_URL"), "Redis `URL` (redis://host:6379/0, unix:///path/redis.sock); empty disables the scheduler (default $REDIS_URL)")
+	fs.StringVar(&c.postgresURL, "postgres", "", "Postgres `URL` (postgres://user@host:5432/db): run on Postgres and River instead of Redis")
+	fs.BoolVar(&c.migrate, "migrate", false, "with -postgres, apply belfry's and River's migrations before starting (else run: belfry migrate --postgres URL)")
 	fs.StringVar(&c.httpAddr, "http", "127.0.0.1:8080", "HTTP listen `ADDR` for the admin page at /cron/")
 	fs.StringVar(&c.replica, "replica", "", "replica `NAME` in the lease and the admin page (default hostname-pid)")
 	fs.DurationVar(&c.leaseTTL, "lease-ttl", runtime.LeaseTTLDefault, "how long the lease outlives a crashed holder")
-	fs.StringVar(&c.namespace, "namespace", "", "`prefix` of the scheduler's Redis keys and task IDs; every replica of the service must use the same one, other services another (default: derived from the jobs package, printed at start-up; \""+runtime.NamespaceLegacy+"\" for a deployment begun before it was derived)")
+	fs.StringVar(&c.namespace, "namespace", "", "`prefix` of the scheduler's Redis keys (or Postgres rows) and task IDs; every replica of the service must use the same one, other services another (default: derived from the jobs package, printed at start-up; \""+runtime.NamespaceLegacy+"\" for a deployment begun before it was derived)")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log `level`: debug (shows every heartbeat), info, warn or error")
 	// The flag package prints the error and the whole usage on a bad flag;
 	// a one-line error says more in a deploy log. -h still prints usage.
@@ -74,6 +82,17 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q; all options are flags", fs.Arg(0))
+	}
+	if c.postgresURL != "" {
+		redisFlag := false
+		fs.Visit(func(f *flag.Flag) { redisFlag = redisFlag || f.Name == "redis" })
+		if redisFlag && c.redisURL != "" {
+			return c, errors.New("-redis and -postgres: the service runs on one engine; give one")
+		}
+		c.redisURL = "" // $REDIS_URL is the default engine, not a second one
+	}
+	if c.migrate && c.postgresURL == "" {
+		return c, errors.New("-migrate applies Postgres migrations; give -postgres URL too")
 	}
 	return c, nil
 }
@@ -89,30 +108,19 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
 
-	var rdb redis.UniversalClient
-	if cfg.redisURL != "" {
-		opts, err := redis.ParseURL(cfg.redisURL)
-		if err != nil {
-			fmt.Fprintf(stderr, "service: -redis %s: %v; want e.g. redis://127.0.0.1:6379/0\n", redact(cfg.redisURL), redactErr(err, cfg.redisURL))
-			return exitUsage
-		}
-		// Without it go-redis ignores the admin's and health's deadlines
-		// and waits out its read timeout (and retries) on a stalled Redis.
-		opts.ContextTimeoutEnabled = true
-		rdb = redis.NewClient(opts)
-		defer rdb.Close()
-	}
 	// Dependencies reach the handlers through the receiver NewRegistry
 	// binds, not through package globals.
 	reg := jobs.NewRegistry(&jobs.Jobs{DB: jobs.NewDB()})
-	rt, err := runtime.New(reg, runtime.Options{
-		Redis: rdb, Logger: log, Replica: cfg.replica, LeaseTTL: cfg.leaseTTL, Namespace: cfg.namespace,
-	})
-	if err != nil {
-		fmt.Fprintf(stderr, "service: %v\n", err)
-		return exitUsage
+	open := openRedis
+	if cfg.postgresURL != "" {
+		open = openPostgres
 	}
-	defer rt.Close()
+	be, code := open(cfg, reg, log, stderr)
+	if be == nil {
+		return code
+	}
+	defer be.close()
+	rt := be.rt
 	log = log.With("replica", rt.Replica())
 	// The jobs log through the default logger; the replica name says which
 	// worker ran an occurrence.
@@ -132,24 +140,15 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	ctx, cancel := context.WithCancelCause(signalled)
 	defer cancel(nil)
 
-	var workers *asynq.Server
-	if rdb != nil {
-		workers = asynq.NewServerFromRedisClient(rdb, asynq.Config{
-			Queues:          map[string]int{"default": 3, "maintenance": 1},
-			Logger:          runtime.AsynqLogger(log.With("component", "asynq")),
-			LogLevel:        runtime.AsynqLogLevel(cfg.logLevel),
-			ShutdownTimeout: 10 * time.Second,
-		})
-		mux := asynq.NewServeMux()
-		rt.RegisterHandlers(mux)
-		if err := workers.Start(mux); err != nil {
+	if be.startWorkers != nil {
+		if err := be.startWorkers(); err != nil {
 			log.Error("cannot start the workers", "err", err)
 			return 1
 		}
 	}
 
 	var scheduler sync.WaitGroup
-	if rdb != nil {
+	if be.startWorkers != nil {
 		scheduler.Go(func() { seedTenants(ctx, rt, log) })
 	}
 	scheduler.Go(func() {
@@ -171,7 +170,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 			cancel(fmt.Errorf("http: %w", err))
 		}
 	}()
-	log.Info("serving", "admin", "http://"+ln.Addr().String()+"/cron/", "redis", redact(cfg.redisURL), "namespace", rt.Namespace())
+	log.Info("serving", "admin", "http://"+ln.Addr().String()+"/cron/", be.kind, redact(be.url), "namespace", rt.Namespace())
 
 	<-ctx.Done()
 	var failed error
@@ -189,8 +188,8 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 		log.Warn("http shutdown", "err", err)
 	}
 	scheduler.Wait()
-	if workers != nil {
-		workers.Shutdown()
+	if be.stopWorkers != nil {
+		be.stopWorkers()
 	}
 	if failed != nil {
 		return 1
@@ -199,7 +198,8 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	return 0
 }
 
-// redact hides a password in a Redis URL before it reaches a log.
+// redact hides a password in a Redis or Postgres URL before it reaches a
+// log.
 func redact(rawURL string) string {
 	if rawURL == "" {
 		return "none"
@@ -225,11 +225,11 @@ func redactErr(err error, rawURL string) string {
 // has no members yet, so that members changed or deleted through the admin
 // stay as they are across restarts. Every replica tries; the writes are
 // idempotent, so two replicas seeding at once leave the same members. It
-// retries until Redis answers.
-func seedTenants(ctx context.Context, rt *runtime.Runtime, log *slog.Logger) {
-	members := make([]runtime.Member, len(jobs.SeedTenants))
+// retries until the engine's store answers.
+func seedTenants(ctx context.Context, rt *core.Runtime, log *slog.Logger) {
+	members := make([]core.Member, len(jobs.SeedTenants))
 	for i, t := range jobs.SeedTenants {
-		members[i] = runtime.Member{Key: t.Key, Zone: t.Zone, Expr: t.Expr}
+		members[i] = core.Member{Key: t.Key, Zone: t.Zone, Expr: t.Expr}
 	}
 	for {
 		n, err := rt.Families().Count(ctx, jobs.TaskWeeklyReport)

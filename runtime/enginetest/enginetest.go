@@ -100,5 +100,6 @@ var cases = []struct {
 	{"BackfillCap", backfillCap},
 	{"FamilyChangeFloors", familyChangeFloors},
 	{"TruthfulRecords", truthfulRecords},
+	{"CarrierReachesTheHandler", carrierReachesTheHandler},
 	{"BoundedReads", boundedReads},
 }

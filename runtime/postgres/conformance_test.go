@@ -27,11 +27,6 @@ func TestConformance(t *testing.T) {
 	enginetest.Run(t, pgHarness{})
 }
 
-// harnessLeaseTTL is the engine's lease TTL in the suite: its takeover
-// cases wait about three times the suite's TTL (2s) for a takeover after
-// a crash, and the engine is built before the suite sets the runtime's.
-const harnessLeaseTTL = 2 * time.Second
-
 // pgHarness gives each case a database of its own on the machine's
 // Postgres, migrated with belfry's and River's migrations; each replica an
 // engine on a pool through a proxy of its own; and a River client working
@@ -61,8 +56,7 @@ type pgBackend struct {
 
 func (b *pgBackend) Replica(t testing.TB) (core.Options, enginetest.Link) {
 	pool, proxy := poolThroughProxy(t, b.cfg)
-	eng, err := postgres.New(postgres.Config{Pool: pool, Namespace: b.namespace,
-		Replica: "replica-" + strconv.Itoa(int(b.replicas.Add(1))), LeaseTTL: harnessLeaseTTL, Logger: quietLogger()})
+	eng, err := postgres.New(postgres.Config{Pool: pool})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,14 +1,29 @@
 // Package postgres is belfry's Postgres engine, with River as the queue:
 // Engine implements engine.Engine on a *pgxpool.Pool, AddWorkers registers
 // every schedule's handler on a *river.Workers, and Migrate creates and
-// upgrades belfry's tables (and River's).
+// upgrades belfry's tables (and River's). docs/postgres.md is the guide.
 //
 //	if _, err := postgres.Migrate(ctx, pool, postgres.MigrateOptions{River: true}); err != nil { ... } // a deploy step
-//	eng, err := postgres.New(postgres.Config{Pool: pool, Namespace: "billing"})
-//	rt, err := runtime.New(jobs.Registry, runtime.Options{Engine: eng, Namespace: "billing"})
+//	eng, err := postgres.New(postgres.Config{Pool: pool})
+//	rt, err := core.New(jobs.Registry, core.Options{Engine: eng, Namespace: "billing"})
 //	workers := river.NewWorkers()
 //	err = postgres.AddWorkers(workers, rt) // kind = schedule name, every attempt recorded
 //	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Queues: ..., Workers: workers})
+//
+// The engine is configured by the runtime it is given to
+// (engine.Configurable): namespace, replica name, lease TTL, history
+// limits, record TTL, logger, clock and MayLead are core.Options', set
+// once. Config holds only what is the engine's own: the pool, the River
+// client that inserts jobs, the slot table's retention. One Engine serves
+// one runtime; a second core.New given it is refused.
+//
+// # Carried headers
+//
+// What the runtime's EnqueueObserver asks to carry with an occurrence is
+// stored in its job's metadata (belfry_headers), and AddWorkers' workers
+// put it in the handler's context (core.WithCarrier) before any
+// middleware runs, where core.Carrier reads it: a trace begun at the
+// enqueue continues in the worker.
 //
 // # Exactly once
 //
@@ -93,4 +108,12 @@
 // one. Manual runs (belfry_manual) are keyed by their occurrence ID and
 // kept as long as a double submit must stay a no-op. The leader runs
 // Engine.PruneSlots with Config.SlotRetention about once a minute.
+//
+// # Records
+//
+// A schedule's records are trimmed to its history limit as they are
+// written, and a record whose last write is older than the runtime's
+// record TTL is deleted by the leader's prune (Engine.PruneRecords, about
+// once an hour), as a Redis record expires: a schedule that stopped
+// writing records keeps none for ever.
 package postgres

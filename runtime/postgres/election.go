@@ -59,17 +59,18 @@ type election struct {
 	process  string
 	ttl      time.Duration
 
-	mu           sync.Mutex
-	term         int64 // held, 0 when not
-	trustedUntil time.Time
-	since        time.Time
-	created      uint64
-	lastBeat     time.Time
-	beaten       bool
-	duplicate    engine.Duplicate
-	coolFrom     time.Time
-	coolUntil    time.Time
-	lastPrune    time.Time
+	mu              sync.Mutex
+	term            int64 // held, 0 when not
+	trustedUntil    time.Time
+	since           time.Time
+	created         uint64
+	lastBeat        time.Time
+	beaten          bool
+	duplicate       engine.Duplicate
+	coolFrom        time.Time
+	coolUntil       time.Time
+	lastPrune       time.Time
+	lastRecordPrune time.Time
 
 	changed chan struct{}
 	wake    chan struct{}
@@ -79,12 +80,21 @@ func newElection(e *Engine) election {
 	b := make([]byte, 8)
 	rand.Read(b)
 	host, _ := os.Hostname()
-	return election{e: e, replica: e.cfg.Replica, instance: hex.EncodeToString(b),
-		process: engine.Process{PID: os.Getpid(), Host: host}.String(), ttl: e.cfg.LeaseTTL,
+	return election{e: e, replica: e.rt.Replica, instance: hex.EncodeToString(b),
+		process: engine.Process{PID: os.Getpid(), Host: host}.String(), ttl: e.rt.LeaseTTL,
 		changed: make(chan struct{}, 1), wake: make(chan struct{}, 1)}
 }
 
 func (l *election) holderValue() string { return l.replica + "|" + l.instance }
+
+// now is the runtime's clock, on which the trust window is measured, as
+// the Redis engine's lease measures it; the lease row itself lives on the
+// database's clock.
+func (l *election) now() time.Time { return l.e.clock.Now() }
+
+func (l *election) elapsed(since time.Time) time.Duration { return l.now().Sub(since) }
+
+func (l *election) until(t time.Time) time.Duration { return t.Sub(l.now()) }
 
 // RenewEvery is TTL/3: two renewals can fail before the trust ends.
 func (l *election) RenewEvery() time.Duration { return l.ttl / 3 }
@@ -99,7 +109,7 @@ func (l *election) heartbeatStale() time.Duration { return 3 * l.ttl }
 func (l *election) Current() (string, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.term == 0 || time.Now().After(l.trustedUntil) {
+	if l.term == 0 || l.now().After(l.trustedUntil) {
 		return "", false
 	}
 	return strconv.FormatInt(l.term, 10), true
@@ -126,7 +136,7 @@ func (l *election) Duplicate() (engine.Duplicate, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	d := l.duplicate
-	return d, d.Other != "" && time.Since(d.LastSeen) < l.heartbeatStale()
+	return d, d.Other != "" && l.elapsed(d.LastSeen) < l.heartbeatStale()
 }
 
 func signal(ch chan struct{}) {
@@ -155,11 +165,11 @@ func (l *election) stepDown(level slog.Level, msg, reason string) {
 func (l *election) setLeader(term int64, sent time.Time, created bool) {
 	l.mu.Lock()
 	gained := l.term != term
-	lapsed := !gained && time.Now().After(l.trustedUntil)
+	lapsed := !gained && l.now().After(l.trustedUntil)
 	l.term = term
 	l.trustedUntil = sent.Add(l.ttl - l.trustMargin())
 	if gained {
-		l.since = time.Now()
+		l.since = l.now()
 	}
 	if created {
 		l.created++
@@ -180,7 +190,7 @@ func (l *election) callBound() time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	bound := l.callTimeout()
-	if left := time.Until(l.trustedUntil); l.term != 0 && left > 0 && left < bound {
+	if left := l.until(l.trustedUntil); l.term != 0 && left > 0 && left < bound {
 		bound = left
 	}
 	return bound
@@ -189,7 +199,7 @@ func (l *election) callBound() time.Duration {
 func (l *election) coolDownLeft() time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return max(0, time.Until(l.coolUntil))
+	return max(0, l.until(l.coolUntil))
 }
 
 // Run acquires, renews and watches the lease until ctx ends.
@@ -203,6 +213,8 @@ func (l *election) Run(ctx context.Context) {
 		holding := l.term != 0
 		l.mu.Unlock()
 		switch {
+		case l.refused(ctx, holding):
+			wait = l.RenewEvery()
 		case holding:
 			wait, err = l.renew(ctx)
 			l.pruneIfDue(ctx)
@@ -228,6 +240,23 @@ func (l *election) Run(ctx context.Context) {
 			timer.Stop()
 		}
 	}
+}
+
+// refused asks the runtime's MayLead, and gives the lease up (holding)
+// when this replica may not lead: it neither acquires nor renews while
+// the refusal stands.
+func (l *election) refused(ctx context.Context, holding bool) bool {
+	if l.e.rt.MayLead == nil {
+		return false
+	}
+	err := l.e.rt.MayLead(ctx)
+	if err == nil {
+		return false
+	}
+	if holding {
+		l.release(ctx, slog.LevelError, "this replica may not lead: "+err.Error())
+	}
+	return true
 }
 
 // bounded runs call within callBound, returning when it passes whatever
@@ -280,10 +309,10 @@ SELECT coalesce((SELECT instance FROM old), ''), coalesce((SELECT ago FROM old),
 func (l *election) beatDue() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if time.Since(l.lastBeat) < l.ttl*9/10 {
+	if l.elapsed(l.lastBeat) < l.ttl*9/10 {
 		return false
 	}
-	l.lastBeat = time.Now()
+	l.lastBeat = l.now()
 	return true
 }
 
@@ -300,7 +329,7 @@ func (l *election) queueBeat(b *pgx.Batch) {
 		defer l.mu.Unlock()
 		if l.beaten && other != "" && other != l.instance && time.Duration(ago)*time.Millisecond < l.heartbeatStale() {
 			first := l.duplicate.Other != other
-			l.duplicate = engine.Duplicate{Replica: l.replica, Instance: l.instance, Other: other, LastSeen: time.Now()}
+			l.duplicate = engine.Duplicate{Replica: l.replica, Instance: l.instance, Other: other, LastSeen: l.now()}
 			if first {
 				l.e.log.Error("DUPLICATE REPLICA NAME: "+l.duplicate.String(), "replica", l.replica)
 			}
@@ -313,7 +342,7 @@ func (l *election) queueBeat(b *pgx.Batch) {
 // acquire tries once to take the lease (holdOff: only beat and look) and
 // returns when to try or renew next.
 func (l *election) acquire(ctx context.Context, holdOff bool) (time.Duration, error) {
-	sent := time.Now()
+	sent := l.now()
 	var term, before *int64
 	var holder string
 	var leftMS int64
@@ -332,7 +361,7 @@ func (l *election) acquire(ctx context.Context, holdOff bool) (time.Duration, er
 	}
 	if term != nil {
 		l.setLeader(*term, sent, before == nil || *before != *term)
-		return max(0, l.RenewEvery()-time.Since(sent)), nil
+		return max(0, l.RenewEvery()-l.elapsed(sent)), nil
 	}
 	if holdOff && holder == "" && l.endCoolDownUnheld() {
 		return 0, nil
@@ -349,7 +378,7 @@ func (l *election) acquire(ctx context.Context, holdOff bool) (time.Duration, er
 func (l *election) endCoolDownUnheld() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if time.Since(l.coolFrom) < l.ttl {
+	if l.elapsed(l.coolFrom) < l.ttl {
 		return false
 	}
 	l.coolUntil = time.Time{}
@@ -361,7 +390,7 @@ func (l *election) renew(ctx context.Context) (time.Duration, error) {
 	l.mu.Lock()
 	term := l.term
 	l.mu.Unlock()
-	sent := time.Now()
+	sent := l.now()
 	var renewed bool
 	err := l.bounded(ctx, func(ctx context.Context) error {
 		b := &pgx.Batch{}
@@ -385,17 +414,31 @@ func (l *election) renew(ctx context.Context) (time.Duration, error) {
 		return 0, nil
 	}
 	l.setLeader(term, sent, false)
-	return max(0, l.RenewEvery()-time.Since(sent)), nil
+	return max(0, l.RenewEvery()-l.elapsed(sent)), nil
 }
 
 // Release gives the lease up, if this instance holds it (trusted or not),
-// and announces it so that a follower takes over at once.
+// and announces it so that a follower takes over at once; the replica's
+// heartbeat goes with it.
 func (l *election) Release(ctx context.Context) {
-	l.stepDown(slog.LevelInfo, "lease released: this replica stops scheduling", "shutting down")
+	l.release(ctx, slog.LevelInfo, "shutting down")
+}
+
+// release steps down for reason and gives the lease up.
+func (l *election) release(ctx context.Context, level slog.Level, reason string) {
+	l.stepDown(level, "lease released: this replica stops scheduling", reason)
 	ctx, cancel := context.WithTimeout(ctx, l.callTimeout())
 	defer cancel()
 	_, err := engine.Obey(ctx, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, l.e.inTx(ctx, func(tx pgx.Tx) error { return releaseIn(ctx, tx, l.e.ns, l.holderValue()) })
+		return struct{}{}, l.e.inTx(ctx, func(tx pgx.Tx) error {
+			// The replica leaves the list at once, as it does on Redis,
+			// rather than when its heartbeat goes stale.
+			if _, err := tx.Exec(ctx, `DELETE FROM belfry_replica WHERE namespace = $1 AND replica = $2 AND instance = $3`,
+				l.e.ns, l.replica, l.instance); err != nil {
+				return err
+			}
+			return releaseIn(ctx, tx, l.e.ns, l.holderValue())
+		})
 	})
 	if err != nil {
 		l.e.log.Warn("could not release the lease; a follower takes over when it expires", "err", err)
@@ -501,11 +544,11 @@ func (e *Engine) Holder(ctx context.Context) (engine.Holder, error) {
 func (l *election) Handover(ctx context.Context, reason string, base, limit time.Duration) (engine.HandoverOutcome, time.Duration, error) {
 	l.mu.Lock()
 	term := l.term
-	if term == 0 || time.Now().After(l.trustedUntil) {
+	if term == 0 || l.now().After(l.trustedUntil) {
 		l.mu.Unlock()
 		return engine.HandoverNotHeld, 0, nil
 	}
-	l.coolUntil = time.Now().Add(2 * l.callTimeout())
+	l.coolUntil = l.now().Add(2 * l.callTimeout())
 	l.mu.Unlock()
 	outcome, wait := engine.HandoverNotHeld, time.Duration(0)
 	ctx, cancel := context.WithTimeout(ctx, l.callTimeout())
@@ -553,7 +596,7 @@ func (l *election) Handover(ctx context.Context, reason string, base, limit time
 	if err != nil || outcome != engine.HandedOver {
 		l.coolUntil = time.Time{}
 	} else {
-		l.coolFrom, l.coolUntil = time.Now(), time.Now().Add(wait)
+		l.coolFrom, l.coolUntil = l.now(), l.now().Add(wait)
 	}
 	l.mu.Unlock()
 	if err != nil || outcome != engine.HandedOver {

@@ -2,9 +2,8 @@ package postgres_test
 
 import (
 	"context"
-	"os"
+	"fmt"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -30,10 +29,7 @@ func TestHandoverGoesToALiveReplica(t *testing.T) {
 	a, b := newEngine(t, db, "a"), newEngine(t, db, "b")
 	termA, _ := lead(t, a)
 	run(t, b)
-	waitUntil(t, 5*time.Second, "both replicas to beat", func() bool {
-		h, err := a.Holder(ctx)
-		return err == nil && slices.Equal(h.Replicas, []string{"a", "b"})
-	})
+	waitListed(t, a, "a", "b")
 	if h, _ := a.Holder(ctx); h.Replica != "a" || h.Token != mustInt(t, termA) {
 		t.Errorf("Holder = %+v, want a with term %s", h, termA)
 	}
@@ -54,10 +50,7 @@ func TestHandoverGoesToALiveReplica(t *testing.T) {
 		t.Errorf("a second Handover at once = %v, %s, %v; want refused while the window holds", outcome, wait, err)
 	}
 
-	solo, err := postgres.New(postgres.Config{Pool: db, Namespace: "solo", Replica: "s", LeaseTTL: 2 * time.Second, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	solo := configured(t, postgres.Config{Pool: db}, engine.Config{Namespace: "solo", Replica: "s", LeaseTTL: 2 * time.Second})
 	lead(t, solo)
 	if outcome, _, err := solo.Handover(ctx, "alone", time.Second, 10*time.Second); err != nil || outcome != engine.HandoverAlone {
 		t.Errorf("Handover with no other replica = %v, %v; want HandoverAlone", outcome, err)
@@ -83,19 +76,27 @@ func TestADuplicateReplicaNameIsReported(t *testing.T) {
 	}
 }
 
-// An engine given no replica name takes the runtime's default,
-// hostname-pid, so that the two name the process alike.
-func TestTheDefaultReplicaNameIsTheRuntimes(t *testing.T) {
+// A replica that releases (a graceful shutdown) leaves the replica list at
+// once, as it does on Redis, not when its heartbeat goes stale.
+func TestAReleasedReplicaLeavesTheList(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	db := migratedDB(t)
-	e, err := postgres.New(postgres.Config{Pool: db, Namespace: "ns", LeaseTTL: 2 * time.Second, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
+	a, b := newEngine(t, db, "a"), newEngine(t, db, "b")
+	_, stopA := lead(t, a)
+	run(t, b)
+	waitListed(t, b, "a", "b")
+	stopA()
+	if h, err := b.Holder(context.Background()); err != nil || !slices.Equal(h.Replicas, []string{"b"}) {
+		t.Errorf("after a's release Holder = %+v, %v; want b alone listed", h, err)
 	}
-	lead(t, e)
-	host, _ := os.Hostname()
-	if h, err := e.Holder(ctx); err != nil || h.Replica != host+"-"+strconv.Itoa(os.Getpid()) {
-		t.Errorf("Holder = %+v, %v; want replica %s-%d", h, err, host, os.Getpid())
-	}
+}
+
+// waitListed waits until e's Holder lists the replicas named, and only
+// them: each has beaten.
+func waitListed(t *testing.T, e *postgres.Engine, names ...string) {
+	t.Helper()
+	waitUntil(t, 5*time.Second, fmt.Sprintf("replicas %v to beat", names), func() bool {
+		h, err := e.Holder(context.Background())
+		return err == nil && slices.Equal(h.Replicas, names)
+	})
 }

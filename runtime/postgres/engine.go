@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strconv"
 	"sync/atomic"
@@ -24,31 +25,49 @@ import (
 // tables for cursors, records, pauses, members and counters. Its writes
 // are committed transactions, which Postgres does not lose: it needs none
 // of the Redis engine's compensations (engine.Losses, engine.Starts).
+//
+// New returns one to give to core.New, which configures it
+// (engine.Configurable) with the runtime's namespace, replica name, lease
+// TTL, history limits, record TTL, logger and clock: one runtime's
+// settings are never given twice, to the runtime and to its engine.
 type Engine struct {
-	pool   *pgxpool.Pool
-	river  *river.Client[pgx.Tx]
-	ns     string
-	cfg    Config
-	log    *slog.Logger
-	onCall atomic.Pointer[func(error)]
+	pool  *pgxpool.Pool
+	river *river.Client[pgx.Tx]
+	ns    string
+	// rt is the runtime's settings, as Configure was given them.
+	rt            engine.Config
+	slotRetention time.Duration
+	log           *slog.Logger
+	clock         engine.Clock
+	onCall        atomic.Pointer[func(error)]
 	// idleTimeout is the lease TTL in ms, as inTx sets it.
 	idleTimeout string
+	// own is what New was given, from which Configure builds the
+	// runtime's engine; nil in the engine Configure built. taken is set by
+	// the Configure that did, so that one Engine serves one runtime.
+	own   *Config
+	taken atomic.Bool
 	election
 }
 
 var (
-	_ engine.Engine     = (*Engine)(nil)
-	_ engine.Deliveries = (*Engine)(nil)
+	_ engine.Engine       = (*Engine)(nil)
+	_ engine.Configurable = (*Engine)(nil)
+	_ engine.Deliveries   = (*Engine)(nil)
 )
 
-// Defaults of Config.
+// Defaults of the runtime's settings, for a Configure given none (the
+// runtime always gives them): core's own.
 const (
 	LeaseTTLDefault     = 15 * time.Second
 	HistoryLimitDefault = 50
+	RecordTTLDefault    = 7 * 24 * time.Hour
 )
 
-// Config is what an Engine is built from: the pool it works on and the
-// values the runtime that uses it is configured with.
+// Config is what is the engine's own: the pool it works on, the River
+// client that inserts its jobs, and how long slot rows are kept. The
+// runtime's settings (namespace, replica, lease TTL, history, logger) come
+// from core.New, through Configure.
 type Config struct {
 	// Pool reaches the database that Migrate prepared.
 	Pool *pgxpool.Pool
@@ -56,58 +75,96 @@ type Config struct {
 	// transaction), with its hooks and middleware; by default an
 	// insert-only client on Pool does.
 	River *river.Client[pgx.Tx]
-	// Namespace keys every row, so that services (or test runs) share a
-	// database without sharing a row. Use the runtime's Namespace.
-	Namespace string
-	// Replica names this process in the lease and heartbeats; default
-	// hostname-pid, as the runtime's Options.Replica.
-	Replica string
-	// LeaseTTL is how long the lease outlives its holder.
-	LeaseTTL time.Duration
-	// HistoryLimit is the records kept per schedule; Limits the schedules
-	// that keep fewer, by name.
-	HistoryLimit int
-	Limits       map[string]int
 	// SlotRetention is how long slot rows are kept (PruneSlots, run by
 	// the leader): at least every schedule's grace plus the runtime's
 	// SkewMargin. Default SlotRetentionDefault.
 	SlotRetention time.Duration
-	Logger        *slog.Logger
 }
 
-// New builds the engine of cfg.Namespace on cfg.Pool. It makes no call to
-// the database; CheckSchema says whether Migrate ran.
+// ErrUnconfigured is what an Engine answers to a call made on it rather
+// than on the runtime it was given to.
+var ErrUnconfigured = errors.New("postgres.Engine must be passed to core.New (Options.Engine) before use")
+
+// New returns an engine on cfg.Pool for core.New to configure. It makes
+// no call to the database; CheckSchema says whether Migrate ran. Until
+// core.New configures it, its calls fail with ErrUnconfigured.
 func New(cfg Config) (*Engine, error) {
 	if cfg.Pool == nil {
 		return nil, errors.New("postgres: Config.Pool is nil")
 	}
-	if cfg.Namespace == "" {
-		return nil, errors.New("postgres: Config.Namespace must be set, to the runtime's Options.Namespace")
-	}
-	if cfg.Replica == "" {
-		host, _ := os.Hostname()
-		cfg.Replica = cmp.Or(host, "replica") + "-" + strconv.Itoa(os.Getpid())
-	}
-	cfg.LeaseTTL = cmp.Or(cfg.LeaseTTL, LeaseTTLDefault)
-	cfg.HistoryLimit = cmp.Or(cfg.HistoryLimit, HistoryLimitDefault)
 	cfg.SlotRetention = cmp.Or(cfg.SlotRetention, SlotRetentionDefault)
-	if cfg.LeaseTTL < time.Second {
-		return nil, fmt.Errorf("postgres: LeaseTTL must be at least 1s; got %s", cfg.LeaseTTL)
-	}
-	rc := cfg.River
-	if rc == nil {
+	if cfg.River == nil {
 		// An insert-only client: it starts nothing, and its InsertManyTx
 		// writes the jobs in the engine's own transaction.
 		var err error
-		if rc, err = river.NewClient(riverpgxv5.New(cfg.Pool), &river.Config{}); err != nil {
+		if cfg.River, err = river.NewClient(riverpgxv5.New(cfg.Pool), &river.Config{}); err != nil {
 			return nil, fmt.Errorf("postgres: River client: %w", err)
 		}
 	}
-	e := &Engine{pool: cfg.Pool, river: rc, ns: cfg.Namespace, cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()),
-		idleTimeout: strconv.FormatInt(cfg.LeaseTTL.Milliseconds(), 10)}
-	e.election = newElection(e)
+	refusing, err := refusingPool()
+	if err != nil {
+		return nil, err
+	}
+	e := build(Config{Pool: refusing, River: cfg.River, SlotRetention: cfg.SlotRetention},
+		engine.Config{Namespace: "unconfigured", Replica: "unconfigured"})
+	e.own = &cfg
 	return e, nil
 }
+
+// Configure builds the engine of cfg's runtime on the pool New was
+// given, once: an Engine serves one runtime.
+func (e *Engine) Configure(cfg engine.Config) (engine.Engine, error) {
+	switch {
+	case e.own == nil:
+		return nil, errors.New("postgres: this Engine was built by Configure; give core.New the one postgres.New returned")
+	case !e.taken.CompareAndSwap(false, true):
+		return nil, errors.New("Options.Engine: this postgres.Engine already serves another runtime; make one per runtime")
+	case cfg.Namespace == "":
+		return nil, errors.New("postgres: the runtime's Namespace is empty")
+	case cfg.LeaseTTL != 0 && cfg.LeaseTTL < time.Second:
+		return nil, fmt.Errorf("postgres: LeaseTTL must be at least 1s; got %s", cfg.LeaseTTL)
+	}
+	e.pool.Close() // the refusing pool: from now on its calls fail as closed
+	return build(*e.own, cfg), nil
+}
+
+// build makes the engine of rt's runtime on own's pool, filling in what
+// rt leaves out.
+func build(own Config, rt engine.Config) *Engine {
+	if rt.Replica == "" {
+		host, _ := os.Hostname()
+		rt.Replica = cmp.Or(host, "replica") + "-" + strconv.Itoa(os.Getpid())
+	}
+	rt.LeaseTTL = cmp.Or(rt.LeaseTTL, LeaseTTLDefault)
+	rt.HistoryLimit = cmp.Or(rt.HistoryLimit, HistoryLimitDefault)
+	rt.RecordTTL = cmp.Or(rt.RecordTTL, RecordTTLDefault)
+	if rt.Logger == nil {
+		rt.Logger = slog.Default()
+	}
+	if rt.Clock == nil {
+		rt.Clock = realClock{}
+	}
+	e := &Engine{pool: own.Pool, river: own.River, ns: rt.Namespace, rt: rt, slotRetention: own.SlotRetention,
+		log: rt.Logger, clock: rt.Clock, idleTimeout: strconv.FormatInt(rt.LeaseTTL.Milliseconds(), 10)}
+	e.election = newElection(e)
+	return e
+}
+
+// refusingPool is a pool that connects nowhere: every call on it fails
+// with ErrUnconfigured.
+func refusingPool() (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig("postgres://unconfigured/unconfigured?sslmode=disable")
+	if err != nil {
+		return nil, err
+	}
+	cfg.ConnConfig.LookupFunc = func(_ context.Context, host string) ([]string, error) { return []string{host}, nil }
+	cfg.ConnConfig.DialFunc = func(context.Context, string, string) (net.Conn, error) { return nil, ErrUnconfigured }
+	return pgxpool.NewWithConfig(context.Background(), cfg)
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
 
 // Watch has the election's calls reported to onCall.
 func (e *Engine) Watch(onCall func(error)) { e.onCall.Store(&onCall) }
@@ -148,10 +205,10 @@ func (e *Engine) Acknowledged(context.Context) error { return nil }
 
 // limitOf is the number of records the schedule name keeps.
 func (e *Engine) limitOf(name string) int {
-	if n, ok := e.cfg.Limits[name]; ok {
+	if n, ok := e.rt.Limits[name]; ok {
 		return n
 	}
-	return e.cfg.HistoryLimit
+	return e.rt.HistoryLimit
 }
 
 // inTx runs f in a transaction, committed when f returns nil. The

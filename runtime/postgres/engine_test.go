@@ -32,11 +32,26 @@ func migratedDB(t *testing.T) *pgxpool.Pool {
 // newEngine is an engine of namespace "ns" on db, named replica.
 func newEngine(t *testing.T, db *pgxpool.Pool, replica string) *postgres.Engine {
 	t.Helper()
-	e, err := postgres.New(postgres.Config{Pool: db, Namespace: "ns", Replica: replica, LeaseTTL: 2 * time.Second, Logger: quietLogger()})
+	return configured(t, postgres.Config{Pool: db}, engine.Config{Namespace: "ns", Replica: replica, LeaseTTL: 2 * time.Second})
+}
+
+// configured is the engine New builds of own, configured with the
+// runtime's settings rt as core.New configures it (a quiet logger unless
+// rt names one), for tests that use an engine without a runtime.
+func configured(t testing.TB, own postgres.Config, rt engine.Config) *postgres.Engine {
+	t.Helper()
+	pending, err := postgres.New(own)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return e
+	if rt.Logger == nil {
+		rt.Logger = quietLogger()
+	}
+	e, err := pending.Configure(rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.(*postgres.Engine)
 }
 
 // run takes part in e's election until stop or the test's end; stop
@@ -256,10 +271,7 @@ func TestHistoryKeepsTheNewestUpToItsLimit(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := migratedDB(t)
-	e, err := postgres.New(postgres.Config{Pool: db, Namespace: "ns", Replica: "a", HistoryLimit: 5, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := configured(t, postgres.Config{Pool: db}, engine.Config{Namespace: "ns", Replica: "a", HistoryLimit: 5})
 	for i := range 8 {
 		rec := engine.Rec{ID: fmt.Sprintf("cron:ns/tick:%d", 1000+i), Slot: int64(1000 + i), At: int64(1000+i) * 1000,
 			Outcome: "enqueued", Score: int64(1000+i) * 1000}
@@ -339,10 +351,7 @@ func TestJobsGoThroughTheServicesRiverClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := postgres.New(postgres.Config{Pool: db, River: client, Namespace: "ns", Replica: "a", Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := configured(t, postgres.Config{Pool: db, River: client}, engine.Config{Namespace: "ns", Replica: "a"})
 	if r := e.EnqueueAll(ctx, nil, slotItems("tick", time.Now().Truncate(time.Second))); r[0].Err != nil || !r[0].Inserted {
 		t.Fatalf("enqueue: %+v", r[0])
 	}

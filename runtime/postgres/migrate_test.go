@@ -2,33 +2,21 @@ package postgres_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/belfry/belfry/internal/pgtest"
 	"github.com/belfry/belfry/runtime/postgres"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
-
-// adminURL is the machine's Postgres, on which each test creates a
-// database of its own. It must answer: a missing Postgres fails the tests,
-// never skips them.
-func adminURL() string {
-	if u := os.Getenv("BELFRY_TEST_POSTGRES"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/postgres"
-}
 
 // freshDB creates an empty database for the test, dropped when it ends,
 // and returns a pool on it.
@@ -47,34 +35,10 @@ func freshDB(t testing.TB) *pgxpool.Pool {
 // when t ends, and returns a pool configuration for it.
 func newDatabase(t testing.TB) *pgxpool.Config {
 	t.Helper()
-	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, adminURL())
-	if err != nil {
-		t.Fatalf("postgres at %s: %v (these tests need a real PostgreSQL; set BELFRY_TEST_POSTGRES)", adminURL(), err)
-	}
-	defer admin.Close(ctx)
-	b := make([]byte, 6)
-	rand.Read(b)
-	name := "belfry_test_" + hex.EncodeToString(b)
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		admin, err := pgx.Connect(ctx, adminURL())
-		if err != nil {
-			t.Errorf("dropping %s: %v", name, err)
-			return
-		}
-		defer admin.Close(ctx)
-		if _, err := admin.Exec(ctx, "DROP DATABASE "+name+" WITH (FORCE)"); err != nil {
-			t.Errorf("dropping %s: %v", name, err)
-		}
-	})
-	cfg, err := pgxpool.ParseConfig(adminURL())
+	cfg, err := pgxpool.ParseConfig(pgtest.NewDatabase(t, "belfry_test"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.ConnConfig.Database = name
 	return cfg
 }
 

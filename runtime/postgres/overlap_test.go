@@ -33,7 +33,7 @@ func TestOverlapSkipAsksRiversJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts, _ := b.Replica(t)
-	opts.Replica, opts.LeaseTTL, opts.Logger = "solo", harnessLeaseTTL, quietLogger()
+	opts.Replica, opts.LeaseTTL, opts.Logger = "solo", 2*time.Second, quietLogger()
 	rt, err := core.New(reg, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -30,7 +30,7 @@ func TestTenThousandSchedulesDueAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := postgres.New(postgres.Config{Pool: db, Namespace: "spike", Replica: "solo", LeaseTTL: 5 * time.Second, Logger: quietLogger()})
+	eng, err := postgres.New(postgres.Config{Pool: db})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/belfry/belfry/runtime/engine"
 	"github.com/belfry/belfry/runtime/postgres"
 )
 
@@ -19,10 +20,7 @@ func TestACutOffEnqueueDoesNotHoldItsSlots(t *testing.T) {
 	cutPool, proxy := poolThroughProxy(t, db.Config())
 	t.Cleanup(proxy.Pass)
 	const ttl = 2 * time.Second
-	cut, err := postgres.New(postgres.Config{Pool: cutPool, Namespace: "ns", Replica: "cut", LeaseTTL: ttl, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cut := configured(t, postgres.Config{Pool: cutPool}, engine.Config{Namespace: "ns", Replica: "cut", LeaseTTL: ttl})
 	other := newEngine(t, db, "other")
 	items := slotItems("tick", time.Now().Truncate(time.Second))
 

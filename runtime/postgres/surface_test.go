@@ -92,10 +92,7 @@ func TestTheAdminAndMetricsReadTheEngine(t *testing.T) {
 		return len(h) == 1 && h[0].Outcome == core.OutcomeFailed
 	})
 	// A schedule removed from the code leaves state behind.
-	gone, err := postgres.New(postgres.Config{Pool: b.(*pgBackend).direct, Namespace: rt.Namespace(), Replica: "old", Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	gone := configured(t, postgres.Config{Pool: b.(*pgBackend).direct}, engine.Config{Namespace: rt.Namespace(), Replica: "old"})
 	if err := gone.RecordManual(ctx, engine.Commit{Name: "retired", Counts: map[string]int64{"manual": 1}}); err != nil {
 		t.Fatal(err)
 	}

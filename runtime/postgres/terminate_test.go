@@ -58,7 +58,7 @@ func TestEveryConnectionTerminated(t *testing.T) {
 	var rts []*core.Runtime
 	for _, name := range []string{"a", "b"} {
 		opts, _ := b.Replica(t)
-		opts.Replica, opts.LeaseTTL, opts.Grace, opts.Logger = name, harnessLeaseTTL, time.Minute, quietLogger()
+		opts.Replica, opts.LeaseTTL, opts.Grace, opts.Logger = name, 2*time.Second, time.Minute, quietLogger()
 		rt, err := core.New(reg, opts)
 		if err != nil {
 			t.Fatal(err)

@@ -2,11 +2,13 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/belfry/belfry/registry"
+	"github.com/belfry/belfry/runtime/core"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 )
@@ -54,10 +56,25 @@ type scheduleWorker struct {
 func (w *scheduleWorker) Timeout(*river.Job[occurrenceArgs]) time.Duration { return w.s.Timeout }
 
 // Work runs the handler on the job's occurrence, with the delivery's
-// attempt where the recording middleware reads it (Engine.Attempt).
+// attempt where the recording middleware reads it (Engine.Attempt) and
+// the enqueue's carrier (the job's belfry_headers) where core.Carrier
+// reads it, before any middleware runs.
 func (w *scheduleWorker) Work(ctx context.Context, job *river.Job[occurrenceArgs]) error {
 	ctx = context.WithValue(ctx, deliveryKey{}, delivery{attempt: job.Attempt - 1, maxRetry: job.MaxAttempts - 1})
+	ctx = core.WithCarrier(ctx, carrierOf(job.JobRow))
 	return w.s.HandlePayload(ctx, job.Args.payload, w.mw...)
+}
+
+// carrierOf is what the job's enqueue asked to carry (its metadata's
+// belfry_headers), nil for none. Metadata that is not belfry's JSON
+// carries nothing rather than failing the job: the occurrence runs as it
+// would have without an observer.
+func carrierOf(job *rivertype.JobRow) map[string]string {
+	var meta jobMetadata
+	if json.Unmarshal(job.Metadata, &meta) != nil {
+		return nil
+	}
+	return meta.Headers
 }
 
 type deliveryKey struct{}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -19,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/belfry/belfry/internal/pgtest"
 )
 
 // freePorts finds n consecutive free ports on 127.0.0.1, as the demo needs.
@@ -81,23 +84,65 @@ func TestDemo(t *testing.T) {
 			} else if _, err := exec.LookPath("redis-server"); err != nil {
 				t.Fatalf("redis-server not on PATH: %v", err)
 			}
-			runDemo(t, exec.Command(bin, args...))
+			runDemo(t, exec.Command(bin, args...), "Redis stopped")
 		})
 	}
+	// On the machine's Postgres, in a database of the test's own.
+	t.Run("postgres", func(t *testing.T) {
+		database := demoDatabase(t)
+		runDemo(t, exec.Command(bin, "-port", strconv.Itoa(freePorts(t, 3)), "-postgres", pgtest.AdminURL(), "-database", database),
+			"database "+database+" dropped")
+		assertDropped(t, database)
+	})
 	// make demo as a newcomer runs it: Ctrl-C reaches make too.
 	t.Run("make demo", func(t *testing.T) {
-		if _, err := exec.LookPath("make"); err != nil {
-			t.Fatalf("make not on PATH: %v", err)
-		}
-		cmd := exec.Command("make", "-s", "-C", "../../..", "demo")
-		cmd.Env = append(os.Environ(), "DEMO_PORT="+strconv.Itoa(freePorts(t, 3)))
-		runDemo(t, cmd)
+		runDemo(t, makeDemo(t, "demo"), "Redis stopped")
+	})
+	t.Run("make demo postgres", func(t *testing.T) {
+		database := demoDatabase(t)
+		cmd := makeDemo(t, "demo/postgres")
+		cmd.Env = append(cmd.Env, "DEMO_POSTGRES="+pgtest.AdminURL(), "DEMO_DATABASE="+database)
+		runDemo(t, cmd, "database "+database+" dropped")
+		assertDropped(t, database)
 	})
 }
 
+// makeDemo is make target, run from the repository's root as a newcomer
+// runs it, on free ports.
+func makeDemo(t *testing.T, target string) *exec.Cmd {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Fatalf("make not on PATH: %v", err)
+	}
+	cmd := exec.Command("make", "-s", "-C", "../../..", target)
+	cmd.Env = append(os.Environ(), "DEMO_PORT="+strconv.Itoa(freePorts(t, 3)))
+	return cmd
+}
+
+// demoDatabase is a name for the demo's database that no other run uses,
+// and a database of that name is dropped when the test ends, should the
+// demo leave it behind.
+func demoDatabase(t *testing.T) string {
+	name := pgtest.Name("belfry_demo_test")
+	t.Cleanup(func() {
+		if err := pgtest.Drop(context.Background(), name); err != nil {
+			t.Error(err)
+		}
+	})
+	return name
+}
+
+// assertDropped checks that the demo dropped its database as it stopped.
+func assertDropped(t *testing.T, database string) {
+	t.Helper()
+	if exists, err := pgtest.Exists(context.Background(), database); err != nil || exists {
+		t.Errorf("database %s still exists after the demo stopped (%v)", database, err)
+	}
+}
+
 // runDemo runs the demo as cmd (the binary, or make demo), and stops it
-// with Ctrl-C once it is ready.
-func runDemo(t *testing.T, cmd *exec.Cmd) {
+// with Ctrl-C once it is ready; the store's stop says stopped as its last
+// step.
+func runDemo(t *testing.T, cmd *exec.Cmd, storeStopped string) {
 	// Its own process group, so that a demo that hangs can be stopped with
 	// the replicas it started, and none outlives the test.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -226,7 +271,7 @@ func runDemo(t *testing.T, cmd *exec.Cmd) {
 	if _, err := os.Stat(m[1]); !os.IsNotExist(err) {
 		t.Errorf("demo directory %s still exists (%v)", m[1], err)
 	}
-	for _, want := range []string{"replicas stopped", "Redis stopped"} {
+	for _, want := range []string{"replicas stopped", storeStopped} {
 		if !strings.Contains(strings.ReplaceAll(log(), "redis-server stopped", "Redis stopped"), want) {
 			t.Errorf("demo output lacks %q", want)
 		}

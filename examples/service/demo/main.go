@@ -2,15 +2,21 @@
 // machine: a private Redis, three replicas as separate processes, one admin
 // page per replica. Run it from the repository with
 //
-//	make demo        (or: go run ./examples/service/demo)
+//	make demo          (or: go run ./examples/service/demo)
+//	make demo/postgres (or: go run ./examples/service/demo -postgres URL)
 //
 // It uses redis-server when it is on PATH and an embedded Redis
 // (miniredis) otherwise, so Go alone is enough. Ctrl-C stops the replicas,
 // then Redis, and removes every file the demo made.
 //
+// With -postgres the replicas run on Postgres and River instead: the demo
+// creates a database of its own on that server (-database, default
+// belfry_demo; one a stopped demo left behind is made afresh), migrates
+// it as a deploy step would, and drops it at the end.
+//
 // Flags: -port (first admin port, default $DEMO_PORT or 8080; replica i
 // listens on port+i), -replicas, -lease-ttl, -embedded (use miniredis even
-// when redis-server is installed).
+// when redis-server is installed), -postgres, -database.
 package main
 
 import (
@@ -47,6 +53,8 @@ type options struct {
 	replicas int
 	leaseTTL time.Duration
 	embedded bool
+	postgres string
+	database string
 }
 
 func parseFlags() (options, error) {
@@ -66,6 +74,8 @@ func parseFlags() (options, error) {
 	// kill -9 is replaced while the visitor watches.
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", 5*time.Second, "lease TTL of each replica: how long a crashed leader blocks takeover")
 	fs.BoolVar(&o.embedded, "embedded", false, "use the embedded Redis (miniredis) even if redis-server is installed")
+	fs.StringVar(&o.postgres, "postgres", "", "run on Postgres and River: the `URL` of a database on the server to use (postgres://postgres@127.0.0.1:5432/postgres), where the demo makes its own")
+	fs.StringVar(&o.database, "database", cmp.Or(os.Getenv("DEMO_DATABASE"), "belfry_demo"), "with -postgres, the `name` of the demo's database, made afresh and dropped at the end (default $DEMO_DATABASE or belfry_demo)")
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -79,6 +89,8 @@ func parseFlags() (options, error) {
 		return o, fmt.Errorf("-port %d: want 1..%d", o.port, 65535-o.replicas+1)
 	case o.replicas < 1 || o.replicas > 9:
 		return o, fmt.Errorf("-replicas %d: want 1..9", o.replicas)
+	case !databaseName.MatchString(o.database):
+		return o, fmt.Errorf("-database %q: want lower-case letters, digits and _, starting with a letter", o.database)
 	}
 	return o, nil
 }
@@ -127,12 +139,21 @@ func run() int {
 		return 1
 	}
 
-	redisURL, redisDesc, stopRedis, err := startRedis(ctx, dir, o.embedded)
+	var engineArgs []string
+	var storeDesc string
+	var stopStore func()
+	if o.postgres != "" {
+		engineArgs, storeDesc, stopStore, err = startPostgres(ctx, o.postgres, o.database)
+	} else {
+		var redisURL string
+		redisURL, storeDesc, stopStore, err = startRedis(ctx, dir, o.embedded)
+		engineArgs = []string{"-redis", redisURL}
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
 		return 1
 	}
-	defer stopRedis()
+	defer stopStore()
 
 	var out syncWriter
 	exited := make(chan exit, o.replicas)
@@ -159,7 +180,7 @@ func run() int {
 	}()
 	for i, addr := range addrs {
 		name := "demo-" + strconv.Itoa(i+1)
-		c := exec.Command(bin, "-redis", redisURL, "-http", addr, "-replica", name, "-lease-ttl", o.leaseTTL.String())
+		c := exec.Command(bin, append(engineArgs, "-http", addr, "-replica", name, "-lease-ttl", o.leaseTTL.String())...)
 		c.Stdout = &prefixWriter{w: &out, prefix: name + " | "}
 		c.Stderr = c.Stdout
 		if err := c.Start(); err != nil {
@@ -181,7 +202,7 @@ func run() int {
 		return 0
 	}
 	var banner strings.Builder
-	fmt.Fprintf(&banner, "\nbelfry demo: %d replicas of examples/service on %s\n\n", o.replicas, redisDesc)
+	fmt.Fprintf(&banner, "\nbelfry demo: %d replicas of examples/service on %s\n\n", o.replicas, storeDesc)
 	for i, addr := range addrs {
 		label := "  admin  "
 		if i > 0 {
