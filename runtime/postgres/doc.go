@@ -5,7 +5,7 @@
 //
 //	if _, err := postgres.Migrate(ctx, pool, postgres.MigrateOptions{River: true}); err != nil { ... } // a deploy step
 //	eng, err := postgres.New(postgres.Config{Pool: pool})
-//	rt, err := core.New(jobs.Registry, core.Options{Engine: eng, Namespace: "billing"})
+//	rt, err := core.New(jobs.NewRegistry(deps), core.Options{Engine: eng, Namespace: "billing"})
 //	workers := river.NewWorkers()
 //	err = postgres.AddWorkers(workers, rt) // kind = schedule name, every attempt recorded
 //	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Queues: ..., Workers: workers})
