@@ -101,11 +101,16 @@ demo/postgres: ## the demo on the local Postgres and River (DEMO_POSTGRES): a da
 	bin/demo -postgres '$(DEMO_POSTGRES)'
 
 .PHONY: chaos
-chaos: ## kill, pause, skew and restart replicas and Redis; prove once-per-slot (CHAOS_REPLICAS, CHAOS_DURATION, CHAOS_SEED, CHAOS_FAULTS)
+chaos: ## kill, pause, skew and restart replicas and Redis; prove once-per-slot (CHAOS_REPLICAS, CHAOS_DURATION, CHAOS_SEED, CHAOS_FAULTS; CHAOS_ENGINE=postgres for Postgres + River)
 	@# go test prints its PASS/ok trailer after the test's output, so the
 	@# harness writes its summary to a file and this prints it last.
-	@rm -f $(CURDIR)/.chaos-summary; \
-	$(GO) test ./runtime -run '^TestChaos$$' -chaos -count=1 -timeout 60m -v -chaos.summary=$(CURDIR)/.chaos-summary; rc=$$?; \
+	@case "$(CHAOS_ENGINE)" in \
+		""|redis) pkg=./runtime; run='^TestChaos$$';; \
+		postgres) pkg=./runtime/postgres; run='^TestChaosPostgres$$';; \
+		*) echo "CHAOS_ENGINE=$(CHAOS_ENGINE): want redis (the default) or postgres"; exit 2;; \
+	esac; \
+	rm -f $(CURDIR)/.chaos-summary; \
+	$(GO) test $$pkg -run "$$run" -chaos -count=1 -timeout 60m -v -chaos.summary=$(CURDIR)/.chaos-summary; rc=$$?; \
 	cat $(CURDIR)/.chaos-summary 2>/dev/null; exit $$rc
 
 .PHONY: bench

@@ -15,6 +15,7 @@ import (
 
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/internal/chaoskit"
 	"github.com/belfry/belfry/runtime/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -375,7 +376,7 @@ func TestChaosJudgesAPauseReachedLateByTheEnqueues(t *testing.T) {
 	at := func(sec float64) time.Time {
 		return time.Date(2026, 12, 4, 20, 59, 0, 0, time.UTC).Add(time.Duration(sec * float64(time.Second)))
 	}
-	h := &chaosHarness{cfg: chaosConfig{skew: 3 * time.Second}, schedules: []string{"every-1s", chaosPaused}}
+	h := &chaosHarness{cfg: chaoskit.Config{Skew: 3 * time.Second}, schedules: []string{"every-1s", chaosPaused}}
 	h.operatorPause.fromFirst, h.operatorPause.from = at(58.16), at(58.17)
 	h.operatorPause.toFirst, h.operatorPause.to = at(133), at(134)
 	logs := enqueueLogs{byTask: map[string][]enqueueRecord{}}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/internal/chaoskit"
 )
 
 // The chaos run's family: members in DST zones and zones with odd offsets,
@@ -88,12 +89,12 @@ func (h *chaosHarness) familyChurn(reg *registry.Registry, start time.Time) *cha
 	}
 	go func() {
 		defer close(f.done)
-		step := h.cfg.duration / 8
+		step := h.cfg.Duration / 8
 		tick := time.NewTicker(500 * time.Millisecond)
 		defer tick.Stop()
 		churnAt := start.Add(step)
 		lastOK := time.Now()
-		for time.Now().Before(start.Add(h.cfg.duration)) {
+		for time.Now().Before(start.Add(h.cfg.Duration)) {
 			<-tick.C
 			// An operator's sync loop: members Redis lost are put back.
 			if missing := f.missing(); missing > 0 {
@@ -226,7 +227,7 @@ func (f *chaosFamilyRun) missing() int {
 // and the leader's poll; false for slots either way is right. quiet are
 // the stretches in which no leader enqueued any member's task.
 func (f *chaosFamilyRun) certain(m *chaosMember, slot time.Time, quiet [][2]time.Time) bool {
-	margin := f.h.cfg.skew + 2*time.Second
+	margin := f.h.cfg.Skew + 2*time.Second
 	if !slot.After(m.added.Add(time.Second)) || !m.deleted.IsZero() && slot.After(m.deleted.Add(-margin)) {
 		return false
 	}
@@ -310,7 +311,7 @@ func (f *chaosFamilyRun) check(t *testing.T, due map[string][]int64, runs, retri
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	margin := f.h.cfg.skew + 2*time.Second
+	margin := f.h.cfg.Skew + 2*time.Second
 	for _, m := range f.all {
 		name := chaosFamily + "/" + m.Key
 		for slot, n := range runs[name] {
@@ -365,7 +366,7 @@ func TestChaosJudgesADeletedMemberByTheLeadersEnqueues(t *testing.T) {
 	if len(quiet) != 1 || !quiet[0][0].Equal(at(30.02)) || !quiet[0][1].Equal(at(44.4)) {
 		t.Fatalf("quiet stretches %v, want the one from 30.02s to 44.4s", quiet)
 	}
-	f := &chaosFamilyRun{h: &chaosHarness{cfg: chaosConfig{skew: 3 * time.Second}}}
+	f := &chaosFamilyRun{h: &chaosHarness{cfg: chaoskit.Config{Skew: 3 * time.Second}}}
 	deleted := &chaosMember{Member: runtime.Member{Key: "tenant-00"}, added: at(0), deleted: at(41.985)}
 	for _, c := range []struct {
 		slot float64

@@ -23,6 +23,7 @@ import (
 
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/internal/chaoskit"
 	"github.com/belfry/belfry/runtime/internal/clock"
 	"github.com/belfry/belfry/runtime/internal/redistest"
 	"github.com/hibiken/asynq"
@@ -175,20 +176,6 @@ func runChaosReplica(name string) error {
 	return runErr
 }
 
-// chaosConfig is read from the environment so `make chaos` can be tuned
-// without editing code.
-type chaosConfig struct {
-	replicas int
-	duration time.Duration
-	seed     uint64
-	skew     time.Duration
-	ttl      time.Duration
-	grace    time.Duration
-	// faults are the fault kinds the run injects (CHAOS_FAULTS).
-	faults map[string]bool
-	keep   bool
-}
-
 // chaosFaults are the fault kinds CHAOS_FAULTS selects from (a comma
 // list; by default every one):
 //
@@ -205,86 +192,23 @@ type chaosConfig struct {
 //	           replica and three sentinels, and the replicas use ReplicaAcks=1
 var chaosFaults = []string{"kill", "pause", "freeze", "restart", "flush", "partition", "latency", "stall", "failover"}
 
-func chaosConfigFromEnv(t *testing.T) chaosConfig {
+// chaosConfigFromEnv is the run's settings; CHAOS_STALL=0 drops freeze.
+func chaosConfigFromEnv(t *testing.T) chaoskit.Config {
 	t.Helper()
-	c := chaosConfig{replicas: 3, duration: 60 * time.Second, seed: 1, skew: 3 * time.Second,
-		ttl: 2 * time.Second, grace: 30 * time.Second, faults: map[string]bool{},
-		keep: os.Getenv("CHAOS_KEEP") == "1"}
-	for _, f := range chaosFaults {
-		c.faults[f] = true
-	}
-	if v := os.Getenv("CHAOS_FAULTS"); v != "" {
-		c.faults = map[string]bool{}
-		for _, f := range strings.Split(v, ",") {
-			f = strings.TrimSpace(f)
-			if !slices.Contains(chaosFaults, f) {
-				t.Fatalf("CHAOS_FAULTS=%q: unknown fault %q; want a comma list of %s", v, f, strings.Join(chaosFaults, ", "))
-			}
-			c.faults[f] = true
-		}
-	}
+	c := chaoskit.FromEnv(t, chaosFaults)
 	if os.Getenv("CHAOS_STALL") == "0" {
-		c.faults["freeze"] = false
-	}
-	var err error
-	if v := os.Getenv("CHAOS_REPLICAS"); v != "" {
-		if c.replicas, err = strconv.Atoi(v); err != nil || c.replicas < 2 {
-			t.Fatalf("CHAOS_REPLICAS=%q: want an integer of at least 2", v)
-		}
-	}
-	if v := os.Getenv("CHAOS_DURATION"); v != "" {
-		if c.duration, err = time.ParseDuration(v); err != nil || c.duration < 10*time.Second {
-			t.Fatalf("CHAOS_DURATION=%q: want a duration of at least 10s, e.g. 60s", v)
-		}
-	}
-	if v := os.Getenv("CHAOS_SEED"); v != "" {
-		if c.seed, err = strconv.ParseUint(v, 10, 64); err != nil {
-			t.Fatalf("CHAOS_SEED=%q: want a non-negative integer", v)
-		}
-	}
-	if v := os.Getenv("CHAOS_SKEW"); v != "" {
-		if c.skew, err = time.ParseDuration(v); err != nil || c.skew < 0 || c.skew >= c.grace/2 {
-			t.Fatalf("CHAOS_SKEW=%q: want a duration between 0 and %s", v, c.grace/2)
-		}
+		c.Faults["freeze"] = false
 	}
 	return c
 }
 
-// offset gives replica i its clock offset: the first runs on true time, the
-// others alternate ahead and behind, so leadership moves between clocks that
-// disagree by up to twice the skew.
-func (c chaosConfig) offset(i int) time.Duration {
-	if i == 0 || c.skew == 0 {
-		return 0
-	}
-	d := c.skew
-	if i > 2 {
-		d = c.skew / 2
-	}
-	if i%2 == 0 {
-		return -d
-	}
-	return d
-}
-
-type replicaState int
-
-const (
-	replicaRunning replicaState = iota
-	replicaPaused
-	replicaDead
-)
-
 // chaosReplica is one replica slot; each restart is a new process (a new
 // incarnation with its own name, log and record file).
 type chaosReplica struct {
+	chaoskit.Proc
 	idx         int
 	incarnation int
-	name        string
 	offset      time.Duration
-	cmd         *exec.Cmd
-	exited      chan struct{}
-	state       replicaState
 	// proxy is this replica slot's own link to Redis, kept across
 	// incarnations, so a network fault hits exactly one replica.
 	proxy *redistest.Proxy
@@ -292,7 +216,7 @@ type chaosReplica struct {
 
 type chaosHarness struct {
 	t   *testing.T
-	cfg chaosConfig
+	cfg chaoskit.Config
 	dir string
 	exe string
 	// redis is the Redis the replicas use; with a Sentinel topology the
@@ -370,30 +294,13 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Not t.TempDir: the logs and records are the evidence when the run
-	// fails, so they are kept unless it passes.
-	dir, err := os.MkdirTemp("", "belfry-chaos-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() || cfg.keep {
-			t.Logf("chaos: logs and execution records kept in %s", dir)
-			return
-		}
-		os.RemoveAll(dir)
-	})
+	dir := cfg.EvidenceDir(t, "belfry-chaos-")
 	h := &chaosHarness{t: t, cfg: cfg, dir: dir, exe: exe}
-	var faults []string
-	for _, f := range chaosFaults {
-		if cfg.faults[f] {
-			faults = append(faults, f)
-		}
-	}
+	faults := cfg.Selected(chaosFaults)
 	t.Logf("chaos: seed=%d replicas=%d duration=%s lease_ttl=%s grace=%s skew=±%s faults=%s dir=%s",
-		cfg.seed, cfg.replicas, cfg.duration, cfg.ttl, cfg.grace, cfg.skew, strings.Join(faults, ","), dir)
+		cfg.Seed, cfg.Replicas, cfg.Duration, cfg.TTL, cfg.Grace, cfg.Skew, strings.Join(faults, ","), dir)
 
-	if cfg.faults["failover"] {
+	if cfg.Faults["failover"] {
 		// A primary, a replica and three sentinels; the harness and every
 		// replica follow the primary, and the replicas' writes wait for
 		// the replica's acknowledgement (Options.ReplicaAcks). The servers
@@ -414,8 +321,8 @@ func TestChaos(t *testing.T) {
 	t.Cleanup(func() { h.rdb.Close() })
 	t.Cleanup(h.killAll) // only on a failure path; a normal run stops them first
 
-	for i := range cfg.replicas {
-		h.replicas = append(h.replicas, &chaosReplica{idx: i, offset: cfg.offset(i), state: replicaDead})
+	for i := range cfg.Replicas {
+		h.replicas = append(h.replicas, &chaosReplica{idx: i, offset: cfg.Offset(i)})
 		h.start(h.replicas[i])
 	}
 	reg := chaosSchedules(func(context.Context, registry.Occurrence) error { return nil })
@@ -435,7 +342,7 @@ func TestChaos(t *testing.T) {
 	}) {
 		t.FailNow()
 	}
-	warm := time.NewTimer(cfg.skew + 2*time.Second)
+	warm := time.NewTimer(cfg.Skew + 2*time.Second)
 	<-warm.C
 	start := time.Now()
 	windowStart := start.Truncate(time.Second).Add(time.Second)
@@ -563,16 +470,12 @@ func TestChaos(t *testing.T) {
 		fmt.Printf("chaos: latency_spikes=%d handovers=%d (the leader's replies slowed for several seconds; leaders that handed the lease over for lateness)\n",
 			h.latencies, h.countInLogs("handed the lease over"))
 	}
-	skew := strconv.FormatFloat(cfg.skew.Seconds(), 'f', -1, 64)
+	skew := strconv.FormatFloat(cfg.Skew.Seconds(), 'f', -1, 64)
 	line := fmt.Sprintf("chaos: occurrences=%d duplicates=%d missed=%d kills=%d pauses=%d skew_s=%s redis_restarts=%d paused_slots=%d flushes=%d lost_window=%d partitions=%d stalls=%d failovers=%d",
 		occurrences, duplicates, missed, h.kills, h.pauses, skew, h.redisRestarts, pausedSlots, h.flushes, lostWindow,
 		h.partitions, h.stalls, h.failovers)
 	line += fmt.Sprintf(" family_occurrences=%d family_after_delete=%d queued_at_flush=%d", famCounts.occurrences, famCounts.afterDelete, queuedAtFlush)
-	if *chaosSummary != "" {
-		if err := os.WriteFile(*chaosSummary, []byte(line+"\n"), 0o644); err != nil {
-			t.Errorf("writing %s: %v", *chaosSummary, err)
-		}
-	}
+	chaoskit.WriteSummary(t, *chaosSummary, line)
 	if occurrences == 0 {
 		t.Error("chaos: no slot came due in the window")
 	}
@@ -608,10 +511,10 @@ func (h *chaosHarness) operatorPauses(start time.Time) <-chan struct{} {
 	}
 	go func() {
 		defer close(done)
-		h.operatorPause.fromFirst, h.operatorPause.from = act(h.cfg.duration*15/100, "paused", func(ctx context.Context) error {
+		h.operatorPause.fromFirst, h.operatorPause.from = act(h.cfg.Duration*15/100, "paused", func(ctx context.Context) error {
 			return rt.Pause(ctx, chaosPaused, "chaos: an operator pauses mid-run")
 		})
-		h.operatorPause.toFirst, h.operatorPause.to = act(h.cfg.duration*40/100, "resumed", func(ctx context.Context) error {
+		h.operatorPause.toFirst, h.operatorPause.to = act(h.cfg.Duration*40/100, "resumed", func(ctx context.Context) error {
 			return rt.Resume(ctx, chaosPaused)
 		})
 	}()
@@ -637,7 +540,7 @@ const (
 // pause may have held may go either way too.
 func (h *chaosHarness) pausedState(slot, reached time.Time) pausedState {
 	p := h.operatorPause
-	margin := h.cfg.skew + time.Second
+	margin := h.cfg.Skew + time.Second
 	switch {
 	case slot.After(p.from.Add(margin)) && slot.Before(p.toFirst.Add(-margin)):
 		return slotPaused
@@ -680,40 +583,40 @@ type chaosEvent struct {
 // whichever leads at that moment.
 func (h *chaosHarness) plan() []*chaosEvent {
 	cfg := h.cfg
-	rng := rand.New(rand.NewPCG(cfg.seed, 0x62656c667279))
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x62656c667279))
 	between := func(lo, hi time.Duration) time.Duration {
 		return lo + time.Duration(rng.Int64N(int64(hi-lo)+1))
 	}
 	var evs []*chaosEvent
-	for at := between(2*time.Second, 5*time.Second); at < cfg.duration; at += between(2*time.Second, 6*time.Second) {
+	for at := between(2*time.Second, 5*time.Second); at < cfg.Duration; at += between(2*time.Second, 6*time.Second) {
 		ev := &chaosEvent{at: at, kind: "kill", hold: between(500*time.Millisecond, 3*time.Second)}
 		if rng.IntN(4) == 0 {
 			// Longer than the lease: the key expires, another replica takes
 			// over, and this one wakes up still thinking it leads.
-			ev.kind, ev.hold = "pause", between(cfg.ttl+time.Second, 2*cfg.ttl+2*time.Second)
+			ev.kind, ev.hold = "pause", between(cfg.TTL+time.Second, 2*cfg.TTL+2*time.Second)
 		}
 		evs = append(evs, ev)
 	}
 	if !slices.ContainsFunc(evs, func(e *chaosEvent) bool { return e.kind == "pause" }) && len(evs) > 1 {
-		evs[1].kind, evs[1].hold = "pause", cfg.ttl+2*time.Second
+		evs[1].kind, evs[1].hold = "pause", cfg.TTL+2*time.Second
 	}
 	if !slices.ContainsFunc(evs, func(e *chaosEvent) bool { return e.kind == "kill" }) {
 		evs[0].kind = "kill"
 	}
-	if cfg.faults["freeze"] {
+	if cfg.Faults["freeze"] {
 		// Last, so no later kill hides it: a replica that stops scheduling
 		// while it keeps its lease shows up as missed slots at the end.
 		evs[len(evs)-1].kind = "freeze"
 	}
-	evs = slices.DeleteFunc(evs, func(e *chaosEvent) bool { return !cfg.faults[e.kind] })
-	if cfg.faults["restart"] {
-		evs = append(evs, &chaosEvent{at: between(cfg.duration*55/100, cfg.duration*62/100), kind: "redis",
+	evs = slices.DeleteFunc(evs, func(e *chaosEvent) bool { return !cfg.Faults[e.kind] })
+	if cfg.Faults["restart"] {
+		evs = append(evs, &chaosEvent{at: between(cfg.Duration*55/100, cfg.Duration*62/100), kind: "redis",
 			hold: between(200*time.Millisecond, 1500*time.Millisecond)})
 	}
-	if cfg.faults["flush"] {
+	if cfg.Faults["flush"] {
 		// Data loss: FLUSHALL takes the lease, the token counter, the epoch,
 		// the cursors and every task ID at once.
-		evs = append(evs, &chaosEvent{at: between(cfg.duration*70/100, cfg.duration*80/100), kind: "flush"})
+		evs = append(evs, &chaosEvent{at: between(cfg.Duration*70/100, cfg.Duration*80/100), kind: "flush"})
 	}
 	// The link and Redis faults, once per minute of the run, each in its
 	// own part of the minute so that each is seen on its own at least once
@@ -721,26 +624,26 @@ func (h *chaosHarness) plan() []*chaosEvent {
 	// outages they cause (a failover under ReplicaAcks stops writes until
 	// the old primary has resynced as a replica, some 10 s) do not add up
 	// to more than grace: slots older than that are missed by design.
-	for minute := time.Duration(0); minute < max(cfg.duration/time.Minute, 1); minute++ {
-		span := min(cfg.duration, time.Minute)
+	for minute := time.Duration(0); minute < max(cfg.Duration/time.Minute, 1); minute++ {
+		span := min(cfg.Duration, time.Minute)
 		at := func(lo, hi int) time.Duration {
 			return minute*time.Minute + between(span*time.Duration(lo)/100, span*time.Duration(hi)/100)
 		}
-		if cfg.faults["partition"] {
+		if cfg.Faults["partition"] {
 			// Several TTLs: the leader steps down, another takes over, and
 			// what the old leader sent into the partition arrives after.
-			evs = append(evs, &chaosEvent{at: at(5, 15), kind: "partition", hold: between(3*cfg.ttl, 6*cfg.ttl)})
+			evs = append(evs, &chaosEvent{at: at(5, 15), kind: "partition", hold: between(3*cfg.TTL, 6*cfg.TTL)})
 		}
-		if cfg.faults["latency"] {
+		if cfg.Faults["latency"] {
 			// Slower than a renewal needs, slow enough that enqueues fall
 			// behind: the leader must hand over, or its renewals fail.
 			evs = append(evs, &chaosEvent{at: at(20, 30), kind: "latency", hold: between(15*time.Second, 25*time.Second),
-				delay: between(cfg.ttl/8, cfg.ttl/4)})
+				delay: between(cfg.TTL/8, cfg.TTL/4)})
 		}
-		if cfg.faults["stall"] {
-			evs = append(evs, &chaosEvent{at: at(88, 92), kind: "stall", hold: between(cfg.ttl/2, 2*cfg.ttl)})
+		if cfg.Faults["stall"] {
+			evs = append(evs, &chaosEvent{at: at(88, 92), kind: "stall", hold: between(cfg.TTL/2, 2*cfg.TTL)})
 		}
-		if cfg.faults["failover"] && h.failover != nil {
+		if cfg.Faults["failover"] && h.failover != nil {
 			evs = append(evs, &chaosEvent{at: at(42, 48), kind: "failover"})
 		}
 	}
@@ -819,38 +722,38 @@ func (h *chaosHarness) hitLeader(ev *chaosEvent, queue *[]*chaosEvent) {
 	switch ev.kind {
 	case "kill":
 		h.kills++
-		h.logf("SIGKILL leader %s (pid %d); restart in %s", r.name, r.cmd.Process.Pid, ev.hold)
-		r.cmd.Process.Signal(syscall.SIGKILL)
-		<-r.exited
-		r.state = replicaDead
+		h.logf("SIGKILL leader %s (pid %d); restart in %s", r.Name, r.Cmd.Process.Pid, ev.hold)
+		r.Cmd.Process.Signal(syscall.SIGKILL)
+		<-r.Exited
+		r.State = chaoskit.Dead
 		h.after(queue, ev.hold, "restart", func() { h.start(r) })
 	case "freeze":
 		h.freeze(r)
 	case "partition":
 		h.partitions++
-		h.logf("partition: black-holing %s's link to Redis for %s", r.name, ev.hold)
+		h.logf("partition: black-holing %s's link to Redis for %s", r.Name, ev.hold)
 		r.proxy.BlackHole()
 		h.after(queue, ev.hold, "heal", func() {
-			h.logf("partition of %s heals: what it sent meanwhile reaches Redis now", r.name)
+			h.logf("partition of %s heals: what it sent meanwhile reaches Redis now", r.Name)
 			r.proxy.Pass()
 		})
 	case "latency":
 		h.latencies++
-		h.logf("latency: %s's replies from Redis %s late for %s", r.name, ev.delay, ev.hold)
+		h.logf("latency: %s's replies from Redis %s late for %s", r.Name, ev.delay, ev.hold)
 		r.proxy.Delay(ev.delay)
 		h.after(queue, ev.hold, "latency-end", func() {
-			h.logf("latency on %s's link ends", r.name)
+			h.logf("latency on %s's link ends", r.Name)
 			r.proxy.Delay(0)
 		})
 	case "pause":
 		h.pauses++
-		h.logf("SIGSTOP leader %s (pid %d) for %s", r.name, r.cmd.Process.Pid, ev.hold)
-		r.cmd.Process.Signal(syscall.SIGSTOP)
-		r.state = replicaPaused
+		h.logf("SIGSTOP leader %s (pid %d) for %s", r.Name, r.Cmd.Process.Pid, ev.hold)
+		r.Cmd.Process.Signal(syscall.SIGSTOP)
+		r.State = chaoskit.Paused
 		h.after(queue, ev.hold, "resume", func() {
-			h.logf("SIGCONT %s (pid %d): wakes up a zombie", r.name, r.cmd.Process.Pid)
-			r.cmd.Process.Signal(syscall.SIGCONT)
-			r.state = replicaRunning
+			h.logf("SIGCONT %s (pid %d): wakes up a zombie", r.Name, r.Cmd.Process.Pid)
+			r.Cmd.Process.Signal(syscall.SIGCONT)
+			r.State = chaoskit.Running
 		})
 	}
 }
@@ -862,7 +765,7 @@ func (h *chaosHarness) hitLeader(ev *chaosEvent, queue *[]*chaosEvent) {
 // must go on scheduling, or hand over; it must not hold the lease idle.
 func (h *chaosHarness) freeze(r *chaosReplica) {
 	key := chaosNamespace + ":lease"
-	ttl := h.cfg.ttl
+	ttl := h.cfg.TTL
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()
 	giveUp := time.Now().Add(2 * ttl)
@@ -871,29 +774,29 @@ func (h *chaosHarness) freeze(r *chaosReplica) {
 		v, err := h.rdb.Get(ctx, key).Result()
 		pttl, err2 := h.rdb.PTTL(ctx, key).Result()
 		cancel()
-		if err != nil || err2 != nil || !strings.HasPrefix(v, r.name+"|") {
+		if err != nil || err2 != nil || !strings.HasPrefix(v, r.Name+"|") {
 			break
 		}
 		if pttl >= ttl-ttl/20 {
 			hold := pttl - ttl/20
 			h.freezes++
-			h.logf("SIGSTOP leader %s (pid %d) for %s, just under its lease (key pttl %s)", r.name, r.cmd.Process.Pid,
+			h.logf("SIGSTOP leader %s (pid %d) for %s, just under its lease (key pttl %s)", r.Name, r.Cmd.Process.Pid,
 				hold.Round(time.Millisecond), pttl)
-			r.cmd.Process.Signal(syscall.SIGSTOP)
-			r.state = replicaPaused
+			r.Cmd.Process.Signal(syscall.SIGSTOP)
+			r.State = chaoskit.Paused
 			wake := time.NewTimer(hold)
 			<-wake.C
-			r.cmd.Process.Signal(syscall.SIGCONT)
-			r.state = replicaRunning
+			r.Cmd.Process.Signal(syscall.SIGCONT)
+			r.State = chaoskit.Running
 			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 			left, _ := h.rdb.PTTL(ctx, key).Result()
 			cancel()
-			h.logf("SIGCONT %s (pid %d); its key had %s left", r.name, r.cmd.Process.Pid, left)
+			h.logf("SIGCONT %s (pid %d); its key had %s left", r.Name, r.Cmd.Process.Pid, left)
 			return
 		}
 		<-tick.C
 	}
-	h.logf("freeze skipped: %s stopped leading before a renewal was seen", r.name)
+	h.logf("freeze skipped: %s stopped leading before a renewal was seen", r.Name)
 }
 
 // leader is the running replica named in the lease key ("<replica>|<token>").
@@ -906,7 +809,7 @@ func (h *chaosHarness) leader() *chaosReplica {
 	}
 	name, _, _ := strings.Cut(v, "|")
 	for _, r := range h.replicas {
-		if r.name == name && r.state == replicaRunning {
+		if r.Name == name && r.State == chaoskit.Running {
 			return r
 		}
 	}
@@ -1031,7 +934,7 @@ func inLostWindow(windows []runtime.LostWrites, slot time.Time) bool {
 func (h *chaosHarness) start(r *chaosReplica) {
 	h.t.Helper()
 	r.incarnation++
-	r.name = fmt.Sprintf("r%d.%d", r.idx, r.incarnation)
+	r.Name = fmt.Sprintf("r%d.%d", r.idx, r.incarnation)
 	if r.proxy == nil {
 		r.proxy = redistest.NewProxyTo(h.t, func() (string, string, error) {
 			if h.sentinel == nil {
@@ -1048,35 +951,32 @@ func (h *chaosHarness) start(r *chaosReplica) {
 			return "unix", p.Socket, nil
 		})
 	}
-	logf, err := os.Create(filepath.Join(h.dir, "replica-"+r.name+".log"))
+	logf, err := os.Create(filepath.Join(h.dir, "replica-"+r.Name+".log"))
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	defer logf.Close() // the child keeps its own descriptor
 	cmd := exec.Command(h.exe, "-test.run=^TestChaosReplica$", "-test.count=1", "-test.timeout=0", "-test.v")
 	cmd.Env = append(os.Environ(),
-		envReplica+"="+r.name,
+		envReplica+"="+r.Name,
 		envSocket+"="+h.primary().Socket,
 		envAcks+"="+strconv.FormatBool(h.sentinel != nil),
 		envAddr+"="+r.proxy.Addr(),
 		envOffset+"="+r.offset.String(),
-		envRecord+"="+filepath.Join(h.dir, "exec-"+r.name+".log"),
-		envEnqueues+"="+filepath.Join(h.dir, "enq-"+r.name+".log"),
-		envTTL+"="+h.cfg.ttl.String(),
-		envGrace+"="+h.cfg.grace.String(),
+		envRecord+"="+filepath.Join(h.dir, "exec-"+r.Name+".log"),
+		envEnqueues+"="+filepath.Join(h.dir, "enq-"+r.Name+".log"),
+		envTTL+"="+h.cfg.TTL.String(),
+		envGrace+"="+h.cfg.Grace.String(),
 		// The bound on skew the replicas are told: the harness's own skew
 		// and a second. It sizes the task IDs' retention and, after a
 		// data loss, how far past Redis's clock the cursors move.
-		envSkew+"="+(h.cfg.skew+time.Second).String(),
+		envSkew+"="+(h.cfg.Skew+time.Second).String(),
 	)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		h.t.Fatalf("starting replica %s: %v", r.name, err)
+	if err := r.Start(cmd); err != nil {
+		h.t.Fatalf("starting replica %s: %v", r.Name, err)
 	}
-	r.cmd, r.exited, r.state = cmd, make(chan struct{}), replicaRunning
-	exited := r.exited
-	go func() { cmd.Wait(); close(exited) }()
-	h.logf("started replica %s (pid %d, clock offset %s)", r.name, cmd.Process.Pid, r.offset)
+	h.logf("started replica %s (pid %d, clock offset %s)", r.Name, cmd.Process.Pid, r.offset)
 }
 
 // drain keeps the replicas running until every slot of the window has run
@@ -1086,13 +986,13 @@ func (h *chaosHarness) start(r *chaosReplica) {
 func (h *chaosHarness) drain(slots map[string][]int64, end time.Time) {
 	// A replica behind by the skew enqueues the last slots that much later,
 	// and a leader killed at the very end is replaced within a TTL.
-	settle := time.NewTimer(h.cfg.skew + h.cfg.ttl + 2*time.Second)
+	settle := time.NewTimer(h.cfg.Skew + h.cfg.TTL + 2*time.Second)
 	<-settle.C
 	insp := asynq.NewInspectorFromRedisClient(h.rdb)
 	defer insp.Close()
 	endUnix := end.Unix()
 	lost := h.lostWindows() // slots in them may never run
-	deadline := 3*time.Minute + h.cfg.grace
+	deadline := 3*time.Minute + h.cfg.Grace
 	var last string
 	h.waitUntil(deadline, "the window's tasks to finish", func() bool {
 		runs, retries := h.readRecords()
@@ -1244,68 +1144,23 @@ func (h *chaosHarness) readRecords() (runs, retries map[string]map[int64]int) {
 	return runs, retries
 }
 
-// stopAll stops every replica the way a deploy does: SIGTERM, and each
-// releases its lease and stops its worker before exiting.
-func (h *chaosHarness) stopAll() {
-	for _, r := range h.replicas {
-		if r.state == replicaPaused {
-			r.cmd.Process.Signal(syscall.SIGCONT)
-			r.state = replicaRunning
-		}
-		if r.state == replicaRunning {
-			r.cmd.Process.Signal(syscall.SIGTERM)
-		}
+// stopAll stops every replica the way a deploy does (chaoskit.StopAll).
+func (h *chaosHarness) stopAll() { chaoskit.StopAll(h.t, h.procs()) }
+
+// killAll is the failure-path cleanup (chaoskit.KillAll).
+func (h *chaosHarness) killAll() { chaoskit.KillAll(h.procs()) }
+
+// procs are the replicas' current processes.
+func (h *chaosHarness) procs() []*chaoskit.Proc {
+	out := make([]*chaoskit.Proc, len(h.replicas))
+	for i, r := range h.replicas {
+		out[i] = &r.Proc
 	}
-	for _, r := range h.replicas {
-		if r.state != replicaRunning {
-			continue
-		}
-		timer := time.NewTimer(20 * time.Second)
-		select {
-		case <-r.exited:
-			if code := r.cmd.ProcessState.ExitCode(); code != 0 {
-				h.t.Errorf("chaos: replica %s exited with status %d on SIGTERM; see replica-%s.log", r.name, code, r.name)
-			}
-		case <-timer.C:
-			h.t.Errorf("chaos: replica %s did not exit within 20s of SIGTERM; killing it", r.name)
-			r.cmd.Process.Kill()
-			<-r.exited
-		}
-		timer.Stop()
-		r.state = replicaDead
-	}
+	return out
 }
 
-// killAll is the failure-path cleanup: it ends only the processes this
-// harness started.
-func (h *chaosHarness) killAll() {
-	for _, r := range h.replicas {
-		if r.state != replicaDead && r.cmd != nil {
-			r.cmd.Process.Signal(syscall.SIGCONT)
-			r.cmd.Process.Kill()
-			<-r.exited
-			r.state = replicaDead
-		}
-	}
-}
-
-// waitUntil polls cond, which reads state other processes change; the
-// interval only paces the polling.
+// waitUntil is chaoskit.WaitUntil on the harness's test.
 func (h *chaosHarness) waitUntil(within time.Duration, what string, cond func() bool, why ...func() string) bool {
 	h.t.Helper()
-	deadline := time.Now().Add(within)
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			msg := fmt.Sprintf("chaos: timed out after %s waiting for %s", within, what)
-			for _, f := range why {
-				msg += ": " + f()
-			}
-			h.t.Error(msg)
-			return false
-		}
-		<-tick.C
-	}
-	return true
+	return chaoskit.WaitUntil(h.t, within, what, cond, why...)
 }

@@ -15,7 +15,9 @@
 //
 // BENCH_QUICK=1 shortens every measurement for a smoke run; BENCH_ONLY=fire,spike
 // runs a subset (steps: next, fire, takeover, spike, idle, duplicates,
-// memory, dst, scale, lint, admin, family). See BENCHMARKS.md.
+// memory, dst, scale, lint, admin, family, postgres). The postgres step
+// needs the machine's PostgreSQL (BENCH_POSTGRES) and adds the pg_ keys
+// (see postgres.go). See BENCHMARKS.md.
 package main
 
 import (
@@ -49,6 +51,9 @@ import (
 func main() {
 	if mode := os.Getenv(replicaEnv); mode == "scale" {
 		scaleMain()
+		return
+	} else if mode == "pg-belfry" || mode == "pg-river" {
+		pgReplicaMain(mode)
 		return
 	} else if mode != "" {
 		replicaMain(mode)
@@ -94,6 +99,11 @@ type settings struct {
 	// family: members, zones and members due at once of the family step.
 	familyMembers, familyZones, familySpike int
 	familyPeriod                            time.Duration // how often the spike members are due
+	// postgres: per-second slots timed, leader kills (each a round of
+	// pgRound, which must outlast River's fixed leadership TTL), and the
+	// schedules and family members due at one second.
+	pgFireSlots, pgKills, pgSpike, pgFamilySpike int
+	pgRound                                      time.Duration
 }
 
 type results struct {
@@ -131,6 +141,7 @@ type results struct {
 	lint                             []lintRow
 	admin                            adminResults
 	family                           familyResult
+	pg                               pgResult
 }
 
 func run(quick bool) error {
@@ -138,13 +149,15 @@ func run(quick bool) error {
 		memSchedules: 100, memFailing: 10, memWarmup: 70 * time.Second, memFailWarmup: 150 * time.Second, memWindow: time.Minute,
 		dstSchedules: 3000, dstLead: 30 * time.Second, dstAfter: time.Minute,
 		scaleSizes: []int{1000, 10000, 100000}, spikeLarge: 100000, lintSizes: []int{1000, 10000, 100000},
-		familyMembers: 100000, familyZones: 300, familySpike: 20000, familyPeriod: 30 * time.Second}
+		familyMembers: 100000, familyZones: 300, familySpike: 20000, familyPeriod: 30 * time.Second,
+		pgFireSlots: 30, pgKills: 3, pgSpike: 10000, pgFamilySpike: 20000, pgRound: 24 * time.Second}
 	if quick {
 		s = settings{benchtime: "100ms", fireSlots: 15, crashKills: 2, gracefulStops: 2, idleWindow: 10 * time.Second, dupWindow: 6 * time.Second, spikeTrials: 3,
 			memSchedules: 10, memFailing: 2, memWarmup: 2 * time.Second, memFailWarmup: 2 * time.Second, memWindow: 2 * time.Second,
 			dstSchedules: 200, dstLead: 4 * time.Second, dstAfter: 4 * time.Second,
 			scaleSizes: []int{1000}, spikeLarge: 2000, lintSizes: []int{200},
-			familyMembers: 3000, familyZones: 30, familySpike: 1000, familyPeriod: 10 * time.Second}
+			familyMembers: 3000, familyZones: 30, familySpike: 1000, familyPeriod: 10 * time.Second,
+			pgFireSlots: 5, pgKills: 0, pgSpike: 1000, pgFamilySpike: 1000, pgRound: 24 * time.Second}
 	}
 	srv, err := startRedis()
 	if err != nil {
@@ -172,13 +185,14 @@ func run(quick bool) error {
 			r.family, err = benchFamily(srv.addr, s.familyMembers, s.familyZones, s.familySpike, s.familyPeriod)
 			return err
 		}},
+		{"postgres", "Postgres + River, belfry beside River's periodic jobs", func() error { return benchPostgres(s, &r) }},
 	}
 	var only []string // BENCH_ONLY=takeover,spike runs a subset
 	if v := os.Getenv("BENCH_ONLY"); v != "" {
 		only = strings.Split(v, ",")
 		for _, key := range only {
 			if !slices.ContainsFunc(steps, func(st step) bool { return st.key == key }) {
-				return fmt.Errorf("BENCH_ONLY: unknown step %q; want some of next,fire,takeover,spike,idle,duplicates,memory,dst,scale,lint,admin,family", key)
+				return fmt.Errorf("BENCH_ONLY: unknown step %q; want some of next,fire,takeover,spike,idle,duplicates,memory,dst,scale,lint,admin,family,postgres", key)
 			}
 		}
 	}
@@ -751,13 +765,14 @@ func (r *results) print(w io.Writer) {
 	fmt.Fprintf(tw, "family: memory per member\tprocess %.0f B, Redis %.0f B\t\t<= 512 B each\n", f.ProcessBytesPerMember, f.RedisBytesPerMember)
 	tw.Flush()
 	r.admin.print(w)
+	r.pg.print(w)
 	spikeVsRaw := r.raw.Seconds() / cmp.Or(r.spike.Seconds(), 1e-9)
 	fmt.Fprintf(w, "bench: next_vs_robfig=%.2f fire_p99_ms=%.1f asynq_fire_p99_ms=%.1f takeover_crash_ttl=%.2f takeover_graceful_s=%.2f spike10k_s=%.2f spike_vs_raw=%.1f leader_cmds_min=%.0f follower_cmds_min=%.0f dup_asynq=%.2f dup_belfry=%.2f",
 		r.nextRatio, msf(r.fireP99), msf(r.asynqP99), r.crashTTL, r.graceful.Seconds(), r.spike.Seconds(), spikeVsRaw,
 		r.leaderPerMin, r.followerPerMin, r.dupAsynq, r.dupBelfry)
 	fmt.Fprintf(w, " cronlint10k_s=%.2f redis_kb_per_1s=%.1f rss_kb_per_sched=%.2f dst_fire_p99_ms=%.1f",
 		r.lintSeconds(10000), r.memOK.perSchedule/1000, r.largestScale().rssKBPerSchedule, msf(r.dstP99))
-	fmt.Fprintf(w, " admin100k_ms=%.0f %s", r.admin.ms100k(), r.family.summary())
+	fmt.Fprintf(w, " admin100k_ms=%.0f %s%s", r.admin.ms100k(), r.family.summary(), r.pg.summary())
 	fmt.Fprintln(w)
 }
 
