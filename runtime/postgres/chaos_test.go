@@ -158,7 +158,7 @@ func runPGChaosReplica(name string) error {
 		return err
 	}
 	defer pool.Close()
-	eng, err = postgres.New(postgres.Config{Pool: pool, Namespace: pgChaosNamespace, Replica: name, LeaseTTL: ttl, Logger: log})
+	eng, err = postgres.New(postgres.Config{Pool: pool})
 	if err != nil {
 		return err
 	}
@@ -311,11 +311,11 @@ func TestChaosPostgres(t *testing.T) {
 	reg := pgChaosSchedules(func(context.Context, registry.Occurrence) error { return nil })
 	// The operator: a runtime of the harness's own, never run, that sets
 	// the family's members and pauses and resumes as an operator would.
-	opEng, err := postgres.New(postgres.Config{Pool: h.db, Namespace: pgChaosNamespace, Replica: "operator", LeaseTTL: cfg.TTL, Logger: quietLogger()})
+	opEng, err := postgres.New(postgres.Config{Pool: h.db})
 	if err != nil {
 		t.Fatal(err)
 	}
-	operator, err := core.New(reg, core.Options{Engine: opEng, Namespace: pgChaosNamespace, Replica: "operator", Logger: quietLogger()})
+	operator, err := core.New(reg, core.Options{Engine: opEng, Namespace: pgChaosNamespace, Replica: "operator", LeaseTTL: cfg.TTL, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -168,7 +168,7 @@ func pgReplicaMain(mode string) {
 	case "pg-belfry":
 		reg := registry.MustNew(registry.Schedule{Name: "tick", Expr: "* * * * * *", Queue: pgBenchBelfryQueue,
 			Handler: func(context.Context, registry.Occurrence) error { return nil }})
-		eng, err := postgres.New(postgres.Config{Pool: pool, Namespace: pgBenchNamespace, Replica: name, LeaseTTL: ttl, Logger: log})
+		eng, err := postgres.New(postgres.Config{Pool: pool})
 		if err != nil {
 			fail(err)
 		}
@@ -429,7 +429,7 @@ func pgFamilySpike(ctx context.Context, db *pgxpool.Pool, n int, res *pgResult) 
 // pgRun runs one runtime of reg in namespace ns until stop.
 func pgRun(ctx context.Context, db *pgxpool.Pool, reg *registry.Registry, ns string) (*core.Runtime, func(), error) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	eng, err := postgres.New(postgres.Config{Pool: db, Namespace: ns, Replica: "solo", LeaseTTL: 5 * time.Second, Logger: log})
+	eng, err := postgres.New(postgres.Config{Pool: db})
 	if err != nil {
 		return nil, nil, err
 	}
