@@ -103,11 +103,17 @@
 // a late planner insert the slot again and run it twice. Rows older than
 // that window are only history (the ledger, belfry_record, keeps that), so
 // retention deletes by slot, not by insertion time, through the
-// belfry_slot_retention index. A schedule's (or member's) newest row is
-// never deleted: misfire=latest attempts its newest slot until the next
-// one. Manual runs (belfry_manual) are keyed by their occurrence ID and
-// kept as long as a double submit must stay a no-op. The leader runs
-// Engine.PruneSlots with Config.SlotRetention about once a minute.
+// belfry_slot_retention index. Each row carries its own window, keep_until:
+// its slot plus its task's Retention, which the core sizes to the slot's
+// grace (and misfire=latest's wait for the next slot) plus SkewMargin; a
+// row goes only once both keep_until and Config.SlotRetention have passed,
+// so a schedule whose grace exceeds SlotRetention keeps its rows as long
+// as it needs. A schedule's (or member's) newest row is never deleted:
+// misfire=latest attempts its newest slot until the next one. Manual runs
+// (belfry_manual) are keyed by their occurrence ID and kept as long as a
+// double submit must stay a no-op. The leader runs Engine.PruneSlots
+// about once a minute; every prune deletes in batches, each committed, so
+// a backlog is worked off across rounds rather than retried whole.
 //
 // # Records
 //

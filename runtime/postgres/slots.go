@@ -72,24 +72,25 @@ type jobMetadata struct {
 }
 
 // slotInsertSQL inserts the slots' rows of the scheduled occurrences,
-// each once whoever tries, and returns the IDs of the rows that went in
+// each once whoever tries, kept until their slot plus their task's
+// Retention at least (keep, ms; see PruneSlots), and returns the IDs of the rows that went in
 // (the transaction's fenceSQL, not the insert, checks the term). Rows go
 // in key order, so that two planners inserting the same slots wait for
 // each other rather than deadlock.
 const slotInsertSQL = `
-INSERT INTO belfry_slot (namespace, schedule, member, slot, occurrence_id)
-SELECT $1, u.schedule, u.member, to_timestamp(u.slot), u.id
-FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[]) AS u(schedule, member, slot, id)
+INSERT INTO belfry_slot (namespace, schedule, member, slot, occurrence_id, keep_until)
+SELECT $1, u.schedule, u.member, to_timestamp(u.slot), u.id, to_timestamp(u.slot) + u.keep * interval '1 millisecond'
+FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[], $6::bigint[]) AS u(schedule, member, slot, id, keep)
 ORDER BY u.schedule, u.member, u.slot
 ON CONFLICT DO NOTHING
 RETURNING occurrence_id`
 
 // manualInsertSQL is slotInsertSQL for manual runs, keyed by their
-// occurrence ID.
+// occurrence ID and kept from their insert.
 const manualInsertSQL = `
-INSERT INTO belfry_manual (namespace, schedule, member, slot, occurrence_id)
-SELECT $1, u.schedule, u.member, u.slot, u.id
-FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::text[]) AS u(schedule, member, slot, id)
+INSERT INTO belfry_manual (namespace, schedule, member, slot, occurrence_id, keep_until)
+SELECT $1, u.schedule, u.member, u.slot, u.id, clock_timestamp() + u.keep * interval '1 millisecond'
+FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::bigint[]) AS u(schedule, member, slot, id, keep)
 ORDER BY u.id
 ON CONFLICT DO NOTHING
 RETURNING occurrence_id`
@@ -158,7 +159,7 @@ func (e *Engine) EnqueueAll(ctx context.Context, fence *engine.Fence, items []en
 func (e *Engine) enqueueTx(ctx context.Context, term any, items []engine.Enqueue, occs []registry.Occurrence, live []int) (map[string]bool, error) {
 	var slot, manual struct {
 		schedules, members, ids []string
-		unix                    []int64
+		unix, keep              []int64
 		at                      []any
 	}
 	var marks struct {
@@ -169,10 +170,10 @@ func (e *Engine) enqueueTx(ctx context.Context, term any, items []engine.Enqueue
 		occ := occs[i]
 		if occ.Manual {
 			manual.schedules, manual.members, manual.ids = append(manual.schedules, occ.Schedule), append(manual.members, occ.Member), append(manual.ids, occ.ID)
-			manual.at = append(manual.at, occ.Slot)
+			manual.at, manual.keep = append(manual.at, occ.Slot), append(manual.keep, items[i].Task.Retention.Milliseconds())
 		} else {
 			slot.schedules, slot.members, slot.ids = append(slot.schedules, occ.Schedule), append(slot.members, occ.Member), append(slot.ids, occ.ID)
-			slot.unix = append(slot.unix, occ.Slot.Unix())
+			slot.unix, slot.keep = append(slot.unix, occ.Slot.Unix()), append(slot.keep, items[i].Task.Retention.Milliseconds())
 		}
 		if m := items[i].Cursor; m.Schedule != "" && term != nil {
 			marks.schedules, marks.slots, marks.lastIDs = append(marks.schedules, m.Schedule), append(marks.slots, m.Slot), append(marks.lastIDs, m.LastID)
@@ -191,10 +192,10 @@ func (e *Engine) enqueueTx(ctx context.Context, term any, items []engine.Enqueue
 			return err
 		}
 		if len(slot.ids) > 0 {
-			b.Queue(slotInsertSQL, e.ns, slot.schedules, slot.members, slot.unix, slot.ids).Query(collect)
+			b.Queue(slotInsertSQL, e.ns, slot.schedules, slot.members, slot.unix, slot.ids, slot.keep).Query(collect)
 		}
 		if len(manual.ids) > 0 {
-			b.Queue(manualInsertSQL, e.ns, manual.schedules, manual.members, manual.at, manual.ids).Query(collect)
+			b.Queue(manualInsertSQL, e.ns, manual.schedules, manual.members, manual.at, manual.ids, manual.keep).Query(collect)
 		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
