@@ -83,10 +83,10 @@ func TestMigrateFromEmptyThenNothing(t *testing.T) {
 	}
 }
 
-// A database at the previous version (all but the latest) is upgraded by
-// the latest, and then answers CheckSchema.
-func TestMigrateFromThePreviousVersion(t *testing.T) {
-	t.Parallel()
+// previousVersionDB is a database at the previous belfry version (all
+// but the latest migration applied), and those migrations.
+func previousVersionDB(t *testing.T) (*pgxpool.Pool, []postgres.Migration) {
+	t.Helper()
 	ctx := context.Background()
 	db := freshDB(t)
 	if _, err := db.Exec(ctx, `CREATE TABLE belfry_migration (version integer PRIMARY KEY, name text NOT NULL,
@@ -102,6 +102,59 @@ func TestMigrateFromThePreviousVersion(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return db, previous
+}
+
+// A migration that must wait for a table a running service holds gives
+// up after a bound, applying nothing and keeping no lock, rather than
+// queue every later query of that table behind it; run again once the
+// table is free, it applies.
+func TestAMigrateBlockedByATableGivesUp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, _ := previousVersionDB(t)
+	reader, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Rollback(ctx)
+	if _, err := reader.Exec(ctx, "LOCK TABLE belfry_slot IN ACCESS SHARE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := postgres.Migrate(ctx, db, postgres.MigrateOptions{})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Migrate went through a table another session held")
+		}
+	case <-time.After(30 * time.Second):
+		reader.Rollback(ctx) // let the waiting migrate end with the test
+		t.Fatal("Migrate still waits for the held table after 30s; want it to give up")
+	}
+	if v, err := postgres.CurrentVersion(ctx, db); err != nil || v != postgres.Latest()-1 {
+		t.Errorf("version after the failed migrate %d (%v), want %d", v, err, postgres.Latest()-1)
+	}
+	if n := count(t, db, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"); n != 0 {
+		t.Errorf("%d advisory locks held after the failed migrate; want none", n)
+	}
+	if err := reader.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if applied, err := postgres.Migrate(ctx, db, postgres.MigrateOptions{}); err != nil || len(applied.Belfry) != 1 {
+		t.Errorf("Migrate once the table is free: %+v, %v; want the latest version applied", applied, err)
+	}
+}
+
+// A database at the previous version (all but the latest) is upgraded by
+// the latest, and then answers CheckSchema.
+func TestMigrateFromThePreviousVersion(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, previous := previousVersionDB(t)
 	if err := postgres.CheckSchema(ctx, db); !errors.Is(err, postgres.ErrSchemaOutdated) {
 		t.Errorf("CheckSchema at version %d = %v, want ErrSchemaOutdated", len(previous), err)
 	}
