@@ -44,6 +44,61 @@ func waitingOnLock(t *testing.T, db *pgxpool.Pool) func() bool {
 	}
 }
 
+// oneConnection is an engine on a single connection of db's database,
+// whose statements an enqueue of warmUp has prepared: a later enqueue's
+// statements then wait at their execution, in order, not at their
+// preparation, which comes before any of them runs.
+func oneConnection(t *testing.T, db *pgxpool.Pool, fence *engine.Fence, warmUp []engine.Enqueue) *postgres.Engine {
+	t.Helper()
+	cfg := db.Config()
+	cfg.MaxConns = 1
+	one, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(one.Close)
+	e := configured(t, postgres.Config{Pool: one}, engine.Config{Namespace: "ns", Replica: "old", LeaseTTL: 30 * time.Second})
+	if r := e.EnqueueAll(context.Background(), fence, warmUp)[0]; r.Err != nil || !r.Inserted {
+		t.Fatalf("warm-up enqueue: %+v", r)
+	}
+	return e
+}
+
+// holdSlotTable has a session hold the slot table, so that an enqueue
+// stops at its insert, after the statements before it, until release.
+func holdSlotTable(t *testing.T, db *pgxpool.Pool) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	blocker, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { blocker.Rollback(ctx) })
+	if _, err := blocker.Exec(ctx, `LOCK TABLE belfry_slot IN SHARE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if err := blocker.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// endedOrWaiting reports whether done has its result, or a second session
+// of db's database waits on a lock besides the enqueue a test stalled;
+// done keeps its result.
+func endedOrWaiting(t *testing.T, db *pgxpool.Pool, done chan error) func() bool {
+	return func() bool {
+		select {
+		case err := <-done:
+			done <- err
+			return true
+		default:
+		}
+		return count(t, db, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) > 1
+	}
+}
+
 // The term's check and the enqueue's writes are one atomic step: a
 // takeover that comes while a term-1 enqueue is between its statements
 // either waits for the enqueue to commit, whole, or the enqueue is
@@ -54,33 +109,10 @@ func TestATakeoverDuringAnEnqueueDoesNotSplitIt(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := migratedDB(t)
-	// The engine works on one connection, whose statements a first
-	// enqueue prepares: the second's then stop at their execution, not
-	// at their preparation, which comes before the term's check.
-	cfg := db.Config()
-	cfg.MaxConns = 1
-	one, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(one.Close)
-	e := configured(t, postgres.Config{Pool: one}, engine.Config{Namespace: "ns", Replica: "old", LeaseTTL: 30 * time.Second})
 	holdLease(t, db)
 	slot := time.Now().Truncate(time.Second)
-	if r := e.EnqueueAll(ctx, &engine.Fence{Term: "1"}, slotItems("tick", slot.Add(-time.Minute)))[0]; r.Err != nil || !r.Inserted {
-		t.Fatalf("first enqueue: %+v", r)
-	}
-
-	// A session holds the slot table, so that the enqueue stops at its
-	// insert, after its term's check.
-	blocker, err := db.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer blocker.Rollback(ctx)
-	if _, err := blocker.Exec(ctx, `LOCK TABLE belfry_slot IN SHARE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	e := oneConnection(t, db, &engine.Fence{Term: "1"}, slotItems("tick", slot.Add(-time.Minute)))
+	blocker := holdSlotTable(t, db)
 	fence := &engine.Fence{Term: "1"}
 	enqueued := make(chan engine.Result, 1)
 	go func() { enqueued <- e.EnqueueAll(ctx, fence, slotItems("tick", slot))[0] }()
@@ -90,20 +122,8 @@ func TestATakeoverDuringAnEnqueueDoesNotSplitIt(t *testing.T) {
 	// enqueue, so it runs aside.
 	tookOver := make(chan error, 1)
 	go func() { _, err := db.Exec(ctx, takeOver); tookOver <- err }()
-	waitUntil(t, 10*time.Second, "the takeover to end or wait", func() bool {
-		select {
-		case err := <-tookOver:
-			tookOver <- err
-			return true
-		default:
-		}
-		return count(t, db, `SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-			WHERE NOT l.granted AND l.relation = 'belfry_leader'::regclass AND a.datname = current_database()`) > 0 ||
-			count(t, db, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'UPDATE belfry_leader%'`) > 0
-	})
-	if err := blocker.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
+	waitUntil(t, 10*time.Second, "the takeover to end or wait", endedOrWaiting(t, db, tookOver))
+	blocker()
 	r := <-enqueued
 	if err := <-tookOver; err != nil {
 		t.Fatal(err)

@@ -106,6 +106,15 @@ ON CONFLICT (namespace, schedule, member) DO UPDATE SET
     slot = greatest(c.slot, EXCLUDED.slot),
     updated_at = now()`
 
+// memberShareSQL holds the rows of the family members whose slots an
+// enqueue inserts ($2 families, $3 keys) until it commits. SetMembers
+// reads those rows FOR UPDATE before it asks whether a member's slot was
+// enqueued (its change floor): it waits for an enqueue under way, and
+// then sees its slot rows, rather than miss an uncommitted one.
+const memberShareSQL = `SELECT count(*) FROM (SELECT 1 FROM belfry_member m
+    JOIN unnest($2::text[], $3::text[]) AS u(family, key) ON m.namespace = $1 AND m.family = u.family AND m.key = u.key
+    ORDER BY m.family, m.key FOR SHARE OF m) AS held`
+
 // EnqueueAll inserts, in one transaction, each item's row in the slot
 // table (a scheduled occurrence, by schedule, member and slot) or in
 // belfry_manual (a manual run, by its ID), with ON CONFLICT DO NOTHING,
@@ -166,6 +175,7 @@ func (e *Engine) enqueueTx(ctx context.Context, term any, items []engine.Enqueue
 		schedules, lastIDs []string
 		slots              []int64
 	}
+	var members struct{ families, keys []string }
 	for _, i := range live {
 		occ := occs[i]
 		if occ.Manual {
@@ -174,6 +184,9 @@ func (e *Engine) enqueueTx(ctx context.Context, term any, items []engine.Enqueue
 		} else {
 			slot.schedules, slot.members, slot.ids = append(slot.schedules, occ.Schedule), append(slot.members, occ.Member), append(slot.ids, occ.ID)
 			slot.unix, slot.keep = append(slot.unix, occ.Slot.Unix()), append(slot.keep, items[i].Task.Retention.Milliseconds())
+		}
+		if occ.Member != "" {
+			members.families, members.keys = append(members.families, occ.Schedule), append(members.keys, occ.Member)
 		}
 		if m := items[i].Cursor; m.Schedule != "" && term != nil {
 			marks.schedules, marks.slots, marks.lastIDs = append(marks.schedules, m.Schedule), append(marks.slots, m.Slot), append(marks.lastIDs, m.LastID)
@@ -185,6 +198,9 @@ func (e *Engine) enqueueTx(ctx context.Context, term any, items []engine.Enqueue
 		termLive := 1
 		if term != nil {
 			b.Queue(fenceSQL, e.ns, term).QueryRow(func(row pgx.Row) error { return row.Scan(&termLive) })
+		}
+		if len(members.keys) > 0 {
+			b.Queue(memberShareSQL, e.ns, members.families, members.keys)
 		}
 		collect := func(rows pgx.Rows) error {
 			var id string
