@@ -54,6 +54,7 @@ var (
 	_ engine.Engine       = (*Engine)(nil)
 	_ engine.Configurable = (*Engine)(nil)
 	_ engine.Deliveries   = (*Engine)(nil)
+	_ engine.Named        = (*Engine)(nil)
 )
 
 // Defaults of the runtime's settings, for a Configure given none (the
@@ -165,6 +166,9 @@ func refusingPool() (*pgxpool.Pool, error) {
 type realClock struct{}
 
 func (realClock) Now() time.Time { return time.Now() }
+
+// EngineName is the engine's name in the health and status JSON.
+func (e *Engine) EngineName() string { return "postgres" }
 
 // Watch has the election's calls reported to onCall.
 func (e *Engine) Watch(onCall func(error)) { e.onCall.Store(&onCall) }
