@@ -165,7 +165,7 @@ func TestAdminRoutes(t *testing.T) {
 		{"trigger bad key", "POST", "api/schedules/nightly/trigger", http.Header{"Idempotency-Key": {"a b"}}, "", 400, "application/json", []string{"request key"}, nil},
 		{"trigger cross-origin", "POST", "api/schedules/nightly/trigger", crossSite, "", 403, "text/plain", nil, nil},
 		{"form trigger cross-origin", "POST", "schedules/nightly/trigger", crossSite, form, 403, "text/plain", nil, nil},
-		{"status", "GET", "api/status", nil, "", 200, "application/json", []string{`"leader": "r0"`, `"replicas": [`, `"redis": "up"`}, nil},
+		{"status", "GET", "api/status", nil, "", 200, "application/json", []string{`"leader": "r0"`, `"replicas": [`, `"engine": "redis"`, `"redis": "up"`}, nil},
 		{"metrics", "GET", "metrics", nil, "", 200, "text/plain", []string{`belfry_schedule_late{schedule="nightly"} 0`, `belfry_schedule_attempts_total{outcome="failed",schedule="fails"} 1`, `belfry_schedule_occurrences_total{outcome="manual",schedule="fails"} 1`, `belfry_schedule_failing{schedule="fails"} 1`, `belfry_leader{replica="r0"} 1`, "belfry_schedule_next_run_timestamp_seconds", "belfry_redis_up 1"}, nil},
 		{"health", "GET", "healthz", nil, "", 503, "application/json", []string{`"status":"unhealthy"`, `"failing":["fails"]`, `"leader":"r0"`}, nil},
 		{"livez", "GET", "livez", nil, "", 200, "application/json", []string{`"status":"alive"`}, nil},

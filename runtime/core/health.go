@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/belfry/belfry/runtime/engine"
 )
 
 // healthReadTimeout bounds the Redis reads of one health request.
@@ -28,7 +30,10 @@ func (r *Runtime) LivezHandler() http.Handler {
 // Health is the scheduler's health as an alert sees it.
 type Health struct {
 	// Status is "ok", "unhealthy" or "disabled".
-	Status string     `json:"status"`
+	Status string `json:"status"`
+	// Engine names the engine ("redis", "postgres"); Redis is its state,
+	// whichever it is.
+	Engine string     `json:"engine"`
 	Redis  RedisState `json:"redis"`
 	// Leader is the lease holder's replica name, "" when none holds it.
 	Leader  string   `json:"leader"`
@@ -39,6 +44,15 @@ type Health struct {
 	Unserved []string `json:"unserved"`
 	// Problems says in words what makes the status unhealthy.
 	Problems []string `json:"problems"`
+}
+
+// EngineName names the runtime's engine: engine.Named's name, "redis" for
+// an engine that gives none.
+func (r *Runtime) EngineName() string {
+	if n, ok := r.eng.(engine.Named); ok {
+		return n.EngineName()
+	}
+	return "redis"
 }
 
 // Health judges the scheduler: unhealthy when any schedule is late or
@@ -54,7 +68,7 @@ func (r *Runtime) Health(ctx context.Context) Health {
 	wg.Go(func() { statuses, _ = r.Monitor().Statuses(ctx) })
 	wg.Go(func() { snap, _ = r.Monitor().SnapshotOf(ctx, nil, 0) })
 	wg.Wait()
-	h := Health{Status: "ok", Redis: snap.Redis, Leader: snap.Cluster.Leader,
+	h := Health{Status: "ok", Engine: r.EngineName(), Redis: snap.Redis, Leader: snap.Cluster.Leader,
 		Late: []string{}, Failing: []string{}, Paused: []string{}, Unserved: []string{}, Problems: []string{}}
 	if snap.Disabled != "" {
 		h.Status = "disabled"

@@ -219,6 +219,13 @@ type Health interface {
 	Watch(onCall func(error))
 }
 
+// Named is an engine that names itself in the health and status JSON
+// ("engine", beside their "redis" field, whose name stays as it is: a
+// contract). An engine that does not is the Redis engine.
+type Named interface {
+	EngineName() string
+}
+
 // Task is one occurrence's task as the engine's queue takes it.
 type Task struct {
 	Type     string

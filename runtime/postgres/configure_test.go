@@ -75,6 +75,9 @@ func TestTheRuntimeConfiguresTheEngine(t *testing.T) {
 	if !strings.HasPrefix(holder, "r1|") || left > 3 || left <= 0 {
 		t.Errorf("lease held by %q for %.3fs more; want r1's, within the runtime's 3s TTL", holder, left)
 	}
+	if h := rt.Health(ctx); h.Engine != "postgres" {
+		t.Errorf("health names the engine %q, want postgres", h.Engine)
+	}
 }
 
 // The runtime's MayLead keeps the replica from leading while it refuses,

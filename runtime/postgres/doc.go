@@ -36,11 +36,18 @@
 // planners that both believe they lead, a zombie's late transaction, a
 // replayed call, all conflict on it and insert nothing.
 //
-// Fencing is checked besides, in the insert itself: a row goes in only
-// while the fence's term is the lease row's live term, so a write of an
-// ended term is refused (engine.ErrNotLeader, the fence Rejected) however
-// late it arrives. Cursor and record commits check the term in their
-// transaction too.
+// Fencing is checked besides, once, first in each fenced transaction
+// (enqueues, cursor, family and record commits): the lease row is read
+// FOR SHARE with the fence's term, so a write of an ended term is refused
+// whole (engine.ErrNotLeader, the fence Rejected) however late it arrives,
+// and a takeover, which updates that row, waits for a write the check let
+// through: no write of a term commits after the next term began. Cursors
+// only rise, a member's and a bucket's too.
+//
+// An enqueue of family members' slots holds their belfry_member rows (FOR
+// SHARE) until it commits, and SetMembers reads them FOR UPDATE before it
+// asks whether a moved member's slot was enqueued (its change floor): the
+// answer counts an enqueue under way.
 //
 // # The lease
 //
@@ -56,18 +63,22 @@
 // lease TTL for itself: a replica cut off between its slot insert and its
 // commit would otherwise hold those slot rows locked, and the next
 // leader's insert of the same slots would wait, until the server noticed
-// the dead connection. Statements that write many rows write them in key
-// order, so that two transactions over the same rows wait for each other
-// rather than deadlock.
+// the dead connection. It sets statement_timeout to the lease TTL too: a
+// fenced write holds the lease row, and a renewal or takeover waits
+// behind a stalled one no longer than that. Statements that write many
+// rows write them in key order, so that two transactions over the same
+// rows wait for each other rather than deadlock.
 //
 // # What it does not need
 //
 // Postgres does not lose a committed transaction, and River hands a job to
-// one worker by moving it to running in one statement, so an attempt is
-// delivered once (a job whose worker died is rescued as a new attempt):
-// the engine implements none of engine.Losses, engine.Starts,
-// engine.Settings or engine.Namespaces (the namespace is a column of every
-// row). It answers engine.Deliveries from the River job a worker runs.
+// one worker at a time by moving it to running in one statement; a job
+// still runs again after a failure, after its worker died (rescued as a
+// new attempt), or when its worker finished but died before River saved
+// that, so a handler's effects are at least once (docs/postgres.md, §4).
+// Nothing of that is the engine's to compensate: it implements none of
+// engine.Losses, engine.Starts, engine.Settings or engine.Namespaces (the
+// namespace is a column of every row). It answers engine.Deliveries from the River job a worker runs.
 //
 // # Migrations
 //
@@ -103,11 +114,17 @@
 // a late planner insert the slot again and run it twice. Rows older than
 // that window are only history (the ledger, belfry_record, keeps that), so
 // retention deletes by slot, not by insertion time, through the
-// belfry_slot_retention index. A schedule's (or member's) newest row is
-// never deleted: misfire=latest attempts its newest slot until the next
-// one. Manual runs (belfry_manual) are keyed by their occurrence ID and
-// kept as long as a double submit must stay a no-op. The leader runs
-// Engine.PruneSlots with Config.SlotRetention about once a minute.
+// belfry_slot_retention index. Each row carries its own window, keep_until:
+// its slot plus its task's Retention, which the core sizes to the slot's
+// grace (and misfire=latest's wait for the next slot) plus SkewMargin; a
+// row goes only once both keep_until and Config.SlotRetention have passed,
+// so a schedule whose grace exceeds SlotRetention keeps its rows as long
+// as it needs. A schedule's (or member's) newest row is never deleted:
+// misfire=latest attempts its newest slot until the next one. Manual runs
+// (belfry_manual) are keyed by their occurrence ID and kept as long as a
+// double submit must stay a no-op. The leader runs Engine.PruneSlots
+// about once a minute; every prune deletes in batches, each committed, so
+// a backlog is worked off across rounds rather than retried whole.
 //
 // # Records
 //

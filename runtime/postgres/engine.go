@@ -54,6 +54,7 @@ var (
 	_ engine.Engine       = (*Engine)(nil)
 	_ engine.Configurable = (*Engine)(nil)
 	_ engine.Deliveries   = (*Engine)(nil)
+	_ engine.Named        = (*Engine)(nil)
 )
 
 // Defaults of the runtime's settings, for a Configure given none (the
@@ -166,6 +167,9 @@ type realClock struct{}
 
 func (realClock) Now() time.Time { return time.Now() }
 
+// EngineName is the engine's name in the health and status JSON.
+func (e *Engine) EngineName() string { return "postgres" }
+
 // Watch has the election's calls reported to onCall.
 func (e *Engine) Watch(onCall func(error)) { e.onCall.Store(&onCall) }
 
@@ -217,10 +221,12 @@ func (e *Engine) limitOf(name string) int {
 // replica cut off in the middle of an enqueue would otherwise keep its
 // uncommitted slot rows locked until the server noticed the dead
 // connection, and the next leader's insert of those slots would wait that
-// long.
+// long. No statement of it runs longer than a lease TTL either
+// (statement_timeout): a fenced write holds the lease row (fenceSQL), and
+// a takeover or renewal waits behind it at most that long.
 func (e *Engine) inTx(ctx context.Context, f func(pgx.Tx) error) error {
 	return pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT set_config('idle_in_transaction_session_timeout', $1, true)", e.idleTimeout); err != nil {
+		if _, err := tx.Exec(ctx, "SELECT set_config('idle_in_transaction_session_timeout', $1, true), set_config('statement_timeout', $1, true)", e.idleTimeout); err != nil {
 			return err
 		}
 		return f(tx)

@@ -131,9 +131,12 @@ type Applied struct {
 // a transaction of its own as River's own migrator does (some of its
 // versions add an enum value that the same transaction cannot use). The
 // whole runs under a session advisory lock, so two migrates at once run
-// one after the other and the second applies nothing. It returns what it
-// applied: nothing when the schema is up to date. A database at a belfry
-// version newer than Latest is refused with ErrSchemaNewer. db is a
+// one after the other and the second applies nothing; the connection is
+// closed if that lock cannot be released. A migration that waits longer
+// than migrationLockTimeout for a table fails, applying nothing, rather
+// than hold up the queries queued behind it. It returns what it applied:
+// nothing when the schema is up to date. A database at a belfry version
+// newer than Latest is refused with ErrSchemaNewer. db is a
 // *pgxpool.Pool or a *pgx.Conn.
 func Migrate(ctx context.Context, db DB, opts MigrateOptions) (Applied, error) {
 	conn, release, err := connOf(ctx, db)
@@ -146,10 +149,15 @@ func Migrate(ctx context.Context, db DB, opts MigrateOptions) (Applied, error) {
 	}
 	defer func() {
 		// A cancelled ctx must not keep the lock: the session would hold
-		// it until the connection closes.
+		// it until the connection closes. A session whose unlock fails is
+		// closed, so that no pooled connection keeps the lock and blocks
+		// every later migrate.
 		unlockCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		conn.Exec(unlockCtx, "SELECT pg_advisory_unlock($1)", migrationLock)
+		var unlocked bool
+		if err := conn.QueryRow(unlockCtx, "SELECT pg_advisory_unlock($1)", migrationLock).Scan(&unlocked); err != nil || !unlocked {
+			conn.Close(unlockCtx)
+		}
 	}()
 	var out Applied
 	if out.Belfry, err = migrateBelfry(ctx, conn); err != nil {
@@ -178,6 +186,19 @@ func connOf(ctx context.Context, db DB) (*pgx.Conn, func(), error) {
 	return nil, nil, fmt.Errorf("postgres: Migrate wants a *pgxpool.Pool or a *pgx.Conn; got %T", db)
 }
 
+// migrationLockTimeout bounds how long a migration's statement waits for
+// a table lock. A DDL statement queued behind a running service's long
+// query would otherwise block every later query of that table while it
+// waits; failing lets the operator run the migrate again when it is
+// quieter.
+const migrationLockTimeout = 5 * time.Second
+
+// boundLockWaits sets migrationLockTimeout for tx alone.
+func boundLockWaits(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, "SELECT set_config('lock_timeout', $1, true)", strconv.FormatInt(migrationLockTimeout.Milliseconds(), 10))
+	return err
+}
+
 // migrateBelfry applies belfry's pending versions in one transaction.
 func migrateBelfry(ctx context.Context, conn *pgx.Conn) ([]int, error) {
 	tx, err := conn.Begin(ctx)
@@ -185,6 +206,9 @@ func migrateBelfry(ctx context.Context, conn *pgx.Conn) ([]int, error) {
 		return nil, err
 	}
 	defer tx.Rollback(ctx)
+	if err := boundLockWaits(ctx, tx); err != nil {
+		return nil, err
+	}
 	if _, err := tx.Exec(ctx, createVersionTable); err != nil {
 		return nil, fmt.Errorf("creating belfry_migration: %w", err)
 	}
@@ -271,6 +295,9 @@ func riverStep(ctx context.Context, conn *pgx.Conn, migrator *rivermigrate.Migra
 		return 0, err
 	}
 	defer tx.Rollback(ctx)
+	if err := boundLockWaits(ctx, tx); err != nil {
+		return 0, err
+	}
 	res, err := migrator.MigrateTx(ctx, tx, rivermigrate.DirectionUp, &rivermigrate.MigrateOpts{MaxSteps: 1})
 	if err != nil {
 		return 0, err

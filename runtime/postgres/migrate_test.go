@@ -53,7 +53,7 @@ func TestMigrateFromEmptyThenNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []int{1, 2}; !slices.Equal(applied.Belfry, want) || applied.River != nil {
+	if want := []int{1, 2, 3}; !slices.Equal(applied.Belfry, want) || applied.River != nil {
 		t.Errorf("first Migrate applied %+v, want belfry %v and no River", applied, want)
 	}
 	for _, table := range []string{"belfry_slot", "belfry_manual", "belfry_cursor", "belfry_record", "belfry_pause",
@@ -74,38 +74,96 @@ func TestMigrateFromEmptyThenNothing(t *testing.T) {
 		t.Errorf("second Migrate applied %+v (%v), want nothing", again, err)
 	}
 	versions, err := postgres.Versions(ctx, db)
-	if err != nil || len(versions) != 2 || versions[0].Version != 1 || versions[0].Name != "init" || versions[0].AppliedAt.IsZero() ||
-		versions[1].Version != 2 || versions[1].Name != "engine" {
-		t.Errorf("Versions = %+v, %v; want versions 1 (init) and 2 (engine) with their times", versions, err)
+	if err != nil || len(versions) != 3 || versions[0].Version != 1 || versions[0].Name != "init" || versions[0].AppliedAt.IsZero() ||
+		versions[1].Version != 2 || versions[1].Name != "engine" || versions[2].Version != 3 || versions[2].Name != "retention" {
+		t.Errorf("Versions = %+v, %v; want versions 1 (init), 2 (engine) and 3 (retention) with their times", versions, err)
 	}
 	if err := postgres.CheckSchema(ctx, db); err != nil {
 		t.Errorf("CheckSchema after Migrate: %v", err)
 	}
 }
 
-// A database at the previous version (001 alone) is upgraded by the
-// versions after it, and then answers CheckSchema.
+// previousVersionDB is a database at the previous belfry version (all
+// but the latest migration applied), and those migrations.
+func previousVersionDB(t *testing.T) (*pgxpool.Pool, []postgres.Migration) {
+	t.Helper()
+	ctx := context.Background()
+	db := freshDB(t)
+	if _, err := db.Exec(ctx, `CREATE TABLE belfry_migration (version integer PRIMARY KEY, name text NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		t.Fatal(err)
+	}
+	previous := postgres.Migrations()[:postgres.Latest()-1]
+	for _, m := range previous {
+		if _, err := db.Exec(ctx, m.SQL); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec(ctx, `INSERT INTO belfry_migration (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return db, previous
+}
+
+// A migration that must wait for a table a running service holds gives
+// up after a bound, applying nothing and keeping no lock, rather than
+// queue every later query of that table behind it; run again once the
+// table is free, it applies.
+func TestAMigrateBlockedByATableGivesUp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, _ := previousVersionDB(t)
+	reader, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Rollback(ctx)
+	if _, err := reader.Exec(ctx, "LOCK TABLE belfry_slot IN ACCESS SHARE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := postgres.Migrate(ctx, db, postgres.MigrateOptions{})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Migrate went through a table another session held")
+		}
+	case <-time.After(30 * time.Second):
+		reader.Rollback(ctx) // let the waiting migrate end with the test
+		t.Fatal("Migrate still waits for the held table after 30s; want it to give up")
+	}
+	if v, err := postgres.CurrentVersion(ctx, db); err != nil || v != postgres.Latest()-1 {
+		t.Errorf("version after the failed migrate %d (%v), want %d", v, err, postgres.Latest()-1)
+	}
+	if n := count(t, db, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"); n != 0 {
+		t.Errorf("%d advisory locks held after the failed migrate; want none", n)
+	}
+	if err := reader.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if applied, err := postgres.Migrate(ctx, db, postgres.MigrateOptions{}); err != nil || len(applied.Belfry) != 1 {
+		t.Errorf("Migrate once the table is free: %+v, %v; want the latest version applied", applied, err)
+	}
+}
+
+// A database at the previous version (all but the latest) is upgraded by
+// the latest, and then answers CheckSchema.
 func TestMigrateFromThePreviousVersion(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := freshDB(t)
-	first := postgres.Migrations()[0]
-	if _, err := db.Exec(ctx, first.SQL); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec(ctx, `CREATE TABLE belfry_migration (version integer PRIMARY KEY, name text NOT NULL,
-		applied_at timestamptz NOT NULL DEFAULT now()); INSERT INTO belfry_migration (version, name) VALUES (1, 'init')`); err != nil {
-		t.Fatal(err)
-	}
+	db, previous := previousVersionDB(t)
 	if err := postgres.CheckSchema(ctx, db); !errors.Is(err, postgres.ErrSchemaOutdated) {
-		t.Errorf("CheckSchema at version 1 = %v, want ErrSchemaOutdated", err)
+		t.Errorf("CheckSchema at version %d = %v, want ErrSchemaOutdated", len(previous), err)
 	}
 	applied, err := postgres.Migrate(ctx, db, postgres.MigrateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []int{2}; !slices.Equal(applied.Belfry, want) {
-		t.Errorf("Migrate from version 1 applied %v, want %v", applied.Belfry, want)
+	if want := []int{postgres.Latest()}; !slices.Equal(applied.Belfry, want) {
+		t.Errorf("Migrate from version %d applied %v, want %v", len(previous), applied.Belfry, want)
 	}
 	if err := postgres.CheckSchema(ctx, db); err != nil {
 		t.Errorf("CheckSchema after the upgrade: %v", err)

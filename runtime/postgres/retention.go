@@ -3,8 +3,6 @@ package postgres
 import (
 	"context"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // SlotRetentionDefault is how long slot rows are kept by default: far
@@ -16,34 +14,62 @@ const pruneEvery = time.Minute
 
 // PruneSlots deletes the slot rows that can no longer be attempted (see
 // the package doc's retention rule): those whose slot is older than keep
-// by the database's clock, but never the newest row of a schedule or
-// member, which misfire=latest may attempt until the next slot; and the
-// manual-run rows inserted more than keep ago. keep must exceed every
-// schedule's grace plus the runtime's SkewMargin. It returns the rows
-// deleted.
+// by the database's clock and whose own keep_until (slot plus the task's
+// Retention, which the core sizes to the slot's grace, misfire window and
+// skew) has passed, but never the newest row of a schedule or member,
+// which misfire=latest may attempt until the next slot; and the
+// manual-run rows inserted more than keep ago whose keep_until has
+// passed. keep is a floor under every row's own window. It deletes in
+// batches, each committed, until none is left or ctx ends, and returns
+// the rows deleted.
 func (e *Engine) PruneSlots(ctx context.Context, keep time.Duration) (int64, error) {
-	var n int64
-	err := e.inTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `DELETE FROM belfry_slot s WHERE s.namespace = $1
+	n, err := e.pruneBatches(ctx, `DELETE FROM belfry_slot WHERE ctid = ANY(ARRAY(
+		SELECT s.ctid FROM belfry_slot s WHERE s.namespace = $1
 			AND s.slot < clock_timestamp() - $2 * interval '1 millisecond'
+			AND (s.keep_until IS NULL OR s.keep_until < clock_timestamp())
 			AND EXISTS (SELECT 1 FROM belfry_slot newer WHERE newer.namespace = s.namespace AND newer.schedule = s.schedule
-				AND newer.member = s.member AND newer.slot > s.slot)`, e.ns, keep.Milliseconds())
+				AND newer.member = s.member AND newer.slot > s.slot)
+		LIMIT $3))`, e.ns, keep.Milliseconds())
+	if err != nil {
+		return n, err
+	}
+	manual, err := e.pruneBatches(ctx, `DELETE FROM belfry_manual WHERE ctid = ANY(ARRAY(
+		SELECT ctid FROM belfry_manual WHERE namespace = $1
+			AND inserted_at < clock_timestamp() - $2 * interval '1 millisecond'
+			AND (keep_until IS NULL OR keep_until < clock_timestamp())
+		LIMIT $3))`, e.ns, keep.Milliseconds())
+	return n + manual, err
+}
+
+// pruneBatch is how many rows one statement of a prune deletes: a
+// backlog goes in many short statements, each committed, rather than in
+// one that a time limit could end before it committed anything.
+const pruneBatch = 5000
+
+// pruneBudget bounds one round of prunes; a backlog left over is taken
+// up by the next round, from where this one stopped.
+const pruneBudget = pruneEvery / 2
+
+// pruneBatches runs deleteSQL, which deletes at most $3 rows of namespace
+// $1 older than $2 ms, until it deletes fewer than a batch or ctx ends,
+// and returns the rows deleted.
+func (e *Engine) pruneBatches(ctx context.Context, deleteSQL string, ns string, olderMS int64) (int64, error) {
+	var n int64
+	for {
+		tag, err := e.pool.Exec(ctx, deleteSQL, ns, olderMS, pruneBatch)
 		if err != nil {
-			return err
+			return n, err
 		}
-		n = tag.RowsAffected()
-		tag, err = tx.Exec(ctx, `DELETE FROM belfry_manual WHERE namespace = $1 AND inserted_at < clock_timestamp() - $2 * interval '1 millisecond'`,
-			e.ns, keep.Milliseconds())
 		n += tag.RowsAffected()
-		return err
-	})
-	return n, err
+		if tag.RowsAffected() < pruneBatch {
+			return n, nil
+		}
+	}
 }
 
 // recordPruneEvery is how often the leader deletes expired records: a
 // record outlives its TTL by at most this long. Far rarer than the slot
-// prune: the TTL is days, and finding expired records reads every record
-// of the namespace.
+// prune: the TTL is days.
 const recordPruneEvery = time.Hour
 
 // PruneRecords deletes the records whose last write is older than the
@@ -53,9 +79,10 @@ const recordPruneEvery = time.Hour
 // code, or firing less often than the TTL) keeps none past it. It returns
 // the records deleted.
 func (e *Engine) PruneRecords(ctx context.Context) (int64, error) {
-	tag, err := e.pool.Exec(ctx, `DELETE FROM belfry_record WHERE namespace = $1
-		AND updated_at < clock_timestamp() - $2 * interval '1 millisecond'`, e.ns, e.rt.RecordTTL.Milliseconds())
-	return tag.RowsAffected(), err
+	return e.pruneBatches(ctx, `DELETE FROM belfry_record WHERE ctid = ANY(ARRAY(
+		SELECT ctid FROM belfry_record WHERE namespace = $1
+			AND updated_at < clock_timestamp() - $2 * interval '1 millisecond'
+		LIMIT $3))`, e.ns, e.rt.RecordTTL.Milliseconds())
 }
 
 // pruneIfDue has the leader prune the slot table about every pruneEvery,
@@ -76,7 +103,7 @@ func (l *election) pruneIfDue(ctx context.Context) {
 		return
 	}
 	go func() {
-		ctx, cancel := context.WithTimeout(ctx, l.callTimeout())
+		ctx, cancel := context.WithTimeout(ctx, pruneBudget)
 		defer cancel()
 		if records {
 			if _, err := l.e.PruneRecords(ctx); err != nil {
@@ -90,8 +117,9 @@ func (l *election) pruneIfDue(ctx context.Context) {
 			l.e.log.Warn("could not prune the slot table; it is tried again later", "err", err)
 		}
 		// Heartbeats of replicas gone long ago are of no use to anyone.
-		if _, err := l.e.pool.Exec(ctx, `DELETE FROM belfry_replica WHERE namespace = $1 AND seen_at < clock_timestamp() - $2 * interval '1 millisecond'`,
-			l.e.ns, l.e.slotRetention.Milliseconds()); err != nil {
+		if _, err := l.e.pruneBatches(ctx, `DELETE FROM belfry_replica WHERE ctid = ANY(ARRAY(
+			SELECT ctid FROM belfry_replica WHERE namespace = $1 AND seen_at < clock_timestamp() - $2 * interval '1 millisecond'
+			LIMIT $3))`, l.e.ns, l.e.slotRetention.Milliseconds()); err != nil {
 			l.e.log.Warn("could not prune old heartbeats; it is tried again later", "err", err)
 		}
 	}()

@@ -16,9 +16,14 @@ import (
 // errFencedOut is a write refused because its term ended.
 var errFencedOut = fmt.Errorf("%w: the term ended", engine.ErrNotLeader)
 
-// fenceSQL says whether term $2 is still the namespace's live term: the
-// check every fenced write makes in its own transaction.
-const fenceSQL = `SELECT EXISTS (SELECT 1 FROM belfry_leader WHERE namespace = $1 AND term = $2 AND expires_at > clock_timestamp())`
+// fenceSQL counts 1 when term $2 is still the namespace's live term, 0
+// otherwise: the check every fenced write makes, once, first in its own
+// transaction. FOR SHARE holds the lease row until the transaction ends,
+// so that a takeover (an UPDATE of that row) waits for a write its check
+// let through: no write of a term commits after the next term began. A
+// takeover that came first is seen, and the write refused whole.
+const fenceSQL = `SELECT count(*) FROM (SELECT 1 FROM belfry_leader
+    WHERE namespace = $1 AND term = $2 AND expires_at > clock_timestamp() FOR SHARE) AS live`
 
 // parseTerm reads a term Current handed out; any other is no term.
 func parseTerm(term string) int64 {
@@ -32,11 +37,11 @@ func parseTerm(term string) int64 {
 // checkFence fails with errFencedOut unless term is the live term, read in
 // tx.
 func (e *Engine) checkFence(ctx context.Context, tx pgx.Tx, term string) error {
-	var ok bool
-	if err := tx.QueryRow(ctx, fenceSQL, e.ns, parseTerm(term)).Scan(&ok); err != nil {
+	var live int
+	if err := tx.QueryRow(ctx, fenceSQL, e.ns, parseTerm(term)).Scan(&live); err != nil {
 		return err
 	}
-	if !ok {
+	if live == 0 {
 		return errFencedOut
 	}
 	return nil
@@ -67,26 +72,25 @@ type jobMetadata struct {
 }
 
 // slotInsertSQL inserts the slots' rows of the scheduled occurrences,
-// each once whoever tries, only while the fence holds ($6 NULL for no
-// fence), and returns the IDs of the rows that went in. Rows go in key
-// order, so that two planners inserting the same slots wait for each
-// other rather than deadlock.
+// each once whoever tries, kept until their slot plus their task's
+// Retention at least (keep, ms; see PruneSlots), and returns the IDs of the rows that went in
+// (the transaction's fenceSQL, not the insert, checks the term). Rows go
+// in key order, so that two planners inserting the same slots wait for
+// each other rather than deadlock.
 const slotInsertSQL = `
-INSERT INTO belfry_slot (namespace, schedule, member, slot, occurrence_id)
-SELECT $1, u.schedule, u.member, to_timestamp(u.slot), u.id
-FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[]) AS u(schedule, member, slot, id)
-WHERE $6::bigint IS NULL OR EXISTS (SELECT 1 FROM belfry_leader WHERE namespace = $1 AND term = $6 AND expires_at > clock_timestamp())
+INSERT INTO belfry_slot (namespace, schedule, member, slot, occurrence_id, keep_until)
+SELECT $1, u.schedule, u.member, to_timestamp(u.slot), u.id, to_timestamp(u.slot) + u.keep * interval '1 millisecond'
+FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[], $6::bigint[]) AS u(schedule, member, slot, id, keep)
 ORDER BY u.schedule, u.member, u.slot
 ON CONFLICT DO NOTHING
 RETURNING occurrence_id`
 
 // manualInsertSQL is slotInsertSQL for manual runs, keyed by their
-// occurrence ID.
+// occurrence ID and kept from their insert.
 const manualInsertSQL = `
-INSERT INTO belfry_manual (namespace, schedule, member, slot, occurrence_id)
-SELECT $1, u.schedule, u.member, u.slot, u.id
-FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::text[]) AS u(schedule, member, slot, id)
-WHERE $6::bigint IS NULL OR EXISTS (SELECT 1 FROM belfry_leader WHERE namespace = $1 AND term = $6 AND expires_at > clock_timestamp())
+INSERT INTO belfry_manual (namespace, schedule, member, slot, occurrence_id, keep_until)
+SELECT $1, u.schedule, u.member, u.slot, u.id, clock_timestamp() + u.keep * interval '1 millisecond'
+FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::text[], $6::bigint[]) AS u(schedule, member, slot, id, keep)
 ORDER BY u.id
 ON CONFLICT DO NOTHING
 RETURNING occurrence_id`
@@ -102,14 +106,23 @@ ON CONFLICT (namespace, schedule, member) DO UPDATE SET
     slot = greatest(c.slot, EXCLUDED.slot),
     updated_at = now()`
 
+// memberShareSQL holds the rows of the family members whose slots an
+// enqueue inserts ($2 families, $3 keys) until it commits. SetMembers
+// reads those rows FOR UPDATE before it asks whether a member's slot was
+// enqueued (its change floor): it waits for an enqueue under way, and
+// then sees its slot rows, rather than miss an uncommitted one.
+const memberShareSQL = `SELECT count(*) FROM (SELECT 1 FROM belfry_member m
+    JOIN unnest($2::text[], $3::text[]) AS u(family, key) ON m.namespace = $1 AND m.family = u.family AND m.key = u.key
+    ORDER BY m.family, m.key FOR SHARE OF m) AS held`
+
 // EnqueueAll inserts, in one transaction, each item's row in the slot
 // table (a scheduled occurrence, by schedule, member and slot) or in
 // belfry_manual (a manual run, by its ID), with ON CONFLICT DO NOTHING,
 // and River's job only for the rows that went in; the items' cursors rise
-// in the same transaction. Under fence the rows go in only while fence's
-// term is the live one (checked in the insert itself): a late
-// transaction of an ended term inserts nothing, and would conflict on the
-// slot's row if it did.
+// in the same transaction. Under fence the transaction first checks that
+// fence's term is the live one, holding the lease row (fenceSQL): a late
+// transaction of an ended term is refused whole, rows, jobs and cursors,
+// and a takeover waits for a transaction its check let through.
 func (e *Engine) EnqueueAll(ctx context.Context, fence *engine.Fence, items []engine.Enqueue) []engine.Result {
 	results := make([]engine.Result, len(items))
 	occs := make([]registry.Occurrence, len(items))
@@ -155,21 +168,25 @@ func (e *Engine) EnqueueAll(ctx context.Context, fence *engine.Fence, items []en
 func (e *Engine) enqueueTx(ctx context.Context, term any, items []engine.Enqueue, occs []registry.Occurrence, live []int) (map[string]bool, error) {
 	var slot, manual struct {
 		schedules, members, ids []string
-		unix                    []int64
+		unix, keep              []int64
 		at                      []any
 	}
 	var marks struct {
 		schedules, lastIDs []string
 		slots              []int64
 	}
+	var members struct{ families, keys []string }
 	for _, i := range live {
 		occ := occs[i]
 		if occ.Manual {
 			manual.schedules, manual.members, manual.ids = append(manual.schedules, occ.Schedule), append(manual.members, occ.Member), append(manual.ids, occ.ID)
-			manual.at = append(manual.at, occ.Slot)
+			manual.at, manual.keep = append(manual.at, occ.Slot), append(manual.keep, items[i].Task.Retention.Milliseconds())
 		} else {
 			slot.schedules, slot.members, slot.ids = append(slot.schedules, occ.Schedule), append(slot.members, occ.Member), append(slot.ids, occ.ID)
-			slot.unix = append(slot.unix, occ.Slot.Unix())
+			slot.unix, slot.keep = append(slot.unix, occ.Slot.Unix()), append(slot.keep, items[i].Task.Retention.Milliseconds())
+		}
+		if occ.Member != "" {
+			members.families, members.keys = append(members.families, occ.Schedule), append(members.keys, occ.Member)
 		}
 		if m := items[i].Cursor; m.Schedule != "" && term != nil {
 			marks.schedules, marks.slots, marks.lastIDs = append(marks.schedules, m.Schedule), append(marks.slots, m.Slot), append(marks.lastIDs, m.LastID)
@@ -178,9 +195,12 @@ func (e *Engine) enqueueTx(ctx context.Context, term any, items []engine.Enqueue
 	inserted := map[string]bool{}
 	err := e.inTx(ctx, func(tx pgx.Tx) error {
 		b := &pgx.Batch{}
-		fenceOK := true
+		termLive := 1
 		if term != nil {
-			b.Queue(fenceSQL, e.ns, term).QueryRow(func(row pgx.Row) error { return row.Scan(&fenceOK) })
+			b.Queue(fenceSQL, e.ns, term).QueryRow(func(row pgx.Row) error { return row.Scan(&termLive) })
+		}
+		if len(members.keys) > 0 {
+			b.Queue(memberShareSQL, e.ns, members.families, members.keys)
 		}
 		collect := func(rows pgx.Rows) error {
 			var id string
@@ -188,15 +208,16 @@ func (e *Engine) enqueueTx(ctx context.Context, term any, items []engine.Enqueue
 			return err
 		}
 		if len(slot.ids) > 0 {
-			b.Queue(slotInsertSQL, e.ns, slot.schedules, slot.members, slot.unix, slot.ids, term).Query(collect)
+			b.Queue(slotInsertSQL, e.ns, slot.schedules, slot.members, slot.unix, slot.ids, slot.keep).Query(collect)
 		}
 		if len(manual.ids) > 0 {
-			b.Queue(manualInsertSQL, e.ns, manual.schedules, manual.members, manual.at, manual.ids, term).Query(collect)
+			b.Queue(manualInsertSQL, e.ns, manual.schedules, manual.members, manual.at, manual.ids, manual.keep).Query(collect)
 		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
 		}
-		if !fenceOK {
+		if termLive == 0 {
+			// The rows inserted after the check go with the rollback.
 			return errFencedOut
 		}
 		var params []river.InsertManyParams
@@ -371,7 +392,11 @@ func (e *Engine) CommitFamily(ctx context.Context, term, family string, fam engi
 				at[m.Member] = len(keys)
 				keys, cursors, lasts, lastSlots = append(keys, m.Member), append(cursors, m.Cursor), append(lasts, m.Last), append(lastSlots, m.LastSlot)
 			}
-			b.Queue(`UPDATE belfry_member m SET cursor = u.c,
+			// A member's cursor only rises (by its slot, "<slot> ..."), as
+			// the bucket's does: a step computed from older state never
+			// moves a cursor back.
+			b.Queue(`UPDATE belfry_member m SET
+					cursor = CASE WHEN m.cursor IS NULL OR split_part(u.c, ' ', 1)::bigint >= split_part(m.cursor, ' ', 1)::bigint THEN u.c ELSE m.cursor END,
 					last = CASE WHEN u.l <> '' AND (m.last_slot IS NULL OR m.last_slot < u.s) THEN u.l ELSE m.last END,
 					last_slot = CASE WHEN u.l <> '' AND (m.last_slot IS NULL OR m.last_slot < u.s) THEN u.s ELSE m.last_slot END
 				FROM unnest($3::text[], $4::text[], $5::text[], $6::bigint[]) AS u(k, c, l, s)
@@ -383,7 +408,7 @@ func (e *Engine) CommitFamily(ctx context.Context, term, family string, fam engi
 				return fmt.Errorf("bucket cursor %q: %w", bucketCursor, err)
 			}
 			b.Queue(`INSERT INTO belfry_bucket_cursor (namespace, family, bucket, slot) VALUES ($1, $2, $3, $4)
-				ON CONFLICT (namespace, family, bucket) DO UPDATE SET slot = EXCLUDED.slot`, e.ns, family, bucket, slot)
+				ON CONFLICT (namespace, family, bucket) DO UPDATE SET slot = greatest(belfry_bucket_cursor.slot, EXCLUDED.slot)`, e.ns, family, bucket, slot)
 		}
 		fam.Name = family
 		e.queueRecords(b, []engine.Commit{fam})
