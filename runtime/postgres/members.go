@@ -54,7 +54,8 @@ func (e *Engine) SetMembers(ctx context.Context, family string, now int64, repla
 			keys[i] = m.Key
 		}
 		rows, err := tx.Query(ctx, `SELECT `+memberColumns+`, coalesce(cursor, ''), paused_at IS NOT NULL FROM belfry_member
-			WHERE namespace = $1 AND family = $2 AND key = ANY($3) FOR UPDATE`, e.ns, family, keys)
+			WHERE namespace = $1 AND family = $2 AND key = ANY($3)
+			ORDER BY key FOR UPDATE`, e.ns, family, keys) // in the order an enqueue locks them FOR SHARE, so the two cannot deadlock
 		if err != nil {
 			return err
 		}
