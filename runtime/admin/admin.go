@@ -446,7 +446,7 @@ func (a *admin) apiStatus(w http.ResponseWriter, req *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"leader": leader, "replicas": orEmpty(snap.Cluster.Replicas), "replica": snap.Replica,
-		"processes": orEmptyMap(snap.Cluster.Processes), "engine": a.r.EngineName(), "redis": snap.Redis, "redis_error": snap.RedisError,
+		"processes": orEmptyMap(snap.Cluster.Processes), "engine": a.r.Diagnostics().Engine(), "redis": snap.Redis, "redis_error": snap.RedisError,
 		"redis_unsafe": snap.RedisUnsafe, "disabled": snap.Disabled,
 		"lost_writes": orEmpty(snap.LostWrites), "duplicate_replica": snap.DuplicateReplica,
 		"namespace_contention": snap.NamespaceContention, "legacy_namespace": snap.LegacyNamespace,

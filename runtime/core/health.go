@@ -46,9 +46,11 @@ type Health struct {
 	Problems []string `json:"problems"`
 }
 
-// EngineName names the runtime's engine: engine.Named's name, "redis" for
-// an engine that gives none.
-func (r *Runtime) EngineName() string {
+// Engine names the runtime's engine: engine.Named's name, "redis" for an
+// engine that gives none.
+func (d *Diagnostics) Engine() string { return d.rt.engineName() }
+
+func (r *Runtime) engineName() string {
 	if n, ok := r.eng.(engine.Named); ok {
 		return n.EngineName()
 	}
@@ -68,7 +70,7 @@ func (r *Runtime) Health(ctx context.Context) Health {
 	wg.Go(func() { statuses, _ = r.Monitor().Statuses(ctx) })
 	wg.Go(func() { snap, _ = r.Monitor().SnapshotOf(ctx, nil, 0) })
 	wg.Wait()
-	h := Health{Status: "ok", Engine: r.EngineName(), Redis: snap.Redis, Leader: snap.Cluster.Leader,
+	h := Health{Status: "ok", Engine: r.engineName(), Redis: snap.Redis, Leader: snap.Cluster.Leader,
 		Late: []string{}, Failing: []string{}, Paused: []string{}, Unserved: []string{}, Problems: []string{}}
 	if snap.Disabled != "" {
 		h.Status = "disabled"
