@@ -166,14 +166,10 @@ func (rig *failoverRig) verdict(ctx context.Context, from, to time.Time) (duplic
 	return duplicates, missed, lost
 }
 
-// failoversFromEnv is how many failovers the repeated-failover tests make:
-// BELFRY_SENTINEL_FAILOVERS, by default one in make test and three in make
-// test/long (each failover waits on Sentinel's own timing).
+// failoversFromEnv is how many failovers the repeated-failover test makes:
+// BELFRY_SENTINEL_FAILOVERS, default 3.
 func failoversFromEnv(t *testing.T) int {
-	n := 1
-	if *longFlag {
-		n = 3
-	}
+	n := 3
 	if v := os.Getenv("BELFRY_SENTINEL_FAILOVERS"); v != "" {
 		var err error
 		if n, err = strconv.Atoi(v); err != nil || n < 1 {
@@ -223,7 +219,6 @@ func TestSentinelFailoversWithReplicaAcksRunEverySlotOnce(t *testing.T) {
 // converts the old primary, the new one's only replica, after about 8 s;
 // until then nothing is acknowledged and nobody leads).
 func TestSentinelFailoversWithReplicaAcksAloneRunNoSlotTwice(t *testing.T) {
-	longTest(t)
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -256,7 +251,6 @@ func TestSentinelFailoversWithReplicaAcksAloneRunNoSlotTwice(t *testing.T) {
 // the new primary took. With ReplicaAcks=1 nothing the leader counted was
 // on the killed primary alone, so no slot runs twice and none is missed.
 func TestSentinelFailoverThenKillWithReplicaAcks(t *testing.T) {
-	longTest(t)
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -294,7 +288,6 @@ func TestSentinelFailoverThenKillWithReplicaAcks(t *testing.T) {
 // before. That is noticed: the loss is recorded, the cursors move past it,
 // and no slot runs twice.
 func TestSentinelLostWritesWithoutReplicaAcksAreDetected(t *testing.T) {
-	longTest(t)
 	t.Parallel()
 	// The fault is staged with real processes and Sentinel's own timing,
 	// and on a loaded machine it sometimes loses nothing (the sentinels
