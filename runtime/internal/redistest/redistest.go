@@ -14,6 +14,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -113,15 +114,23 @@ func needCommands(t testing.TB, commands ...string) {
 }
 
 // freePort returns a 127.0.0.1 address with a port free a moment ago. The
-// server binds it with SO_REUSEADDR, and keeps it across restarts.
+// server binds it with SO_REUSEADDR, and keeps it across restarts. The
+// port is below the ephemeral ranges (Linux's from 32768, IANA's from
+// 49152): a port the kernel picked there (":0") may be handed to another
+// test's outgoing connection before the server binds it, and the server
+// then fails to start.
 func freePort(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("finding a free port: %v", err)
+	const low, high = 20000, 32768
+	for range 100 {
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(low+mrand.IntN(high-low)))
+		if ln, err := net.Listen("tcp", addr); err == nil {
+			ln.Close()
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatalf("no free port between %d and %d", low, high)
+	return ""
 }
 
 // Start starts the server (again).
