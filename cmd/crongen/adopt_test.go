@@ -497,9 +497,11 @@ func cleanupRedis(t *testing.T, addr, namespace, queue string) {
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
 	for _, pattern := range []string{namespace + ":*", "asynq:{" + queue + "}:*"} {
-		keys, err := rdb.Keys(ctx, pattern).Result()
-		if err == nil && len(keys) > 0 {
-			rdb.Del(ctx, keys...)
+		// SCAN, not KEYS: KEYS would hold a shared Redis for as long
+		// as it reads every key there.
+		iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
+		for iter.Next(ctx) {
+			rdb.Del(ctx, iter.Val())
 		}
 	}
 	rdb.SRem(ctx, "asynq:queues", queue)

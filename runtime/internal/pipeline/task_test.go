@@ -55,7 +55,7 @@ func readStored(t *testing.T, rdb redis.UniversalClient, queue, id string) store
 func forget(t *testing.T, rdb redis.UniversalClient, queue string) {
 	t.Helper()
 	ctx := context.Background()
-	keys, err := rdb.Keys(ctx, "asynq:{"+queue+"}:*").Result()
+	keys, err := redistest.Keys(ctx, rdb, "asynq:{"+queue+"}:*")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -247,3 +247,15 @@ func Uniq(prefix string) string {
 	rand.Read(b[:])
 	return prefix + "-" + hex.EncodeToString(b[:])
 }
+
+// Keys returns the keys that match pattern, by SCAN, not KEYS: on the
+// shared server KEYS holds Redis for as long as it reads every key of every
+// test, and the runtime's calls in the tests beside it time out meanwhile.
+func Keys(ctx context.Context, rdb redis.UniversalClient, pattern string) ([]string, error) {
+	var keys []string
+	iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	return keys, iter.Err()
+}

@@ -117,7 +117,7 @@ func dump(t *testing.T, rdb redis.UniversalClient, prefix string) map[string]str
 	t.Helper()
 	ctx := context.Background()
 	out := map[string]string{}
-	keys, err := rdb.Keys(ctx, prefix+"*").Result()
+	keys, err := redistest.Keys(ctx, rdb, prefix+"*")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -172,7 +172,7 @@ func TestForgetRemovesAFamilysMembers(t *testing.T) {
 		t.Fatal(err)
 	}
 	rdb := redistest.Shared(t)
-	if keys, _ := rdb.Keys(ctx, s.Keys.Family("gone").Prefix+"*").Result(); len(keys) != 0 {
+	if keys, _ := redistest.Keys(ctx, rdb, s.Keys.Family("gone").Prefix+"*"); len(keys) != 0 {
 		t.Errorf("keys of the forgotten family remain: %v", keys)
 	}
 	if n, _ := s.MemberCount(ctx, "kept"); n != 1 {
