@@ -191,6 +191,24 @@ func EncodeCursor(c MemberCursor, withLast bool) string {
 	return s
 }
 
+// ParseCursor reads EncodeCursor's form; false for anything else.
+func ParseCursor(v string) (MemberCursor, bool) {
+	f := strings.Fields(v)
+	if len(f) < 2 {
+		return MemberCursor{}, false
+	}
+	slot, err1 := strconv.ParseInt(f[0], 10, 64)
+	off, err2 := strconv.Atoi(f[1])
+	if err1 != nil || err2 != nil {
+		return MemberCursor{}, false
+	}
+	c := MemberCursor{Slot: slot, Offset: off}
+	if len(f) > 2 {
+		c.LastEnqueued, _ = strconv.ParseInt(f[2], 10, 64)
+	}
+	return c, true
+}
+
 // MemberLast is a member's newest occurrence as stored.
 type MemberLast struct {
 	Slot    int64 // unix s
@@ -206,6 +224,24 @@ func EncodeLast(l MemberLast) string {
 		s += " " + l.ID
 	}
 	return s
+}
+
+// ParseLast reads EncodeLast's form; false for anything else.
+func ParseLast(v string) (MemberLast, bool) {
+	f := strings.Fields(v)
+	if len(f) < 3 {
+		return MemberLast{}, false
+	}
+	slot, err1 := strconv.ParseInt(f[0], 10, 64)
+	at, err2 := strconv.ParseInt(f[2], 10, 64)
+	if err1 != nil || err2 != nil {
+		return MemberLast{}, false
+	}
+	l := MemberLast{Slot: slot, Outcome: f[1], At: at}
+	if len(f) > 3 {
+		l.ID = f[3]
+	}
+	return l, true
 }
 
 // Problems is what the engine holds of the schedules that are not plainly

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
-	"strconv"
 	"strings"
 
 	"github.com/belfry/belfry/runtime/engine"
@@ -103,7 +102,7 @@ func (e *Engine) SetMembers(ctx context.Context, family string, now int64, repla
 			if floor == nil {
 				return engine.ErrMembersBusy
 			}
-			cur, hasCursor := parseMemberCursor(was.cursor)
+			cur, hasCursor := engine.ParseCursor(was.cursor)
 			f := floor(m, was.v, cur, hasCursor)
 			to := f.Since
 			if f.TaskID != "" {
@@ -185,7 +184,7 @@ func (e *Engine) memberStates(ctx context.Context, family string, keys []string,
 		for _, i := range at[m.Key] {
 			ms[i], mok[i] = m, true
 			if cursors {
-				cs[i], cok[i] = parseMemberCursor(cursor)
+				cs[i], cok[i] = engine.ParseCursor(cursor)
 			}
 		}
 		return nil
@@ -193,24 +192,6 @@ func (e *Engine) memberStates(ctx context.Context, family string, keys []string,
 		return nil, nil, nil, nil, err
 	}
 	return ms, mok, cs, cok, nil
-}
-
-// parseMemberCursor reads engine.EncodeCursor's form.
-func parseMemberCursor(v string) (engine.MemberCursor, bool) {
-	f := strings.Fields(v)
-	if len(f) < 2 {
-		return engine.MemberCursor{}, false
-	}
-	slot, err1 := strconv.ParseInt(f[0], 10, 64)
-	off, err2 := strconv.Atoi(f[1])
-	if err1 != nil || err2 != nil {
-		return engine.MemberCursor{}, false
-	}
-	c := engine.MemberCursor{Slot: slot, Offset: off}
-	if len(f) > 2 {
-		c.LastEnqueued, _ = strconv.ParseInt(f[2], 10, 64)
-	}
-	return c, true
 }
 
 // ScanMembers pages through a family's members in key order: a page's
@@ -307,29 +288,11 @@ func (e *Engine) MemberLasts(ctx context.Context, family string, keys []string) 
 	var key, last string
 	_, err = pgx.ForEachRow(rows, []any{&key, &last}, func() error {
 		for _, i := range at[key] {
-			out[i], ok[i] = parseLast(last)
+			out[i], ok[i] = engine.ParseLast(last)
 		}
 		return nil
 	})
 	return out, ok, err
-}
-
-// parseLast reads engine.EncodeLast's form.
-func parseLast(v string) (engine.MemberLast, bool) {
-	f := strings.Fields(v)
-	if len(f) < 3 {
-		return engine.MemberLast{}, false
-	}
-	slot, err1 := strconv.ParseInt(f[0], 10, 64)
-	at, err2 := strconv.ParseInt(f[2], 10, 64)
-	if err1 != nil || err2 != nil {
-		return engine.MemberLast{}, false
-	}
-	l := engine.MemberLast{Slot: slot, Outcome: f[1], At: at}
-	if len(f) > 3 {
-		l.ID = f[3]
-	}
-	return l, true
 }
 
 // MemberPauses reads the pauses of members; nil for those that run.

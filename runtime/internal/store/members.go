@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/belfry/belfry/runtime/engine"
 	"github.com/belfry/belfry/runtime/internal/pipeline"
 	"github.com/redis/go-redis/v9"
 )
@@ -227,7 +228,7 @@ func (s *Store) SetMembers(ctx context.Context, family string, now int64, replac
 				if floor != nil && olds[i] != "" {
 					old, ok := parseMember(m.Key, olds[i])
 					if ok && BucketOf(old.Zone, old.Expr) != BucketOf(m.Zone, m.Expr) {
-						cur, hasCursor := parseCursor(cursors[i])
+						cur, hasCursor := engine.ParseCursor(cursors[i])
 						changed, f, oldRaw, curRaw = "1", floor(m, old, cur, hasCursor), olds[i], cursors[i]
 					}
 				}
@@ -382,23 +383,6 @@ func (s *Store) BucketPage(ctx context.Context, family, bucket, after string, n 
 		ByLex: true, Count: int64(n)}).Result()
 }
 
-func parseCursor(v string) (MemberCursor, bool) {
-	f := strings.Fields(v)
-	if len(f) < 2 {
-		return MemberCursor{}, false
-	}
-	slot, err1 := strconv.ParseInt(f[0], 10, 64)
-	off, err2 := strconv.Atoi(f[1])
-	if err1 != nil || err2 != nil {
-		return MemberCursor{}, false
-	}
-	c := MemberCursor{Slot: slot, Offset: off}
-	if len(f) > 2 {
-		c.LastEnqueued, _ = strconv.ParseInt(f[2], 10, 64)
-	}
-	return c, true
-}
-
 // MemberStates reads the members and their cursors in one pipelined round
 // trip (keys at most a few MemberChunks).
 func (s *Store) MemberStates(ctx context.Context, family string, keys []string) ([]MemberValue, []bool, []MemberCursor, []bool, error) {
@@ -425,7 +409,7 @@ func (s *Store) MemberStates(ctx context.Context, family string, keys []string) 
 		}
 		for i, v := range ccmds[chunk].Val() {
 			if str, ok := v.(string); ok {
-				cs[base+i], cok[base+i] = parseCursor(str)
+				cs[base+i], cok[base+i] = engine.ParseCursor(str)
 			}
 		}
 	}
@@ -511,23 +495,6 @@ redis.call('HSET', fp .. 'last', key, ARGV[4])
 return 1
 `)
 
-func parseLast(v string) (MemberLast, bool) {
-	f := strings.Fields(v)
-	if len(f) < 3 {
-		return MemberLast{}, false
-	}
-	slot, err1 := strconv.ParseInt(f[0], 10, 64)
-	at, err2 := strconv.ParseInt(f[2], 10, 64)
-	if err1 != nil || err2 != nil {
-		return MemberLast{}, false
-	}
-	l := MemberLast{Slot: slot, Outcome: f[1], At: at}
-	if len(f) > 3 {
-		l.ID = f[3]
-	}
-	return l, true
-}
-
 // SetMemberLast records a member's newest occurrence; see setLastScript.
 func (s *Store) SetMemberLast(ctx context.Context, family, key string, l MemberLast) error {
 	return setLastScript.Run(ctx, s.rdb, nil, s.Keys.Family(family).Prefix, key, l.Slot, EncodeLast(l)).Err()
@@ -543,7 +510,7 @@ func (s *Store) MemberLasts(ctx context.Context, family string, keys []string) (
 		}
 		for i, v := range vals {
 			if str, isStr := v.(string); isStr {
-				out[start+i], ok[start+i] = parseLast(str)
+				out[start+i], ok[start+i] = engine.ParseLast(str)
 			}
 		}
 	}
