@@ -57,6 +57,19 @@ func (r *Runtime) engineName() string {
 	return "redis"
 }
 
+// storeName is the engine's server as a reason names it: "Redis" for the
+// Redis engines, "Postgres" for the Postgres one, else the engine's name.
+func (r *Runtime) storeName() string {
+	switch name := r.engineName(); {
+	case strings.HasPrefix(name, "redis"):
+		return "Redis"
+	case name == "postgres":
+		return "Postgres"
+	default:
+		return name
+	}
+}
+
 // Health judges the scheduler: unhealthy when any schedule is late or
 // failing, when no replica holds the lease, when Redis is down or too slow
 // to tell, or when no worker serves a schedule's queue;
@@ -108,10 +121,10 @@ func (r *Runtime) Health(ctx context.Context) Health {
 	case unsafe != "":
 		h.Problems = append(h.Problems, unsafe)
 	case snap.Redis == RedisDown:
-		h.Problems = append(h.Problems, "redis unreachable: "+snap.RedisError)
+		h.Problems = append(h.Problems, strings.ToLower(r.storeName())+" unreachable: "+snap.RedisError)
 	default:
 		if h.Redis == RedisSlow {
-			h.Problems = append(h.Problems, "redis not answering in time: "+cmp.Or(snap.RedisError, statuses.RedisError))
+			h.Problems = append(h.Problems, strings.ToLower(r.storeName())+" not answering in time: "+cmp.Or(snap.RedisError, statuses.RedisError))
 		}
 		// Who leads is unknown when the cluster was not read, which is
 		// not the same as nobody leading.

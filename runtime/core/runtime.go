@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"reflect"
 	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -206,9 +207,9 @@ func (r *Runtime) noteRedis(err error) {
 	r.redisErr = err
 	switch {
 	case err != nil && (!wasDown || first):
-		r.log.Error("redis unreachable; retrying with backoff", "err", err)
+		r.log.Error(strings.ToLower(r.storeName())+" unreachable; retrying with backoff", "err", err)
 	case err == nil && wasDown:
-		r.log.Info("redis reachable again")
+		r.log.Info(strings.ToLower(r.storeName()) + " reachable again")
 		// It may be another Redis now (a failover, a restart with other
 		// settings): judge its settings again before leading.
 		r.redisCheck.mu.Lock()

@@ -151,7 +151,7 @@ func (mon *Monitor) SnapshotOf(ctx context.Context, names []string, recent int) 
 		}
 	}
 	var data []engine.ScheduleData
-	reads := readLog{refusal: r.refusal}
+	reads := readLog{refusal: r.refusal, store: r.storeName()}
 	if r.disabled == "" {
 		var wg sync.WaitGroup
 		if len(known) > 0 {
@@ -248,6 +248,8 @@ type readLog struct {
 	// refusal is Runtime.refusal: a read the engine's server refused for
 	// how it is set up.
 	refusal func(error) error
+	// store names the engine's server in reasons ("Redis", "Postgres").
+	store string
 }
 
 // timedRead runs one part's read under bounded (so it returns by ctx's
@@ -266,7 +268,7 @@ func (l *readLog) fail(part string, err error, took time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.errs = append(l.errs, fmt.Errorf("%s: %w", part, err))
-	reason := "Redis unreachable: " + err.Error()
+	reason := l.store + " unreachable: " + err.Error()
 	switch {
 	case l.refusal(err) != nil:
 		reason = l.refusal(err).Error()
@@ -277,9 +279,9 @@ func (l *readLog) fail(part string, err error, took time.Duration) {
 			l.down = err
 		}
 	case isSlow(err):
-		reason = fmt.Sprintf("Redis slow: no answer within %.1f s", took.Seconds())
+		reason = fmt.Sprintf("%s slow: no answer within %.1f s", l.store, took.Seconds())
 		if took < 50*time.Millisecond {
-			reason = "Redis slow: the request's time ran out before this read"
+			reason = l.store + " slow: the request's time ran out before this read"
 		}
 		if l.slow == nil {
 			l.slow, l.slowWhy = err, reason
@@ -318,15 +320,15 @@ func (r *Runtime) settle(snap *Snapshot, reads *readLog) {
 	silent := time.Since(time.Unix(0, r.statusIndex.answered.Load()))
 	switch {
 	case state == RedisSlow && silent >= r.opts.LeaseTTL:
-		snap.Redis, snap.RedisError = RedisDown, "Redis unreachable: no answer since this replica started"
+		snap.Redis, snap.RedisError = RedisDown, r.storeName()+" unreachable: no answer since this replica started"
 		if r.statusIndex.answered.Load() != 0 {
-			snap.RedisError = fmt.Sprintf("Redis unreachable: no answer for %.0f s", silent.Seconds())
+			snap.RedisError = fmt.Sprintf("%s unreachable: no answer for %.0f s", r.storeName(), silent.Seconds())
 		}
 	case state == RedisSlow && reads.slow != nil:
 		snap.RedisError = reads.slowWhy
 	case state == RedisSlow:
 		// The scheduler's own calls timed out: Redis is slow, not gone.
-		snap.RedisError = "Redis slow: " + snap.RedisError
+		snap.RedisError = r.storeName() + " slow: " + snap.RedisError
 	}
 	for i := range reads.missing {
 		reads.missing[i].Reason = r.redact(reads.missing[i].Reason)
@@ -533,7 +535,7 @@ func (mon *Monitor) Statuses(ctx context.Context) (Statuses, error) {
 		out.Counts[StatusDisabled], out.Redis = len(scheds), RedisDisabled
 		return out, nil
 	}
-	reads := readLog{refusal: r.refusal}
+	reads := readLog{refusal: r.refusal, store: r.storeName()}
 	problems, probErr := timedRead(ctx, &reads, PartStatuses, r.eng.Problems)
 	idx := &r.statusIndex
 	idx.mu.Lock()
