@@ -201,9 +201,13 @@ func run(quick bool) error {
 			continue
 		}
 		fmt.Fprintf(os.Stderr, "bench: %s...\n", step.name)
+		began := time.Now()
 		if err := step.run(); err != nil {
 			return fmt.Errorf("%s: %w", step.name, err)
 		}
+		// Each step's wall time, so that a slow smoke run says which step
+		// to shorten.
+		fmt.Fprintf(os.Stderr, "bench: %s took %.1f s\n", step.key, time.Since(began).Seconds())
 	}
 	r.print(os.Stdout)
 	return nil
