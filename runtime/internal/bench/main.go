@@ -16,7 +16,8 @@
 // BENCH_QUICK=1 shortens every measurement for a smoke run; BENCH_ONLY=fire,spike
 // runs a subset (steps: next, fire, takeover, spike, idle, duplicates,
 // memory, dst, scale, lint, admin, family, postgres). The postgres step
-// needs the machine's PostgreSQL (BENCH_POSTGRES) and adds the pg_ keys
+// needs the machine's PostgreSQL (BENCH_POSTGRES) and adds the pg_ keys;
+// BENCH_PG_PARTS=side,spike,family runs some of its parts
 // (see postgres.go). See BENCHMARKS.md.
 package main
 
