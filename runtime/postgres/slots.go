@@ -110,10 +110,10 @@ ON CONFLICT (namespace, schedule, member) DO UPDATE SET
 // enqueue inserts ($2 families, $3 keys) until it commits. SetMembers
 // reads those rows FOR UPDATE before it asks whether a member's slot was
 // enqueued (its change floor): it waits for an enqueue under way, and
-// then sees its slot rows, rather than miss an uncommitted one.
-const memberShareSQL = `SELECT count(*) FROM (SELECT 1 FROM belfry_member m
-    JOIN unnest($2::text[], $3::text[]) AS u(family, key) ON m.namespace = $1 AND m.family = u.family AND m.key = u.key
-    ORDER BY m.family, m.key FOR SHARE OF m) AS held`
+// then sees its slot rows, rather than miss an uncommitted one. Rows are
+// locked in key order, one lookup each (see membersByKeySQL).
+const memberShareSQL = `SELECT count(*) FROM (SELECT family, key FROM unnest($2::text[], $3::text[]) AS u(family, key) ORDER BY family, key) AS u
+    CROSS JOIN LATERAL (SELECT 1 FROM belfry_member m WHERE m.namespace = $1 AND m.family = u.family AND m.key = u.key FOR SHARE OFFSET 0) AS held`
 
 // EnqueueAll inserts, in one transaction, each item's row in the slot
 // table (a scheduled occurrence, by schedule, member and slot) or in
