@@ -64,3 +64,44 @@ func TestMemberLookupsProbeThePrimaryKey(t *testing.T) {
 		t.Errorf("the generic plan of a member lookup does not probe the primary key by key:\n%s", text)
 	}
 }
+
+// The job IDs of an enqueue's slot rows are set through one lookup of the
+// occurrence index per row, in the custom plan of an unanalyzed table
+// too: not a scan of every slot row of the namespace, which grew with the
+// table.
+func TestSlotJobUpdateLooksUpEachRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := migratedDB(t)
+	if _, err := db.Exec(ctx, `INSERT INTO belfry_slot (namespace, schedule, member, slot, occurrence_id, keep_until)
+		SELECT 'ns', 'report', 'tenant-' || i, to_timestamp(1000000 + (i / 1000) * 10), 'occ-' || i, now()
+		FROM generate_series(0, 19999) AS i`); err != nil {
+		t.Fatal(err)
+	}
+	ids, jobs := make([]string, 0, 1000), make([]string, 0, 1000)
+	for i := range 1000 {
+		ids, jobs = append(ids, fmt.Sprintf("occ-%d", 5000+i)), append(jobs, fmt.Sprint(i))
+	}
+	var plan []string
+	if err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_custom_plan`); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `PREPARE jobs(text, text[], bigint[]) AS `+postgres.SlotJobSQL); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `EXPLAIN EXECUTE jobs('ns', '{`+strings.Join(ids, ",")+`}', '{`+strings.Join(jobs, ",")+`}')`)
+		if err != nil {
+			return err
+		}
+		plan, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(plan, "\n")
+	if !strings.Contains(text, "belfry_slot_occurrence") || !strings.Contains(text, "Tid Scan") ||
+		strings.Contains(text, "Hash") || strings.Contains(text, "Seq Scan") || strings.Contains(text, "Bitmap") {
+		t.Errorf("the update of slot rows' job IDs does not look each row up:\n%s", text)
+	}
+}
