@@ -45,6 +45,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/belfry/belfry/registry"
@@ -270,61 +271,122 @@ func (r *Runtime) dispatchBuckets(ctx context.Context, st *familyState, now time
 }
 
 // dispatchBucket plans, enqueues and commits every member of the bucket
-// with a slot due at now, page by page, and reports whether the bucket
-// had no member left.
+// with a slot due at now, page by page, familyPagesInFlight pages at a
+// time, and reports whether the bucket had no member left. The last page
+// waits for the others: it commits the bucket's cursor, which only a
+// bucket handled whole may.
 func (r *Runtime) dispatchBucket(ctx context.Context, st *familyState, b *famBucket, now time.Time) (empty bool, err error) {
-	fam, leaseValue := b.fam, st.value
+	fam := b.fam
 	// The family's past pauses hold for members whose slots in them a
 	// leader reaches only after the resume, as a schedule's do.
 	pauses, famWindows, err := r.eng.PauseStates(ctx, []string{fam.Name})
 	if err != nil {
 		return false, err
 	}
-	famPaused := pauses[0] != nil
-	var firstErr error
+	pg := &familyPages{r: r, st: st, b: b, now: now, famPaused: pauses[0] != nil, famWindows: famWindows[0],
+		free: make(chan struct{}, familyPagesInFlight)}
 	after, members := "", 0
 	for {
 		keys, err := r.eng.BucketPage(ctx, fam.Name, b.key, after, familyPage)
 		if err != nil {
+			pg.wg.Wait()
 			return false, err
 		}
 		members += len(keys)
-		last := len(keys) < familyPage
-		plans, prior, err := r.planMembers(ctx, b, keys, famPaused, famWindows[0], st.lostFloor, now)
-		if err != nil {
-			return false, err
-		}
-		r.enqueueAll(ctx, leaseValue, plans)
-		commit, mcs, planErr := r.familyCommit(b, plans, prior, now)
-		if errors.Is(planErr, engine.ErrNotLeader) {
-			return false, planErr // the commit would be refused too
-		}
-		firstErr = cmp2(firstErr, planErr)
-		bucketCursor := ""
-		if last && firstErr == nil {
-			if through := b.sched.Prev(now); !through.IsZero() {
-				bucketCursor = strconv.FormatInt(through.Unix(), 10)
+		if len(keys) < familyPage {
+			pg.wg.Wait()
+			if fatal, _ := pg.errs(); fatal != nil {
+				return false, fatal
 			}
+			pg.dispatch(ctx, keys, true)
+			fatal, firstErr := pg.errs()
+			return members == 0, cmp2(fatal, firstErr)
 		}
-		if len(mcs) > 0 || bucketCursor != "" {
-			// What was enqueued is committed even when the loop's context
-			// ends meanwhile (shutdown): the records and counters of the
-			// page's enqueues are not lost, and the next holder does not
-			// enqueue them again. The fence still refuses a late commit.
-			commitCtx := context.WithoutCancel(ctx)
-			if err := r.eng.CommitFamily(commitCtx, leaseValue, fam.Name, commit, mcs, b.key, bucketCursor); err != nil {
-				return false, err // cursors stay; the next pass re-enqueues harmlessly
-			}
+		pg.free <- struct{}{}
+		if fatal, _ := pg.errs(); fatal != nil {
+			<-pg.free
+			pg.wg.Wait()
+			return false, fatal
 		}
-		for _, p := range plans {
-			p.report(r.emit)
-		}
-		if last {
-			break
-		}
+		pg.wg.Go(func() {
+			defer func() { <-pg.free }()
+			pg.dispatch(ctx, keys, false)
+		})
 		after = keys[len(keys)-1]
 	}
-	return members == 0, firstErr
+}
+
+// familyPagesInFlight bounds the pages of a bucket under way at once:
+// while one page's enqueue waits on the engine, the next is read and
+// planned, and enqueued beside it.
+const familyPagesInFlight = 2
+
+// familyPages is one dispatch of a bucket's pages.
+type familyPages struct {
+	r          *Runtime
+	st         *familyState
+	b          *famBucket
+	now        time.Time
+	famPaused  bool
+	famWindows []engine.PauseWindow
+	free       chan struct{}
+	wg         sync.WaitGroup
+
+	mu sync.Mutex
+	// fatal ends the dispatch (a failed read or commit, or the lease
+	// lost); firstErr is the first of the pages' enqueue errors, which
+	// keeps the bucket's cursor where it is.
+	fatal, firstErr error
+}
+
+func (pg *familyPages) errs() (fatal, firstErr error) {
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
+	return pg.fatal, pg.firstErr
+}
+
+func (pg *familyPages) fail(fatal, planErr error) {
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
+	pg.fatal, pg.firstErr = cmp2(pg.fatal, fatal), cmp2(pg.firstErr, planErr)
+}
+
+// dispatch plans, enqueues and commits the members keys, a page; last
+// commits the bucket's cursor too, if no page had an error.
+func (pg *familyPages) dispatch(ctx context.Context, keys []string, last bool) {
+	r, b, leaseValue := pg.r, pg.b, pg.st.value
+	plans, prior, err := r.planMembers(ctx, b, keys, pg.famPaused, pg.famWindows, pg.st.lostFloor, pg.now)
+	if err != nil {
+		pg.fail(err, nil)
+		return
+	}
+	r.enqueueAll(ctx, leaseValue, plans)
+	commit, mcs, planErr := r.familyCommit(b, plans, prior, pg.now)
+	if errors.Is(planErr, engine.ErrNotLeader) {
+		pg.fail(planErr, nil) // the commit would be refused too
+		return
+	}
+	pg.fail(nil, planErr)
+	bucketCursor := ""
+	if _, firstErr := pg.errs(); last && firstErr == nil {
+		if through := b.sched.Prev(pg.now); !through.IsZero() {
+			bucketCursor = strconv.FormatInt(through.Unix(), 10)
+		}
+	}
+	if len(mcs) > 0 || bucketCursor != "" {
+		// What was enqueued is committed even when the loop's context
+		// ends meanwhile (shutdown): the records and counters of the
+		// page's enqueues are not lost, and the next holder does not
+		// enqueue them again. The fence still refuses a late commit.
+		commitCtx := context.WithoutCancel(ctx)
+		if err := r.eng.CommitFamily(commitCtx, leaseValue, b.fam.Name, commit, mcs, b.key, bucketCursor); err != nil {
+			pg.fail(err, nil) // cursors stay; the next pass re-enqueues harmlessly
+			return
+		}
+	}
+	for _, p := range plans {
+		p.report(r.emit)
+	}
 }
 
 // planMembers plans the slots due at now of the members keys of bucket b,

@@ -149,8 +149,11 @@ func (l *leaderLoop) run(ctx context.Context) {
 			continue
 		default:
 			now := r.clock.Now()
-			r.checkUnserved(now)
 			worked, next, err := l.step(ctx, now)
+			// After the step, not before it: the look at the queues (a
+			// call to the engine, once a minute) does not delay a slot
+			// that is due.
+			r.checkUnserved(now)
 			var keep *keepState
 			switch {
 			case errors.As(err, &keep):

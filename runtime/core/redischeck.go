@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -102,8 +103,8 @@ func (r *Runtime) mayLead(ctx context.Context) error {
 	skew := sent.Add(back.Sub(sent) / 2).Sub(read.Now)
 	verdict := read.Unsafe
 	if verdict == nil && (skew > r.opts.SkewMargin || skew < -r.opts.SkewMargin) {
-		verdict = fmt.Errorf("%w: this replica's clock is %s off Redis's, more than SkewMargin (%s): it would run slots early or late; fix the host's time (NTP)",
-			ErrClockSkew, skew.Round(time.Millisecond), r.opts.SkewMargin)
+		verdict = fmt.Errorf("%w: this replica's clock is %s off %s's, more than SkewMargin (%s): it would run slots early or late; fix the host's time (NTP)",
+			ErrClockSkew, skew.Round(time.Millisecond), r.serverName(), r.opts.SkewMargin)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -114,13 +115,23 @@ func (r *Runtime) mayLead(ctx context.Context) error {
 	}
 	switch logged := fmt.Sprint(verdict); {
 	case verdict != nil && logged != c.logged:
-		r.log.Error("belfry will not schedule on this Redis: " + verdict.Error())
+		r.log.Error("belfry will not schedule on this " + r.serverName() + ": " + verdict.Error())
 		c.logged = logged
 	case verdict == nil && c.logged != "":
-		r.log.Info("Redis settings are safe again; scheduling resumes")
+		r.log.Info(r.serverName() + " settings are safe again; scheduling resumes")
 		c.logged = ""
 	}
 	return verdict
+}
+
+// serverName is the engine's server in messages: Redis, or the name the
+// engine gives itself (engine.Named), capitalised.
+func (r *Runtime) serverName() string {
+	if n, ok := r.eng.(engine.Named); ok && n.EngineName() != "" {
+		name := n.EngineName()
+		return strings.ToUpper(name[:1]) + name[1:]
+	}
+	return "Redis"
 }
 
 // ErrClockSkew: this replica's clock is further from Redis's than

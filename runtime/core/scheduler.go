@@ -332,9 +332,10 @@ func (r *Runtime) enqueueAll(ctx context.Context, leaseValue string, plans []*sl
 // slots go to the pipeline a chunk at a time, as soon as the chunk is
 // prepared, so Redis runs one chunk while the next is prepared.
 func (r *Runtime) enqueueRounds(ctx context.Context, fence *engine.Fence, plans []*slotPlan) {
+	roundChunk, chunksInFlight := r.roundChunks()
 	for k := 0; len(plans) > 0; k++ {
 		var wg sync.WaitGroup
-		inFlight := make(chan struct{}, roundChunksInFlight)
+		inFlight := make(chan struct{}, chunksInFlight)
 		send := func(slots []slotEnqueue, items []engine.Enqueue) {
 			if len(slots) == 0 {
 				return
@@ -384,11 +385,23 @@ func (r *Runtime) enqueueRounds(ctx context.Context, fence *engine.Fence, plans 
 
 // roundChunk is the slots handed to the pipeline at once, a script's
 // worth (pipeline's taskChunk); roundChunksInFlight bounds those waiting
-// for their reply.
+// for their reply. An engine may ask for others (engine.EnqueueBatches).
 const (
 	roundChunk          = 128
 	roundChunksInFlight = 4
 )
+
+// roundChunks is the size of a round's chunks and how many may wait for
+// their reply: the engine's, if it says, else roundChunk and
+// roundChunksInFlight.
+func (r *Runtime) roundChunks() (size, inFlight int) {
+	if b, ok := r.eng.(engine.EnqueueBatches); ok {
+		if size, inFlight = b.EnqueueBatches(); size > 0 && inFlight > 0 {
+			return size, inFlight
+		}
+	}
+	return roundChunk, roundChunksInFlight
+}
 
 // enqueuePlan enqueues a plan's slots one after another.
 func (r *Runtime) enqueuePlan(ctx context.Context, fence *engine.Fence, p *slotPlan) {

@@ -51,10 +51,11 @@ type Engine struct {
 }
 
 var (
-	_ engine.Engine       = (*Engine)(nil)
-	_ engine.Configurable = (*Engine)(nil)
-	_ engine.Deliveries   = (*Engine)(nil)
-	_ engine.Named        = (*Engine)(nil)
+	_ engine.Engine         = (*Engine)(nil)
+	_ engine.Configurable   = (*Engine)(nil)
+	_ engine.Deliveries     = (*Engine)(nil)
+	_ engine.Named          = (*Engine)(nil)
+	_ engine.EnqueueBatches = (*Engine)(nil)
 )
 
 // Defaults of the runtime's settings, for a Configure given none (the
@@ -202,6 +203,20 @@ func (e *Engine) Time(ctx context.Context) (time.Time, error) {
 	var now time.Time
 	err := e.pool.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&now)
 	return now, err
+}
+
+// Batches of slots due at once: a batch is one transaction, whose round
+// trips and commit cost about the same whatever its size, so batches are
+// large and few of them run at a time.
+const (
+	enqueueBatch         = 1000
+	enqueueBatchInFlight = 2
+)
+
+// EnqueueBatches is the size of the batches of slots given to EnqueueAll
+// when many are due at once, and how many run at a time.
+func (e *Engine) EnqueueBatches() (size, inFlight int) {
+	return enqueueBatch, enqueueBatchInFlight
 }
 
 // Acknowledged returns at once: a committed transaction is durable.

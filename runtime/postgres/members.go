@@ -26,6 +26,21 @@ func scanMember(row pgx.CollectableRow) (engine.MemberValue, error) {
 	return m, err
 }
 
+// membersByKeySQL is the rows m of the family $2's members whose keys $3
+// lists, looked up one key at a time through the primary key. OFFSET 0
+// keeps the planner from turning the lookups into a join of its choosing:
+// on a table not analyzed since it filled, and in the generic plan of a
+// statement run often, it takes the family for a few rows and compares
+// every member with every key (as it does "key = ANY($3)").
+const membersByKeySQL = ` unnest($3::text[]) AS u(k) CROSS JOIN LATERAL
+	(SELECT * FROM belfry_member WHERE namespace = $1 AND family = $2 AND key = u.k OFFSET 0) AS m`
+
+// membersForUpdateSQL is membersByKeySQL with each row locked FOR UPDATE,
+// in key order (as memberShareSQL locks them FOR SHARE, so the two
+// cannot deadlock), each key once.
+const membersForUpdateSQL = ` (SELECT DISTINCT k FROM unnest($3::text[]) AS u(k) ORDER BY k) AS u CROSS JOIN LATERAL
+	(SELECT * FROM belfry_member WHERE namespace = $1 AND family = $2 AND key = u.k FOR UPDATE OFFSET 0) AS m`
+
 // bumpVersionSQL counts a change to the namespace's members.
 const bumpVersionSQL = `INSERT INTO belfry_family_version (namespace, version) VALUES ($1, 1)
 	ON CONFLICT (namespace) DO UPDATE SET version = belfry_family_version.version + 1 RETURNING version`
@@ -52,9 +67,8 @@ func (e *Engine) SetMembers(ctx context.Context, family string, now int64, repla
 		for i, m := range ms {
 			keys[i] = m.Key
 		}
-		rows, err := tx.Query(ctx, `SELECT `+memberColumns+`, coalesce(cursor, ''), paused_at IS NOT NULL FROM belfry_member
-			WHERE namespace = $1 AND family = $2 AND key = ANY($3)
-			ORDER BY key FOR UPDATE`, e.ns, family, keys) // in the order an enqueue locks them FOR SHARE, so the two cannot deadlock
+		rows, err := tx.Query(ctx, `SELECT `+memberColumns+`, coalesce(cursor, ''), paused_at IS NOT NULL FROM`+membersForUpdateSQL,
+			e.ns, family, keys)
 		if err != nil {
 			return err
 		}
@@ -138,7 +152,39 @@ func (e *Engine) SetMembers(ctx context.Context, family string, now int64, repla
 	if err != nil {
 		return nil, err
 	}
+	n := 0
+	for _, c := range created {
+		if c {
+			n++
+		}
+	}
+	e.analyzeMembers(ctx, n)
 	return created, nil
+}
+
+// analyzeMembers has Postgres's statistics of belfry_member follow the
+// insert of n members, when they grew it by a tenth or more (or it was
+// never analyzed), as autovacuum would if it runs and has come round.
+// Without them the planner takes a family for a few rows, and reads
+// every member's row of it for each member a page looks up: the leader's
+// pages of a large, new family would take seconds each. A role that does
+// not own the table gets a warning from Postgres, not an error, and its
+// analyze is left to autovacuum.
+func (e *Engine) analyzeMembers(ctx context.Context, n int) {
+	if n == 0 {
+		return
+	}
+	var rows float64
+	if err := e.pool.QueryRow(ctx, `SELECT reltuples FROM pg_class WHERE oid = 'belfry_member'::regclass`).Scan(&rows); err != nil {
+		e.log.Warn("reading belfry_member's statistics", "err", err)
+		return
+	}
+	if rows >= 0 && float64(n)*10 < rows {
+		return
+	}
+	if _, err := e.pool.Exec(ctx, `ANALYZE belfry_member`); err != nil {
+		e.log.Warn("analyzing belfry_member after a bulk insert of members", "members", n, "err", err)
+	}
 }
 
 // DeleteMember removes a member and its state but its records.
@@ -172,8 +218,7 @@ func (e *Engine) MemberStates(ctx context.Context, family string, keys []string)
 func (e *Engine) memberStates(ctx context.Context, family string, keys []string, cursors bool) ([]engine.MemberValue, []bool, []engine.MemberCursor, []bool, error) {
 	n := len(keys)
 	ms, mok, cs, cok := make([]engine.MemberValue, n), make([]bool, n), make([]engine.MemberCursor, n), make([]bool, n)
-	rows, err := e.pool.Query(ctx, `SELECT `+memberColumns+`, coalesce(cursor, '') FROM belfry_member
-		WHERE namespace = $1 AND family = $2 AND key = ANY($3)`, e.ns, family, keys)
+	rows, err := e.pool.Query(ctx, `SELECT `+memberColumns+`, coalesce(cursor, '') FROM`+membersByKeySQL, e.ns, family, keys)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
@@ -279,7 +324,7 @@ func (e *Engine) SetMemberLast(ctx context.Context, family, key string, l engine
 // MemberLasts reads members' newest occurrences.
 func (e *Engine) MemberLasts(ctx context.Context, family string, keys []string) ([]engine.MemberLast, []bool, error) {
 	out, ok := make([]engine.MemberLast, len(keys)), make([]bool, len(keys))
-	rows, err := e.pool.Query(ctx, `SELECT key, last FROM belfry_member WHERE namespace = $1 AND family = $2 AND key = ANY($3) AND last IS NOT NULL`,
+	rows, err := e.pool.Query(ctx, `SELECT key, last FROM`+membersByKeySQL+` WHERE last IS NOT NULL`,
 		e.ns, family, keys)
 	if err != nil {
 		return nil, nil, err
@@ -298,8 +343,7 @@ func (e *Engine) MemberLasts(ctx context.Context, family string, keys []string) 
 // MemberPauses reads the pauses of members; nil for those that run.
 func (e *Engine) MemberPauses(ctx context.Context, family string, keys []string) ([]*engine.Pause, error) {
 	out := make([]*engine.Pause, len(keys))
-	rows, err := e.pool.Query(ctx, `SELECT key, pause_reason, pause_actor, belfry_ms(paused_at) FROM belfry_member
-		WHERE namespace = $1 AND family = $2 AND key = ANY($3) AND paused`, e.ns, family, keys)
+	rows, err := e.pool.Query(ctx, `SELECT key, pause_reason, pause_actor, belfry_ms(paused_at) FROM`+membersByKeySQL+` WHERE paused`, e.ns, family, keys)
 	if err != nil {
 		return nil, err
 	}

@@ -106,14 +106,24 @@ ON CONFLICT (namespace, schedule, member) DO UPDATE SET
     slot = greatest(c.slot, EXCLUDED.slot),
     updated_at = now()`
 
+// slotJobSQL sets the River job IDs ($3) of the slot rows of occurrence
+// IDs $2, which the transaction inserted. Each row is found by its own
+// lookup of the occurrence index (OFFSET 0, as in membersByKeySQL): as a
+// join of the planner's choosing, the custom plan of an unanalyzed table
+// reads every slot row of the namespace, a cost that grows with the table.
+const slotJobSQL = `UPDATE belfry_slot s SET job_id = t.job FROM (
+    SELECT x.ctid AS row, u.job FROM unnest($2::text[], $3::bigint[]) AS u(id, job)
+    CROSS JOIN LATERAL (SELECT ctid FROM belfry_slot WHERE namespace = $1 AND occurrence_id = u.id OFFSET 0) AS x) AS t
+    WHERE s.ctid = t.row`
+
 // memberShareSQL holds the rows of the family members whose slots an
 // enqueue inserts ($2 families, $3 keys) until it commits. SetMembers
 // reads those rows FOR UPDATE before it asks whether a member's slot was
 // enqueued (its change floor): it waits for an enqueue under way, and
-// then sees its slot rows, rather than miss an uncommitted one.
-const memberShareSQL = `SELECT count(*) FROM (SELECT 1 FROM belfry_member m
-    JOIN unnest($2::text[], $3::text[]) AS u(family, key) ON m.namespace = $1 AND m.family = u.family AND m.key = u.key
-    ORDER BY m.family, m.key FOR SHARE OF m) AS held`
+// then sees its slot rows, rather than miss an uncommitted one. Rows are
+// locked in key order, one lookup each (see membersByKeySQL).
+const memberShareSQL = `SELECT count(*) FROM (SELECT family, key FROM unnest($2::text[], $3::text[]) AS u(family, key) ORDER BY family, key) AS u
+    CROSS JOIN LATERAL (SELECT 1 FROM belfry_member m WHERE m.namespace = $1 AND m.family = u.family AND m.key = u.key FOR SHARE OFFSET 0) AS held`
 
 // EnqueueAll inserts, in one transaction, each item's row in the slot
 // table (a scheduled occurrence, by schedule, member and slot) or in
@@ -254,8 +264,7 @@ func (e *Engine) enqueueTx(ctx context.Context, term any, items []engine.Enqueue
 				}
 			}
 			if len(slotIDs) > 0 {
-				b.Queue(`UPDATE belfry_slot s SET job_id = u.job FROM unnest($2::text[], $3::bigint[]) AS u(id, job)
-					WHERE s.namespace = $1 AND s.occurrence_id = u.id`, e.ns, slotIDs, slotJobs)
+				b.Queue(slotJobSQL, e.ns, slotIDs, slotJobs)
 			}
 			if len(manualIDs) > 0 {
 				b.Queue(`UPDATE belfry_manual m SET job_id = u.job FROM unnest($2::text[], $3::bigint[]) AS u(id, job)

@@ -16,22 +16,33 @@ const maxPauseWindows = 16
 
 // PauseStates reads the names' pauses and their past pause windows.
 func (e *Engine) PauseStates(ctx context.Context, names []string) ([]*engine.Pause, [][]engine.PauseWindow, error) {
-	byName, err := e.pausesOf(ctx, names)
-	if err != nil {
-		return nil, nil, err
-	}
-	rows, err := e.pool.Query(ctx, `SELECT schedule, belfry_ms(paused_at), belfry_ms(resumed_at) FROM belfry_pause_window
-		WHERE namespace = $1 AND schedule = ANY($2) ORDER BY resumed_at`, e.ns, names)
-	if err != nil {
-		return nil, nil, err
-	}
+	// One round trip for both reads: the leader reads them when a slot
+	// comes due, before its enqueue, so each trip is lag.
+	byName := map[string]*engine.Pause{}
 	windows := map[string][]engine.PauseWindow{}
-	var name string
-	var w engine.PauseWindow
-	if _, err := pgx.ForEachRow(rows, []any{&name, &w.From, &w.To}, func() error {
-		windows[name] = append(windows[name], w)
-		return nil
-	}); err != nil {
+	b := &pgx.Batch{}
+	b.Queue(`SELECT schedule, reason, actor, belfry_ms(paused_at) FROM belfry_pause WHERE namespace = $1 AND schedule = ANY($2)`,
+		e.ns, names).Query(func(rows pgx.Rows) error {
+		var name string
+		var p engine.Pause
+		_, err := pgx.ForEachRow(rows, []any{&name, &p.Reason, &p.Actor, &p.At}, func() error {
+			cp := p
+			byName[name] = &cp
+			return nil
+		})
+		return err
+	})
+	b.Queue(`SELECT schedule, belfry_ms(paused_at), belfry_ms(resumed_at) FROM belfry_pause_window
+		WHERE namespace = $1 AND schedule = ANY($2) ORDER BY resumed_at`, e.ns, names).Query(func(rows pgx.Rows) error {
+		var name string
+		var w engine.PauseWindow
+		_, err := pgx.ForEachRow(rows, []any{&name, &w.From, &w.To}, func() error {
+			windows[name] = append(windows[name], w)
+			return nil
+		})
+		return err
+	})
+	if err := e.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, nil, err
 	}
 	pauses, ws := make([]*engine.Pause, len(names)), make([][]engine.PauseWindow, len(names))

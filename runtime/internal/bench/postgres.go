@@ -12,7 +12,9 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -107,13 +109,47 @@ func benchPostgres(s settings, r *results) error {
 	url := fmt.Sprintf("postgres://%s@%s/%s", cfg.ConnConfig.User,
 		net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))), name)
 	r.pg.ran = true
-	if err := pgSideBySide(ctx, db, url, s, &r.pg); err != nil {
+	parts, err := pgParts()
+	if err != nil {
 		return err
 	}
-	if err := pgSpike(ctx, db, s.pgSpike, &r.pg); err != nil {
-		return fmt.Errorf("spike: %w", err)
+	if parts["side"] {
+		if err := pgSideBySide(ctx, db, url, s, &r.pg); err != nil {
+			return err
+		}
 	}
-	return pgFamilySpike(ctx, db, s.pgFamilySpike, &r.pg)
+	if parts["spike"] {
+		if err := pgSpike(ctx, db, s.pgSpike, &r.pg); err != nil {
+			return fmt.Errorf("spike: %w", err)
+		}
+	}
+	if parts["family"] {
+		return pgFamilySpike(ctx, db, s.pgFamilySpike, &r.pg)
+	}
+	return nil
+}
+
+// pgPartNames are the parts of the postgres step BENCH_PG_PARTS names:
+// the side-by-side run (fire lag and kills), the 10k spike, the family
+// spike.
+var pgPartNames = []string{"side", "spike", "family"}
+
+// pgParts is the set of parts BENCH_PG_PARTS (comma-separated) asks for,
+// every part when it is unset. A run of some parts prints the others'
+// keys as zero.
+func pgParts() (map[string]bool, error) {
+	parts := map[string]bool{}
+	v := os.Getenv("BENCH_PG_PARTS")
+	if v == "" {
+		v = strings.Join(pgPartNames, ",")
+	}
+	for _, p := range strings.Split(v, ",") {
+		if !slices.Contains(pgPartNames, p) {
+			return nil, fmt.Errorf("BENCH_PG_PARTS: unknown part %q; want some of %s", p, strings.Join(pgPartNames, ","))
+		}
+		parts[p] = true
+	}
+	return parts, nil
 }
 
 // pgProc is one replica process of the side-by-side run.

@@ -1,0 +1,107 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/belfry/belfry/runtime/engine"
+	"github.com/belfry/belfry/runtime/postgres"
+	"github.com/jackc/pgx/v5"
+)
+
+// A bulk insert of members leaves belfry_member analyzed, and the lookup
+// of a page's members by key then probes the primary key for each key,
+// in the generic plan a statement run often gets too: not the bucket
+// index, nor the family's every row filtered by every key, which made
+// each page of a large new family cost seconds.
+func TestMemberLookupsProbeThePrimaryKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := migratedDB(t)
+	e := newEngine(t, db, "a")
+	const fam, n = "reports", 2000
+	ms := make([]engine.SetMember, n)
+	keys := make([]string, 0, n/2)
+	for i := range ms {
+		ms[i] = engine.SetMember{Key: fmt.Sprintf("tenant-%05d", i), Expr: "*/10 * * * * *"}
+		if i%2 == 0 {
+			keys = append(keys, ms[i].Key)
+		}
+	}
+	if _, err := e.SetMembers(ctx, fam, 1000, false, ms, nil); err != nil {
+		t.Fatal(err)
+	}
+	var rows float64
+	if err := db.QueryRow(ctx, `SELECT reltuples FROM pg_class WHERE oid = 'belfry_member'::regclass`).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if rows < n {
+		t.Errorf("belfry_member's statistics count %.0f rows after %d members went in; want it analyzed", rows, n)
+	}
+	var plan []string
+	if err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `PREPARE lookup(text, text, text[]) AS SELECT key FROM`+postgres.MembersByKeySQL); err != nil {
+			return err
+		}
+		// EXPLAIN EXECUTE takes no parameters: the keys go as a literal.
+		rows, err := tx.Query(ctx, `EXPLAIN EXECUTE lookup('ns', '`+fam+`', '{`+strings.Join(keys, ",")+`}')`)
+		if err != nil {
+			return err
+		}
+		plan, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(plan, "\n")
+	if !strings.Contains(text, "belfry_member_pkey") || strings.Contains(text, "belfry_member_bucket") ||
+		strings.Contains(text, "Filter") || !strings.Contains(text, "key = u.k") {
+		t.Errorf("the generic plan of a member lookup does not probe the primary key by key:\n%s", text)
+	}
+}
+
+// The job IDs of an enqueue's slot rows are set through one lookup of the
+// occurrence index per row, in the custom plan of an unanalyzed table
+// too: not a scan of every slot row of the namespace, which grew with the
+// table.
+func TestSlotJobUpdateLooksUpEachRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := migratedDB(t)
+	if _, err := db.Exec(ctx, `INSERT INTO belfry_slot (namespace, schedule, member, slot, occurrence_id, keep_until)
+		SELECT 'ns', 'report', 'tenant-' || i, to_timestamp(1000000 + (i / 1000) * 10), 'occ-' || i, now()
+		FROM generate_series(0, 19999) AS i`); err != nil {
+		t.Fatal(err)
+	}
+	ids, jobs := make([]string, 0, 1000), make([]string, 0, 1000)
+	for i := range 1000 {
+		ids, jobs = append(ids, fmt.Sprintf("occ-%d", 5000+i)), append(jobs, fmt.Sprint(i))
+	}
+	var plan []string
+	if err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_custom_plan`); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `PREPARE jobs(text, text[], bigint[]) AS `+postgres.SlotJobSQL); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `EXPLAIN EXECUTE jobs('ns', '{`+strings.Join(ids, ",")+`}', '{`+strings.Join(jobs, ",")+`}')`)
+		if err != nil {
+			return err
+		}
+		plan, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(plan, "\n")
+	if !strings.Contains(text, "belfry_slot_occurrence") || !strings.Contains(text, "Tid Scan") ||
+		strings.Contains(text, "Hash") || strings.Contains(text, "Seq Scan") || strings.Contains(text, "Bitmap") {
+		t.Errorf("the update of slot rows' job IDs does not look each row up:\n%s", text)
+	}
+}
