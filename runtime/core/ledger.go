@@ -189,13 +189,17 @@ func (r *Runtime) Middleware() registry.Middleware {
 		return func(ctx context.Context, occ registry.Occurrence) error {
 			attempt, maxRetry := r.attemptOf(ctx, s)
 			start := r.clock.Now()
-			hold, elsewhere, verdict, err := r.startAttempt(ctx, attempt)
+			hold, started, err := r.startAttempt(ctx, attempt)
 			switch {
-			case elsewhere:
+			case started.Elsewhere:
 				// The ledger has the other delivery's record of the attempt.
 				r.log.Warn("not running an attempt that another delivery of its task ran (a failover delivered it twice)",
-					"id", occ.Key(), "attempt", attempt, "failed", verdict != nil)
-				return verdict
+					"id", occ.Key(), "attempt", attempt, "failed", started.Verdict != nil)
+				return started.Verdict
+			case started.Gone:
+				r.log.Warn("not running a task that is gone from its queue (a failover lost its enqueue; the scheduler enqueues it again)",
+					"id", occ.Key(), "attempt", attempt)
+				return nil
 			case err != nil:
 				// Nothing ran, and the ledger's record of the attempt, if
 				// any, is the other delivery's: leave it as it is.
