@@ -48,9 +48,8 @@ func RedisEngine(rdb redis.UniversalClient) engine.Engine {
 // (redisengine.Setup); nil for another engine or none. ownsClient says the
 // runtime made the client (RedisURL).
 func (o *Options) redisSetup() (setup *redisengine.Setup, ownsClient bool, err error) {
-	acks, err := o.acks()
-	if err != nil {
-		return nil, false, err
+	if _, err := o.acks(nil); err != nil {
+		return nil, false, err // before a RedisURL's client is made
 	}
 	var pending *redisengine.Pending // the runtime.RedisEngine this runtime is to take
 	clientOption := ""
@@ -73,6 +72,13 @@ func (o *Options) redisSetup() (setup *redisengine.Setup, ownsClient bool, err e
 		pending, ownsClient = redisengine.NewPending(c), true
 	default:
 		return nil, false, nil
+	}
+	acks, err := o.acks(pending.Client)
+	if err != nil {
+		if ownsClient {
+			pending.Client.Close()
+		}
+		return nil, false, err
 	}
 	return &redisengine.Setup{Pending: pending, Acks: acks, URL: o.RedisURL, ClientOption: clientOption}, ownsClient, nil
 }

@@ -204,7 +204,17 @@ func (r *Runtime) noteRedis(err error) {
 	wasDown, first := r.redisErr != nil, !r.redisSeen
 	r.redisSeen = true
 	r.redisErr = err
+	if errors.Is(err, ErrNotAcked) {
+		// Redis ran the write, and too few replicas have it: judge the
+		// settings again before leading, which says why when no replica
+		// is connected (a failover's new primary, a replica down).
+		r.redisCheck.mu.Lock()
+		r.redisCheck.stale = true
+		r.redisCheck.mu.Unlock()
+	}
 	switch {
+	case err != nil && (!wasDown || first) && errors.Is(err, ErrNotAcked):
+		r.log.Error("redis replicas do not acknowledge writes; retrying with backoff", "err", err)
 	case err != nil && (!wasDown || first):
 		r.log.Error("redis unreachable; retrying with backoff", "err", err)
 	case err == nil && wasDown:
