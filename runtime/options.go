@@ -9,11 +9,12 @@ import (
 	"github.com/belfry/belfry/runtime/core"
 	"github.com/belfry/belfry/runtime/engine"
 	"github.com/belfry/belfry/runtime/internal/pipeline"
+	"github.com/belfry/belfry/runtime/internal/redisengine"
 	"github.com/redis/go-redis/v9"
 )
 
 // ReplicaAckTimeoutDefault is Options.ReplicaAckTimeout's default.
-const ReplicaAckTimeoutDefault = time.Second
+const ReplicaAckTimeoutDefault = redisengine.AckTimeoutDefault
 
 // ReplicaAcksOff, as Options.ReplicaAcks, has the leader's writes wait for
 // no replica, even on a failover or cluster client, where they wait for
@@ -111,7 +112,7 @@ func (o *Options) acks(client redis.UniversalClient) (pipeline.Acks, error) {
 	case replicas < ReplicaAcksOff:
 		return pipeline.Acks{}, fmt.Errorf("ReplicaAcks must be the number of replicas to wait for, 0 (the default: 1 on a Sentinel or cluster client, else none) "+
 			"or runtime.ReplicaAcksOff (-1: none); got %d", replicas)
-	case replicas == 0 && failsOver(client):
+	case replicas == 0 && redisengine.FailsOver(client):
 		replicas = replicaAcksOnFailover
 	}
 	if replicas <= 0 {
@@ -124,21 +125,3 @@ func (o *Options) acks(client redis.UniversalClient) (pipeline.Acks, error) {
 	}
 	return pipeline.Acks{Replicas: replicas, Timeout: timeout}, nil
 }
-
-// failsOver reports whether client follows a primary that a failover
-// replaces: a Sentinel failover client (a *redis.Client whose address
-// go-redis sets to "FailoverClient") or a cluster client.
-func failsOver(client redis.UniversalClient) bool {
-	switch c := client.(type) {
-	case *redis.ClusterClient:
-		return true
-	case *redis.Client:
-		return c.Options().Addr == failoverClientAddr
-	}
-	return false
-}
-
-// failoverClientAddr is the Addr go-redis gives the options of every
-// client redis.NewFailoverClient makes (and NewUniversalClient with a
-// MasterName): it dials the primary the sentinels name instead.
-const failoverClientAddr = "FailoverClient"

@@ -30,8 +30,9 @@ var ErrRedisCluster = redisengine.ErrCluster
 // RedisEngine returns the Redis/asynq engine on rdb, for Options.Engine:
 // runtime.New(reg, runtime.Options{Engine: runtime.RedisEngine(rdb)}) runs
 // as Options{Redis: rdb} does, and so does core.New with it as
-// core.Options.Engine, without replica acks (runtime.Options') and with
-// asynq's workers wired through FromCore. The engine is configured by the
+// core.Options.Engine, with the replica acks its client gets by default
+// (see Options.ReplicaAcks; choosing otherwise takes runtime.Options) and
+// with asynq's workers wired through FromCore. The engine is configured by the
 // New it is given to (namespace, replica, lease TTL, history, replica
 // acks; engine.Configurable), and serves that one runtime. Either New
 // refuses it a second time, on a nil rdb, or on a *redis.ClusterClient

@@ -196,10 +196,6 @@ func (r *Runtime) Middleware() registry.Middleware {
 				r.log.Warn("not running an attempt that another delivery of its task ran (a failover delivered it twice)",
 					"id", occ.Key(), "attempt", attempt, "failed", started.Verdict != nil)
 				return started.Verdict
-			case started.Gone:
-				r.log.Warn("not running a task that is gone from its queue (a failover lost its enqueue; the scheduler enqueues it again)",
-					"id", occ.Key(), "attempt", attempt)
-				return nil
 			case err != nil:
 				// Nothing ran, and the ledger's record of the attempt, if
 				// any, is the other delivery's: leave it as it is.

@@ -35,16 +35,15 @@ type attemptStart struct {
 
 // startAttempt asks the engine to start the attempt of ctx's task. It
 // returns this delivery's hold when it is to run the attempt, the engine's
-// answer (Elsewhere with the other delivery's verdict when another ran it,
-// Gone when the task left the queue), or an error when the engine took no
-// claim before ctx ended.
+// answer (Elsewhere with the other delivery's verdict when another ran it),
+// or an error when the engine took no claim before ctx ended.
 func (r *Runtime) startAttempt(ctx context.Context, attempt int) (hold attemptStart, s engine.Start, err error) {
 	hold.r = r
 	starts, ok := r.eng.(engine.Starts)
 	if !ok {
 		return hold, s, nil
 	}
-	if s, err = starts.StartAttempt(ctx, attempt); err != nil || s.Elsewhere || s.Gone {
+	if s, err = starts.StartAttempt(ctx, attempt); err != nil || s.Elsewhere {
 		return hold, s, err
 	}
 	if s.Claim != nil {

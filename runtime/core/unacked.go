@@ -18,8 +18,10 @@ import (
 // attempt of it can have started, since a worker runs an attempt only once
 // a replica acknowledged its start mark, written in the task's own hash —
 // replication being in order, an acknowledged mark would have kept the
-// task too — and a worker that finds the task gone when it marks the start
-// does not run it (engine.Start.Gone). The engine keeps a finished task's
+// task too — and a worker that took the task from the old primary and
+// finds it gone when it marks the start runs it only if it comes back,
+// marked as that worker's, which the new task's delivery then waits for.
+// The engine keeps a finished task's
 // ID reserved while its slot may still be retried (EnqueuesInDoubt), so a
 // task that ran and finished is found, not taken for lost. Only the replica
 // that made the write knows it is in doubt: a takeover by another replica

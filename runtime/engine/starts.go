@@ -32,11 +32,6 @@ type Start struct {
 	// error wrapping ErrDeliveredTwice).
 	Elsewhere bool
 	Verdict   error
-	// Gone is set when the task is no longer in the queue the delivery
-	// came from (a failover lost its enqueue, which the scheduler makes
-	// again): the delivery does not run the handler and ends without
-	// error.
-	Gone bool
 }
 
 // Claim is a delivery's hold on its attempt while the handler runs.

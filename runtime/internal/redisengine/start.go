@@ -67,6 +67,13 @@ func (e *Engine) EnqueuesInDoubt() bool { return e.acks.On() }
 // failover is under way, or another delivery of the attempt runs.
 const startRetryMax = time.Second
 
+// goneWait bounds how long a delivery whose task is gone from Redis waits
+// for it to come back: long enough for a failover to complete and the old
+// primary to be promoted again before it caught up, short enough not to
+// hold a worker for a task's whole timeout when it never comes back (its
+// occurrence inside a recorded loss's window).
+const goneWait = time.Minute
+
 // markTTLMin is the shortest a running mark lasts unless renewed.
 const markTTLMin = 500 * time.Millisecond
 
@@ -105,21 +112,28 @@ func (e *Engine) StartAttempt(ctx context.Context, attempt int) (engine.Start, e
 	began := time.Now()
 	backoff := clock.NewBackoff(50*time.Millisecond, startRetryMax)
 	var digest string // of the task's message as this delivery found it
-	var errLogged, unackedLogged bool
+	var errLogged, unackedLogged, goneLogged bool
 	for {
 		s, d, err := e.acks.ClaimStart(ctx, e.Client, m.key, attempt, m.token, digest, m.ttl)
 		switch {
-		case errors.Is(err, pipeline.ErrNoTask) && digest == "":
-			// The task is gone already: a failover lost its enqueue (the
-			// worker took it from the old primary), and the scheduler
-			// enqueues the occurrence again, which no attempt may have
-			// started before (core's inDoubt); or the data was lost or
-			// flushed, and the slot is in the recorded loss's window.
-			return engine.Start{Gone: true}, nil
 		case errors.Is(err, pipeline.ErrNoTask):
-			// It was there at an earlier try: another delivery ran it to
-			// the end meanwhile, and asynq deleted it.
-			return engine.Start{Elsewhere: true}, nil
+			// The task is not in Redis: a failover lost its enqueue, or
+			// the dequeue that handed it over, with the old primary. It
+			// may come back — the scheduler enqueues the occurrence again
+			// (core's inDoubt), or the old primary is promoted again
+			// before it caught up — and this delivery then marks it and
+			// runs it, once: another delivery of it waits for the mark.
+			// Until then nothing runs; after goneWait, or at the task's
+			// deadline, the attempt ends unrun. (A task that ran to its
+			// end stays in Redis for its retention.)
+			if !goneLogged {
+				e.log.Warn("an attempt's task is gone from Redis (a failover lost it); it runs if it comes back",
+					"task", m.key, "attempt", attempt)
+				goneLogged = true
+			}
+			if time.Since(began) >= goneWait {
+				return engine.Start{}, fmt.Errorf("attempt %d not started: its task %s is gone from Redis", attempt, m.key)
+			}
 		case err != nil && noPermission(err) && time.Since(began) >= m.ttl:
 			// Redis refuses the mark (an ACL without the scripts'
 			// rights), which no retry mends: run as without marks rather
