@@ -81,11 +81,15 @@
 // enqueueing it again. A finished task therefore keeps its ID only for a
 // lease TTL (asynq Retention), against a replay of an enqueue whose reply
 // was lost; a per-second schedule keeps about twenty finished tasks in
-// Redis, not the grace window's worth.
+// Redis, not the grace window's worth. With replica acknowledgements
+// (Options.ReplicaAcks) it keeps it for grace plus SkewMargin: an enqueue
+// no replica acknowledged is retried within grace, and its retry must find
+// a task that ran rather than take it for lost.
 //
 // Exactly once here means enqueued once. asynq delivers at least once (a
 // worker that dies mid-task is retried), so a handler keys its effects on
-// occ.Key() or occ.Slot. With Options.ReplicaAcks a failover that loses
+// occ.Key() or occ.Slot. With replica acknowledgements (Options.ReplicaAcks,
+// on by default on a Sentinel or cluster client) a failover that loses
 // a worker's dequeue does not run the attempt again: the new primary
 // delivers it again, and the start mark each worker has a replica
 // acknowledge before its handler runs stops that delivery (docs/redis.md

@@ -69,6 +69,10 @@ func (r *Runtime) NoteRedis(err error) { r.hooks().NoteEngine(err) }
 // JudgeRedis is the verdict on an INFO reply.
 var JudgeRedis = redisengine.JudgeSettings
 
+// JudgeReplicas is the verdict on an INFO reply for writes that wait for
+// that many replicas.
+var JudgeReplicas = redisengine.JudgeReplicas
+
 // KnowsEpoch reports whether the replica has learned the store's epoch.
 func (r *Runtime) KnowsEpoch() bool { return r.redis.KnowsEpoch() }
 

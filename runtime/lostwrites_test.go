@@ -75,18 +75,7 @@ func TestLostDataIsDetectedAndNoSlotRunsTwice(t *testing.T) {
 func TestATokenGoingBackwardsIsALoss(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rdb := sharedRedis(t)
-	ns := uniq("ns")
-	keys := store.NewKeys(ns)
-	reg := registry.MustNew(idleSchedule())
-	// Token 5 was handed out before; this replica leads with 6.
-	rdb.Set(ctx, keys.Token, 5, 0)
-	rt, err := runtime.New(reg, runtime.Options{Redis: rdb, Namespace: ns, LeaseTTL: time.Second, Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runUntilTheEnd(t, rt)
-	waitFor(t, 5*time.Second, "the replica to lead", func() bool { return rt.Leadership().Leading() && rt.Scheduling() })
+	rdb, keys, rt := leadingWithToken6(t)
 	// The promoted replica had not seen the last writes: the counter and the
 	// lease are older, the epoch survived.
 	rdb.Set(ctx, keys.Token, 2, 0)
@@ -94,6 +83,62 @@ func TestATokenGoingBackwardsIsALoss(t *testing.T) {
 	waitFor(t, 10*time.Second, "the loss to be detected", func() bool {
 		lost, _ := rt.Redis().LostWrites(ctx)
 		return len(lost) == 1 && strings.Contains(lost[0].Reason, "fencing token went back from 6 to 3")
+	})
+}
+
+// leadingWithToken6 runs a runtime on a namespace of the shared Redis
+// whose token counter was at 5, until it leads, with token 6.
+func leadingWithToken6(t *testing.T) (redis.UniversalClient, store.Keys, *runtime.Runtime) {
+	t.Helper()
+	rdb := sharedRedis(t)
+	ns := uniq("ns")
+	keys := store.NewKeys(ns)
+	rdb.Set(context.Background(), keys.Token, 5, 0)
+	rt, err := runtime.New(registry.MustNew(idleSchedule()), runtime.Options{Redis: rdb, Namespace: ns, LeaseTTL: time.Second, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntilTheEnd(t, rt)
+	waitFor(t, 5*time.Second, "the replica to lead", func() bool { return rt.Leadership().Leading() && rt.Scheduling() })
+	return rdb, keys, rt
+}
+
+// After a loss, the store as it was before it can come back: the old
+// primary, demoted, is promoted again before it caught up with the primary
+// that replaced it. Its token is higher than any handed out since the
+// first loss, so the token alone shows nothing; the epoch does, since a
+// recorded loss starts a new one. The second loss is detected and
+// recorded too.
+func TestALossAfterTheOldPrimaryReturnsIsDetected(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb, keys, rt := leadingWithToken6(t)
+	// What the old primary keeps: the epoch and the token counter of now.
+	oldEpoch, err := rdb.Get(ctx, keys.Epoch).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first failover promotes a replica that was behind.
+	rdb.Set(ctx, keys.Token, 2, 0)
+	rdb.Del(ctx, keys.Lease)
+	waitFor(t, 10*time.Second, "the first loss to be detected", func() bool {
+		lost, _ := rt.Redis().LostWrites(ctx)
+		return len(lost) == 1 && rt.Scheduling()
+	})
+	// The second promotes the old primary, which never caught up: its
+	// epoch, its counter (token 6 was its last), none of the writes since.
+	if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, keys.Token, 6, 0)
+		p.Set(ctx, keys.Epoch, oldEpoch, 0)
+		p.Del(ctx, keys.Lease)
+		p.Del(ctx, keys.Lost)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the second loss to be detected", func() bool {
+		lost, _ := rt.Redis().LostWrites(ctx)
+		return len(lost) == 1 && strings.Contains(lost[0].Reason, "epoch")
 	})
 }
 

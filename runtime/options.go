@@ -9,11 +9,22 @@ import (
 	"github.com/belfry/belfry/runtime/core"
 	"github.com/belfry/belfry/runtime/engine"
 	"github.com/belfry/belfry/runtime/internal/pipeline"
+	"github.com/belfry/belfry/runtime/internal/redisengine"
 	"github.com/redis/go-redis/v9"
 )
 
 // ReplicaAckTimeoutDefault is Options.ReplicaAckTimeout's default.
-const ReplicaAckTimeoutDefault = time.Second
+const ReplicaAckTimeoutDefault = redisengine.AckTimeoutDefault
+
+// ReplicaAcksOff, as Options.ReplicaAcks, has the leader's writes wait for
+// no replica, even on a failover or cluster client, where they wait for
+// one by default: a failover may then lose what the leader counted as
+// done (see docs/redis.md).
+const ReplicaAcksOff = -1
+
+// replicaAcksOnFailover is ReplicaAcks's default on a client whose primary
+// changes in a failover.
+const replicaAcksOnFailover = 1
 
 // Options configure a Runtime: core.Options and the Redis engine's own
 // settings (Redis, RedisURL, ReplicaAcks, ReplicaAckTimeout). The zero
@@ -55,8 +66,16 @@ type Options struct {
 	// cannot lose an occurrence the leader counted as enqueued. A write not
 	// acknowledged within ReplicaAckTimeout counts as failed: an enqueue is
 	// tried again (its task ID makes that safe; one whose task a failover
-	// lost meanwhile is recorded lost, not run again), a renewal makes the
-	// holder step down. The operator's writes (Pause, Resume, member
+	// lost meanwhile, before any attempt of it started, is enqueued again
+	// under the same ID), a renewal makes the holder step down.
+	//
+	// The default (0) depends on the client: on a Sentinel failover client
+	// (redis.NewFailoverClient, a UniversalClient with a MasterName, a
+	// RedisURL with master_name) or a cluster client, whose primary
+	// changes, it is 1; on a client of a single server, none.
+	// ReplicaAcksOff waits for no replica on any client. While fewer
+	// replicas are connected to the primary than the writes wait for, the
+	// runtime does not lead, and says why in the log, health and status. The operator's writes (Pause, Resume, member
 	// changes, manual runs) wait too, and return ErrNotAcked when too few
 	// replicas answer: Redis ran them, but a failover may undo them. The
 	// workers of a runtime with ReplicaAcks (RegisterHandlers) mark each
@@ -85,12 +104,18 @@ func (o *Options) core(eng engine.Engine) core.Options {
 }
 
 // acks checks ReplicaAcks and ReplicaAckTimeout and returns what the
-// leader's writes wait for.
-func (o *Options) acks() (pipeline.Acks, error) {
-	if o.ReplicaAcks < 0 {
-		return pipeline.Acks{}, fmt.Errorf("ReplicaAcks must be 0 (no wait) or the number of replicas to wait for; got %d", o.ReplicaAcks)
+// leader's writes wait for on client (nil: not known yet, as when the
+// options are checked before a client is made).
+func (o *Options) acks(client redis.UniversalClient) (pipeline.Acks, error) {
+	replicas := o.ReplicaAcks
+	switch {
+	case replicas < ReplicaAcksOff:
+		return pipeline.Acks{}, fmt.Errorf("ReplicaAcks must be the number of replicas to wait for, 0 (the default: 1 on a Sentinel or cluster client, else none) "+
+			"or runtime.ReplicaAcksOff (-1: none); got %d", replicas)
+	case replicas == 0 && redisengine.FailsOver(client):
+		replicas = replicaAcksOnFailover
 	}
-	if o.ReplicaAcks == 0 {
+	if replicas <= 0 {
 		return pipeline.Acks{}, nil
 	}
 	leaseTTL := cmp.Or(o.LeaseTTL, LeaseTTLDefault)
@@ -98,5 +123,5 @@ func (o *Options) acks() (pipeline.Acks, error) {
 	if timeout < time.Millisecond || timeout >= leaseTTL/3 {
 		return pipeline.Acks{}, fmt.Errorf("ReplicaAckTimeout must be at least 1ms and below LeaseTTL/3 (%s); got %s", leaseTTL/3, timeout)
 	}
-	return pipeline.Acks{Replicas: o.ReplicaAcks, Timeout: timeout}, nil
+	return pipeline.Acks{Replicas: replicas, Timeout: timeout}, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
 	"github.com/belfry/belfry/runtime/internal/clock"
+	"github.com/belfry/belfry/runtime/internal/redistest"
 	"github.com/belfry/belfry/runtime/internal/store"
 )
 
@@ -43,6 +44,32 @@ func TestJudgeRedis(t *testing.T) {
 	}
 	if err := runtime.JudgeRedis("redis_version:7.0.15\r\ncluster_enabled:0\r\n"); err != nil {
 		t.Errorf("cluster_enabled:0: verdict %v, want none", err)
+	}
+}
+
+// A primary with fewer replicas online than the writes wait for cannot
+// acknowledge one; a replica still syncing does not count, nor is a
+// replica or an embedded Redis (no role) judged.
+func TestJudgeReplicas(t *testing.T) {
+	const online = "slave0:ip=127.0.0.1,port=6380,state=online,offset=42,lag=0\r\n"
+	const syncing = "slave1:ip=127.0.0.1,port=6381,state=wait_bgsave,offset=0,lag=0\r\n"
+	for _, tt := range []struct {
+		name, info string
+		want       int
+		unsafe     bool
+	}{
+		{"one online, one wanted", "role:master\r\nconnected_slaves:1\r\n" + online, 1, false},
+		{"none, one wanted", "role:master\r\nconnected_slaves:0\r\n", 1, true},
+		{"one online and one syncing, two wanted", "role:master\r\nconnected_slaves:2\r\n" + online + syncing, 2, true},
+		{"none, none wanted", "role:master\r\nconnected_slaves:0\r\n", 0, false},
+		{"a replica", "role:slave\r\nmaster_host:127.0.0.1\r\n", 1, false},
+		{"no role (an embedded Redis)", "redis_version:7.0.15\r\n", 1, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := runtime.JudgeReplicas(tt.info, tt.want); (err != nil) != tt.unsafe {
+				t.Errorf("verdict %v, want unsafe %v", err, tt.unsafe)
+			}
+		})
 	}
 }
 
@@ -133,5 +160,48 @@ func TestAReplicaWithASkewedClockDoesNotLead(t *testing.T) {
 				t.Errorf("health %+v, want unhealthy", h)
 			}
 		})
+	}
+}
+
+// On a Sentinel client the leader's writes wait for a replica by default.
+// Without one connected the runtime does not lead, and says why in the
+// log, health and status; it leads again once the replica is back. A
+// runtime that opted out (ReplicaAcksOff) leads without it.
+func TestNoLeadingWithoutAReplicaToAcknowledge(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := redistest.StartSentinel(t, redistest.SentinelOptions{Sentinels: 1})
+	var logs syncBuffer
+	rt, err := runtime.New(registry.MustNew(idleSchedule()), runtime.Options{Redis: s.Client(t), Namespace: uniq("ns"),
+		LeaseTTL: 2 * time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntilTheEnd(t, rt)
+	waitFor(t, 10*time.Second, "the runtime to lead with its replica", rt.Leadership().Leading)
+
+	s.Servers[1].Kill()
+	const why = "the primary has 0 replica(s) online"
+	waitFor(t, 10*time.Second, "the runtime to step down and say why", func() bool {
+		return !rt.Leadership().Leading() && strings.Contains(logs.String(), "will not schedule on this Redis: too few Redis replicas")
+	})
+	if h := rt.Health(ctx); h.Status != "unhealthy" || !strings.Contains(strings.Join(h.Problems, ";"), why) {
+		t.Errorf("health %+v, want unhealthy saying %q", h, why)
+	}
+	if snap, _ := rt.Monitor().Snapshot(ctx); !strings.Contains(snap.RedisUnsafe, why) {
+		t.Errorf("status's redis_unsafe %q, want it to say %q", snap.RedisUnsafe, why)
+	}
+	off, err := runtime.New(registry.MustNew(idleSchedule()), runtime.Options{Redis: s.Client(t), Namespace: uniq("ns"),
+		LeaseTTL: 2 * time.Second, ReplicaAcks: runtime.ReplicaAcksOff, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntilTheEnd(t, off)
+	waitFor(t, 10*time.Second, "a runtime with ReplicaAcksOff to lead without a replica", off.Leadership().Leading)
+
+	s.Servers[1].Start()
+	waitFor(t, 20*time.Second, "the runtime to lead once the replica is back", rt.Leadership().Leading)
+	if !strings.Contains(logs.String(), "safe again") {
+		t.Errorf("no recovery logged:\n%s", logs.String())
 	}
 }

@@ -30,8 +30,9 @@ var ErrRedisCluster = redisengine.ErrCluster
 // RedisEngine returns the Redis/asynq engine on rdb, for Options.Engine:
 // runtime.New(reg, runtime.Options{Engine: runtime.RedisEngine(rdb)}) runs
 // as Options{Redis: rdb} does, and so does core.New with it as
-// core.Options.Engine, without replica acks (runtime.Options') and with
-// asynq's workers wired through FromCore. The engine is configured by the
+// core.Options.Engine, with the replica acks its client gets by default
+// (see Options.ReplicaAcks; choosing otherwise takes runtime.Options) and
+// with asynq's workers wired through FromCore. The engine is configured by the
 // New it is given to (namespace, replica, lease TTL, history, replica
 // acks; engine.Configurable), and serves that one runtime. Either New
 // refuses it a second time, on a nil rdb, or on a *redis.ClusterClient
@@ -48,9 +49,8 @@ func RedisEngine(rdb redis.UniversalClient) engine.Engine {
 // (redisengine.Setup); nil for another engine or none. ownsClient says the
 // runtime made the client (RedisURL).
 func (o *Options) redisSetup() (setup *redisengine.Setup, ownsClient bool, err error) {
-	acks, err := o.acks()
-	if err != nil {
-		return nil, false, err
+	if _, err := o.acks(nil); err != nil {
+		return nil, false, err // before a RedisURL's client is made
 	}
 	var pending *redisengine.Pending // the runtime.RedisEngine this runtime is to take
 	clientOption := ""
@@ -73,6 +73,13 @@ func (o *Options) redisSetup() (setup *redisengine.Setup, ownsClient bool, err e
 		pending, ownsClient = redisengine.NewPending(c), true
 	default:
 		return nil, false, nil
+	}
+	acks, err := o.acks(pending.Client)
+	if err != nil {
+		if ownsClient {
+			pending.Client.Close()
+		}
+		return nil, false, err
 	}
 	return &redisengine.Setup{Pending: pending, Acks: acks, URL: o.RedisURL, ClientOption: clientOption}, ownsClient, nil
 }

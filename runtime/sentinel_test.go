@@ -18,8 +18,9 @@ import (
 )
 
 // failoverRig is three runtimes and two asynq workers, each on its own
-// Sentinel failover client, running a per-second schedule on a Redis of
-// the test's own (primary, replica, three sentinels).
+// Sentinel failover client, running a per-second schedule (and any other
+// schedules the test asks for) on a Redis of the test's own (primary,
+// replica, three sentinels).
 type failoverRig struct {
 	t        *testing.T
 	ns       string
@@ -29,14 +30,16 @@ type failoverRig struct {
 	queue    string
 	runs     *taskRuns
 	schedule string
+	reg      *registry.Registry
 }
 
 // taskRuns counts the handler's runs by task ID, as the workers see them:
 // the counts come from what ran, not from what the runtimes claim.
 type taskRuns struct {
-	mu     sync.Mutex
-	byID   map[string]int
-	slotOf map[string]time.Time
+	mu         sync.Mutex
+	byID       map[string]int
+	slotOf     map[string]time.Time
+	scheduleOf map[string]string
 }
 
 func (tr *taskRuns) handler(ctx context.Context, occ registry.Occurrence) error {
@@ -45,15 +48,20 @@ func (tr *taskRuns) handler(ctx context.Context, occ registry.Occurrence) error 
 	defer tr.mu.Unlock()
 	tr.byID[id]++
 	tr.slotOf[id] = occ.Slot
+	tr.scheduleOf[id] = occ.Schedule
 	return nil
 }
 
-// bySlot returns the runs of each slot and the task IDs that ran it.
-func (tr *taskRuns) bySlot() (runs map[int64]int, ids map[int64][]string) {
+// bySlot returns the runs of each slot of schedule and the task IDs that
+// ran it.
+func (tr *taskRuns) bySlot(schedule string) (runs map[int64]int, ids map[int64][]string) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	runs, ids = map[int64]int{}, map[int64][]string{}
 	for id, n := range tr.byID {
+		if tr.scheduleOf[id] != schedule {
+			continue
+		}
 		slot := tr.slotOf[id].Unix()
 		runs[slot] += n
 		ids[slot] = append(ids[slot], id)
@@ -62,12 +70,19 @@ func (tr *taskRuns) bySlot() (runs map[int64]int, ids map[int64][]string) {
 }
 
 // newFailoverRig starts the rig; opts are the runtimes' (their Redis,
-// namespace, replica names and logger are the rig's).
-func newFailoverRig(t *testing.T, replicas int, sopts redistest.SentinelOptions, opts runtime.Options) *failoverRig {
+// namespace, replica names and logger are the rig's). extra are schedules
+// beside the per-second one, on the same queue, each "name expr".
+func newFailoverRig(t *testing.T, replicas int, sopts redistest.SentinelOptions, opts runtime.Options, extra ...string) *failoverRig {
 	t.Helper()
 	rig := &failoverRig{t: t, s: redistest.StartSentinel(t, sopts), queue: uniq("q"),
-		runs: &taskRuns{byID: map[string]int{}, slotOf: map[string]time.Time{}}, schedule: "tick"}
-	reg := registry.MustNew(registry.Schedule{Name: rig.schedule, Expr: "* * * * * *", Queue: rig.queue, Handler: rig.runs.handler})
+		runs: &taskRuns{byID: map[string]int{}, slotOf: map[string]time.Time{}, scheduleOf: map[string]string{}}, schedule: "tick"}
+	schedules := []registry.Schedule{{Name: rig.schedule, Expr: "* * * * * *", Queue: rig.queue, Handler: rig.runs.handler}}
+	for _, e := range extra {
+		name, expr, _ := strings.Cut(e, " ")
+		schedules = append(schedules, registry.Schedule{Name: name, Expr: expr, Queue: rig.queue, Handler: rig.runs.handler})
+	}
+	reg := registry.MustNew(schedules...)
+	rig.reg = reg
 	opts.Namespace = uniq("ns")
 	rig.ns = opts.Namespace
 	for i := range replicas {
@@ -122,7 +137,7 @@ func failoverLogger(t testing.TB) *slog.Logger {
 func (rig *failoverRig) waitRun(within time.Duration, after time.Time) {
 	rig.t.Helper()
 	waitFor(rig.t, within, "a slot after "+after.Format(time.TimeOnly)+" to run", func() bool {
-		runs, _ := rig.runs.bySlot()
+		runs, _ := rig.runs.bySlot(rig.schedule)
 		for slot := range runs {
 			if time.Unix(slot, 0).After(after) {
 				return true
@@ -144,32 +159,34 @@ func (rig *failoverRig) verdict(ctx context.Context, from, to time.Time) (duplic
 	if err != nil {
 		rig.t.Fatalf("reading the detected losses: %v", err)
 	}
-	runs, ids := rig.runs.bySlot()
-	var inWindow int
-	for slot := from.Truncate(time.Second); !slot.After(to); slot = slot.Add(time.Second) {
-		n := runs[slot.Unix()]
-		if inLostWindow(lost, slot) {
-			inWindow++
-			continue
-		}
-		switch {
-		case n == 0:
-			missed++
-			rig.t.Logf("missed: slot %s", slot.UTC().Format(time.TimeOnly))
-		case n > 1:
-			duplicates += n - 1
-			rig.t.Logf("duplicate: slot %s ran %d times (task IDs %v)", slot.UTC().Format(time.TimeOnly), n, ids[slot.Unix()])
+	var inWindow, occurrences int
+	for _, s := range rig.reg.Schedules() {
+		runs, ids := rig.runs.bySlot(s.Name)
+		for slot := s.Next(from.Add(-time.Second)); !slot.After(to); slot = s.Next(slot) {
+			n := runs[slot.Unix()]
+			occurrences++
+			if inLostWindow(lost, slot) {
+				inWindow++
+				continue
+			}
+			switch {
+			case n == 0:
+				missed++
+				rig.t.Logf("missed: %s slot %s", s.Name, slot.UTC().Format(time.TimeOnly))
+			case n > 1:
+				duplicates += n - 1
+				rig.t.Logf("duplicate: %s slot %s ran %d times (task IDs %v)", s.Name, slot.UTC().Format(time.TimeOnly), n, ids[slot.Unix()])
+			}
 		}
 	}
-	rig.t.Logf("slots %s..%s: %d, duplicates=%d missed=%d, %d in %d detected loss windows %+v",
-		from.UTC().Format(time.TimeOnly), to.UTC().Format(time.TimeOnly), int(to.Sub(from)/time.Second)+1, duplicates, missed, inWindow, len(lost), lost)
+	rig.t.Logf("slots %s..%s: %d occurrences, duplicates=%d missed=%d, %d in %d detected loss windows %+v",
+		from.UTC().Format(time.TimeOnly), to.UTC().Format(time.TimeOnly), occurrences, duplicates, missed, inWindow, len(lost), lost)
 	return duplicates, missed, lost
 }
 
-// failoversFromEnv is how many failovers the repeated-failover test makes:
-// BELFRY_SENTINEL_FAILOVERS, default 3.
-func failoversFromEnv(t *testing.T) int {
-	n := 3
+// failoversFromEnv is how many failovers the repeated-failover tests make:
+// BELFRY_SENTINEL_FAILOVERS, default n.
+func failoversFromEnv(t *testing.T, n int) int {
 	if v := os.Getenv("BELFRY_SENTINEL_FAILOVERS"); v != "" {
 		var err error
 		if n, err = strconv.Atoi(v); err != nil || n < 1 {
@@ -177,6 +194,49 @@ func failoversFromEnv(t *testing.T) int {
 		}
 	}
 	return n
+}
+
+// The failovers of a routine Redis deploy, with the runtimes' default
+// options on Sentinel clients and the servers' own defaults (no
+// min-replicas-to-write; a full resync after a delay): three runtimes, a
+// per-second, a 2 s and a 5 s schedule, a LeaseTTL of 2 s, forced
+// failovers one after another, the second promoting the first one's old
+// primary before it caught up. Every occurrence runs exactly once, and no
+// loss is recorded: a failover client waits for a replica's
+// acknowledgement by default, nobody leads while the primary has no
+// replica, and an occurrence whose unacknowledged enqueue a failover took
+// before any attempt started is enqueued again. Without acknowledgements
+// the second failover loses the writes made since the first: the loss is
+// detected, and its window's slots do not run.
+func TestSentinelFailoversWithDefaultOptionsRunEveryOccurrenceOnce(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rig := newFailoverRig(t, 3, redistest.SentinelOptions{ResyncDelay: 3 * time.Second}, runtime.Options{LeaseTTL: 2 * time.Second},
+		"every-2s */2 * * * * *", "every-5s */5 * * * * *")
+	rig.waitRun(20*time.Second, time.Time{})
+	from := time.Now().Truncate(time.Second).Add(time.Second)
+	failovers := failoversFromEnv(t, 2)
+	// Each failover as soon as the sentinels accept it: once they see the
+	// previous one's old primary as a replica, which has not caught up
+	// yet (a full resync starts after ResyncDelay, as by default).
+	for i := range failovers {
+		old, err := rig.s.Failover(ctx)
+		if err != nil {
+			t.Fatalf("failover %d: %v", i+1, err)
+		}
+		t.Logf("failover %d: %s is no longer primary", i+1, old.Addr)
+	}
+	rig.waitRun(20*time.Second, time.Now())
+	to := time.Now().Truncate(time.Second)
+	if err := rig.s.WaitSynced(ctx); err != nil {
+		t.Fatalf("after the failovers: %v", err)
+	}
+	duplicates, missed, lost := rig.verdict(ctx, from, to)
+	if duplicates != 0 || missed != 0 || len(lost) != 0 {
+		t.Errorf("over %d failovers with default options: duplicates=%d missed=%d detected losses=%d; want 0, 0 and none",
+			failovers, duplicates, missed, len(lost))
+	}
 }
 
 // Repeated forced failovers (SENTINEL FAILOVER: no wait for the replica to
@@ -190,7 +250,7 @@ func TestSentinelFailoversWithReplicaAcksRunEverySlotOnce(t *testing.T) {
 	rig := newFailoverRig(t, 3, redistest.SentinelOptions{MinReplicasToWrite: 1}, runtime.Options{ReplicaAcks: 1})
 	rig.waitRun(20*time.Second, time.Time{})
 	from := time.Now().Truncate(time.Second).Add(time.Second)
-	for i := range failoversFromEnv(t) {
+	for i := range failoversFromEnv(t, 3) {
 		old, err := rig.s.Failover(ctx)
 		if err != nil {
 			t.Fatalf("failover %d: %v", i+1, err)
@@ -204,7 +264,7 @@ func TestSentinelFailoversWithReplicaAcksRunEverySlotOnce(t *testing.T) {
 	to := time.Now().Truncate(time.Second)
 	duplicates, missed, lost := rig.verdict(ctx, from, to)
 	if duplicates != 0 || missed != 0 || len(lost) != 0 {
-		t.Errorf("over %d failovers: duplicates=%d missed=%d detected losses=%d; want 0, 0 and none", failoversFromEnv(t), duplicates, missed, len(lost))
+		t.Errorf("over %d failovers: duplicates=%d missed=%d detected losses=%d; want 0, 0 and none", failoversFromEnv(t, 3), duplicates, missed, len(lost))
 	}
 }
 
@@ -225,7 +285,7 @@ func TestSentinelFailoversWithReplicaAcksAloneRunNoSlotTwice(t *testing.T) {
 	rig := newFailoverRig(t, 3, redistest.SentinelOptions{}, runtime.Options{ReplicaAcks: 1})
 	rig.waitRun(20*time.Second, time.Time{})
 	from := time.Now().Truncate(time.Second).Add(time.Second)
-	for i := range failoversFromEnv(t) {
+	for i := range failoversFromEnv(t, 3) {
 		if _, err := rig.s.Failover(ctx); err != nil {
 			t.Fatalf("failover %d: %v", i+1, err)
 		}
@@ -237,7 +297,7 @@ func TestSentinelFailoversWithReplicaAcksAloneRunNoSlotTwice(t *testing.T) {
 	to := time.Now().Truncate(time.Second)
 	duplicates, missed, lost := rig.verdict(ctx, from, to)
 	if duplicates != 0 || missed != 0 {
-		t.Errorf("over %d failovers: duplicates=%d missed=%d outside %d detected losses; want 0 and 0", failoversFromEnv(t), duplicates, missed, len(lost))
+		t.Errorf("over %d failovers: duplicates=%d missed=%d outside %d detected losses; want 0 and 0", failoversFromEnv(t, 3), duplicates, missed, len(lost))
 	}
 	for _, l := range lost {
 		if !l.From.Equal(l.To) {
@@ -311,7 +371,8 @@ func TestSentinelLostWritesWithoutReplicaAcksAreDetected(t *testing.T) {
 func stageLostWritesAndDetect(t *testing.T) (staged bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	rig := newFailoverRig(t, 2, redistest.SentinelOptions{}, runtime.Options{LeaseTTL: 2 * time.Second, SkewMargin: 2 * time.Second})
+	rig := newFailoverRig(t, 2, redistest.SentinelOptions{}, runtime.Options{LeaseTTL: 2 * time.Second, SkewMargin: 2 * time.Second,
+		ReplicaAcks: runtime.ReplicaAcksOff})
 	first := rig.leader()
 	next := rig.rts[1-first]
 	rig.waitRun(20*time.Second, time.Time{})
@@ -388,8 +449,8 @@ func stageLostWritesAndDetect(t *testing.T) (staged bool) {
 // event's Lag) with and without acknowledgements. Run it with
 // -benchtime=30x: every op waits for a slot.
 func BenchmarkDispatchReplicaAcks(b *testing.B) {
-	for _, acks := range []int{0, 1} {
-		b.Run("acks="+strconv.Itoa(acks), func(b *testing.B) {
+	for _, acks := range []int{runtime.ReplicaAcksOff, 1} {
+		b.Run("acks="+strconv.Itoa(max(acks, 0)), func(b *testing.B) {
 			s := redistest.StartSentinel(b, redistest.SentinelOptions{})
 			reg := registry.MustNew(registry.Schedule{Name: "tick", Expr: "* * * * * *", Queue: uniq("q"),
 				Handler: func(context.Context, registry.Occurrence) error { return nil }})
@@ -460,13 +521,14 @@ func TestReplicaAcksOptionsAreValidated(t *testing.T) {
 	}{
 		{runtime.Options{ReplicaAcks: 1}, ""},
 		{runtime.Options{ReplicaAcks: 2, ReplicaAckTimeout: 200 * time.Millisecond}, ""},
-		{runtime.Options{ReplicaAcks: -1}, "ReplicaAcks must be 0"},
+		{runtime.Options{ReplicaAcks: runtime.ReplicaAcksOff}, ""},
+		{runtime.Options{ReplicaAcks: -2}, "ReplicaAcks must be the number of replicas to wait for, 0 (the default"},
 		{runtime.Options{ReplicaAcks: 1, ReplicaAckTimeout: 5 * time.Second}, "ReplicaAckTimeout must be at least 1ms and below LeaseTTL/3 (5s); got 5s"},
 		{runtime.Options{ReplicaAcks: 1, ReplicaAckTimeout: time.Microsecond}, "ReplicaAckTimeout must be at least 1ms"},
 		// The core's options are checked first: the fault named is the
 		// one to correct, not the ReplicaAckTimeout that follows from it.
 		{runtime.Options{ReplicaAcks: 1, LeaseTTL: 2 * time.Millisecond}, "LeaseTTL must be at least 1s; got 2ms"},
-		{runtime.Options{ReplicaAcks: -1, HistoryLimit: -5}, "HistoryLimit must be between 1 and 10000; got -5"},
+		{runtime.Options{ReplicaAcks: -2, HistoryLimit: -5}, "HistoryLimit must be between 1 and 10000; got -5"},
 	} {
 		tt.opts.RedisURL = "redis://" + sharedRedisAddr()
 		rt, err := runtime.New(reg, tt.opts)

@@ -12,8 +12,9 @@
 // A Redis service uses package runtime instead, which is this package on
 // the Redis/asynq engine (runtime.New, runtime.Options{Redis: rdb}) with
 // asynq's worker wiring; runtime.RedisEngine(rdb) is that engine for
-// Options.Engine here, refused as runtime.New refuses its client, and
-// without replica acks (runtime.Options.ReplicaAcks). New configures only
+// Options.Engine here, refused as runtime.New refuses its client, with the
+// replica acks its client gets by default (one replica on a Sentinel or
+// cluster client; runtime.Options.ReplicaAcks chooses otherwise). New configures only
 // Options.Engine itself (engine.Configurable), so it refuses an engine
 // that holds a Configurable inside it rather than run it unconfigured.
 //

@@ -189,13 +189,13 @@ func (r *Runtime) Middleware() registry.Middleware {
 		return func(ctx context.Context, occ registry.Occurrence) error {
 			attempt, maxRetry := r.attemptOf(ctx, s)
 			start := r.clock.Now()
-			hold, elsewhere, verdict, err := r.startAttempt(ctx, attempt)
+			hold, started, err := r.startAttempt(ctx, attempt)
 			switch {
-			case elsewhere:
+			case started.Elsewhere:
 				// The ledger has the other delivery's record of the attempt.
 				r.log.Warn("not running an attempt that another delivery of its task ran (a failover delivered it twice)",
-					"id", occ.Key(), "attempt", attempt, "failed", verdict != nil)
-				return verdict
+					"id", occ.Key(), "attempt", attempt, "failed", started.Verdict != nil)
+				return started.Verdict
 			case err != nil:
 				// Nothing ran, and the ledger's record of the attempt, if
 				// any, is the other delivery's: leave it as it is.

@@ -109,7 +109,7 @@ func (r *Runtime) mayLead(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.skew, c.skewKnown = skew, true
-	c.at, c.checked, c.stale, c.unsafe = time.Now(), true, false, verdict
+	c.at, c.checked, c.stale, c.unsafe = time.Now(), true, read.Unsafe != nil && read.Passing, verdict
 	if c.cluster != nil {
 		return c.cluster // a reply said so while INFO was read, and logged it
 	}

@@ -205,7 +205,17 @@ func (r *Runtime) noteRedis(err error) {
 	wasDown, first := r.redisErr != nil, !r.redisSeen
 	r.redisSeen = true
 	r.redisErr = err
+	if errors.Is(err, ErrNotAcked) {
+		// Redis ran the write, and too few replicas have it: judge the
+		// settings again before leading, which says why when no replica
+		// is connected (a failover's new primary, a replica down).
+		r.redisCheck.mu.Lock()
+		r.redisCheck.stale = true
+		r.redisCheck.mu.Unlock()
+	}
 	switch {
+	case err != nil && (!wasDown || first) && errors.Is(err, ErrNotAcked):
+		r.log.Error("redis replicas do not acknowledge writes; retrying with backoff", "err", err)
 	case err != nil && (!wasDown || first):
 		r.log.Error(strings.ToLower(r.storeName())+" unreachable; retrying with backoff", "err", err)
 	case err == nil && wasDown:
@@ -248,8 +258,13 @@ func (r *Runtime) redisState() (RedisState, error) {
 // starts after it. What the retained ID still covers is a replay of one
 // enqueue while its call lasts (go-redis retrying a command whose reply
 // was lost), which a holder's lease bounds. A per-second schedule thus
-// keeps about twenty finished tasks in Redis, not grace's three hundred.
-func (r *Runtime) retention(*registry.Schedule) time.Duration {
+// keeps about twenty finished tasks in Redis, not grace's three hundred —
+// unless the engine's enqueues can end in doubt (engine.InDoubt): their
+// retry, up to grace after the slot, must find a task that ran.
+func (r *Runtime) retention(s *registry.Schedule, slot time.Time) time.Duration {
+	if d, ok := r.eng.(engine.InDoubt); ok && d.EnqueuesInDoubt() {
+		return max(r.opts.LeaseTTL, r.memberRetention(s, slot))
+	}
 	return r.opts.LeaseTTL
 }
 

@@ -458,11 +458,9 @@ func (r *Runtime) prepareSlot(ctx context.Context, fence *engine.Fence, p *slotP
 	}
 	occ := p.occurrence(r.opts.Namespace, slot)
 	if outcome == OutcomeEnqueued {
-		if gone, err := r.unackedGone(ctx, s, occ); err != nil {
+		if err := r.checkInDoubt(ctx, s, occ); err != nil {
 			p.failedAt(k, err)
 			return slotEnqueue{}, engine.Enqueue{}, false
-		} else if gone {
-			outcome = OutcomeLost
 		}
 	}
 	se = slotEnqueue{plan: p, k: k, occ: occ}
@@ -474,7 +472,7 @@ func (r *Runtime) prepareSlot(ctx context.Context, fence *engine.Fence, p *slotP
 	// before the commit leaves no enqueued slot after the cursor for the
 	// next holder to enqueue again once the task's ID is free.
 	var mark engine.CursorMark
-	retention := r.retention(s)
+	retention := r.retention(s, slot)
 	if p.scope.Member == "" {
 		mark = engine.CursorMark{Schedule: s.Name, Slot: slot.Unix()}
 		if s.Overlap == registry.OverlapSkip {

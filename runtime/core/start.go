@@ -34,27 +34,23 @@ type attemptStart struct {
 }
 
 // startAttempt asks the engine to start the attempt of ctx's task. It
-// returns this delivery's hold when it is to run the attempt, the other
-// delivery's verdict (elsewhere true) when another ran it, or an error
-// when the engine took no claim before ctx ended.
-func (r *Runtime) startAttempt(ctx context.Context, attempt int) (hold attemptStart, elsewhere bool, verdict error, err error) {
+// returns this delivery's hold when it is to run the attempt, the engine's
+// answer (Elsewhere with the other delivery's verdict when another ran it),
+// or an error when the engine took no claim before ctx ended.
+func (r *Runtime) startAttempt(ctx context.Context, attempt int) (hold attemptStart, s engine.Start, err error) {
 	hold.r = r
 	starts, ok := r.eng.(engine.Starts)
 	if !ok {
-		return hold, false, nil, nil
+		return hold, s, nil
 	}
-	s, err := starts.StartAttempt(ctx, attempt)
-	switch {
-	case err != nil:
-		return hold, false, nil, err
-	case s.Elsewhere:
-		return hold, true, s.Verdict, nil
+	if s, err = starts.StartAttempt(ctx, attempt); err != nil || s.Elsewhere {
+		return hold, s, err
 	}
 	if s.Claim != nil {
 		r.marks.Add(1)
 		hold.claim = s.Claim
 	}
-	return hold, false, nil, nil
+	return hold, s, nil
 }
 
 // keepAlive holds the claim while the handler runs, until stop.

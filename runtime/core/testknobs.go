@@ -19,7 +19,7 @@ func (r *Runtime) testKnobs() corehook.TestKnobs {
 		Scheduling: r.scheduling.Load,
 		Enqueue: func(ctx context.Context, occ registry.Occurrence) error {
 			s, _ := r.reg.Lookup(occ.Schedule)
-			_, err := r.enqueue(ctx, s, occ, r.retention(s))
+			_, err := r.enqueue(ctx, s, occ, r.retention(s, occ.Slot))
 			return err
 		},
 		NoteEngine: r.noteRedis,

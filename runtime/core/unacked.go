@@ -2,34 +2,34 @@ package core
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
 	"github.com/belfry/belfry/registry"
-	"github.com/belfry/belfry/runtime/engine"
 )
 
 // Enqueues in doubt. An enqueue that the engine ran but did not make
-// durable in time (on Redis with runtime.Options.ReplicaAcks: no replica
-// acknowledged it) has failed for the scheduler, yet its task is in, where
-// a worker may take it and run it. If a failover then loses the task, a
-// plain retry would insert it again and run the slot a second time. So the
-// leader remembers such IDs, and before it tries one again it looks for its
-// task: still there, the retry conflicts and is acknowledged in turn; gone,
-// the write was lost, the slot may or may not have run, and it is recorded
-// as a one-slot loss (the occurrence's outcome "lost", a LostWrites window,
-// the log), not enqueued again. Only the replica that made the write knows
-// it is in doubt: a takeover by another replica in between enqueues the
-// slot as usual.
+// durable in time (on Redis with replica acks: no replica acknowledged it)
+// has failed for the scheduler, yet its task is in, where a worker may take
+// it. The leader remembers such IDs, and before it tries one again it looks
+// for its task: still there, the retry conflicts and is acknowledged in
+// turn; gone, a failover lost the write. The task is then enqueued again,
+// under the same ID and fenced by the current term as every enqueue is: no
+// attempt of it can have started, since a worker runs an attempt only once
+// a replica acknowledged its start mark, written in the task's own hash —
+// replication being in order, an acknowledged mark would have kept the
+// task too — and a worker that took the task from the old primary and
+// finds it gone when it marks the start runs it only if it comes back,
+// marked as that worker's, which the new task's delivery then waits for.
+// The engine keeps a finished task's
+// ID reserved while its slot may still be retried (EnqueuesInDoubt), so a
+// task that ran and finished is found, not taken for lost. Only the replica
+// that made the write knows it is in doubt: a takeover by another replica
+// in between enqueues the slot as usual, which the same reasoning makes
+// safe.
 type inDoubt struct {
 	mu  sync.Mutex
-	ids map[string]*doubt
-}
-
-type doubt struct {
-	at   time.Time
-	gone bool // the loss is recorded; the slot stays lost
+	ids map[string]time.Time
 }
 
 // inDoubtKept is how long an ID stays in doubt unresolved: far longer than
@@ -45,56 +45,41 @@ func (d *inDoubt) noteEnqueue(id string, err error, unacked bool, now time.Time)
 	switch {
 	case err == nil:
 		delete(d.ids, id)
-	case unacked && d.ids[id] == nil:
-		if d.ids == nil {
-			d.ids = map[string]*doubt{}
+	case unacked:
+		if _, ok := d.ids[id]; ok {
+			return
 		}
-		for other, od := range d.ids {
-			if now.Sub(od.at) > inDoubtKept {
+		if d.ids == nil {
+			d.ids = map[string]time.Time{}
+		}
+		for other, at := range d.ids {
+			if now.Sub(at) > inDoubtKept {
 				delete(d.ids, other)
 			}
 		}
-		d.ids[id] = &doubt{at: now}
+		d.ids[id] = now
 	}
 }
 
-func (d *inDoubt) get(id string) (doubt, bool) {
+func (d *inDoubt) has(id string) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if od := d.ids[id]; od != nil {
-		return *od, true
-	}
-	return doubt{}, false
+	_, ok := d.ids[id]
+	return ok
 }
 
-func (d *inDoubt) markGone(id string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if od := d.ids[id]; od != nil {
-		od.gone = true
+// checkInDoubt looks for the task of occ, enqueued by this replica without
+// acknowledgement, and logs when a failover lost it: the enqueue about to
+// be retried puts it in again (see inDoubt).
+func (r *Runtime) checkInDoubt(ctx context.Context, s *registry.Schedule, occ registry.Occurrence) error {
+	if !r.inDoubt.has(occ.ID) {
+		return nil
 	}
-}
-
-// unackedGone reports whether occ's task, enqueued by this replica without
-// acknowledgement, is gone (see inDoubt), recording the loss the first time.
-func (r *Runtime) unackedGone(ctx context.Context, s *registry.Schedule, occ registry.Occurrence) (bool, error) {
-	d, ok := r.inDoubt.get(occ.ID)
-	if !ok {
-		return false, nil
+	in, err := r.eng.TaskExists(ctx, s.Queue, occ.ID)
+	if in || err != nil {
+		return err
 	}
-	if d.gone {
-		return true, nil
-	}
-	if in, err := r.eng.TaskExists(ctx, s.Queue, occ.ID); in || err != nil {
-		return false, err
-	}
-	reason := fmt.Sprintf("the enqueue of %s, which was not acknowledged as durable, is gone (a failover lost it): it may have run before, so it is not enqueued again", occ.ID)
-	now := r.clock.Now()
-	if err := r.eng.RecordLost(ctx, engine.LostWrites{At: now.UnixMilli(), Replica: r.opts.Replica, Reason: reason,
-		From: occ.Slot.Unix(), To: occ.Slot.Unix()}); err != nil {
-		return false, err
-	}
-	r.log.Error("lost writes detected: "+reason, "slot", occ.Slot.UTC())
-	r.inDoubt.markGone(occ.ID)
-	return true, nil
+	r.log.Warn("a failover lost the enqueue of an occurrence before a replica acknowledged it and before any attempt started; enqueuing it again",
+		"id", occ.ID, "slot", occ.Slot.UTC())
+	return nil
 }

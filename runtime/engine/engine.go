@@ -268,6 +268,18 @@ type Result struct {
 	Unacked bool
 }
 
+// InDoubt is what an engine whose enqueues can end in doubt (Result.Unacked)
+// tells the core, which then keeps each finished task's ID reserved for as
+// long as its slot may still be enqueued again (grace plus SkewMargin), not
+// only while one enqueue's call lasts: the retry of an enqueue in doubt
+// that finds no task takes it for lost in a failover and enqueues it again,
+// so a task that ran and finished meanwhile must still be found. The core
+// type-asserts it; without it no enqueue is in doubt.
+type InDoubt interface {
+	// EnqueuesInDoubt reports whether an enqueue may be reported Unacked.
+	EnqueuesInDoubt() bool
+}
+
 // Fence makes enqueues conditional on Term still being the engine's
 // current term, checked by the engine in the write itself.
 type Fence struct {

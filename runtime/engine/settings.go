@@ -46,6 +46,10 @@ type SettingsReading struct {
 	// Unsafe says why the core must not lead on the server: nil when its
 	// settings are safe, or not known.
 	Unsafe error
+	// Passing, with Unsafe, says the verdict may change any moment (a
+	// replica the writes wait for connecting again): the core asks again
+	// before its next attempt to lead rather than keep it.
+	Passing bool
 	// Now is the server's clock, read in the same call.
 	Now time.Time
 }

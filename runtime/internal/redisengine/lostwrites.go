@@ -220,7 +220,21 @@ func (e *Engine) FindLoss(ctx context.Context, value string) (engine.Loss, func(
 	if err != nil {
 		return engine.Loss{}, nil, err
 	}
-	return engine.Loss{Found: true, Reason: reason, Now: now, IntactAt: e.data.intact(), Epoch: epoch, Token: token}, accept, nil
+	// A new epoch, which the loss's record names: the store as it was
+	// before this loss — an old primary that comes back and is promoted
+	// again before it caught up — then shows as a loss of its own, by its
+	// epoch, though its token may be higher than any seen since. Until
+	// accept, this replica still knows the old epoch, so a failure before
+	// the loss is handled finds it again.
+	renewed := RandomHex()
+	if err := e.ReplaceEpoch(ctx, value, renewed); err != nil {
+		return engine.Loss{}, nil, err
+	}
+	accept = func() {
+		e.data.accept(renewed, value, token)
+		e.data.acceptCreated(created)
+	}
+	return engine.Loss{Found: true, Reason: reason, Now: now, IntactAt: e.data.intact(), Epoch: renewed, Token: token}, accept, nil
 }
 
 // LossSeen reports a loss this replica saw as a follower (a holder's token

@@ -42,10 +42,44 @@ func NewPending(client redis.UniversalClient) *Pending {
 	return &Pending{Engine: unconfigured(), Client: client}
 }
 
-// Configure builds the engine on p's client for cfg, once.
+// Configure builds the engine on p's client for cfg, once, with the
+// replica acknowledgements its client gets by default (DefaultAcks): the
+// engine as core.New takes it, with no runtime.Options to say otherwise.
 func (p *Pending) Configure(cfg engine.Config) (engine.Engine, error) {
-	return (&Setup{Pending: p}).Configure(cfg)
+	return (&Setup{Pending: p, Acks: DefaultAcks(p.Client, cfg.LeaseTTL)}).Configure(cfg)
 }
+
+// AckTimeoutDefault bounds each wait for replica acknowledgements, unless
+// a fifth of the lease TTL is shorter.
+const AckTimeoutDefault = time.Second
+
+// DefaultAcks is what the writes of an engine on client wait for unless
+// told otherwise: one replica on a client whose primary a failover
+// replaces (FailsOver), none on a single server's.
+func DefaultAcks(client redis.UniversalClient, leaseTTL time.Duration) pipeline.Acks {
+	if !FailsOver(client) {
+		return pipeline.Acks{}
+	}
+	return pipeline.Acks{Replicas: 1, Timeout: min(AckTimeoutDefault, cmp.Or(leaseTTL, defaultLeaseTTL)/5)}
+}
+
+// FailsOver reports whether client follows a primary that a failover
+// replaces: a Sentinel failover client (a *redis.Client whose address
+// go-redis sets to "FailoverClient", as redis.NewFailoverClient and
+// redis.NewUniversalClient with a MasterName make it) or a cluster client.
+func FailsOver(client redis.UniversalClient) bool {
+	switch c := client.(type) {
+	case *redis.ClusterClient:
+		return true
+	case *redis.Client:
+		return c.Options().Addr == failoverClientAddr
+	}
+	return false
+}
+
+// failoverClientAddr is the Addr go-redis gives the options of every
+// Sentinel failover client: it dials the primary the sentinels name.
+const failoverClientAddr = "FailoverClient"
 
 // Setup is how package runtime configures a Pending: with the settings of
 // the Redis engine's own (replica acks, the URL whose secrets errors must

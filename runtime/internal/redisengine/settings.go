@@ -82,19 +82,63 @@ func (e *Engine) CheckSettings(ctx context.Context) (engine.SettingsReading, err
 	if err != nil {
 		return engine.SettingsReading{}, err
 	}
-	return engine.SettingsReading{Unsafe: JudgeSettings(read.info), Now: read.now}, nil
+	if unsafe := JudgeSettings(read.info); unsafe != nil {
+		return engine.SettingsReading{Unsafe: unsafe, Now: read.now}, nil
+	}
+	if unsafe := JudgeReplicas(read.info, e.acks.Replicas); unsafe != nil {
+		return engine.SettingsReading{Unsafe: unsafe, Passing: true, Now: read.now}, nil
+	}
+	return engine.SettingsReading{Now: read.now}, nil
 }
 
-// JudgeSettings reads INFO's cluster_enabled, redis_version and
-// maxmemory_policy. A server that reports none (an embedded Redis such as
-// miniredis) is not judged.
-func JudgeSettings(info string) error {
+// ErrTooFewReplicas: the leader's writes wait for more replicas'
+// acknowledgements than the primary has replicas online, so none would
+// count; the runtime does not lead until enough are back.
+var ErrTooFewReplicas = errors.New("too few Redis replicas")
+
+// JudgeReplicas reads INFO's replication section: a primary with fewer
+// replicas online than want (the writes' ReplicaAcks) cannot acknowledge a
+// write. A server whose INFO has no role (an embedded Redis) is not judged,
+// nor one that is a replica: the lease's own writes say that it is read-only.
+func JudgeReplicas(info string, want int) error {
+	if want <= 0 {
+		return nil
+	}
+	fields := infoFields(info)
+	if fields["role"] != "master" {
+		return nil
+	}
+	online := 0
+	for k, v := range fields {
+		if strings.HasPrefix(k, "slave") && strings.Contains(v, "state=online") {
+			online++
+		}
+	}
+	if online >= want {
+		return nil
+	}
+	return fmt.Errorf("%w: the leader's writes wait for %d replica acknowledgement(s) (ReplicaAcks; 1 by default on a Sentinel or cluster client), "+
+		"and the primary has %d replica(s) online, so no write would count; belfry leads again once a replica is back "+
+		"(or set runtime.Options.ReplicaAcks to runtime.ReplicaAcksOff to lead without: a failover may then run slots twice or lose them)",
+		ErrTooFewReplicas, want, online)
+}
+
+// infoFields are the "key:value" lines of an INFO reply.
+func infoFields(info string) map[string]string {
 	fields := map[string]string{}
 	for line := range strings.Lines(info) {
 		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
 			fields[k] = v
 		}
 	}
+	return fields
+}
+
+// JudgeSettings reads INFO's cluster_enabled, redis_version and
+// maxmemory_policy. A server that reports none (an embedded Redis such as
+// miniredis) is not judged.
+func JudgeSettings(info string) error {
+	fields := infoFields(info)
 	if fields["cluster_enabled"] == "1" {
 		return fmt.Errorf("%w: the Redis it was given is a cluster node (cluster_enabled:1); %s", ErrCluster, ClusterAdvice)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/belfry/belfry/runtime/engine"
@@ -40,20 +41,38 @@ import (
 // Without ReplicaAcks nothing is marked: a failover may lose the mark with
 // the dequeue, and the handler's own idempotence (occ.Key) is the guard.
 //
-// What remains, beside that: a worker that cannot get its mark
-// acknowledged (fewer replicas answer than ReplicaAcks asks) runs the
-// handler after the mark's TTL anyway, with a warning, rather than hold
-// the task until it fails — a failover in that window may still run the
-// attempt twice; an attempt whose worker ran the handler but lost its
+// A worker that cannot get its mark acknowledged (fewer replicas answer
+// than ReplicaAcks asks) does not run the handler: the task's enqueue may
+// be unacknowledged too, and a failover that loses it has the scheduler
+// enqueue the occurrence again (core's inDoubt), which is safe only because
+// no attempt runs unmarked. It waits for a replica, logging once, until the
+// task's deadline, when the attempt ends unrun for asynq to retry. A Redis
+// that refuses the marks to the user (NOPERM) runs the handler after the
+// mark's TTL anyway, with a warning.
+//
+// What remains, beside that: an attempt whose worker ran the handler but lost its
 // verdict in a failover before a replica had it runs again when asynq
 // retries the task; and a handler that ignores its context may still be
 // running when its worker, shut down, gives the attempt up.
 
 var _ engine.Starts = (*Engine)(nil)
 
+var _ engine.InDoubt = (*Engine)(nil)
+
+// EnqueuesInDoubt reports whether an enqueue may be reported Unacked: with
+// replica acks on.
+func (e *Engine) EnqueuesInDoubt() bool { return e.acks.On() }
+
 // startRetryMax bounds the wait between tries of a start mark: while a
 // failover is under way, or another delivery of the attempt runs.
 const startRetryMax = time.Second
+
+// goneWait bounds how long a delivery whose task is gone from Redis waits
+// for it to come back: long enough for a failover to complete and the old
+// primary to be promoted again before it caught up, short enough not to
+// hold a worker for a task's whole timeout when it never comes back (its
+// occurrence inside a recorded loss's window).
+const goneWait = time.Minute
 
 // markTTLMin is the shortest a running mark lasts unless renewed.
 const markTTLMin = 500 * time.Millisecond
@@ -93,27 +112,38 @@ func (e *Engine) StartAttempt(ctx context.Context, attempt int) (engine.Start, e
 	began := time.Now()
 	backoff := clock.NewBackoff(50*time.Millisecond, startRetryMax)
 	var digest string // of the task's message as this delivery found it
-	var errLogged bool
+	var errLogged, unackedLogged, goneLogged bool
 	for {
 		s, d, err := e.acks.ClaimStart(ctx, e.Client, m.key, attempt, m.token, digest, m.ttl)
 		switch {
-		case errors.Is(err, pipeline.ErrNoTask) && digest == "":
-			// The task is gone already (the data was lost, or flushed):
-			// the copy this worker holds is the only one left.
-			return engine.Start{}, nil
 		case errors.Is(err, pipeline.ErrNoTask):
-			// It was there at an earlier try: another delivery ran it to
-			// the end meanwhile, and asynq deleted it.
-			return engine.Start{Elsewhere: true}, nil
-		case err != nil && !errors.Is(err, pipeline.ErrNotAcked) && time.Since(began) >= m.ttl:
-			// Redis refuses the mark (an ACL without the scripts' rights,
-			// say), or stays unreachable: run as without marks rather
+			// The task is not in Redis: a failover lost its enqueue, or
+			// the dequeue that handed it over, with the old primary. It
+			// may come back — the scheduler enqueues the occurrence again
+			// (core's inDoubt), or the old primary is promoted again
+			// before it caught up — and this delivery then marks it and
+			// runs it, once: another delivery of it waits for the mark.
+			// Until then nothing runs; after goneWait, or at the task's
+			// deadline, the attempt ends unrun. (A task that ran to its
+			// end stays in Redis for its retention.)
+			if !goneLogged {
+				e.log.Warn("an attempt's task is gone from Redis (a failover lost it); it runs if it comes back",
+					"task", m.key, "attempt", attempt)
+				goneLogged = true
+			}
+			if time.Since(began) >= goneWait {
+				return engine.Start{}, fmt.Errorf("attempt %d not started: its task %s is gone from Redis", attempt, m.key)
+			}
+		case err != nil && noPermission(err) && time.Since(began) >= m.ttl:
+			// Redis refuses the mark (an ACL without the scripts'
+			// rights), which no retry mends: run as without marks rather
 			// than hold the task until its timeout fails it.
 			e.log.Warn("running an attempt without a start mark: a failover now could run it twice",
 				"task", m.key, "attempt", attempt, "err", err)
 			return engine.Start{}, nil
 		case err != nil && !errors.Is(err, pipeline.ErrNotAcked):
-			// Redis unreachable (mid-failover): try again.
+			// Redis unreachable, or refusing writes (mid-failover, or
+			// min-replicas-to-write without its replicas): try again.
 			if !errLogged {
 				e.log.Warn("could not mark an attempt's start; trying again", "task", m.key, "attempt", attempt, "err", err)
 				errLogged = true
@@ -124,10 +154,15 @@ func (e *Engine) StartAttempt(ctx context.Context, attempt int) (engine.Start, e
 			// Another delivery runs the attempt: wait for its end.
 		case err == nil:
 			return engine.Start{Claim: m}, nil
-		case time.Since(began) >= m.ttl:
-			e.log.Warn("running an attempt whose start mark no Redis replica acknowledged: a failover now could run it twice",
+		case !unackedLogged && time.Since(began) >= m.ttl:
+			// The attempt does not run before a replica has its mark: a
+			// failover of this primary could lose the task with the mark,
+			// and the scheduler would enqueue its occurrence again
+			// (core's inDoubt). It waits for a replica, or ends at the
+			// task's deadline without running, for asynq to retry it.
+			e.log.Warn("an attempt waits for a Redis replica to acknowledge its start mark before it runs",
 				"task", m.key, "attempt", attempt, "err", err)
-			return engine.Start{Claim: m}, nil
+			unackedLogged = true
 		}
 		if d != "" {
 			digest = d
@@ -147,6 +182,10 @@ func (e *Engine) StartAttempt(ctx context.Context, attempt int) (engine.Start, e
 		}
 	}
 }
+
+// noPermission reports whether err is Redis refusing a command to the
+// client's user (its ACL): Redis's reply, whose first word says what it is.
+func noPermission(err error) bool { return strings.HasPrefix(err.Error(), "NOPERM ") }
 
 // elsewhere is the verdict of another delivery's finished mark, for asynq
 // to treat this delivery as it treats that one.

@@ -33,6 +33,12 @@ type SentinelOptions struct {
 	// min-replicas-max-lag 5), so a primary that lost its replicas refuses
 	// writes; 0 leaves it off, as Redis does.
 	MinReplicasToWrite int
+	// ResyncDelay is the servers' repl-diskless-sync-delay: how long a
+	// primary waits before it starts a replica's full resync. 0 (the
+	// default here) starts it at once, so a demoted primary catches up
+	// within moments; Redis's own default is 5 s, in which a demoted
+	// primary promoted again still lacks what the other took meanwhile.
+	ResyncDelay time.Duration
 }
 
 // Sentinel is a Sentinel-managed Redis of the test's own: a primary and
@@ -82,9 +88,10 @@ func NewSentinel(t testing.TB, dir string, opts SentinelOptions) *Sentinel {
 		p.config = filepath.Join(p.Dir, "redis.conf")
 		_, port, _ := net.SplitHostPort(p.Addr)
 		conf := []string{
-			// A full resync starts at once instead of after 5 s, so a
-			// demoted primary is back in sync within the test's time.
-			"repl-diskless-sync-delay 0",
+			// By default a full resync starts at once instead of after
+			// 5 s, so a demoted primary is back in sync within the test's
+			// time.
+			"repl-diskless-sync-delay " + strconv.Itoa(int(opts.ResyncDelay/time.Second)),
 		}
 		if i == 0 {
 			primaryPort = port
