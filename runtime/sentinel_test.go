@@ -82,18 +82,23 @@ func newFailoverRig(t *testing.T, replicas int, sopts redistest.SentinelOptions,
 	for range 2 {
 		startWorker(t, rig.s.Client(t), rig.queue, func(mux *asynq.ServeMux) { rig.rts[0].RegisterHandlers(mux) })
 	}
+	rig.run()
+	return rig
+}
+
+// run runs the rig's runtimes until the test ends, or each its stop.
+func (rig *failoverRig) run() {
 	for _, rt := range rig.rts {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { rt.Run(ctx); close(done) }()
 		rig.stops = append(rig.stops, sync.OnceFunc(func() { cancel(); <-done; rt.Close() }))
 	}
-	t.Cleanup(func() {
+	rig.t.Cleanup(func() {
 		for _, stop := range rig.stops {
 			stop()
 		}
 	})
-	return rig
 }
 
 // leader returns the index of the runtime that schedules, once one does.

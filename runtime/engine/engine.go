@@ -106,6 +106,15 @@ type Slots interface {
 	BucketCursors(ctx context.Context, family string, buckets []string) ([]int64, error)
 }
 
+// TermFences is an engine whose enqueues are fenced where its tasks are
+// stored, apart from its lease (Redis Cluster: in each queue's slot). A
+// new term raises them all before it reads a cursor, so that an older
+// term's enqueue arriving late either lands before that read or is
+// refused. An error that is ErrNotLeader says the term is over.
+type TermFences interface {
+	RaiseFences(ctx context.Context, term string) error
+}
+
 // TaskState says what became of an enqueued task.
 type TaskState interface {
 	// TaskExists reports whether the task is in, whatever became of it

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/belfry/belfry/runtime/engine"
@@ -23,10 +25,11 @@ const MinVersion = "6.2.0"
 // evicts keys) or is too old; the runtime does not lead on it.
 var ErrUnsafe = errors.New("unsafe Redis")
 
-// ErrCluster: the engine was given a Redis Cluster — a cluster client, a
-// server that is a cluster node, or a Redis that answers as one
-// (CROSSSLOT, MOVED, ASK: a proxy in front of a cluster).
-var ErrCluster error = refusal("configuration error: belfry does not run on Redis Cluster yet")
+// ErrCluster: the engine was given a Redis Cluster through a client that
+// does not speak cluster — a plain client of a cluster node, or a Redis
+// that answers as one (CROSSSLOT, MOVED, ASK: a proxy in front of a
+// cluster). A cluster client (*redis.ClusterClient) is what runs there.
+var ErrCluster error = refusal("configuration error: a Redis Cluster reached without a cluster client")
 
 // refusal is an error that is engine.ErrRefused: the core then does not
 // lead on the server until it is seen down and back.
@@ -36,8 +39,8 @@ func (r refusal) Error() string      { return string(r) }
 func (refusal) Is(target error) bool { return target == engine.ErrRefused }
 
 // ClusterAdvice ends every ErrCluster message: why, and what to use.
-const ClusterAdvice = "belfry's keys are not hash-tagged yet, so its scripts touch keys in several slots, which a cluster refuses (CROSSSLOT); " +
-	"use a single primary (redis.NewClient) or Sentinel (redis.NewFailoverClient) instead"
+const ClusterAdvice = "a plain client follows none of the cluster's redirects (MOVED, ASK) and a proxy that is not cluster-aware cannot run a script across nodes; " +
+	"give the runtime a cluster client: redis.NewClusterClient(&redis.ClusterOptions{Addrs: ...}), or redis.NewUniversalClient with the nodes' addresses"
 
 // Refusal returns the ErrCluster that err means when Redis refused a
 // command as only a cluster node does, else nil. These are Redis's own
@@ -53,7 +56,7 @@ func ClusterRefusal(err error) error {
 	msg := reply.Error()
 	for _, prefix := range []string{"CROSSSLOT ", "MOVED ", "ASK "} {
 		if strings.HasPrefix(msg, prefix) {
-			return fmt.Errorf("%w: Redis answered %q, so it is a Redis Cluster or a proxy in front of one; %s", ErrCluster, msg, ClusterAdvice)
+			return fmt.Errorf("%w: Redis answered %q, so it is a Redis Cluster node or a proxy in front of a cluster; %s", ErrCluster, msg, ClusterAdvice)
 		}
 	}
 	return nil
@@ -66,6 +69,9 @@ func ClusterRefusal(err error) error {
 func (e *Engine) CheckSettings(ctx context.Context) (engine.SettingsReading, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.CallTimeout())
 	defer cancel()
+	if cc, ok := e.Client.(*redis.ClusterClient); ok {
+		return checkClusterSettings(ctx, cc)
+	}
 	type reading struct {
 		info string
 		now  time.Time
@@ -85,19 +91,70 @@ func (e *Engine) CheckSettings(ctx context.Context) (engine.SettingsReading, err
 	return engine.SettingsReading{Unsafe: JudgeSettings(read.info), Now: read.now}, nil
 }
 
+// checkClusterSettings judges every master of a cluster (each holds a
+// share of the keys: one that evicts loses them) and reads the time of
+// one.
+func checkClusterSettings(ctx context.Context, cc *redis.ClusterClient) (engine.SettingsReading, error) {
+	var mu sync.Mutex
+	var unsafe []string
+	_, err := lease.Obey(ctx, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+			info, err := node.Info(ctx).Result()
+			if err != nil {
+				return err
+			}
+			if problems := judgeNode(info); len(problems) > 0 {
+				mu.Lock()
+				unsafe = append(unsafe, node.Options().Addr+": "+strings.Join(problems, "; "))
+				mu.Unlock()
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return engine.SettingsReading{}, err
+	}
+	now, err := lease.Obey(ctx, func(ctx context.Context) (time.Time, error) { return cc.Time(ctx).Result() })
+	if err != nil {
+		return engine.SettingsReading{}, err
+	}
+	var judged error
+	if len(unsafe) > 0 {
+		slices.Sort(unsafe)
+		judged = fmt.Errorf("%w: %s", ErrUnsafe, strings.Join(unsafe, "; "))
+	}
+	return engine.SettingsReading{Unsafe: judged, Now: now}, nil
+}
+
 // JudgeSettings reads INFO's cluster_enabled, redis_version and
-// maxmemory_policy. A server that reports none (an embedded Redis such as
-// miniredis) is not judged.
+// maxmemory_policy, of the one server a plain client talks to: a cluster
+// node there is a configuration error (ErrCluster). A server that reports
+// none (an embedded Redis such as miniredis) is not judged.
 func JudgeSettings(info string) error {
+	if infoFields(info)["cluster_enabled"] == "1" {
+		return fmt.Errorf("%w: the Redis it was given is a cluster node (cluster_enabled:1); %s", ErrCluster, ClusterAdvice)
+	}
+	problems := judgeNode(info)
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrUnsafe, strings.Join(problems, "; "))
+}
+
+func infoFields(info string) map[string]string {
 	fields := map[string]string{}
 	for line := range strings.Lines(info) {
 		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
 			fields[k] = v
 		}
 	}
-	if fields["cluster_enabled"] == "1" {
-		return fmt.Errorf("%w: the Redis it was given is a cluster node (cluster_enabled:1); %s", ErrCluster, ClusterAdvice)
-	}
+	return fields
+}
+
+// judgeNode says what in a server's INFO makes it unsafe: too old, or
+// evicting.
+func judgeNode(info string) []string {
+	fields := infoFields(info)
 	var problems []string
 	if v, ok := fields["redis_version"]; ok && versionLess(v, MinVersion) {
 		problems = append(problems, fmt.Sprintf("Redis %s is older than %s, which asynq and belfry need", v, MinVersion))
@@ -108,10 +165,7 @@ func JudgeSettings(info string) error {
 		problems = append(problems, fmt.Sprintf("maxmemory-policy is %s: Redis may evict the lease, the fencing token and the cursors, "+
 			"which runs slots twice or never; set maxmemory-policy noeviction", p))
 	}
-	if len(problems) == 0 {
-		return nil
-	}
-	return fmt.Errorf("%w: %s", ErrUnsafe, strings.Join(problems, "; "))
+	return problems
 }
 
 // versionLess compares dotted versions numerically.
