@@ -404,7 +404,7 @@ func TestLiveLeaderInTheLegacyNamespaceIsReported(t *testing.T) {
 
 	// A leader in the old namespace that publishes another registry's
 	// identity is another service that kept it, not a predecessor.
-	rdb.ZAdd(ctx, runtime.NamespaceLegacy+":registries", redis.Z{Score: float64(time.Now().UnixMilli()), Member: "example.com/kept/jobs|kept-1"})
+	rdb.ZAdd(ctx, store.KeyPrefix(runtime.NamespaceLegacy)+"registries", redis.Z{Score: float64(time.Now().UnixMilli()), Member: "example.com/kept/jobs|kept-1"})
 	s.Package = uniq("example.com/next") + "/jobs"
 	next := startService(t, rdb, runtime.Options{Replica: "next-1", LeaseTTL: time.Second}, "", s)
 	waitFor(t, 10*time.Second, "the other service to lead (after its first look)", next.rt.Leadership().Leading)
@@ -450,7 +450,7 @@ func TestLookForTheLegacyNamespaceStopsAtAnACLRefusal(t *testing.T) {
 	s.Package = "example.com/acl/jobs"
 	reg := registry.MustNew(s)
 	ns := runtime.DefaultNamespace(reg)
-	if err := admin.Do(ctx, "ACL", "SETUSER", "svc", "on", ">pw", "resetkeys", "~"+store.KeyPrefix(ns)+"*", "~asynq:*",
+	if err := admin.Do(ctx, "ACL", "SETUSER", "svc", "on", ">pw", "resetkeys", "~"+store.KeyPrefix(ns)+"*", "~"+ns+":*", "~asynq:*",
 		"resetchannels", "&"+store.KeyPrefix(ns)+"lease:released", "+@all").Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -147,8 +147,8 @@ func (t *scheduleTask) flush(ctx context.Context) error {
 // Redis data (see checkLostWrites).
 func (r *Runtime) loadLeaderState(ctx context.Context, value string, resume time.Time) (*leaderState, error) {
 	scheds := r.reg.Schedules()
-	if f, ok := r.eng.(engine.TermFences); ok {
-		if err := f.RaiseFences(ctx, value); err != nil {
+	if f, ok := r.eng.(engine.TermStart); ok {
+		if err := f.StartTerm(ctx, value); err != nil {
 			return nil, err
 		}
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-var _ engine.TermFences = (*Engine)(nil)
+var _ engine.TermStart = (*Engine)(nil)
 
 // Keys in two places: the namespace's own (store.Keys, one slot) and what
 // an enqueue writes in its queue's slot beside the task (store.QueueKeys:
@@ -109,12 +109,22 @@ func (e *Engine) LastID(ctx context.Context, name string) (string, error) {
 	return id.Val(), nil
 }
 
-// RaiseFences raises the fence of every queue of the registry to term
+// StartTerm moves the namespace's state from the key layout before hash
+// tags, if it is there (migrateLegacyLayout), then raises the queues'
+// fences (raiseFences).
+func (e *Engine) StartTerm(ctx context.Context, term string) error {
+	if err := e.migrateLegacyLayout(ctx, term); err != nil {
+		return err
+	}
+	return e.raiseFences(ctx, term)
+}
+
+// raiseFences raises the fence of every queue of the registry to term
 // before the holder reads its cursors (pipeline.Fence): an older term's
 // enqueue in a queue lands before, its mark read with the cursors, or is
 // refused. A newer term found in a queue means term is over
 // (engine.ErrNotLeader).
-func (e *Engine) RaiseFences(ctx context.Context, term string) error {
+func (e *Engine) raiseFences(ctx context.Context, term string) error {
 	qs := e.queues()
 	if len(qs) == 0 {
 		return nil

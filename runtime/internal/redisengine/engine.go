@@ -48,6 +48,12 @@ type Engine struct {
 
 	onCall atomic.Pointer[func(error)] // Watch's
 
+	// layoutDone is set once the namespace's state is known to be in the
+	// hash-tagged layout; legacyHolder is the older version's lease last
+	// logged as waited for (layout.go).
+	layoutDone   atomic.Bool
+	legacyHolder atomic.Pointer[string]
+
 	cfg Config // what it was built from, for the queue diagnostics
 }
 

@@ -42,8 +42,13 @@ type Keys struct {
 }
 
 // NewKeys returns the keys of namespace ns.
-func NewKeys(ns string) Keys {
-	p := KeyPrefix(ns)
+func NewKeys(ns string) Keys { return keysUnder(KeyPrefix(ns)) }
+
+// NewLegacyKeys returns the keys namespace ns had before they were
+// hash-tagged, for what looks for a deployment of an earlier version.
+func NewLegacyKeys(ns string) Keys { return keysUnder(LegacyKeyPrefix(ns)) }
+
+func keysUnder(p string) Keys {
 	return Keys{
 		Lease:            p + "lease",
 		Token:            p + "lease:token",
