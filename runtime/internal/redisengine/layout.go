@@ -92,14 +92,22 @@ func (e *Engine) migrateLegacyLayout(ctx context.Context, term string) error {
 		return nil
 	}
 	old := store.LegacyKeyPrefix(e.cfg.Namespace)
-	res, err := claimLegacyScript.Run(ctx, e.Client, []string{e.Keys.Lease, old + "lease"}, term, legacyTombstone).Slice()
+	err = e.moveLegacyLayout(ctx, term, old)
 	if err != nil && strings.HasPrefix(err.Error(), "NOPERM") {
 		// A Redis user kept out of the old names had nothing there.
 		e.log.Warn("this Redis user may not touch the namespace's keys of the older layout, so nothing was moved from them; "+
-			"grant ~"+old+"* until an upgraded replica has led once if an earlier version ran with them", "namespace", e.cfg.Namespace, "err", err)
+			"grant ~"+old+"*, +scan and +renamenx until an upgraded replica has led once if an earlier version ran with them",
+			"namespace", e.cfg.Namespace, "err", err)
 		e.layoutDone.Store(true)
 		return nil
 	}
+	return err
+}
+
+// moveLegacyLayout does migrateLegacyLayout's work on the old names under
+// old.
+func (e *Engine) moveLegacyLayout(ctx context.Context, term, old string) error {
+	res, err := claimLegacyScript.Run(ctx, e.Client, []string{e.Keys.Lease, old + "lease"}, term, legacyTombstone).Slice()
 	if err != nil {
 		return err
 	}
