@@ -50,16 +50,16 @@ func main() {
 }
 
 type config struct {
-	redisURL    string
+	redisURL string
 	// redisCluster are the nodes of a Redis Cluster to run on, if given.
 	redisCluster []string
-	postgresURL string
-	migrate     bool
-	httpAddr    string
-	replica     string
-	leaseTTL    time.Duration
-	namespace   string
-	logLevel    slog.Level
+	postgresURL  string
+	migrate      bool
+	httpAddr     string
+	replica      string
+	leaseTTL     time.Duration
+	namespace    string
+	logLevel     slog.Level
 }
 
 // exitUsage is the conventional status for bad flags, as flag.ExitOnError uses.
