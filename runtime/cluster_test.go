@@ -187,7 +187,7 @@ type clusterRig struct {
 	cluster *redistest.Cluster
 }
 
-func newClusterRig(t *testing.T, ctx context.Context) *clusterRig {
+func newClusterRig(t *testing.T, ctx context.Context, opts runtime.Options) *clusterRig {
 	t.Helper()
 	c := redistest.StartClusterWithReplicas(t, 3, 1)
 	ns, queue := apartInCluster(t, ctx, c)
@@ -195,8 +195,9 @@ func newClusterRig(t *testing.T, ctx context.Context) *clusterRig {
 		runs: &taskRuns{byID: map[string]int{}, slotOf: map[string]time.Time{}}}}
 	reg := registry.MustNew(registry.Schedule{Name: rig.schedule, Expr: "* * * * * *", Queue: queue, Handler: rig.runs.handler})
 	for i := range 3 {
-		rt, err := runtime.New(reg, runtime.Options{Redis: c.Client(t), Namespace: ns, Replica: "r" + strconv.Itoa(i),
-			LeaseTTL: 2 * time.Second, Logger: failoverLogger(t)})
+		o := opts
+		o.Redis, o.Namespace, o.Replica, o.LeaseTTL, o.Logger = c.Client(t), ns, "r"+strconv.Itoa(i), 2*time.Second, failoverLogger(t)
+		rt, err := runtime.New(reg, o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -220,7 +221,7 @@ func TestRedisClusterFailoversRunEverySlotOnce(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	rig := newClusterRig(t, ctx)
+	rig := newClusterRig(t, ctx, runtime.Options{})
 	rig.leader()
 	start := time.Now()
 	rig.waitRun(15*time.Second, start)
@@ -239,5 +240,89 @@ func TestRedisClusterFailoversRunEverySlotOnce(t *testing.T) {
 	to := time.Now().Add(2 * time.Second)
 	if dup, missed, _ := rig.verdict(ctx, from, to); dup != 0 || missed != 0 {
 		t.Errorf("through two cluster failovers: %d duplicates, %d missed; want each slot once", dup, missed)
+	}
+}
+
+// Resharding the queue's slot to another master (CLUSTER SETSLOT
+// MIGRATING/IMPORTING and MIGRATE, a few keys at a time) while its
+// per-second schedule enqueues: enqueues meet ASK redirects and TRYAGAIN
+// mid-move, and each slot still runs once. Long (make test/long).
+func TestRedisClusterReshardingAQueueSlotRunsEverySlotOnce(t *testing.T) {
+	if !*longFlag {
+		t.Skip("a long test: -long (make test/long)")
+	}
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rig := newClusterRig(t, ctx, runtime.Options{})
+	rig.leader()
+	rig.waitRun(15*time.Second, time.Now())
+	from := firstRun(t, rig.runs).Add(time.Second)
+	source, _, err := rig.cluster.MasterOf(ctx, rig.queueKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var target *redistest.Private
+	for _, m := range rig.cluster.Masters {
+		if role, _, _ := rig.cluster.MasterOf(ctx, rig.nsKey()); m != source && m != role {
+			target = m
+		}
+	}
+	if target == nil {
+		t.Fatal("no master other than the queue's and the namespace's")
+	}
+	// While the slot's keys are on both sides, an enqueue's script is
+	// refused (TRYAGAIN) and retried: the first batches wait for a slot
+	// to come due meanwhile, the rest move at once.
+	batches := 0
+	moved, err := rig.cluster.MigrateSlotOf(ctx, rig.queueKey(), target, func() {
+		if batches++; batches <= 2 {
+			due := time.Now().Truncate(time.Second).Add(1100 * time.Millisecond)
+			waitFor(t, 3*time.Second, "a slot due mid-move", func() bool { return time.Now().After(due) })
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("moved the queue's slot from %s to %s in %d batches", moved.Addr, target.Addr, batches)
+	to := time.Now().Add(2 * time.Second)
+	if dup, missed, _ := rig.verdict(ctx, from, to); dup != 0 || missed != 0 {
+		t.Errorf("through a resharding of the queue's slot: %d duplicates, %d missed; want each slot once", dup, missed)
+	}
+}
+
+// A master SIGKILLed, the namespace's then the queue's, each replaced by
+// its replica after cluster-node-timeout and then restarted (it rejoins as
+// a replica), with ReplicaAcks 1 so that no write counted was only on the
+// dead master: each slot outside a loss the runtimes detected runs once.
+// Long (make test/long).
+func TestRedisClusterMastersKilledRunEverySlotOnce(t *testing.T) {
+	if !*longFlag {
+		t.Skip("a long test: -long (make test/long)")
+	}
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rig := newClusterRig(t, ctx, runtime.Options{ReplicaAcks: 1})
+	rig.leader()
+	rig.waitRun(15*time.Second, time.Now())
+	from := firstRun(t, rig.runs).Add(time.Second)
+	for _, key := range []string{rig.nsKey(), rig.queueKey()} {
+		rig.waitRun(20*time.Second, time.Now().Add(time.Second))
+		if err := rig.cluster.WaitSynced(ctx); err != nil {
+			t.Fatal(err)
+		}
+		killed, promoted, err := rig.cluster.KillMasterOf(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("SIGKILL of the master of %s: %s, replaced by %s", key, killed.Addr, promoted.Addr)
+		// Back, it rejoins as its successor's replica: the shard can
+		// acknowledge writes again.
+		killed.Start()
+	}
+	to := time.Now().Add(2 * time.Second)
+	if dup, missed, _ := rig.verdict(ctx, from, to); dup != 0 || missed != 0 {
+		t.Errorf("through two masters killed: %d duplicates, %d missed; want each slot once", dup, missed)
 	}
 }

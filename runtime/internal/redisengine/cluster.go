@@ -2,8 +2,10 @@ package redisengine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/belfry/belfry/runtime/engine"
 	"github.com/belfry/belfry/runtime/internal/lease"
@@ -165,3 +167,27 @@ if (tonumber(redis.call('GET', KEYS[2])) or 0) >= tonumber(ARGV[2]) then return 
 redis.call('SET', KEYS[2], ARGV[2])
 return 1
 `)
+
+// reloadEvery bounds how often reloadClusterAfter reloads the slot map.
+const reloadEvery = 500 * time.Millisecond
+
+// reloadClusterAfter has a cluster client reload its map of slots to
+// masters after a call failed without a reply from Redis (a refused or
+// broken connection, a timeout). go-redis reloads it on a MOVED or ASK,
+// or once a minute: a master that died answers neither, and until the
+// reload every call for its slots goes on to the dead address, long after
+// its replica took over. The asynq workers sharing the client find the
+// new master with it.
+func (e *Engine) reloadClusterAfter(err error) {
+	cc, ok := e.Client.(*redis.ClusterClient)
+	var reply redis.Error
+	if !ok || err == nil || errors.As(err, &reply) || errors.Is(err, context.Canceled) {
+		return
+	}
+	now := time.Now().UnixNano()
+	last := e.reloadedAt.Load()
+	if now-last < int64(reloadEvery) || !e.reloadedAt.CompareAndSwap(last, now) {
+		return
+	}
+	cc.ReloadState(context.Background()) // in the background; a failure leaves the old map, and the next error tries again
+}

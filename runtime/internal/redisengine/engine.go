@@ -48,6 +48,10 @@ type Engine struct {
 
 	onCall atomic.Pointer[func(error)] // Watch's
 
+	// reloadedAt is when reloadClusterAfter last reloaded the cluster's
+	// slot map (unix ns).
+	reloadedAt atomic.Int64
+
 	// layoutDone is set once the namespace's state is known to be in the
 	// hash-tagged layout; legacyHolder is the older version's lease last
 	// logged as waited for (layout.go).
@@ -111,6 +115,7 @@ func (e *Engine) Watch(onCall func(error)) { e.onCall.Store(&onCall) }
 
 // called reports a lease call's outcome to Watch's function, if any.
 func (e *Engine) called(err error) {
+	e.reloadClusterAfter(err)
 	if f := e.onCall.Load(); f != nil {
 		(*f)(err)
 	}
@@ -158,6 +163,12 @@ func (e *Engine) EnqueueAll(ctx context.Context, fence *engine.Fence, items []en
 	}
 	ctx = pipeline.WithFence(ctx, f)
 	results := e.Pipeline.EnqueueAll(ctx, sent)
+	for i := range results {
+		if results[i].Err != nil {
+			e.reloadClusterAfter(results[i].Err)
+			break
+		}
+	}
 	// The pipeline sends the tasks of every caller whose fence has the
 	// same term together, under the first caller's fence: each item
 	// refused is judged here, so that every caller's fence is rejected.

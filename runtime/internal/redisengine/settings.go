@@ -44,8 +44,19 @@ const ClusterAdvice = "a plain client follows none of the cluster's redirects (M
 
 // Refusal returns the ErrCluster that err means when Redis refused a
 // command as only a cluster node does, else nil. These are Redis's own
-// replies, so their first word says what they are.
-func (e *Engine) Refusal(err error) error { return ClusterRefusal(err) }
+// replies, so their first word says what they are. Through a cluster
+// client a MOVED or ASK that reaches the caller is a redirect the client
+// gave up following in a moment of change (a failover, a resharding),
+// not a configuration error.
+func (e *Engine) Refusal(err error) error {
+	if e.Cluster() {
+		var reply redis.Error
+		if err == nil || !errors.As(err, &reply) || !strings.HasPrefix(reply.Error(), "CROSSSLOT ") {
+			return nil
+		}
+	}
+	return ClusterRefusal(err)
+}
 
 // ClusterRefusal is Refusal, of any Redis client's error.
 func ClusterRefusal(err error) error {

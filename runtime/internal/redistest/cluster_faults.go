@@ -271,7 +271,7 @@ func (c *Cluster) MigrateSlotOf(ctx context.Context, key string, to *Private, be
 		rdb := nodeClient(p)
 		err := rdb.Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", dstID).Err()
 		rdb.Close()
-		if err != nil && !strings.Contains(err.Error(), "replica") && !strings.Contains(err.Error(), "slave") {
+		if err != nil && !strings.Contains(err.Error(), "only with masters") {
 			return nil, fmt.Errorf("SETSLOT NODE on %s: %w", p.Addr, err)
 		}
 	}
