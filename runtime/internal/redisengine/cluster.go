@@ -191,3 +191,23 @@ func (e *Engine) reloadClusterAfter(err error) {
 	}
 	cc.ReloadState(context.Background()) // in the background; a failure leaves the old map, and the next error tries again
 }
+
+// Acknowledged waits for the replicas to have every write before it
+// (store.Acknowledged). On Redis Cluster those writes may be on any master
+// (a manual run's task in its queue's slot, its record in the
+// namespace's): each master WAITs too. Redis 7 counts its replicas up to
+// the master's offset at the WAIT, every connection's writes included.
+func (e *Engine) Acknowledged(ctx context.Context) error {
+	if err := e.Store.Acknowledged(ctx); err != nil || !e.acks.On() {
+		return err
+	}
+	cc, ok := e.Client.(*redis.ClusterClient)
+	if !ok {
+		return nil
+	}
+	return cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+		conn := node.Conn()
+		defer conn.Close()
+		return e.acks.Wait(ctx, conn)
+	})
+}

@@ -11,6 +11,12 @@
 // Redis the same layout is used.
 package store
 
+import (
+	"strings"
+
+	"github.com/belfry/belfry/runtime/internal/pipeline"
+)
+
 // Keys names everything the runtime stores under one namespace.
 type Keys struct {
 	Lease    string // string "<replica>|<instance>|<token>", PX = lease TTL
@@ -103,6 +109,7 @@ type QueueKeys struct {
 
 // NewQueueKeys returns namespace ns's keys in queue's slot.
 func NewQueueKeys(ns, queue string) QueueKeys {
-	p := "asynq:{" + queue + "}:belfry:" + ns + ":"
-	return QueueKeys{Fence: p + "fence", Cursors: p + "cursors", LastID: p + "lastid"}
+	fence := pipeline.QueueFenceKey(ns, queue) // the enqueue script's
+	p := strings.TrimSuffix(fence, "fence")
+	return QueueKeys{Fence: fence, Cursors: p + "cursors", LastID: p + "lastid"}
 }
