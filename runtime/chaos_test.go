@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/belfry/belfry/runtime/internal/store"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -337,7 +338,7 @@ func TestChaos(t *testing.T) {
 	// and a leader ahead by the skew set that "now" up to skew in the
 	// future, so counting starts after it.
 	if !h.waitUntil(30*time.Second, "a leader to initialise every schedule's cursor", func() bool {
-		n, err := h.rdb.HLen(context.Background(), chaosNamespace+":cursors").Result()
+		n, err := h.rdb.HLen(context.Background(), store.KeyPrefix(chaosNamespace)+"cursors").Result()
 		return err == nil && int(n) == chaosOrdinary(reg)
 	}) {
 		t.FailNow()
@@ -764,7 +765,7 @@ func (h *chaosHarness) hitLeader(ev *chaosEvent, queue *[]*chaosEvent) {
 // still lives, so its next renewal succeeds with the same lease value. It
 // must go on scheduling, or hand over; it must not hold the lease idle.
 func (h *chaosHarness) freeze(r *chaosReplica) {
-	key := chaosNamespace + ":lease"
+	key := store.KeyPrefix(chaosNamespace) + "lease"
 	ttl := h.cfg.TTL
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()
@@ -803,7 +804,7 @@ func (h *chaosHarness) freeze(r *chaosReplica) {
 func (h *chaosHarness) leader() *chaosReplica {
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
-	v, err := h.rdb.Get(ctx, chaosNamespace+":lease").Result()
+	v, err := h.rdb.Get(ctx, store.KeyPrefix(chaosNamespace)+"lease").Result()
 	if err != nil {
 		return nil
 	}
@@ -1085,8 +1086,8 @@ func (h *chaosHarness) watch() (stop func()) {
 			if idle := time.Since(lastRun); idle > 3*time.Second && !quiet || quiet && idle%(30*time.Second) < time.Second {
 				quiet = true
 				ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-				v, err := h.rdb.Get(ctx, chaosNamespace+":lease").Result()
-				pttl, _ := h.rdb.PTTL(ctx, chaosNamespace+":lease").Result()
+				v, err := h.rdb.Get(ctx, store.KeyPrefix(chaosNamespace)+"lease").Result()
+				pttl, _ := h.rdb.PTTL(ctx, store.KeyPrefix(chaosNamespace)+"lease").Result()
 				cancel()
 				h.logf("watch: nothing ran for %s; lease=%q pttl=%s err=%v", idle.Round(time.Second), v, pttl, err)
 			}

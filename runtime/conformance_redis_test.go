@@ -55,11 +55,16 @@ func (redisBackend) New(reg *registry.Registry, opts core.Options) (*core.Runtim
 }
 
 func (b redisBackend) StartWorkers(t testing.TB, rt *core.Runtime) {
+	startWorkersOn(t, sharedRedis(t), rt)
+}
+
+// startWorkersOn runs asynq workers of rt's queues on rdb until t ends.
+func startWorkersOn(t testing.TB, rdb redis.UniversalClient, rt *core.Runtime) {
 	queues := map[string]int{}
 	for _, s := range rt.Registry().Schedules() {
 		queues[s.Queue] = 1
 	}
-	srv := asynq.NewServerFromRedisClient(sharedRedis(t), asynq.Config{
+	srv := asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		Queues: queues, Concurrency: 8, Logger: quietAsynq{}, LogLevel: asynq.FatalLevel,
 		TaskCheckInterval: 20 * time.Millisecond, DelayedTaskCheckInterval: 50 * time.Millisecond,
 		RetryDelayFunc:  func(int, error, *asynq.Task) time.Duration { return time.Millisecond },
@@ -71,4 +76,34 @@ func (b redisBackend) StartWorkers(t testing.TB, rt *core.Runtime) {
 		t.Fatalf("starting asynq server: %v", err)
 	}
 	t.Cleanup(srv.Shutdown)
+}
+
+// The Redis engine passes the conformance suite on a Redis Cluster too,
+// every replica on a cluster client whose connections go through proxies
+// of its own (its Link), the workers on a direct cluster client.
+func TestConformanceOnRedisCluster(t *testing.T) {
+	// Masters with a replica each: the runtime's writes wait for one
+	// replica's acknowledgement on a cluster client by default.
+	enginetest.Run(t, clusterHarness{redistest.StartClusterWithReplicas(t, 3, 1)})
+}
+
+type clusterHarness struct{ cluster *redistest.Cluster }
+
+func (h clusterHarness) NewBackend(t testing.TB) enginetest.Backend {
+	return clusterBackend{redisBackend: redisBackend{namespace: uniq("conformance")}, cluster: h.cluster}
+}
+
+// clusterBackend builds replicas as redisBackend does, on the cluster.
+type clusterBackend struct {
+	redisBackend
+	cluster *redistest.Cluster
+}
+
+func (b clusterBackend) Replica(t testing.TB) (core.Options, enginetest.Link) {
+	client, link := b.cluster.LinkedClient(t)
+	return core.Options{Engine: runtime.RedisEngine(client), Namespace: b.namespace}, link
+}
+
+func (b clusterBackend) StartWorkers(t testing.TB, rt *core.Runtime) {
+	startWorkersOn(t, b.cluster.Client(t), rt)
 }

@@ -156,9 +156,17 @@
 //
 // A Redis failover that loses acknowledged writes (asynchronous
 // replication) can lose a lease, a cursor or a task, and with them the
-// guarantee. The runtime does not run on Redis Cluster: its own keys are
-// not hash-tagged, and its fenced enqueue (the lease check, asynq's task
-// and the cursor in one script) spans slots; New refuses a cluster client
-// with ErrRedisCluster. asynq's Client, Server and Inspector do work on a
-// Cluster; see docs/redis.md.
+// guarantee.
+//
+// # Redis Cluster
+//
+// The runtime runs on Redis Cluster given a cluster client
+// (*redis.ClusterClient, or redis.NewUniversalClient with several
+// addresses), as asynq's Client, Server and Inspector do. Its own keys
+// carry the namespace as their hash tag, so they share one slot; its
+// fenced enqueue touches only the queue's slot (asynq's keys carry the
+// queue's tag), where a fence key holds the newest term that enqueued
+// there. A plain client of a cluster node, or a proxy that is not
+// cluster-aware, is refused as a configuration error (ErrRedisCluster).
+// See docs/redis-cluster.md.
 package runtime

@@ -48,7 +48,7 @@ func (r *Runtime) Enqueue(ctx context.Context, occ registry.Occurrence) error {
 // fenced by leaseValue, but without its own check of the lease first: what
 // a zombie whose write was delayed past a takeover sends.
 func (r *Runtime) EnqueueAsHolder(ctx context.Context, leaseValue string, occ registry.Occurrence) error {
-	fence := &pipeline.Fence{Key: r.redis.Keys.Lease, Value: leaseValue}
+	fence := &pipeline.Fence{Namespace: r.redis.Namespace(), Key: r.redis.Keys.Lease, Value: leaseValue}
 	err := r.hooks().Enqueue(pipeline.WithFence(ctx, fence), occ)
 	if fence.Rejected() {
 		return store.ErrNotLeader

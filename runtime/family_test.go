@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/belfry/belfry/runtime/internal/store"
 	"strconv"
 	"strings"
 	"sync"
@@ -657,7 +658,7 @@ func TestFamilyLeaderCutOffMidSpike(t *testing.T) {
 		t.Fatal(err)
 	}
 	rdb := sharedRedis(t)
-	cursors := ns + ":fam:{" + family + "}:c"
+	cursors := store.KeyPrefix(ns) + "fam:{" + family + "}:c"
 	waitFor(t, 15*time.Second, "r0's spike to be under way", func() bool {
 		k, _ := rdb.HLen(ctx, cursors).Result()
 		return k > 0
@@ -782,7 +783,7 @@ func TestANewBucketIsNoLateness(t *testing.T) {
 	if _, err := rt.Families().Set(ctx, family, runtime.Member{Key: "new", Expr: "*/30 * * * * *"}); err != nil {
 		t.Fatal(err)
 	}
-	bucketCursors := c.ns + ":fam:{" + family + "}:bc"
+	bucketCursors := store.KeyPrefix(c.ns) + "fam:{" + family + "}:bc"
 	waitFor(t, 10*time.Second, "the new bucket's first dispatch", func() bool {
 		ok, _ := sharedRedis(t).HExists(ctx, bucketCursors, "|*/30 * * * * *").Result()
 		return ok
@@ -817,7 +818,7 @@ func TestFamilyTakeoverMidSpike(t *testing.T) {
 		startWorker(t, sharedRedis(t), c.queue, func(mux *asynq.ServeMux) { c.rts[0].RegisterHandlers(mux) })
 	}
 	rdb := sharedRedis(t)
-	cursors := c.ns + ":fam:{" + family + "}:c"
+	cursors := store.KeyPrefix(c.ns) + "fam:{" + family + "}:c"
 	// The spike's first pages are committed, not all of them: stop the
 	// leader now.
 	waitFor(t, 10*time.Second, "the spike to be under way", func() bool {

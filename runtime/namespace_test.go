@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"fmt"
+	"github.com/belfry/belfry/runtime/internal/store"
 	"log/slog"
 	"regexp"
 	"slices"
@@ -385,8 +386,8 @@ func TestLiveLeaderInTheLegacyNamespaceIsReported(t *testing.T) {
 	ctx := context.Background()
 	pkg := uniq("example.com/svc") + "/jobs"
 	// What a replica of the earlier version leaves: a live lease, cursors.
-	rdb.Set(ctx, runtime.NamespaceLegacy+":lease", "old-1|1", time.Minute)
-	rdb.HSet(ctx, runtime.NamespaceLegacy+":cursors", "nightly", 1796108100)
+	rdb.Set(ctx, store.KeyPrefix(runtime.NamespaceLegacy)+"lease", "old-1|1", time.Minute)
+	rdb.HSet(ctx, store.KeyPrefix(runtime.NamespaceLegacy)+"cursors", "nightly", 1796108100)
 	s := idleSchedule()
 	s.Package = pkg
 	svc := startService(t, rdb, runtime.Options{Replica: "new-1", LeaseTTL: time.Second}, "", s)
@@ -403,7 +404,7 @@ func TestLiveLeaderInTheLegacyNamespaceIsReported(t *testing.T) {
 
 	// A leader in the old namespace that publishes another registry's
 	// identity is another service that kept it, not a predecessor.
-	rdb.ZAdd(ctx, runtime.NamespaceLegacy+":registries", redis.Z{Score: float64(time.Now().UnixMilli()), Member: "example.com/kept/jobs|kept-1"})
+	rdb.ZAdd(ctx, store.KeyPrefix(runtime.NamespaceLegacy)+"registries", redis.Z{Score: float64(time.Now().UnixMilli()), Member: "example.com/kept/jobs|kept-1"})
 	s.Package = uniq("example.com/next") + "/jobs"
 	next := startService(t, rdb, runtime.Options{Replica: "next-1", LeaseTTL: time.Second}, "", s)
 	waitFor(t, 10*time.Second, "the other service to lead (after its first look)", next.rt.Leadership().Leading)
@@ -449,8 +450,8 @@ func TestLookForTheLegacyNamespaceStopsAtAnACLRefusal(t *testing.T) {
 	s.Package = "example.com/acl/jobs"
 	reg := registry.MustNew(s)
 	ns := runtime.DefaultNamespace(reg)
-	if err := admin.Do(ctx, "ACL", "SETUSER", "svc", "on", ">pw", "resetkeys", "~"+ns+":*", "~asynq:*",
-		"resetchannels", "&"+ns+":lease:released", "+@all").Err(); err != nil {
+	if err := admin.Do(ctx, "ACL", "SETUSER", "svc", "on", ">pw", "resetkeys", "~"+store.KeyPrefix(ns)+"*", "~"+ns+":*", "~asynq:*",
+		"resetchannels", "&"+store.KeyPrefix(ns)+"lease:released", "+@all").Err(); err != nil {
 		t.Fatal(err)
 	}
 	rdb := redis.NewClient(&redis.Options{Network: "unix", Addr: priv.Socket, Username: "svc", Password: "pw"})

@@ -19,12 +19,14 @@ const MinRedisVersion = redisengine.MinVersion
 // (it evicts keys) or is too old; the runtime does not lead on it.
 var ErrUnsafeRedis = redisengine.ErrUnsafe
 
-// ErrRedisCluster: the runtime was given a Redis Cluster — a cluster
-// client, a server that is a cluster node, or a Redis that answers as one
-// (CROSSSLOT, MOVED, ASK: a proxy in front of a cluster). It is a
-// configuration error, not an outage: New refuses a cluster client, and
-// otherwise the runtime does not lead and health says why. It is
-// engine.ErrRefused.
+// ErrRedisCluster: the runtime was given a Redis Cluster through a client
+// that does not speak cluster — a plain client of a cluster node, or a
+// Redis that answers as one (CROSSSLOT, MOVED, ASK: a proxy in front of a
+// cluster). It is a configuration error, not an outage: the runtime does
+// not lead, and health, api/status and the metrics say why. It is
+// engine.ErrRefused. A cluster client (*redis.ClusterClient, or
+// redis.NewUniversalClient with several addresses) runs on a cluster; see
+// docs/redis-cluster.md.
 var ErrRedisCluster = redisengine.ErrCluster
 
 // RedisEngine returns the Redis/asynq engine on rdb, for Options.Engine:
@@ -35,10 +37,8 @@ var ErrRedisCluster = redisengine.ErrCluster
 // with asynq's workers wired through FromCore. The engine is configured by the
 // New it is given to (namespace, replica, lease TTL, history, replica
 // acks; engine.Configurable), and serves that one runtime. Either New
-// refuses it a second time, on a nil rdb, or on a *redis.ClusterClient
-// (ErrRedisCluster), with the errors runtime.New gives for Options.Redis;
-// and refuses it inside another engine (a wrapper), where New cannot
-// configure it. Until New has it, every call of it that would reach
+// refuses it a second time or on a nil rdb, and inside another engine (a
+// wrapper), where New cannot configure it. Until New has it, every call of it that would reach
 // Redis fails with an error saying so.
 func RedisEngine(rdb redis.UniversalClient) engine.Engine {
 	return redisengine.NewPending(rdb)
@@ -53,7 +53,6 @@ func (o *Options) redisSetup() (setup *redisengine.Setup, ownsClient bool, err e
 		return nil, false, err // before a RedisURL's client is made
 	}
 	var pending *redisengine.Pending // the runtime.RedisEngine this runtime is to take
-	clientOption := ""
 	switch {
 	case o.Engine != nil && (o.Redis != nil || o.RedisURL != ""):
 		return nil, false, errors.New("Options.Engine and Options.Redis or RedisURL are set: set exactly one of them")
@@ -64,7 +63,7 @@ func (o *Options) redisSetup() (setup *redisengine.Setup, ownsClient bool, err e
 			return nil, false, nil
 		}
 	case o.Redis != nil:
-		pending, clientOption = redisengine.NewPending(o.Redis), "Options.Redis"
+		pending = redisengine.NewPending(o.Redis)
 	case o.RedisURL != "":
 		c, err := openRedisURL(o.RedisURL)
 		if err != nil {
@@ -81,7 +80,7 @@ func (o *Options) redisSetup() (setup *redisengine.Setup, ownsClient bool, err e
 		}
 		return nil, false, err
 	}
-	return &redisengine.Setup{Pending: pending, Acks: acks, URL: o.RedisURL, ClientOption: clientOption}, ownsClient, nil
+	return &redisengine.Setup{Pending: pending, Acks: acks, URL: o.RedisURL}, ownsClient, nil
 }
 
 // openRedisURL makes the client of a RedisURL: a Sentinel failover client

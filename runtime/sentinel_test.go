@@ -42,6 +42,10 @@ type taskRuns struct {
 	scheduleOf map[string]string
 }
 
+func newTaskRuns() *taskRuns {
+	return &taskRuns{byID: map[string]int{}, slotOf: map[string]time.Time{}, scheduleOf: map[string]string{}}
+}
+
 func (tr *taskRuns) handler(ctx context.Context, occ registry.Occurrence) error {
 	id, _ := asynq.GetTaskID(ctx)
 	tr.mu.Lock()
@@ -75,7 +79,7 @@ func (tr *taskRuns) bySlot(schedule string) (runs map[int64]int, ids map[int64][
 func newFailoverRig(t *testing.T, replicas int, sopts redistest.SentinelOptions, opts runtime.Options, extra ...string) *failoverRig {
 	t.Helper()
 	rig := &failoverRig{t: t, s: redistest.StartSentinel(t, sopts), queue: uniq("q"),
-		runs: &taskRuns{byID: map[string]int{}, slotOf: map[string]time.Time{}, scheduleOf: map[string]string{}}, schedule: "tick"}
+		runs: newTaskRuns(), schedule: "tick"}
 	schedules := []registry.Schedule{{Name: rig.schedule, Expr: "* * * * * *", Queue: rig.queue, Handler: rig.runs.handler}}
 	for _, e := range extra {
 		name, expr, _ := strings.Cut(e, " ")
@@ -97,18 +101,23 @@ func newFailoverRig(t *testing.T, replicas int, sopts redistest.SentinelOptions,
 	for range 2 {
 		startWorker(t, rig.s.Client(t), rig.queue, func(mux *asynq.ServeMux) { rig.rts[0].RegisterHandlers(mux) })
 	}
+	rig.run()
+	return rig
+}
+
+// run runs the rig's runtimes until the test ends, or each its stop.
+func (rig *failoverRig) run() {
 	for _, rt := range rig.rts {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { rt.Run(ctx); close(done) }()
 		rig.stops = append(rig.stops, sync.OnceFunc(func() { cancel(); <-done; rt.Close() }))
 	}
-	t.Cleanup(func() {
+	rig.t.Cleanup(func() {
 		for _, stop := range rig.stops {
 			stop()
 		}
 	})
-	return rig
 }
 
 // leader returns the index of the runtime that schedules, once one does.

@@ -141,7 +141,7 @@ func TestStatusesRereadLatenessOnlyOnceItIsDue(t *testing.T) {
 	ms := func(s string) int64 { tm, _ := time.Parse(time.RFC3339, s); return tm.UnixMilli() }
 	// What the scheduler and a worker left: seen a month ago, last night's
 	// slot done.
-	if err := rdb.HSet(ctx, ns+":counters", "nightly", store.FormatCounters(map[string]int64{
+	if err := rdb.HSet(ctx, store.KeyPrefix(ns)+"counters", "nightly", store.FormatCounters(map[string]int64{
 		"first_seen": ms("2026-11-01T00:00:00Z"), "last_slot_success": ms("2026-11-28T03:18:00Z")})).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func TestStatusesRereadLatenessOnlyOnceItIsDue(t *testing.T) {
 	if status, _ := read(); status != runtime.StatusLate {
 		t.Errorf("03:32 with no success since last night: %s, want late", status)
 	}
-	if err := rdb.HSet(ctx, ns+":counters", "nightly", store.FormatCounters(map[string]int64{
+	if err := rdb.HSet(ctx, store.KeyPrefix(ns)+"counters", "nightly", store.FormatCounters(map[string]int64{
 		"first_seen": ms("2026-11-01T00:00:00Z"), "last_slot_success": ms("2026-11-29T03:33:00Z")})).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func TestSnapshotOfManySchedulesKeepsEachOnesState(t *testing.T) {
 	for i := range scheds {
 		names[i] = fmt.Sprintf("job-%05d", i)
 		scheds[i] = registry.Schedule{Name: names[i], Expr: "17 3 * * *", Handler: noop}
-		pipe.HSet(ctx, ns+":counters", names[i], store.FormatCounters(map[string]int64{"succeeded": int64(i)}))
+		pipe.HSet(ctx, store.KeyPrefix(ns)+"counters", names[i], store.FormatCounters(map[string]int64{"succeeded": int64(i)}))
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		t.Fatal(err)

@@ -496,7 +496,7 @@ func cleanupRedis(t *testing.T, addr, namespace, queue string) {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
-	for _, pattern := range []string{namespace + ":*", "asynq:{" + queue + "}:*"} {
+	for _, pattern := range []string{"belfry:{" + namespace + "}:*", "asynq:{" + queue + "}:*"} {
 		// SCAN, not KEYS: KEYS would hold a shared Redis for as long
 		// as it reads every key there.
 		iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()

@@ -12,9 +12,11 @@ import (
 )
 
 // serviceACL is the Redis ACL a service's user needs, as docs/redis.md
-// states it, for the namespace "belfry" (replace belfry: by the namespace's
-// prefix); the replicas of these tests run with -namespace belfry. Keys: the runtime's under its namespace and asynq's
-// under asynq:. Channels: the lease handover (without it a graceful
+// states it, for the namespace "belfry" (replace {belfry} by the
+// namespace's tag); the replicas of these tests run with -namespace belfry.
+// Keys: the runtime's under belfry: (its namespace's, and the names of the
+// layout before hash tags, which the first upgraded leader moves: SCAN and
+// RENAMENX) and asynq's under asynq:. Channels: the lease handover (without it a graceful
 // shutdown silently becomes a lease expiry) and asynq's task cancellation.
 // Commands: those of belfry's scripts and calls (INFO for the check that
 // Redis is recent enough and does not evict keys), asynq's client, server
@@ -22,9 +24,9 @@ import (
 // server list, read with HVALS, to name queues no server serves), and
 // go-redis's connection handshake.
 const serviceACL = "resetkeys resetchannels -@all " +
-	"~belfry:* ~asynq:* &belfry:lease:released &asynq:cancel " +
-	"+hello +ping +time +info " +
-	"+get +set +setex +incr +del +exists +expire +expireat +pexpire +pttl " +
+	"~belfry:* ~asynq:* &belfry:{belfry}:lease:released &asynq:cancel " +
+	"+hello +ping +time +info +scan " +
+	"+get +set +setex +incr +del +exists +expire +expireat +pexpire +pttl +renamenx " +
 	"+hget +hset +hsetnx +hdel +hmget +hgetall +hincrby +hkeys +hvals +hlen +hscan +hexists " +
 	"+lpush +rpush +lrange +ltrim +lrem +rpoplpush +sadd +srem +smembers " +
 	"+zadd +zrem +zcard +zscore +zrange +zrangebyscore +zrevrange +zremrangebyrank +zremrangebyscore +zpopmin " +
@@ -70,7 +72,7 @@ func TestRedisACLWithoutChannels(t *testing.T) {
 	redisURL := startRedis(t)
 	admin := redisClient(t, redisURL)
 	ctx := context.Background()
-	rules := strings.NewReplacer("&belfry:lease:released ", "", "&asynq:cancel ", "").Replace(serviceACL)
+	rules := strings.NewReplacer("&belfry:{belfry}:lease:released ", "", "&asynq:cancel ", "").Replace(serviceACL)
 	if err := admin.Do(ctx, append([]any{"ACL", "SETUSER", "nochan", "on", ">pw"}, aclArgs(rules)...)...).Err(); err != nil {
 		t.Fatalf("ACL SETUSER: %v", err)
 	}
@@ -79,7 +81,7 @@ func TestRedisACLWithoutChannels(t *testing.T) {
 	var refused []string
 	waitFor(t, 15*time.Second, "Redis to refuse the lease channel", func() bool {
 		refused = aclLog(t, admin)
-		return strings.Contains(strings.Join(refused, "\n"), "belfry:lease:released")
+		return strings.Contains(strings.Join(refused, "\n"), "belfry:{belfry}:lease:released")
 	})
 	t.Logf("refused: %s", strings.Join(refused, "; "))
 }

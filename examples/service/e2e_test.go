@@ -331,6 +331,9 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"extra"}, `unexpected argument "extra"`},
 		{[]string{"-redis", "redis://127.0.0.1:1", "-postgres", "postgres://user:hunter2@127.0.0.1:1/db"}, "-redis and -postgres"},
 		{[]string{"-migrate"}, "give -postgres URL too"},
+		{[]string{"-redis-cluster", "127.0.0.1:7000,nohost"}, `-redis-cluster: "nohost": want host:port`},
+		{[]string{"-redis-cluster", "127.0.0.1:7000", "-redis", "redis://127.0.0.1:1"}, "-redis and -redis-cluster"},
+		{[]string{"-redis-cluster", "127.0.0.1:7000", "-postgres", "postgres://127.0.0.1:1/db"}, "-redis-cluster and -postgres"},
 		{[]string{"-postgres", "postgres://user:hunter2@127.0.0.1:1/db?sslmode=sometimes"}, "-postgres postgres://user:xxxxx@127.0.0.1:1/db"},
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/belfry/belfry/registry"
@@ -47,6 +48,10 @@ var queues = map[string]int{"default": 3, "maintenance": 1}
 // status to end with.
 func openRedis(cfg config, reg *registry.Registry, log *slog.Logger, stderr io.Writer) (*backend, int) {
 	var rdb redis.UniversalClient
+	if len(cfg.redisCluster) > 0 {
+		// ContextTimeoutEnabled as for a single Redis, below.
+		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.redisCluster, ContextTimeoutEnabled: true})
+	}
 	if cfg.redisURL != "" {
 		opts, err := redis.ParseURL(cfg.redisURL)
 		if err != nil {
@@ -68,7 +73,11 @@ func openRedis(cfg config, reg *registry.Registry, log *slog.Logger, stderr io.W
 		}
 		return nil, exitUsage
 	}
-	be := &backend{rt: rt.Runtime, kind: "redis", url: cfg.redisURL, close: func() {
+	kind, url := "redis", cfg.redisURL
+	if len(cfg.redisCluster) > 0 {
+		kind, url = "redis_cluster", strings.Join(cfg.redisCluster, ",")
+	}
+	be := &backend{rt: rt.Runtime, kind: kind, url: url, close: func() {
 		rt.Close()
 		if rdb != nil {
 			rdb.Close()

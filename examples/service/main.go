@@ -7,7 +7,11 @@
 //
 // Usage:
 //
-//	service [-redis URL | -postgres URL [-migrate]] [-http ADDR] [-replica NAME] [-lease-ttl DURATION] [-namespace PREFIX]
+//	service [-redis URL | -redis-cluster ADDRS | -postgres URL [-migrate]] [-http ADDR] [-replica NAME] [-lease-ttl DURATION] [-namespace PREFIX]
+//
+// -redis-cluster runs on a Redis Cluster: its nodes' addresses,
+// comma-separated (host:port,host:port,...), of which any reachable one
+// tells the client the rest.
 //
 // The admin page is at http://ADDR/cron/. With -postgres the database must
 // hold belfry's and River's tables: run `belfry migrate --postgres URL`
@@ -46,14 +50,16 @@ func main() {
 }
 
 type config struct {
-	redisURL    string
-	postgresURL string
-	migrate     bool
-	httpAddr    string
-	replica     string
-	leaseTTL    time.Duration
-	namespace   string
-	logLevel    slog.Level
+	redisURL string
+	// redisCluster are the nodes of a Redis Cluster to run on, if given.
+	redisCluster []string
+	postgresURL  string
+	migrate      bool
+	httpAddr     string
+	replica      string
+	leaseTTL     time.Duration
+	namespace    string
+	logLevel     slog.Level
 }
 
 // exitUsage is the conventional status for bad flags, as flag.ExitOnError uses.
@@ -63,6 +69,17 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	var c config
 	fs := flag.NewFlagSet("service", flag.ContinueOnError)
 	fs.StringVar(&c.redisURL, "redis", getenv("REDIS_URL"), "Redis `URL` (redis://host:6379/0, unix:///path/redis.sock); empty disables the scheduler (default $REDIS_URL)")
+	fs.Func("redis-cluster", "Redis Cluster node `ADDRS`, comma-separated host:port (10.0.0.1:6379,10.0.0.2:6379,...): run on a cluster", func(v string) error {
+		c.redisCluster = nil
+		for _, addr := range strings.Split(v, ",") {
+			addr = strings.TrimSpace(addr)
+			if _, _, err := net.SplitHostPort(addr); err != nil {
+				return fmt.Errorf("%q: want host:port", addr)
+			}
+			c.redisCluster = append(c.redisCluster, addr)
+		}
+		return nil
+	})
 	fs.StringVar(&c.postgresURL, "postgres", "", "Postgres `URL` (postgres://user@host:5432/db): run on Postgres and River instead of Redis")
 	fs.BoolVar(&c.migrate, "migrate", false, "with -postgres, apply belfry's and River's migrations before starting (else run: belfry migrate --postgres URL)")
 	fs.StringVar(&c.httpAddr, "http", "127.0.0.1:8080", "HTTP listen `ADDR` for the admin page at /cron/")
@@ -83,12 +100,17 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q; all options are flags", fs.Arg(0))
 	}
-	if c.postgresURL != "" {
-		redisFlag := false
-		fs.Visit(func(f *flag.Flag) { redisFlag = redisFlag || f.Name == "redis" })
-		if redisFlag && c.redisURL != "" {
-			return c, errors.New("-redis and -postgres: the service runs on one engine; give one")
-		}
+	redisFlag := false
+	fs.Visit(func(f *flag.Flag) { redisFlag = redisFlag || f.Name == "redis" })
+	switch {
+	case c.postgresURL != "" && len(c.redisCluster) > 0:
+		return c, errors.New("-redis-cluster and -postgres: the service runs on one engine; give one")
+	case len(c.redisCluster) > 0 && redisFlag && c.redisURL != "":
+		return c, errors.New("-redis and -redis-cluster: the service runs on one Redis; give one")
+	case c.postgresURL != "" && redisFlag && c.redisURL != "":
+		return c, errors.New("-redis and -postgres: the service runs on one engine; give one")
+	}
+	if c.postgresURL != "" || len(c.redisCluster) > 0 {
 		c.redisURL = "" // $REDIS_URL is the default engine, not a second one
 	}
 	if c.migrate && c.postgresURL == "" {

@@ -106,6 +106,18 @@ type Slots interface {
 	BucketCursors(ctx context.Context, family string, buckets []string) ([]int64, error)
 }
 
+// TermStart is an engine with work to do at the start of each term,
+// before the term reads a cursor: the Redis engine's enqueues are fenced
+// where its tasks are stored, apart from its lease (Redis Cluster: in each
+// queue's slot), and a new term raises those fences first, so that an
+// older term's enqueue arriving late either lands before that read or is
+// refused; it also moves a namespace's state from an older key layout. An
+// error that is ErrNotLeader says the term cannot go on (it is over, or
+// must wait).
+type TermStart interface {
+	StartTerm(ctx context.Context, term string) error
+}
+
 // TaskState says what became of an enqueued task.
 type TaskState interface {
 	// TaskExists reports whether the task is in, whatever became of it

@@ -177,7 +177,7 @@ func NewCollectorWith(p core.Provider, opts Options) prometheus.Collector {
 		leader:           desc("belfry_leader", "1 when this replica holds the scheduler lease.", "replica"),
 		redisUp:          desc("belfry_redis_up", "1 when this replica's last Redis call succeeded, or was only slow."),
 		redisSlow:        desc("belfry_redis_slow", "1 when a read of this scrape did not answer in time: the series it would give are left out."),
-		redisUnsafe:      desc("belfry_redis_unsafe", "1 when this replica will not lead on its Redis: it evicts keys (maxmemory-policy is not noeviction), is older than 6.2, or is a Redis Cluster."),
+		redisUnsafe:      desc("belfry_redis_unsafe", "1 when this replica will not lead on its Redis: it evicts keys (maxmemory-policy is not noeviction), is older than 6.2, or is a Redis Cluster reached without a cluster client (a configuration error)."),
 		disabled:         desc("belfry_scheduler_disabled", "1 when no Redis is configured, so nothing is ever scheduled."),
 		clockSkew:        desc("belfry_clock_skew_seconds", "This replica's clock minus Redis's, as last measured; a replica off by more than SkewMargin does not lead.", "replica"),
 		duplicateReplica: desc("belfry_replica_name_duplicate", "1 when another process heartbeats under this replica's name on the same namespace.", "replica"),

@@ -290,10 +290,10 @@ func adminAt(addr string, n, repeats int) (adminSize, error) {
 		return size, fmt.Errorf("forget: %w", err)
 	}
 	size.forget = time.Since(start)
-	if left, err := rdb.Exists(ctx, ns+":hist:removed-job").Result(); err != nil || left != 0 {
+	if left, err := rdb.Exists(ctx, store.KeyPrefix(ns)+"hist:removed-job").Result(); err != nil || left != 0 {
 		return size, fmt.Errorf("forget left the removed schedule's history (%d, %v)", left, err)
 	}
-	if left, err := rdb.HExists(ctx, ns+":counters", "removed-job").Result(); err != nil || left {
+	if left, err := rdb.HExists(ctx, store.KeyPrefix(ns)+"counters", "removed-job").Result(); err != nil || left {
 		return size, fmt.Errorf("forget left the removed schedule's counters (%v, %v)", left, err)
 	}
 	// The cost window ends before the bench's own reads of what Redis
@@ -320,7 +320,7 @@ func adminAt(addr string, n, repeats int) (adminSize, error) {
 // seedAdmin writes what a cluster that ran reg for a while leaves in Redis,
 // directly, in pipelined batches: the runtime measured is never started.
 func seedAdmin(ctx context.Context, rdb *redis.Client, ns string, reg *registry.Registry, now time.Time) error {
-	p := ns + ":"
+	p := store.KeyPrefix(ns)
 	ms := func(t time.Time) int64 { return t.UnixMilli() }
 	firstSeen := now.Add(-30 * 24 * time.Hour)
 	const batch = 1000

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/belfry/belfry/runtime/internal/store"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -174,7 +175,7 @@ func benchFamily(addr string, members, zones, spike int, period time.Duration) (
 
 	// What the leader keeps per member once it has had a slot (its cursor
 	// and newest occurrence), measured on the members that had one.
-	fk := ns + ":fam:{" + family + "}:"
+	fk := store.KeyPrefix(ns) + "fam:{" + family + "}:"
 	var stateBytes int64
 	for _, key := range []string{fk + "c", fk + "last"} {
 		n, err := rdb.MemoryUsage(ctx, key, 0).Result()

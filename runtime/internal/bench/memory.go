@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/belfry/belfry/runtime/internal/store"
 	"slices"
 	"strconv"
 	"strings"
@@ -109,7 +110,7 @@ func memoryTrial(addr, kind string, n int, warmup, window time.Duration, handler
 	if err != nil {
 		return memoryRun{}, err
 	}
-	records, ledgerBytes, err := keysUsage(ctx, rdb, ns+":*", ns+":occ:")
+	records, ledgerBytes, err := keysUsage(ctx, rdb, store.KeyPrefix(ns)+"*", store.KeyPrefix(ns)+"occ:")
 	if err != nil {
 		return memoryRun{}, err
 	}

@@ -61,7 +61,7 @@ func (a Acks) Barrier(ctx context.Context, rdb redis.UniversalClient, key string
 			return err
 		}
 		return a.Wait(ctx, tx)
-	})
+	}, Pin(rdb, []string{key})...)
 }
 
 // waiter is a single connection: a *redis.Tx or *redis.Conn.
@@ -75,7 +75,10 @@ type waiter interface {
 // acknowledged comes back as the command's error, ErrNotAcked.
 //
 // The connection is taken with a WATCH of no keys, the one way to hold a
-// single connection through any UniversalClient; it sends no WATCH.
+// single connection through any UniversalClient; it sends no WATCH. On
+// Redis Cluster it WATCHes the script's first key (Pin), which picks the
+// connection to that key's master and changes nothing else: no MULTI
+// follows.
 func (a Acks) Run(ctx context.Context, rdb redis.UniversalClient, script *redis.Script, keys []string, args ...any) *redis.Cmd {
 	if !a.On() {
 		return script.Run(ctx, rdb, keys, args...)
@@ -90,10 +93,21 @@ func (a Acks) Run(ctx context.Context, rdb redis.UniversalClient, script *redis.
 			cmd.SetErr(err)
 		}
 		return nil
-	})
+	}, Pin(rdb, keys)...)
 	if cmd == nil {
 		cmd = redis.NewCmd(ctx)
 		cmd.SetErr(cmp.Or(err, errNoReply))
 	}
 	return cmd
+}
+
+// Pin is what to WATCH to hold one connection of rdb for a command on
+// keys: nothing on a single Redis (a WATCH of no keys sends none), the
+// first key on Redis Cluster, whose client holds a connection only to the
+// master of a key's slot.
+func Pin(rdb redis.UniversalClient, keys []string) []string {
+	if _, cluster := rdb.(*redis.ClusterClient); cluster && len(keys) > 0 {
+		return keys[:1]
+	}
+	return nil
 }

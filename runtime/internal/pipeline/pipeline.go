@@ -7,6 +7,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -36,6 +37,11 @@ type Client struct {
 	mu      sync.Mutex
 	waiting []*pipelinedCall
 	sending int // slots in use, at most pipelinesInFlight
+
+	// listed is when each queue was last added to asynq's set of queues
+	// (listQueue).
+	listedMu sync.Mutex
+	listed   map[string]time.Time
 }
 
 const pipelinesInFlight = 2

@@ -138,16 +138,18 @@ const taskChunk = 128
 
 // enqueueLua inserts tasks of one queue as asynq's enqueue script inserts
 // one: a task whose key exists is an ID conflict (0) and is left alone,
-// any other is written pending and pushed on the queue's list (1). The
-// queue joins asynq's set of queues, as asynq's Client adds it before its
-// first enqueue.
+// any other is written pending and pushed on the queue's list (1). Every
+// key it touches is in the queue's slot, so that it runs on Redis Cluster
+// (asynq's set of queues, which asynq's Client adds the queue to before
+// its first enqueue, is in another: sendTaskChunk adds it on its own).
 //
-// A fenced script first checks that the lease key holds the fence's
-// value, and writes nothing if not: the check and the writes are one step
-// in Redis, as a WATCH and a MULTI/EXEC would make them, in one round trip
-// and without a renewal's PEXPIRE aborting anything. Each task's mark
-// (mark.go) is written with it: every task's key exists once the loop is
-// done, inserted or found.
+// A fenced script first raises the queue's fence to the sender's term, or
+// writes nothing if a newer term is there (Fence); on a single Redis it
+// also checks that the lease key holds the fence's value. The check and
+// the writes are one step in Redis, as a WATCH and a MULTI/EXEC would
+// make them, in one round trip and without a renewal's PEXPIRE aborting
+// anything. Each task's mark (mark.go) is written with it: every task's
+// key exists once the loop is done, inserted or found.
 //
 // Redis's time per task is most of the cost of a spike, and a good part
 // of it is reading the arguments, so a task carries five and what the
@@ -155,30 +157,35 @@ const taskChunk = 128
 // the same reason the chunk's tasks are looked for with one EXISTS, and
 // each on its own only when some of them are in.
 //
-//	KEYS   the tasks' keys, then the queue's pending list and asynq's set
-//	       of queues; fenced, the lease key and its acknowledgement key
-//	       (ackedSuffix); then the marks' hash and Also hash. The task keys
-//	       come first, as in asynq's script, so that anything watching for
-//	       enqueues by their first key (a test's hook) finds them.
+//	KEYS   the tasks' keys, then the queue's pending list; fenced, the
+//	       queue's fence and its acknowledgement key (ackedSuffix), and
+//	       the lease key if checked; then the marks' hash and Also hash.
+//	       The task keys come first, as in asynq's script, so that
+//	       anything watching for enqueues by their first key (a test's
+//	       hook) finds them.
 //	ARGV   the number of tasks, the queue's name, the fence's value ('' for
 //	       none), the acknowledgement key's life in ms (0: not written),
 //	       when the tasks became pending (Unix ns), the index in KEYS of
-//	       the marks' hash (0: no marks) and of their Also hash (0: none);
-//	       then five per task: its message, its ID, its mark's field (''
-//	       for none) and value, and its Also value ('' for none).
+//	       the marks' hash (0: no marks), of their Also hash (0: none) and
+//	       of the lease key (0: not checked); then five per task: its
+//	       message, its ID, its mark's field ('' for none) and value, and
+//	       its Also value ('' for none).
 //	returns one integer per task, 1 inserted or 0 conflict; fenced out,
 //	       the error FENCED.
-const enqueueLua = `
+const enqueueLua = raiseFenceLua + `
 local n = tonumber(ARGV[1])
 if ARGV[3] ~= '' then
-  if redis.call('GET', KEYS[n + 3]) ~= ARGV[3] then
+  local lease = tonumber(ARGV[8])
+  if lease > 0 and redis.call('GET', KEYS[lease]) ~= ARGV[3] then
     return redis.error_reply('FENCED the lease key holds another value')
   end
+  if raiseFence(KEYS[n + 2], ARGV[3]) == 0 then
+    return redis.error_reply('FENCED a newer term enqueued in this queue')
+  end
   if tonumber(ARGV[4]) > 0 then
-    redis.call('SET', KEYS[n + 4], ARGV[3], 'PX', ARGV[4])
+    redis.call('SET', KEYS[n + 3], ARGV[3], 'PX', ARGV[4])
   end
 end
-redis.call('SADD', KEYS[n + 2], ARGV[2])
 local since, hash, also = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
 local out, ids, marks, alsos = {}, {}, {}, {}
 -- One EXISTS for the chunk: when none of its tasks is in, the usual case,
@@ -187,7 +194,7 @@ local out, ids, marks, alsos = {}, {}, {}, {}
 local existing = redis.call('EXISTS', unpack(KEYS, 1, n)) > 0
 local seen = {}
 for i = 1, n do
-  local a = 8 + (i - 1) * 5
+  local a = 9 + (i - 1) * 5
   local key = KEYS[i]
   if seen[key] or (existing and redis.call('EXISTS', key) == 1) then
     out[i] = 0
@@ -321,22 +328,57 @@ func (c *Client) sendTasks(ctx context.Context, f *Fence, calls []*pipelinedCall
 // keep it busy while the next is built; more only queue inside Redis.
 const tasksInFlight = 3
 
+// listAgain is how often a queue is added again to asynq's set of queues
+// (an operator's DeleteQueue removes it, and asynq's Client adds it back at
+// its next enqueue).
+const listAgain = time.Minute
+
+// listQueue adds queue to asynq's set of queues, as asynq's Client does
+// before each enqueue, at most once per listAgain: the set is in another
+// slot than the queue's keys on Redis Cluster, so not in enqueueLua.
+func (c *Client) listQueue(ctx context.Context, queue string) error {
+	c.listedMu.Lock()
+	at, ok := c.listed[queue]
+	c.listedMu.Unlock()
+	if ok && time.Since(at) < listAgain {
+		return nil
+	}
+	if err := c.rdb.SAdd(ctx, asynqAllQueues, queue).Err(); err != nil {
+		return err
+	}
+	c.listedMu.Lock()
+	if c.listed == nil {
+		c.listed = map[string]time.Time{}
+	}
+	c.listed[queue] = time.Now()
+	c.listedMu.Unlock()
+	return nil
+}
+
 // sendTaskChunk runs one chunk's script and hands each call its reply.
 func (c *Client) sendTaskChunk(ctx context.Context, f *Fence, calls []*pipelinedCall) error {
+	queue := calls[0].task.Queue
+	if err := c.listQueue(ctx, queue); err != nil {
+		for _, call := range calls {
+			call.fail(err)
+		}
+		return err
+	}
 	acks := f != nil && c.Acks.On()
-	keys, args := enqueueArgs(calls[0].task.Queue, f, acks, strconv.FormatInt(time.Now().UnixNano(), 10), calls)
+	keys, args := enqueueArgs(queue, f, acks, strconv.FormatInt(time.Now().UnixNano(), 10), calls)
 	var cmd *redis.Cmd
 	var notAcked error
 	if !acks {
 		cmd = c.rdb.Eval(ctx, enqueueLua, keys, args...)
 	} else {
-		// The WAIT goes on the connection the script went through.
+		// The WAIT goes on the connection the script went through: on
+		// Redis Cluster, one to the queue's master (Pin).
 		c.rdb.Watch(ctx, func(tx *redis.Tx) error {
 			if cmd = tx.Eval(ctx, enqueueLua, keys, args...); cmd.Err() == nil {
 				notAcked = c.Acks.Wait(ctx, tx)
 			}
 			return nil
-		})
+		}, Pin(c.rdb, keys)...)
 		if cmd == nil { // no connection: Watch never ran the function
 			cmd = redis.NewCmd(ctx)
 			cmd.SetErr(errNoReply)
@@ -370,13 +412,18 @@ func enqueueArgs(queue string, f *Fence, acks bool, now string, calls []*pipelin
 	for _, call := range calls {
 		keys = append(keys, TaskKey(queue, call.task.ID))
 	}
-	keys = append(keys, pendingKey(queue), asynqAllQueues)
-	fenceValue, ackedMS := "", int64(0)
+	keys = append(keys, pendingKey(queue))
+	fenceValue, ackedMS, lease := "", int64(0), 0
 	if f != nil {
-		keys = append(keys, f.Key, f.Key+ackedSuffix)
+		fence := QueueFenceKey(f.Namespace, queue)
+		keys = append(keys, fence, fence+ackedSuffix)
 		fenceValue = f.Value
 		if acks {
 			ackedMS = ackedLife.Milliseconds()
+		}
+		if f.Key != "" {
+			keys = append(keys, f.Key)
+			lease = len(keys)
 		}
 	}
 	hash, also := 0, 0
@@ -388,8 +435,8 @@ func enqueueArgs(queue string, f *Fence, acks bool, now string, calls []*pipelin
 			also = len(keys)
 		}
 	}
-	args = make([]any, 0, 7+5*len(calls))
-	args = append(args, len(calls), queue, fenceValue, ackedMS, now, hash, also)
+	args = make([]any, 0, 8+5*len(calls))
+	args = append(args, len(calls), queue, fenceValue, ackedMS, now, hash, also, lease)
 	for _, call := range calls {
 		args = append(args, message(call.task), call.task.ID)
 		switch m := call.mark; {

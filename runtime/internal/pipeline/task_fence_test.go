@@ -195,3 +195,50 @@ func TestFencedTasksLandBehindASlowLinkWhileTheLeaseIsRenewed(t *testing.T) {
 		}
 	}
 }
+
+// Without a lease key to check (Redis Cluster, where the lease is in
+// another slot), a fenced task goes in only while no newer term has
+// enqueued in its queue: the queue's fence rises to each term that
+// enqueues there, never back; an older term is refused with nothing
+// written; RaiseFences reports the queues where a newer term is.
+func TestQueueFenceRefusesAnOlderTerm(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Shared(t)
+	pc := pipeline.NewClient(rdb)
+	ns, queue, other := redistest.Uniq("ns"), redistest.Uniq("qfence"), redistest.Uniq("qfence")
+	t.Cleanup(func() {
+		forget(t, rdb, queue)
+		forget(t, rdb, other)
+	})
+	enqueue := func(term, id string) (*pipeline.Fence, error) {
+		f := &pipeline.Fence{Namespace: ns, Value: term}
+		r := pc.EnqueueAll(pipeline.WithFence(ctx, f), []pipeline.Item{{Task: pipeline.Task{Type: "tick", ID: id, Queue: queue}}})[0]
+		return f, r.Err
+	}
+	if _, err := enqueue("r0|a|2", "t1"); err != nil {
+		t.Fatalf("term 2's enqueue: %v", err)
+	}
+	if _, err := enqueue("r1|b|3", "t2"); err != nil {
+		t.Fatalf("term 3's enqueue after term 2's: %v", err)
+	}
+	for _, term := range []string{"r0|a|2", "r2|c|3", "r3|d|1"} {
+		f, err := enqueue(term, "late-"+term)
+		if !errors.Is(err, pipeline.ErrFenced) || !f.Rejected() {
+			t.Errorf("term %s after term 3: %v (rejected %v), want ErrFenced", term, err, f.Rejected())
+		}
+		if n := rdb.Exists(ctx, pipeline.TaskKey(queue, "late-"+term)).Val(); n != 0 {
+			t.Errorf("term %s's refused task is in", term)
+		}
+	}
+	if got := rdb.Get(ctx, pipeline.QueueFenceKey(ns, queue)).Val(); got != "r1|b|3" {
+		t.Errorf("the queue's fence holds %q, want term 3's", got)
+	}
+	newer, err := pipeline.RaiseFences(ctx, rdb, ns, "r0|a|2", []string{queue, other})
+	if err != nil || len(newer) != 1 || newer[0] != queue {
+		t.Errorf("RaiseFences of term 2: newer in %v (%v), want only %s", newer, err, queue)
+	}
+	if got := rdb.Get(ctx, pipeline.QueueFenceKey(ns, other)).Val(); got != "r0|a|2" {
+		t.Errorf("the untouched queue's fence holds %q after RaiseFences, want term 2's", got)
+	}
+}

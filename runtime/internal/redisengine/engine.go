@@ -48,6 +48,16 @@ type Engine struct {
 
 	onCall atomic.Pointer[func(error)] // Watch's
 
+	// reloadedAt is when reloadClusterAfter last reloaded the cluster's
+	// slot map (unix ns).
+	reloadedAt atomic.Int64
+
+	// layoutDone is set once the namespace's state is known to be in the
+	// hash-tagged layout; legacyHolder is the older version's lease last
+	// logged as waited for (layout.go).
+	layoutDone   atomic.Bool
+	legacyHolder atomic.Pointer[string]
+
 	cfg Config // what it was built from, for the queue diagnostics
 }
 
@@ -105,15 +115,25 @@ func (e *Engine) Watch(onCall func(error)) { e.onCall.Store(&onCall) }
 
 // called reports a lease call's outcome to Watch's function, if any.
 func (e *Engine) called(err error) {
+	e.reloadClusterAfter(err)
 	if f := e.onCall.Load(); f != nil {
 		(*f)(err)
 	}
 }
 
+// Cluster reports whether the engine's client is a Redis Cluster client,
+// whose scripts must each touch one slot.
+func (e *Engine) Cluster() bool {
+	_, cluster := e.Client.(*redis.ClusterClient)
+	return cluster
+}
+
 // EnqueueAll inserts the items' tasks as asynq's Client would, pipelined
 // with whatever else is sent at the moment (pipeline.Client.EnqueueAll),
-// each raising its schedule's cursor (and last ID) in the same script, and
-// under fence the lease key compared first in that script.
+// each raising its schedule's cursor mark (and last ID) in the queue's
+// slot in the same script (store.QueueKeys), and under fence the queue's
+// fence (and on a single Redis the lease key) compared first in that
+// script.
 func (e *Engine) EnqueueAll(ctx context.Context, fence *engine.Fence, items []engine.Enqueue) []engine.Result {
 	sent := make([]pipeline.Item, len(items))
 	var marks []pipeline.Mark
@@ -127,17 +147,28 @@ func (e *Engine) EnqueueAll(ctx context.Context, fence *engine.Fence, items []en
 		if marks == nil {
 			marks = make([]pipeline.Mark, len(items))
 		}
-		marks[i] = pipeline.Mark{Hash: e.Keys.Cursors, Field: c.Schedule, Value: c.Slot}
+		qk := store.NewQueueKeys(e.cfg.Namespace, it.Task.Queue)
+		marks[i] = pipeline.Mark{Hash: qk.Cursors, Field: c.Schedule, Value: c.Slot}
 		if c.LastID != "" {
-			marks[i].Also, marks[i].AlsoValue = e.Keys.LastID, c.LastID
+			marks[i].Also, marks[i].AlsoValue = qk.LastID, c.LastID
 		}
 		sent[i].Mark = &marks[i]
 	}
 	if fence == nil {
 		return e.Pipeline.EnqueueAll(ctx, sent)
 	}
-	ctx = pipeline.WithFence(ctx, &pipeline.Fence{Key: e.Keys.Lease, Value: fence.Term})
+	f := &pipeline.Fence{Namespace: e.cfg.Namespace, Value: fence.Term}
+	if !e.Cluster() {
+		f.Key = e.Keys.Lease
+	}
+	ctx = pipeline.WithFence(ctx, f)
 	results := e.Pipeline.EnqueueAll(ctx, sent)
+	for i := range results {
+		if results[i].Err != nil {
+			e.reloadClusterAfter(results[i].Err)
+			break
+		}
+	}
 	// The pipeline sends the tasks of every caller whose fence has the
 	// same term together, under the first caller's fence: each item
 	// refused is judged here, so that every caller's fence is rejected.

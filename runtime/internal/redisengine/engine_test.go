@@ -6,19 +6,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime/engine"
 	"github.com/belfry/belfry/runtime/internal/pipeline"
 	"github.com/belfry/belfry/runtime/internal/redisengine"
 	"github.com/belfry/belfry/runtime/internal/redistest"
 )
 
-// An enqueue raises its schedule's cursor and last ID in the same write,
+// An enqueue raises its schedule's cursor and last ID in the same write
+// (their marks in the queue's slot, read with the cursors),
 // is inserted once however often it is sent, and under a fence whose term
 // has ended is refused, the fence rejected and nothing inserted.
 func TestEnqueueAllIsFencedIdempotentAndRaisesTheCursor(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e, term, queue := leadingEngine(t)
+	if err := e.InitCursors(ctx, term, 500, []string{"nightly"}); err != nil {
+		t.Fatal(err)
+	}
 	id := redistest.Uniq("occ")
 	item := engine.Enqueue{Task: engine.Task{Type: "nightly", ID: id, Queue: queue, Retention: time.Minute},
 		Cursor: engine.CursorMark{Schedule: "nightly", Slot: 1000, LastID: id}}
@@ -92,11 +97,15 @@ func TestEveryRefusedFenceOfAPipelinedBatchIsRejected(t *testing.T) {
 }
 
 // leadingEngine is an engine on a namespace of its own that leads, its
-// term, and a queue of its own.
+// term, and a queue of its own, that of its registry's schedule
+// "nightly".
 func leadingEngine(t *testing.T) (e *redisengine.Engine, term, queue string) {
 	t.Helper()
+	queue = redistest.Uniq("q")
+	reg := registry.MustNew(registry.Schedule{Name: "nightly", Expr: "17 3 * * *", Queue: queue,
+		Handler: func(context.Context, registry.Occurrence) error { return nil }})
 	e = redisengine.New(redisengine.Config{Client: redistest.Shared(t), Namespace: redistest.Uniq("ns"), HistoryLimit: 10,
-		RecordTTL: time.Hour, Replica: "r0", LeaseTTL: 2 * time.Second})
+		RecordTTL: time.Hour, Replica: "r0", LeaseTTL: 2 * time.Second, Registry: reg})
 	if _, err := e.Acquire(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -104,5 +113,5 @@ func leadingEngine(t *testing.T) (e *redisengine.Engine, term, queue string) {
 	if !leading {
 		t.Fatal("the engine does not lead after Acquire")
 	}
-	return e, term, redistest.Uniq("q")
+	return e, term, queue
 }

@@ -2,6 +2,7 @@ package redisengine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -84,33 +85,46 @@ func replicaOf(member string) (engine.NamespaceReplica, bool) {
 }
 
 // ProbeNamespace reads namespace's lease, cursors and identities in one
-// round trip.
+// round trip, in the hash-tagged key layout and in the older one (a
+// deployment of an earlier version still runs there until it is upgraded:
+// layout.go).
 func (e *Engine) ProbeNamespace(ctx context.Context, namespace string, names []string) (engine.NamespaceProbe, error) {
-	keys := store.NewKeys(namespace)
-	var leaseCmd *redis.IntCmd
-	var cursorsCmd *redis.SliceCmd
-	var identitiesCmd *redis.StringSliceCmd
+	layouts := []store.Keys{store.NewKeys(namespace), store.NewLegacyKeys(namespace)}
+	leaseCmds := make([]*redis.StringCmd, len(layouts))
+	cursorsCmds := make([]*redis.SliceCmd, len(layouts))
+	identitiesCmds := make([]*redis.StringSliceCmd, len(layouts))
 	_, err := lease.Obey(ctx, func(ctx context.Context) ([]redis.Cmder, error) {
 		return e.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
-			leaseCmd = p.Exists(ctx, keys.Lease)
-			cursorsCmd = p.HMGet(ctx, keys.Cursors, names...)
-			identitiesCmd = p.ZRange(ctx, keys.Registries, 0, -1)
+			for i, keys := range layouts {
+				leaseCmds[i] = p.Get(ctx, keys.Lease)
+				cursorsCmds[i] = p.HMGet(ctx, keys.Cursors, names...)
+				identitiesCmds[i] = p.ZRange(ctx, keys.Registries, 0, -1)
+			}
 			return nil
 		})
 	})
+	if errors.Is(err, redis.Nil) {
+		err = nil
+	}
 	if err != nil {
 		if strings.HasPrefix(err.Error(), "NOPERM") {
 			err = fmt.Errorf("%w: %w", engine.ErrNoAccess, err)
 		}
 		return engine.NamespaceProbe{}, err
 	}
-	p := engine.NamespaceProbe{LeaseHeld: leaseCmd.Val() > 0, HasCursor: make([]bool, len(names))}
-	for i, v := range cursorsCmd.Val() {
-		p.HasCursor[i] = v != nil
-	}
-	for _, m := range identitiesCmd.Val() {
-		if r, ok := replicaOf(m); ok {
-			p.Identities = append(p.Identities, r)
+	p := engine.NamespaceProbe{HasCursor: make([]bool, len(names))}
+	for i := range layouts {
+		// The old lease's tombstone is no holder: that layout has moved.
+		if v := leaseCmds[i].Val(); v != "" && v != legacyTombstone {
+			p.LeaseHeld = true
+		}
+		for j, v := range cursorsCmds[i].Val() {
+			p.HasCursor[j] = p.HasCursor[j] || v != nil
+		}
+		for _, m := range identitiesCmds[i].Val() {
+			if r, ok := replicaOf(m); ok {
+				p.Identities = append(p.Identities, r)
+			}
 		}
 	}
 	return p, nil

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"regexp"
 	"strings"
@@ -87,16 +86,13 @@ const failoverClientAddr = "FailoverClient"
 // Configure built.
 type Setup struct {
 	*Pending
-	Acks pipeline.Acks
-	URL  string
-	// ClientOption names where the client came from in errors about it;
-	// "" is a runtime.RedisEngine's.
-	ClientOption string
-	Built        *Engine
+	Acks  pipeline.Acks
+	URL   string
+	Built *Engine
 }
 
-// Configure takes the Pending (refusing a nil or cluster client, and one
-// that serves another runtime) and builds the engine for cfg. The client
+// Configure takes the Pending (refusing a nil client, and one that serves
+// another runtime) and builds the engine for cfg. The client
 // is checked here, where every New that takes the engine passes, and
 // before the Pending is taken, so that one refused stays free for a New
 // with the fault corrected.
@@ -117,15 +113,10 @@ func (s *Setup) Configure(cfg engine.Config) (engine.Engine, error) {
 	return s.Built, nil
 }
 
-// checkClient refuses a client the engine cannot lead on: none, or a
-// Redis Cluster's (ErrCluster).
+// checkClient refuses a client the engine cannot lead on: none.
 func (s *Setup) checkClient() error {
-	which := cmp.Or(s.ClientOption, "the client of runtime.RedisEngine")
-	switch s.Client.(type) {
-	case nil:
+	if s.Client == nil {
 		return errors.New("Options.Engine: runtime.RedisEngine was given a nil client")
-	case *redis.ClusterClient:
-		return fmt.Errorf("%w: %s is a *redis.ClusterClient; %s", ErrCluster, which, ClusterAdvice)
 	}
 	return nil
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/belfry/belfry/runtime/engine"
@@ -23,10 +25,11 @@ const MinVersion = "6.2.0"
 // evicts keys) or is too old; the runtime does not lead on it.
 var ErrUnsafe = errors.New("unsafe Redis")
 
-// ErrCluster: the engine was given a Redis Cluster — a cluster client, a
-// server that is a cluster node, or a Redis that answers as one
-// (CROSSSLOT, MOVED, ASK: a proxy in front of a cluster).
-var ErrCluster error = refusal("configuration error: belfry does not run on Redis Cluster yet")
+// ErrCluster: the engine was given a Redis Cluster through a client that
+// does not speak cluster — a plain client of a cluster node, or a Redis
+// that answers as one (CROSSSLOT, MOVED, ASK: a proxy in front of a
+// cluster). A cluster client (*redis.ClusterClient) is what runs there.
+var ErrCluster error = refusal("configuration error: a Redis Cluster reached without a cluster client")
 
 // refusal is an error that is engine.ErrRefused: the core then does not
 // lead on the server until it is seen down and back.
@@ -36,13 +39,24 @@ func (r refusal) Error() string      { return string(r) }
 func (refusal) Is(target error) bool { return target == engine.ErrRefused }
 
 // ClusterAdvice ends every ErrCluster message: why, and what to use.
-const ClusterAdvice = "belfry's keys are not hash-tagged yet, so its scripts touch keys in several slots, which a cluster refuses (CROSSSLOT); " +
-	"use a single primary (redis.NewClient) or Sentinel (redis.NewFailoverClient) instead"
+const ClusterAdvice = "a plain client follows none of the cluster's redirects (MOVED, ASK) and a proxy that is not cluster-aware cannot run a script across nodes; " +
+	"give the runtime a cluster client: redis.NewClusterClient(&redis.ClusterOptions{Addrs: ...}), or redis.NewUniversalClient with the nodes' addresses"
 
 // Refusal returns the ErrCluster that err means when Redis refused a
 // command as only a cluster node does, else nil. These are Redis's own
-// replies, so their first word says what they are.
-func (e *Engine) Refusal(err error) error { return ClusterRefusal(err) }
+// replies, so their first word says what they are. Through a cluster
+// client a MOVED or ASK that reaches the caller is a redirect the client
+// gave up following in a moment of change (a failover, a resharding),
+// not a configuration error.
+func (e *Engine) Refusal(err error) error {
+	if e.Cluster() {
+		var reply redis.Error
+		if err == nil || !errors.As(err, &reply) || !strings.HasPrefix(reply.Error(), "CROSSSLOT ") {
+			return nil
+		}
+	}
+	return ClusterRefusal(err)
+}
 
 // ClusterRefusal is Refusal, of any Redis client's error.
 func ClusterRefusal(err error) error {
@@ -53,7 +67,7 @@ func ClusterRefusal(err error) error {
 	msg := reply.Error()
 	for _, prefix := range []string{"CROSSSLOT ", "MOVED ", "ASK "} {
 		if strings.HasPrefix(msg, prefix) {
-			return fmt.Errorf("%w: Redis answered %q, so it is a Redis Cluster or a proxy in front of one; %s", ErrCluster, msg, ClusterAdvice)
+			return fmt.Errorf("%w: Redis answered %q, so it is a Redis Cluster node or a proxy in front of a cluster; %s", ErrCluster, msg, ClusterAdvice)
 		}
 	}
 	return nil
@@ -66,6 +80,9 @@ func ClusterRefusal(err error) error {
 func (e *Engine) CheckSettings(ctx context.Context) (engine.SettingsReading, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.CallTimeout())
 	defer cancel()
+	if cc, ok := e.Client.(*redis.ClusterClient); ok {
+		return checkClusterSettings(ctx, cc, e.acks.Replicas)
+	}
 	type reading struct {
 		info string
 		now  time.Time
@@ -123,6 +140,68 @@ func JudgeReplicas(info string, want int) error {
 		ErrTooFewReplicas, want, online)
 }
 
+// checkClusterSettings judges every master of a cluster (each holds a
+// share of the keys: one that evicts loses them; one with fewer replicas
+// online than the writes wait for acknowledges none, see JudgeReplicas)
+// and reads the time of one.
+func checkClusterSettings(ctx context.Context, cc *redis.ClusterClient, acks int) (engine.SettingsReading, error) {
+	var mu sync.Mutex
+	var unsafe, short []string
+	_, err := lease.Obey(ctx, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+			info, err := node.Info(ctx).Result()
+			if err != nil {
+				return err
+			}
+			if problems := judgeNode(info); len(problems) > 0 {
+				mu.Lock()
+				unsafe = append(unsafe, node.Options().Addr+": "+strings.Join(problems, "; "))
+				mu.Unlock()
+			}
+			if err := JudgeReplicas(info, acks); err != nil {
+				mu.Lock()
+				short = append(short, node.Options().Addr)
+				mu.Unlock()
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return engine.SettingsReading{}, err
+	}
+	now, err := lease.Obey(ctx, func(ctx context.Context) (time.Time, error) { return cc.Time(ctx).Result() })
+	if err != nil {
+		return engine.SettingsReading{}, err
+	}
+	if len(unsafe) > 0 {
+		slices.Sort(unsafe)
+		return engine.SettingsReading{Unsafe: fmt.Errorf("%w: %s", ErrUnsafe, strings.Join(unsafe, "; ")), Now: now}, nil
+	}
+	if len(short) > 0 {
+		slices.Sort(short)
+		return engine.SettingsReading{Unsafe: fmt.Errorf("%w: the leader's writes wait for %d replica acknowledgement(s) (ReplicaAcks; 1 by default on a cluster client), "+
+			"and the cluster's master(s) %s have fewer replicas online, so no write there would count; belfry leads again once they have "+
+			"(or set runtime.Options.ReplicaAcks to runtime.ReplicaAcksOff to lead without: a failover may then run slots twice or lose them)",
+			ErrTooFewReplicas, acks, strings.Join(short, ", ")), Passing: true, Now: now}, nil
+	}
+	return engine.SettingsReading{Now: now}, nil
+}
+
+// JudgeSettings reads INFO's cluster_enabled, redis_version and
+// maxmemory_policy, of the one server a plain client talks to: a cluster
+// node there is a configuration error (ErrCluster). A server that reports
+// none (an embedded Redis such as miniredis) is not judged.
+func JudgeSettings(info string) error {
+	if infoFields(info)["cluster_enabled"] == "1" {
+		return fmt.Errorf("%w: the Redis it was given is a cluster node (cluster_enabled:1); %s", ErrCluster, ClusterAdvice)
+	}
+	problems := judgeNode(info)
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrUnsafe, strings.Join(problems, "; "))
+}
+
 // infoFields are the "key:value" lines of an INFO reply.
 func infoFields(info string) map[string]string {
 	fields := map[string]string{}
@@ -134,14 +213,10 @@ func infoFields(info string) map[string]string {
 	return fields
 }
 
-// JudgeSettings reads INFO's cluster_enabled, redis_version and
-// maxmemory_policy. A server that reports none (an embedded Redis such as
-// miniredis) is not judged.
-func JudgeSettings(info string) error {
+// judgeNode says what in a server's INFO makes it unsafe: too old, or
+// evicting.
+func judgeNode(info string) []string {
 	fields := infoFields(info)
-	if fields["cluster_enabled"] == "1" {
-		return fmt.Errorf("%w: the Redis it was given is a cluster node (cluster_enabled:1); %s", ErrCluster, ClusterAdvice)
-	}
 	var problems []string
 	if v, ok := fields["redis_version"]; ok && versionLess(v, MinVersion) {
 		problems = append(problems, fmt.Sprintf("Redis %s is older than %s, which asynq and belfry need", v, MinVersion))
@@ -152,10 +227,7 @@ func JudgeSettings(info string) error {
 		problems = append(problems, fmt.Sprintf("maxmemory-policy is %s: Redis may evict the lease, the fencing token and the cursors, "+
 			"which runs slots twice or never; set maxmemory-policy noeviction", p))
 	}
-	if len(problems) == 0 {
-		return nil
-	}
-	return fmt.Errorf("%w: %s", ErrUnsafe, strings.Join(problems, "; "))
+	return problems
 }
 
 // versionLess compares dotted versions numerically.

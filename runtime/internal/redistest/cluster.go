@@ -14,37 +14,49 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Cluster is a Redis Cluster of the test's own: masters (redis-server
+// Cluster is a Redis Cluster of the test's own: nodes (redis-server
 // --cluster-enabled yes on 127.0.0.1 ports, each also on a unix socket in
-// its directory) whose slots redis-cli --cluster create spreads among
-// them, without replicas.
+// its directory) whose slots redis-cli --cluster create spreads among the
+// masters, each with its replicas if asked for.
 type Cluster struct {
 	Dir string
-	// Masters are the nodes, each holding a share of the slots.
+	// Masters are the nodes that held slots when the cluster started; a
+	// failover (Failover, KillMasterOf) makes one of their replicas
+	// master in its place.
 	Masters []*Private
+	// Nodes are every node, masters and replicas.
+	Nodes []*Private
 }
 
 // StartCluster starts a cluster of masters nodes (at least 3, as
-// redis-cli --cluster create asks) in a temporary directory, stopped when
-// the test ends. A missing redis-server or redis-cli fails the test.
+// redis-cli --cluster create asks), without replicas, in a temporary
+// directory, stopped when the test ends. A missing redis-server or
+// redis-cli fails the test.
 func StartCluster(t testing.TB, masters int) *Cluster {
 	t.Helper()
-	c := NewCluster(t, t.TempDir(), masters)
+	return StartClusterWithReplicas(t, masters, 0)
+}
+
+// StartClusterWithReplicas is StartCluster with replicas replicas of each
+// master, for failovers.
+func StartClusterWithReplicas(t testing.TB, masters, replicas int) *Cluster {
+	t.Helper()
+	c := NewCluster(t, t.TempDir(), masters, replicas)
 	t.Cleanup(c.Close)
 	return c
 }
 
 // NewCluster starts a cluster with its files under dir (a directory per
-// node) and waits until every node reports every slot served; stopping it
-// (Close) is the caller's job.
-func NewCluster(t testing.TB, dir string, masters int) *Cluster {
+// node) and waits until every node reports every slot served and every
+// replica is in sync; stopping it (Close) is the caller's job.
+func NewCluster(t testing.TB, dir string, masters, replicas int) *Cluster {
 	t.Helper()
 	needCommands(t, "redis-server", "redis-cli")
 	if masters < 3 {
 		t.Fatalf("a cluster of %d masters: redis-cli --cluster create needs at least 3", masters)
 	}
 	c := &Cluster{Dir: dir}
-	for i := range masters {
+	for i := range masters * (1 + replicas) {
 		p := &Private{t: t, Dir: filepath.Join(dir, "node"+strconv.Itoa(i)), Addr: freePort(t)}
 		p.Socket = filepath.Join(p.Dir, "redis.sock")
 		p.config = filepath.Join(p.Dir, "redis.conf")
@@ -56,12 +68,18 @@ func NewCluster(t testing.TB, dir string, masters int) *Cluster {
 			"cluster-config-file " + filepath.Join(p.Dir, "nodes.conf"),
 			"cluster-port " + busPort,
 			"cluster-node-timeout 2000",
+			// A replica whose master is gone takes over however long ago it
+			// last heard from it: the tests kill masters on purpose.
+			"cluster-replica-validity-factor 0",
 		})
 		p.Start()
-		c.Masters = append(c.Masters, p)
+		c.Nodes = append(c.Nodes, p)
 	}
-	args := append([]string{"--cluster", "create"}, c.Addrs()...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args := []string{"--cluster", "create"}
+	for _, p := range c.Nodes {
+		args = append(args, p.Addr)
+	}
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
 		c.Close()
 		t.Fatalf("redis-cli %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -72,10 +90,18 @@ func NewCluster(t testing.TB, dir string, masters int) *Cluster {
 		c.Close()
 		t.Fatalf("cluster in %s not ready: %v", dir, err)
 	}
+	for _, p := range c.Nodes {
+		if role, err := c.role(ctx, p); err != nil {
+			c.Close()
+			t.Fatalf("cluster in %s: %v", dir, err)
+		} else if role == "master" {
+			c.Masters = append(c.Masters, p)
+		}
+	}
 	return c
 }
 
-// Addrs returns the masters' "127.0.0.1:<port>" addresses.
+// Addrs returns the starting masters' "127.0.0.1:<port>" addresses.
 func (c *Cluster) Addrs() []string {
 	addrs := make([]string, len(c.Masters))
 	for i, p := range c.Masters {
@@ -95,7 +121,7 @@ func (c *Cluster) Client(t testing.TB) *redis.ClusterClient {
 
 // Close stops every node (SIGTERM to each process it started).
 func (c *Cluster) Close() {
-	for _, p := range c.Masters {
+	for _, p := range c.Nodes {
 		p.Stop()
 	}
 }
@@ -104,7 +130,10 @@ func (c *Cluster) Close() {
 // slots assigned and served: redis-cli returns once the nodes agree on
 // the configuration, which each node then has to adopt.
 func (c *Cluster) waitServed(ctx context.Context) error {
-	for _, p := range c.Masters {
+	for _, p := range c.Nodes {
+		if !p.Running() {
+			continue
+		}
 		rdb := redis.NewClient(&redis.Options{Network: "unix", Addr: p.Socket, DialTimeout: 200 * time.Millisecond})
 		var info string
 		var err error

@@ -118,6 +118,7 @@ end
 // or neither. Counts are added, times merged as addCounter does. A counter
 // this version does not know is dropped: nothing reads it.
 //
+//	KEYS[1] the old counters hash (names the namespace's slot)
 //	ARGV[1] key prefix, ARGV[2] HSCAN cursor, ARGV[3] HSCAN count
 //	returns the next cursor, "0" when the pass is over.
 var legacyFoldScript = redis.NewScript(countersLua + `
@@ -193,7 +194,7 @@ func (s *Store) settleCountersWith(ctx context.Context, also func(redis.Pipeline
 	}
 	cursor := "0"
 	for {
-		next, err := legacyFoldScript.Run(ctx, s.rdb, nil, s.Keys.Prefix, cursor, legacyFoldCount).Text()
+		next, err := legacyFoldScript.Run(ctx, s.rdb, []string{s.Keys.Stats}, s.Keys.Prefix, cursor, legacyFoldCount).Text()
 		if err != nil {
 			return err
 		}

@@ -3,10 +3,19 @@
 // what they hold. It knows nothing of leases or schedules beyond their names;
 // the lease package owns the lease's own scripts.
 //
-// Keys are not hash-tagged, so the runtime does not run on Redis Cluster:
-// its scripts, the fenced enqueue above all, touch keys in several slots.
-// (asynq's own keys share their queue's hash tag and do work there.)
+// Every key of a namespace carries the namespace as its hash tag
+// ("belfry:{<ns>}:..."), so that on Redis Cluster they all live in one slot
+// and each script touches that slot only. What must be written with a
+// task (the queue's fence, the cursor marks) lives in the task's queue's
+// slot instead, under asynq's own tag "{<queue>}" (QueueKeys). On a single
+// Redis the same layout is used.
 package store
+
+import (
+	"strings"
+
+	"github.com/belfry/belfry/runtime/internal/pipeline"
+)
 
 // Keys names everything the runtime stores under one namespace.
 type Keys struct {
@@ -39,8 +48,13 @@ type Keys struct {
 }
 
 // NewKeys returns the keys of namespace ns.
-func NewKeys(ns string) Keys {
-	p := ns + ":"
+func NewKeys(ns string) Keys { return keysUnder(KeyPrefix(ns)) }
+
+// NewLegacyKeys returns the keys namespace ns had before they were
+// hash-tagged, for what looks for a deployment of an earlier version.
+func NewLegacyKeys(ns string) Keys { return keysUnder(LegacyKeyPrefix(ns)) }
+
+func keysUnder(p string) Keys {
 	return Keys{
 		Lease:            p + "lease",
 		Token:            p + "lease:token",
@@ -68,3 +82,34 @@ func (k Keys) Occurrence(id string) string { return k.Prefix + "occ:" + id }
 
 // History is the zset indexing a schedule's records by slot.
 func (k Keys) History(name string) string { return k.Prefix + "hist:" + name }
+
+// KeyPrefix is what every key of namespace ns starts with: the namespace
+// as the hash tag, so that every key of ns hashes to one Redis Cluster
+// slot.
+func KeyPrefix(ns string) string { return "belfry:{" + ns + "}:" }
+
+// LegacyKeyPrefix is the prefix of namespace ns's keys before they were
+// hash-tagged.
+func LegacyKeyPrefix(ns string) string { return ns + ":" }
+
+// QueueKeys names what namespace ns keeps in an asynq queue's slot: the
+// keys a fenced enqueue writes beside the queue's tasks, in the same
+// script. They carry the queue's hash tag as asynq's own keys do
+// ("asynq:{<queue>}:...").
+type QueueKeys struct {
+	// Fence is a string, the lease value of the newest term that wrote
+	// here: an enqueue of an older term is refused (pipeline.Fence).
+	Fence string
+	// Cursors is a hash schedule -> the slot (unix s) of its newest task
+	// enqueued here, and LastID a hash schedule -> that task's ID: marks
+	// written with the task, read with the namespace's own cursors
+	// (Store.Cursors takes the higher).
+	Cursors, LastID string
+}
+
+// NewQueueKeys returns namespace ns's keys in queue's slot.
+func NewQueueKeys(ns, queue string) QueueKeys {
+	fence := pipeline.QueueFenceKey(ns, queue) // the enqueue script's
+	p := strings.TrimSuffix(fence, "fence")
+	return QueueKeys{Fence: fence, Cursors: p + "cursors", LastID: p + "lastid"}
+}

@@ -484,6 +484,7 @@ func (s *Store) CommitFamily(ctx context.Context, leaseValue, family string, fam
 // manual run: only for a member that still exists, and only when the slot
 // is at least the one recorded.
 //
+//	KEYS[1] the family's last hash (names the namespace's slot)
 //	ARGV[1] the family's key prefix, ARGV[2] member, ARGV[3] slot (unix
 //	s), ARGV[4] value
 var setLastScript = redis.NewScript(`
@@ -497,7 +498,7 @@ return 1
 
 // SetMemberLast records a member's newest occurrence; see setLastScript.
 func (s *Store) SetMemberLast(ctx context.Context, family, key string, l MemberLast) error {
-	return setLastScript.Run(ctx, s.rdb, nil, s.Keys.Family(family).Prefix, key, l.Slot, EncodeLast(l)).Err()
+	return setLastScript.Run(ctx, s.rdb, []string{s.Keys.Family(family).Last}, s.Keys.Family(family).Prefix, key, l.Slot, EncodeLast(l)).Err()
 }
 
 // MemberLasts reads members' newest occurrences; ok is false for none.

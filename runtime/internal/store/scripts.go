@@ -190,6 +190,7 @@ return 1
 // manualRecordScript records a manual occurrence. Any replica may trigger,
 // so it is not fenced; the enqueue before it is idempotent by task ID.
 //
+//	KEYS[1] counters (names the namespace's slot)
 //	ARGV[1] key prefix, ARGV[2] unused (the Commit carries its history
 //	limit), ARGV[3] occurrence TTL s, ARGV[4] JSON Commit (its cursor is
 //	ignored)
@@ -243,6 +244,7 @@ return redis.call('EXISTS', KEYS[1])
 // (HKEYS) held Redis far past the 5 ms any one call may block it for at
 // 100,000 schedules (BENCHMARKS.md, "Limits in the code").
 //
+//	KEYS[1] cursors (names the namespace's slot)
 //	ARGV[1] key prefix, ARGV[2] name, ARGV[3..] counter names
 //	returns the number of keys and fields removed.
 var forgetScript = redis.NewScript(bumpPausesLua + `

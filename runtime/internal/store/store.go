@@ -111,7 +111,7 @@ func InitCursorsScriptHash() string { return initCursorsScript.Hash() }
 func (s *Store) RecordManual(ctx context.Context, item Commit) error {
 	item.Limit = s.limitOf(item.Name)
 	batch := appendCommitJSON(&item, nil)
-	return manualRecordScript.Run(ctx, s.rdb, nil, s.Keys.Prefix, s.HistoryLimit,
+	return manualRecordScript.Run(ctx, s.rdb, []string{s.Keys.Counters()}, s.Keys.Prefix, s.HistoryLimit,
 		int(s.RecordTTL.Seconds()), batch).Err()
 }
 
@@ -255,7 +255,7 @@ func (s *Store) Forget(ctx context.Context, name string) (int64, error) {
 	for _, c := range CounterLayout {
 		args = append(args, c)
 	}
-	n, err := forgetScript.Run(ctx, s.rdb, nil, args...).Int64()
+	n, err := forgetScript.Run(ctx, s.rdb, []string{s.Keys.Cursors}, args...).Int64()
 	if err != nil {
 		return n, err
 	}

@@ -1,0 +1,178 @@
+package redisengine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/belfry/belfry/runtime/engine"
+	"github.com/belfry/belfry/runtime/internal/store"
+	"github.com/redis/go-redis/v9"
+)
+
+// The key layout before hash tags put a namespace's keys under "<ns>:"
+// (store.LegacyKeyPrefix); they are now under "belfry:{<ns>}:"
+// (store.KeyPrefix). A deployment upgraded in place finds its state (cursors,
+// pauses, counters, records, family members) under the old names, which
+// the first leader of the new version moves, once, before it reads
+// anything. Only a single Redis can hold the old layout (it never ran on
+// a cluster), so the move may touch keys of any slot.
+
+// legacyTombstone is what the old lease key holds once the namespace moved
+// to the new layout: a value no replica of an older version takes for its
+// own, with no expiry, so that one still running follows it for ever
+// rather than leading over the old keys beside the new version's leader.
+const legacyTombstone = "moved-to-hash-tagged-layout|belfry|0"
+
+// legacyNames are the namespace's keys that hold state, by their name
+// under the prefix; legacyPatterns the families of such keys. What is
+// not moved is rebuilt by the new version: the lease, its token and
+// channel, the heartbeats and identities, the acknowledgement key.
+var (
+	legacyNames = []string{"cursors", "lastid", "stats", "counters", "paused", "resumed", "pausever", "epoch", "lost",
+		"failing", "failing:backfilled", "active", "owner", "lease:handover", "fam:ver"}
+	legacyPatterns = []string{"occ:*", "hist:*", "fam:{*"}
+)
+
+// layoutKey marks a namespace whose state is in the new layout.
+func layoutKey(k store.Keys) string { return k.Prefix + "layout" }
+
+// claimLegacyScript lets the holder of the new lease move the old layout:
+// unless the old lease is held by a replica of an older version, it puts
+// the tombstone there.
+//
+//	KEYS[1] the new lease, KEYS[2] the old lease
+//	ARGV[1] the new lease's value, ARGV[2] the tombstone
+//	returns {1} if claimed, {0} if the new lease is not held with that
+//	value, {-1, holder} if an older version holds the old lease.
+var claimLegacyScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {0} end
+local old = redis.call('GET', KEYS[2])
+if old and old ~= ARGV[2] then return {-1, old} end
+redis.call('SET', KEYS[2], ARGV[2])
+return {1}
+`)
+
+// moveLegacyScript renames old keys to their new names, fenced by the new
+// lease; a key whose new name is taken already stays where it is.
+//
+//	KEYS[1] the new lease, then pairs of old and new names
+//	ARGV[1] the new lease's value
+//	returns the number of keys moved, or -1 if the lease is not held.
+var moveLegacyScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+local n = 0
+for i = 2, #KEYS, 2 do
+  if redis.call('EXISTS', KEYS[i]) == 1 then
+    n = n + redis.call('RENAMENX', KEYS[i], KEYS[i + 1])
+  end
+end
+return n
+`)
+
+// legacyMoveBatch bounds the keys one moveLegacyScript renames, so that no
+// single call holds Redis for long.
+const legacyMoveBatch = 200
+
+// migrateLegacyLayout moves the namespace's state from the old layout
+// (see above) if that has not been done: nothing on Redis Cluster, one
+// GET once done. While a replica of an older version holds the old lease,
+// it waits (an error that is engine.ErrNotLeader): that one still
+// schedules, from the old keys.
+func (e *Engine) migrateLegacyLayout(ctx context.Context, term string) error {
+	if e.Cluster() || e.layoutDone.Load() {
+		return nil
+	}
+	done, err := e.Client.Exists(ctx, layoutKey(e.Keys)).Result()
+	if err != nil {
+		return err
+	}
+	if done == 1 {
+		e.layoutDone.Store(true)
+		return nil
+	}
+	old := store.LegacyKeyPrefix(e.cfg.Namespace)
+	err = e.moveLegacyLayout(ctx, term, old)
+	if err != nil && strings.HasPrefix(err.Error(), "NOPERM") {
+		// A Redis user kept out of the old names had nothing there.
+		e.log.Warn("this Redis user may not touch the namespace's keys of the older layout, so nothing was moved from them; "+
+			"grant ~"+old+"*, +scan and +renamenx until an upgraded replica has led once if an earlier version ran with them",
+			"namespace", e.cfg.Namespace, "err", err)
+		e.layoutDone.Store(true)
+		return nil
+	}
+	return err
+}
+
+// moveLegacyLayout does migrateLegacyLayout's work on the old names under
+// old.
+func (e *Engine) moveLegacyLayout(ctx context.Context, term, old string) error {
+	res, err := claimLegacyScript.Run(ctx, e.Client, []string{e.Keys.Lease, old + "lease"}, term, legacyTombstone).Slice()
+	if err != nil {
+		return err
+	}
+	switch code, _ := res[0].(int64); code {
+	case 0:
+		return engine.ErrNotLeader
+	case -1:
+		holder, _ := res[1].(string)
+		if prev := e.legacyHolder.Swap(&holder); prev == nil || *prev != holder {
+			e.log.Warn("an older belfry version schedules this namespace from its old key layout; this replica schedules once it stops",
+				"namespace", e.cfg.Namespace, "old_lease", old+"lease", "holder", holder)
+		}
+		return fmt.Errorf("%w: an older version holds %s (%s)", engine.ErrNotLeader, old+"lease", holder)
+	}
+	var pending []string
+	moved := 0
+	flush := func() error {
+		if len(pending) == 0 {
+			return nil
+		}
+		keys := append([]string{e.Keys.Lease}, pending...)
+		n, err := moveLegacyScript.Run(ctx, e.Client, keys, term).Int()
+		pending = pending[:0]
+		if err != nil {
+			return err
+		}
+		if n < 0 {
+			return engine.ErrNotLeader
+		}
+		moved += n
+		return nil
+	}
+	add := func(key string) error {
+		pending = append(pending, key, e.Keys.Prefix+strings.TrimPrefix(key, old))
+		if len(pending) >= 2*legacyMoveBatch {
+			return flush()
+		}
+		return nil
+	}
+	for _, name := range legacyNames {
+		if err := add(old + name); err != nil {
+			return err
+		}
+	}
+	for _, pattern := range legacyPatterns {
+		iter := e.Client.Scan(ctx, 0, old+pattern, 1000).Iterator()
+		for iter.Next(ctx) {
+			if err := add(iter.Val()); err != nil {
+				return err
+			}
+		}
+		if err := iter.Err(); err != nil {
+			return err
+		}
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	if err := e.Client.Set(ctx, layoutKey(e.Keys), "hash-tagged", 0).Err(); err != nil {
+		return err
+	}
+	e.layoutDone.Store(true)
+	if moved > 0 {
+		e.log.Info("moved this namespace's state to the hash-tagged key layout", "namespace", e.cfg.Namespace,
+			"keys", moved, "from", old+"*", "to", e.Keys.Prefix+"*")
+	}
+	return nil
+}
