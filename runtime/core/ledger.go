@@ -187,6 +187,11 @@ func taskIDOrNil(id string, o Outcome) *string {
 func (r *Runtime) Middleware() registry.Middleware {
 	return func(s *registry.Schedule, next registry.HandlerFunc) registry.HandlerFunc {
 		return func(ctx context.Context, occ registry.Occurrence) error {
+			if r.wasReplaced(ctx, s, occ) {
+				// overlap=replace cancelled it; asynq delivers a cancelled
+				// task again as a retry, which has nothing to do.
+				return nil
+			}
 			attempt, maxRetry := r.attemptOf(ctx, s)
 			start := r.clock.Now()
 			hold, elsewhere, verdict, err := r.startAttempt(ctx, attempt)
@@ -209,6 +214,11 @@ func (r *Runtime) Middleware() registry.Middleware {
 			stop()
 			hold.finish(ctx, err)
 			end := r.clock.Now()
+			if err != nil && errors.Is(ctx.Err(), context.Canceled) && r.wasReplaced(ctx, s, occ) {
+				// The leader recorded it replaced before it cancelled it:
+				// not a failure, and not to be retried.
+				return err
+			}
 			outcome := OutcomeSucceeded
 			if err != nil {
 				err = explain(ctx, s, err)
@@ -372,7 +382,11 @@ func (r *Runtime) records(ctx context.Context, ids []string) ([]Record, error) {
 // that were never enqueued.
 type Counters struct {
 	Enqueued, Manual, Missed, Skipped, Paused, Succeeded, Failed int64
-	LastEnqueue, LastSuccess, LastFailure                        time.Time
+	// Buffered counts the slots overlap=buffer_one kept waiting (each is
+	// counted in Enqueued too once it is enqueued), Replaced the
+	// occurrences overlap=replace cancelled.
+	Buffered, Replaced                    int64
+	LastEnqueue, LastSuccess, LastFailure time.Time
 	// FirstSeen is when the scheduler first saw the schedule; slots
 	// before it were never meant to run.
 	FirstSeen time.Time

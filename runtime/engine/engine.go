@@ -117,6 +117,15 @@ type TaskState interface {
 	TaskRunning(ctx context.Context, queue, id string) (bool, error)
 }
 
+// Canceler cancels an occurrence's task, for overlap=replace: a running
+// task's handler has its ctx cancelled and the task is not run again as
+// it was (the core's middleware makes a later delivery of it return at
+// once); one not yet running is removed. A task already finished, or
+// gone, is no error. Both engines implement it.
+type Canceler interface {
+	CancelTask(ctx context.Context, queue, id string) error
+}
+
 // Records is the ledger: what each occurrence did.
 type Records interface {
 	// RecordManual records an operator's occurrence and counts it.

@@ -102,4 +102,6 @@ var cases = []struct {
 	{"TruthfulRecords", truthfulRecords},
 	{"CarrierReachesTheHandler", carrierReachesTheHandler},
 	{"BoundedReads", boundedReads},
+	{"OverlapBufferOne", overlapBufferOne},
+	{"OverlapReplace", overlapReplace},
 }

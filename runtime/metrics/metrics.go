@@ -70,7 +70,8 @@ const manualOutcome = "manual"
 // Outcomes of each counter, created at zero for every schedule.
 var (
 	scheduledOutcomes = []string{string(core.OutcomeEnqueued), string(core.OutcomeMissed),
-		string(core.OutcomeSkipped), string(core.OutcomePaused), manualOutcome}
+		string(core.OutcomeSkipped), string(core.OutcomePaused), manualOutcome, string(core.OutcomeBuffered),
+		string(core.OutcomeReplaced)}
 	attemptOutcomes = []string{string(core.OutcomeSucceeded), string(core.OutcomeRetrying), string(core.OutcomeFailed)}
 )
 

@@ -55,6 +55,7 @@ var (
 	_ engine.Configurable = (*Engine)(nil)
 	_ engine.Deliveries   = (*Engine)(nil)
 	_ engine.Named        = (*Engine)(nil)
+	_ engine.Canceler     = (*Engine)(nil)
 )
 
 // Defaults of the runtime's settings, for a Configure given none (the

@@ -74,9 +74,10 @@ func TestMigrateFromEmptyThenNothing(t *testing.T) {
 		t.Errorf("second Migrate applied %+v (%v), want nothing", again, err)
 	}
 	versions, err := postgres.Versions(ctx, db)
-	if err != nil || len(versions) != 3 || versions[0].Version != 1 || versions[0].Name != "init" || versions[0].AppliedAt.IsZero() ||
-		versions[1].Version != 2 || versions[1].Name != "engine" || versions[2].Version != 3 || versions[2].Name != "retention" {
-		t.Errorf("Versions = %+v, %v; want versions 1 (init), 2 (engine) and 3 (retention) with their times", versions, err)
+	if err != nil || len(versions) != 4 || versions[0].Version != 1 || versions[0].Name != "init" || versions[0].AppliedAt.IsZero() ||
+		versions[1].Version != 2 || versions[1].Name != "engine" || versions[2].Version != 3 || versions[2].Name != "retention" ||
+		versions[3].Version != 4 || versions[3].Name != "overlap" {
+		t.Errorf("Versions = %+v, %v; want versions 1 (init), 2 (engine), 3 (retention) and 4 (overlap) with their times", versions, err)
 	}
 	if err := postgres.CheckSchema(ctx, db); err != nil {
 		t.Errorf("CheckSchema after Migrate: %v", err)

@@ -51,7 +51,10 @@ type Engine struct {
 	cfg Config // what it was built from, for the queue diagnostics
 }
 
-var _ engine.Engine = (*Engine)(nil)
+var (
+	_ engine.Engine   = (*Engine)(nil)
+	_ engine.Canceler = (*Engine)(nil)
+)
 
 // Config is what an Engine is built from.
 type Config struct {
@@ -165,6 +168,31 @@ func (e *Engine) TaskRunning(ctx context.Context, queue, id string) (bool, error
 		return false, nil
 	}
 	return true, nil
+}
+
+// CancelTask cancels the task for overlap=replace: a running one through
+// asynq's CancelProcessing (its handler's ctx ends; asynq then moves it to
+// retry, and the core's middleware makes that delivery return at once),
+// one waiting (pending, scheduled, retry) by deleting it.
+func (e *Engine) CancelTask(ctx context.Context, queue, id string) error {
+	info, err := e.taskInfo(ctx, queue, id)
+	if info == nil || err != nil {
+		return err
+	}
+	_, err = engine.Obey(ctx, func(context.Context) (struct{}, error) {
+		switch info.State {
+		case asynq.TaskStateActive:
+			return struct{}{}, e.Inspector.CancelProcessing(id)
+		case asynq.TaskStatePending, asynq.TaskStateScheduled, asynq.TaskStateRetry:
+			err := e.Inspector.DeleteTask(queue, id)
+			if errors.Is(err, asynq.ErrTaskNotFound) {
+				err = nil
+			}
+			return struct{}{}, err
+		}
+		return struct{}{}, nil
+	})
+	return err
 }
 
 // TaskExists asks asynq's Inspector for the task.
