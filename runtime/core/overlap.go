@@ -135,29 +135,38 @@ func (r *Runtime) loadBuffers(ctx context.Context, b *buffers) error {
 	return nil
 }
 
-// overlapDecision is what a slot of a buffer_one or replace schedule
-// becomes: outcome (enqueued, buffered or skipped), and for replace the
-// running occurrence it cancels, "" for none.
-func (r *Runtime) overlapDecision(ctx context.Context, p *slotPlan, slot time.Time) (outcome Outcome, replaces string, err error) {
+// overlapVerdict is what a slot of a buffer_one or replace schedule
+// becomes: outcome (enqueued, buffered or skipped) and why, and for
+// replace the running occurrence it cancels, "" for none.
+type overlapVerdict struct {
+	outcome          Outcome
+	reason, replaces string
+}
+
+// overlapDecision decides a slot of a buffer_one or replace schedule.
+func (r *Runtime) overlapDecision(ctx context.Context, p *slotPlan, slot time.Time) (overlapVerdict, error) {
 	s := p.sched
 	if s.Overlap == registry.OverlapBufferOne {
-		if _, waiting := p.buffers.get(s.Name); waiting {
-			return OutcomeSkipped, "", nil
+		if w, waiting := p.buffers.get(s.Name); waiting {
+			return overlapVerdict{outcome: OutcomeSkipped, reason: fmt.Sprintf("overlap=buffer_one: slot %s already waits behind %s",
+				time.Unix(w.slot, 0).UTC().Format(time.RFC3339), w.behind)}, nil
 		}
 	}
+	enqueue := overlapVerdict{outcome: OutcomeEnqueued}
 	prev, err := r.previousID(ctx, s, p.lastID())
 	if err != nil || prev == "" {
-		return OutcomeEnqueued, "", err
+		return enqueue, err
 	}
 	busy, err := r.eng.TaskRunning(ctx, s.Queue, prev)
 	if err != nil || !busy {
-		return OutcomeEnqueued, "", err
+		return enqueue, err
 	}
 	if s.Overlap == registry.OverlapReplace {
-		return OutcomeEnqueued, prev, nil
+		enqueue.replaces = prev
+		return enqueue, nil
 	}
 	p.buffers.set(s.Name, waitingSlot{behind: prev, slot: slot.Unix()})
-	return OutcomeBuffered, "", nil
+	return overlapVerdict{outcome: OutcomeBuffered, reason: "overlap=buffer_one: waits behind " + prev}, nil
 }
 
 // previousID is the schedule's newest enqueued occurrence: the newest of

@@ -458,7 +458,7 @@ func (r *Runtime) prepareSlot(ctx context.Context, fence *engine.Fence, p *slotP
 		p.failedAt(k, errTermNotTrusted)
 		return slotEnqueue{}, engine.Enqueue{}, false
 	}
-	outcome, replaces := OutcomeEnqueued, ""
+	outcome, replaces, reason := OutcomeEnqueued, "", ""
 	switch s.Overlap {
 	case registry.OverlapSkip:
 		busy, err := r.previousStillRunning(ctx, s, p.lastID())
@@ -470,11 +470,12 @@ func (r *Runtime) prepareSlot(ctx context.Context, fence *engine.Fence, p *slotP
 			outcome = OutcomeSkipped
 		}
 	case registry.OverlapBufferOne, registry.OverlapReplace:
-		var err error
-		if outcome, replaces, err = r.overlapDecision(ctx, p, slot); err != nil {
+		v, err := r.overlapDecision(ctx, p, slot)
+		if err != nil {
 			p.failedAt(k, err)
 			return slotEnqueue{}, engine.Enqueue{}, false
 		}
+		outcome, replaces, reason = v.outcome, v.replaces, v.reason
 	}
 	occ := p.occurrence(r.opts.Namespace, slot)
 	if outcome == OutcomeEnqueued {
@@ -488,6 +489,7 @@ func (r *Runtime) prepareSlot(ctx context.Context, fence *engine.Fence, p *slotP
 	se = slotEnqueue{plan: p, k: k, occ: occ, replaces: replaces}
 	if outcome != OutcomeEnqueued {
 		p.recordSlot(occ, outcome, r.clock.Now())
+		p.done[len(p.done)-1].Error = reason
 		return se, engine.Enqueue{}, true
 	}
 	// The cursor rises to the slot in the enqueue's own script, so a crash

@@ -103,5 +103,6 @@ var cases = []struct {
 	{"CarrierReachesTheHandler", carrierReachesTheHandler},
 	{"BoundedReads", boundedReads},
 	{"OverlapBufferOne", overlapBufferOne},
+	{"OverlapBufferOneTakeover", overlapBufferOneTakeover},
 	{"OverlapReplace", overlapReplace},
 }

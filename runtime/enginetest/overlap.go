@@ -86,16 +86,54 @@ func byOutcome(t *testing.T, rt *core.Runtime, name string, outcome core.Outcome
 // and the waiting one runs once the running one ends, never beside it.
 func overlapBufferOne(t *testing.T, h Harness) {
 	o := newOverrunner()
-	r := single(t, h, nil, registry.Schedule{Name: "overruns", Expr: "* * * * * *", Overlap: registry.OverlapBufferOne,
-		MaxRetry: 0, Timeout: time.Minute, Handler: o.handler})
+	r := single(t, h, nil, overrunning(registry.OverlapBufferOne, o))
+	first, buffered, skipped := bufferedBehindTheFirst(t, r.rt, o)
+	close(o.release)
+	waitFor(t, 10*time.Second, "the buffered slot to run once the first ended", func() bool { return len(o.started()) >= 2 })
+	r.stop()
+	checkBuffered(t, r.rt, o, first, buffered, skipped)
+}
+
+// The leader that holds a slot waiting behind the running occurrence
+// crashes; the replica that takes over reads the waiting slot back and
+// runs it once the running one ends, once, and never beside it.
+func overlapBufferOneTakeover(t *testing.T, h Harness) {
+	o := newOverrunner()
+	reg := mustRegistry(t, overrunning(registry.OverlapBufferOne, o))
+	b := h.NewBackend(t)
+	settings := replicaSettings{leaseTTL: takeoverTTL, grace: time.Minute}
+	a, next := newReplica(t, b, reg, "a", settings), newReplica(t, b, reg, "b", settings)
+	b.StartWorkers(t, next.rt)
+	a.start()
+	waitFor(t, 10*time.Second, "replica a to lead", a.leading)
+	next.start()
+	first, buffered, skipped := bufferedBehindTheFirst(t, next.rt, o)
+	a.link.BlackHole() // healed only when the test ends
+	waitFor(t, 3*takeoverTTL, "b to take over from the crashed leader", next.leading)
+	close(o.release)
+	waitFor(t, 10*time.Second, "the buffered slot to run under b", func() bool { return len(o.started()) >= 2 })
+	next.stop()
+	checkBuffered(t, next.rt, o, first, buffered, skipped)
+}
+
+// overrunning is a per-second schedule of o's handler with overlap.
+func overrunning(overlap registry.Overlap, o *overrunner) registry.Schedule {
+	return registry.Schedule{Name: "overruns", Expr: "* * * * * *", Queue: queueName("q"), Overlap: overlap,
+		MaxRetry: 2, Timeout: time.Minute, Handler: o.handler}
+}
+
+// bufferedBehindTheFirst waits for the first run and, while it runs, the
+// next slot recorded buffered and two more skipped, each saying why.
+func bufferedBehindTheFirst(t *testing.T, rt *core.Runtime, o *overrunner) (first registry.Occurrence, buffered core.Record, skipped []core.Record) {
+	t.Helper()
 	waitFor(t, 10*time.Second, "the first run", func() bool { return len(o.started()) >= 1 })
-	first := o.started()[0]
+	first = o.started()[0]
 	waitFor(t, 10*time.Second, "one slot buffered and two skipped behind the running one", func() bool {
-		return len(byOutcome(t, r.rt, "overruns", core.OutcomeBuffered)) == 1 &&
-			len(byOutcome(t, r.rt, "overruns", core.OutcomeSkipped)) >= 2
+		return len(byOutcome(t, rt, "overruns", core.OutcomeBuffered)) == 1 &&
+			len(byOutcome(t, rt, "overruns", core.OutcomeSkipped)) >= 2
 	})
-	buffered := byOutcome(t, r.rt, "overruns", core.OutcomeBuffered)[0]
-	skipped := byOutcome(t, r.rt, "overruns", core.OutcomeSkipped)
+	buffered = byOutcome(t, rt, "overruns", core.OutcomeBuffered)[0]
+	skipped = byOutcome(t, rt, "overruns", core.OutcomeSkipped)
 	if n := len(o.started()); n != 1 {
 		t.Fatalf("%d runs while the first still ran, want 1 (the buffered slot must wait)", n)
 	}
@@ -103,14 +141,32 @@ func overlapBufferOne(t *testing.T, h Harness) {
 		t.Errorf("first run %s, buffered %s, first skipped %s: want them in that order",
 			stamp(first.Slot), stamp(buffered.Slot), stamp(skipped[0].Slot))
 	}
-	close(o.release)
-	waitFor(t, 10*time.Second, "the buffered slot to run once the first ended", func() bool { return len(o.started()) >= 2 })
-	r.stop()
-	runs := o.started()
-	if !runs[1].Slot.Equal(buffered.Slot) {
-		t.Errorf("second run is of slot %s, want the buffered slot %s", stamp(runs[1].Slot), stamp(buffered.Slot))
+	if !strings.Contains(buffered.Error, "waits behind "+first.ID) {
+		t.Errorf("buffered record says %q, want it to name the running %s", buffered.Error, first.ID)
 	}
+	for _, rec := range skipped {
+		if !strings.Contains(rec.Error, "already waits behind "+first.ID) {
+			t.Errorf("skipped record of %s says %q, want that a buffered slot already waits", stamp(rec.Slot), rec.Error)
+		}
+	}
+	return first, buffered, skipped
+}
+
+// checkBuffered checks, once the buffered slot ran, that it ran second,
+// alone, that no skipped slot ran, and that its record shows the run.
+func checkBuffered(t *testing.T, rt *core.Runtime, o *overrunner, first registry.Occurrence, buffered core.Record, skipped []core.Record) {
+	t.Helper()
+	runs := o.started()
+	if runs[0].ID != first.ID || !runs[1].Slot.Equal(buffered.Slot) {
+		t.Errorf("runs of slots %s then %s, want %s then the buffered %s",
+			stamp(runs[0].Slot), stamp(runs[1].Slot), stamp(first.Slot), stamp(buffered.Slot))
+	}
+	seen := map[string]bool{}
 	for _, run := range runs {
+		if seen[run.ID] {
+			t.Errorf("%s ran twice", run.ID)
+		}
+		seen[run.ID] = true
 		for _, s := range skipped {
 			if run.Slot.Equal(s.Slot) {
 				t.Errorf("slot %s ran, but was recorded skipped", stamp(s.Slot))
@@ -121,7 +177,7 @@ func overlapBufferOne(t *testing.T, h Harness) {
 		t.Errorf("%d runs at once, want 1", m)
 	}
 	waitFor(t, 10*time.Second, "the buffered slot's record to show its run", func() bool {
-		for _, rec := range byOutcome(t, r.rt, "overruns", core.OutcomeSucceeded) {
+		for _, rec := range byOutcome(t, rt, "overruns", core.OutcomeSucceeded) {
 			if rec.Slot.Equal(buffered.Slot) {
 				return true
 			}
@@ -136,8 +192,7 @@ func overlapBufferOne(t *testing.T, h Harness) {
 // again); the last one, left alone, completes.
 func overlapReplace(t *testing.T, h Harness) {
 	o := newOverrunner()
-	r := single(t, h, nil, registry.Schedule{Name: "overruns", Expr: "* * * * * *", Overlap: registry.OverlapReplace,
-		MaxRetry: 2, Timeout: time.Minute, Handler: o.handler})
+	r := single(t, h, nil, overrunning(registry.OverlapReplace, o))
 	waitFor(t, 15*time.Second, "three runs, each replaced by the next", func() bool {
 		return len(byOutcome(t, r.rt, "overruns", core.OutcomeReplaced)) >= 3
 	})
