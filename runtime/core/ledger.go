@@ -180,7 +180,10 @@ func taskIDOrNil(id string, o Outcome) *string {
 //     retry= applies;
 //   - it runs past its timeout: recorded failed or retrying ("timeout after
 //     2s") the moment the deadline passes, whether the handler ever returns
-//     or not, as asynq itself gives up on it then.
+//     or not, as asynq itself gives up on it then;
+//   - overlap=replace cancels it: the leader recorded it replaced before
+//     the cancel, and the record stays so; a later delivery of it (asynq
+//     retries a cancelled task) returns at once without running.
 //
 // Each attempt is counted. Ledger writes that fail are logged and never
 // fail the handler.
