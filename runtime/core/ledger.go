@@ -190,7 +190,7 @@ func taskIDOrNil(id string, o Outcome) *string {
 func (r *Runtime) Middleware() registry.Middleware {
 	return func(s *registry.Schedule, next registry.HandlerFunc) registry.HandlerFunc {
 		return func(ctx context.Context, occ registry.Occurrence) error {
-			if r.wasReplaced(ctx, s, occ) {
+			if r.replacedBy(ctx, s, occ) != "" {
 				// overlap=replace cancelled it; asynq delivers a cancelled
 				// task again as a retry, which has nothing to do.
 				return nil
@@ -217,10 +217,15 @@ func (r *Runtime) Middleware() registry.Middleware {
 			stop()
 			hold.finish(ctx, err)
 			end := r.clock.Now()
-			if err != nil && errors.Is(ctx.Err(), context.Canceled) && r.wasReplaced(ctx, s, occ) {
-				// The leader recorded it replaced before it cancelled it:
-				// not a failure, and not to be retried.
-				return err
+			if err != nil && errors.Is(ctx.Err(), context.Canceled) {
+				if by := r.replacedBy(ctx, s, occ); by != "" {
+					// Not a failure, and not to be retried. The leader
+					// recorded it replaced before the cancel; this
+					// attempt's "running" may have landed after that.
+					r.recordExecution(ctx, occ, attempt, OutcomeReplaced, end, "finished_at", end.UnixMilli(),
+						"duration_ms", end.Sub(start).Milliseconds(), "error", replacedError(by))
+					return err
+				}
 			}
 			outcome := OutcomeSucceeded
 			if err != nil {

@@ -201,7 +201,7 @@ func (r *Runtime) replaceRunning(ctx context.Context, s *registry.Schedule, old 
 	now := r.clock.Now()
 	e := engine.Execution{ID: old, Schedule: s.Name, Slot: slotOfID(old), At: now, Attempt: attempt,
 		Count: string(OutcomeReplaced), Fields: []any{"outcome", string(OutcomeReplaced),
-			"error", "replaced by " + by.ID, "finished_at", now.UnixMilli()}}
+			"error", replacedError(by.ID), "finished_at", now.UnixMilli(), "replaced_by", by.ID}}
 	if err := r.eng.RecordExecution(ctx, e); err != nil {
 		r.log.Warn("overlap=replace: could not record the replaced occurrence", "id", old, "err", err)
 	}
@@ -217,16 +217,26 @@ func slotOfID(id string) time.Time {
 	return time.Unix(n, 0)
 }
 
-// wasReplaced reports whether the ledger records occ as replaced: an
-// attempt of it delivered after its cancel does nothing.
-func (r *Runtime) wasReplaced(ctx context.Context, s *registry.Schedule, occ registry.Occurrence) bool {
-	if s.Overlap != registry.OverlapReplace || r.disabled != "" {
-		return false
+func replacedError(by string) string { return "replaced by " + by }
+
+// replacedBy is the occurrence that replaced occ, "" if none: an attempt
+// of occ delivered after its cancel does nothing, and one that its cancel
+// interrupted is recorded replaced. The leader's mark of it stands
+// whatever the worker wrote of the record meanwhile (a "running" written
+// just after the mark, by a worker that took the task as it was
+// replaced).
+func (r *Runtime) replacedBy(ctx context.Context, s *registry.Schedule, occ registry.Occurrence) string {
+	canceler, ok := r.eng.(engine.Canceler)
+	if s.Overlap != registry.OverlapReplace || r.disabled != "" || !ok {
+		return ""
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	recs, err := r.eng.Records(ctx, []string{occ.Key()})
-	return err == nil && len(recs) == 1 && recs[0].Outcome == string(OutcomeReplaced)
+	by, err := canceler.ReplacedBy(ctx, occ.Key())
+	if err != nil {
+		r.log.Warn("overlap=replace: could not read whether the occurrence was replaced", "id", occ.Key(), "err", err)
+	}
+	return by
 }
 
 // releaseBuffered enqueues each waiting slot whose running occurrence

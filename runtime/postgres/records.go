@@ -161,7 +161,7 @@ func (e *Engine) RecordManual(ctx context.Context, item engine.Commit) error {
 // each is stored.
 var executionColumns = map[string]columnKind{
 	"outcome": textColumn, "error": textColumn, "replica": textColumn, "actor": textColumn, "member": textColumn,
-	"max_retry": intColumn, "duration_ms": intColumn,
+	"max_retry": intColumn, "duration_ms": intColumn, "replaced_by": textColumn,
 	"started_at": timeColumn, "finished_at": timeColumn, "enqueued_at": timeColumn, "recorded_at": timeColumn,
 	"manual": boolColumn,
 }

@@ -481,6 +481,16 @@ func (e *Engine) CancelTask(ctx context.Context, _, id string) error {
 	return err
 }
 
+// ReplacedBy reads the record's replaced_by column.
+func (e *Engine) ReplacedBy(ctx context.Context, id string) (string, error) {
+	var by string
+	err := e.pool.QueryRow(ctx, `SELECT replaced_by FROM belfry_record WHERE namespace = $1 AND occurrence_id = $2`, e.ns, id).Scan(&by)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	return by, err
+}
+
 // TaskExists reports whether id's River job is in, whatever its state.
 func (e *Engine) TaskExists(ctx context.Context, _, id string) (bool, error) {
 	state, err := e.jobState(ctx, id)

@@ -180,19 +180,34 @@ func (e *Engine) CancelTask(ctx context.Context, queue, id string) error {
 		return err
 	}
 	_, err = engine.Obey(ctx, func(context.Context) (struct{}, error) {
-		switch info.State {
-		case asynq.TaskStateActive:
+		if info.State == asynq.TaskStateActive {
 			return struct{}{}, e.Inspector.CancelProcessing(id)
-		case asynq.TaskStatePending, asynq.TaskStateScheduled, asynq.TaskStateRetry:
-			err := e.Inspector.DeleteTask(queue, id)
-			if errors.Is(err, asynq.ErrTaskNotFound) {
-				err = nil
-			}
-			return struct{}{}, err
 		}
-		return struct{}{}, nil
+		if info.State != asynq.TaskStatePending && info.State != asynq.TaskStateScheduled && info.State != asynq.TaskStateRetry {
+			return struct{}{}, nil
+		}
+		err := e.Inspector.DeleteTask(queue, id)
+		if errors.Is(err, asynq.ErrTaskNotFound) {
+			return struct{}{}, nil
+		}
+		if err != nil {
+			// A worker may have taken it between the look and the delete.
+			if now, ierr := e.Inspector.GetTaskInfo(queue, id); ierr == nil && now.State == asynq.TaskStateActive {
+				return struct{}{}, e.Inspector.CancelProcessing(id)
+			}
+		}
+		return struct{}{}, err
 	})
 	return err
+}
+
+// ReplacedBy reads the record's replaced_by field.
+func (e *Engine) ReplacedBy(ctx context.Context, id string) (string, error) {
+	by, err := e.Client.HGet(ctx, e.Keys.Occurrence(id), "replaced_by").Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	return by, err
 }
 
 // TaskExists asks asynq's Inspector for the task.
