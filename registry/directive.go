@@ -354,6 +354,11 @@ func ParseDirective(c *ast.Comment) (*Directive, error) {
 			zoneOK = zoneOK && key != "tz"
 		}
 	}
+	if kv, ok := d.Key("overlap"); ok && d.Per != "" {
+		if err := checkFamilyOverlap(d.Overlap); err != nil {
+			fail(kv.ValuePos, kv.ValuePos+token.Pos(len(kv.Value)), "bad value %q for overlap: %v", kv.Value, err)
+		}
+	}
 	if kv, ok := d.Key("misfire"); ok && d.Per != "" {
 		if err := checkFamilyMisfire(d.Misfire); err != nil {
 			fail(kv.ValuePos, kv.ValuePos+token.Pos(len(kv.Value)), "bad value %q for misfire: %v", kv.Value, err)

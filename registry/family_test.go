@@ -116,3 +116,33 @@ func TestAFamilyRefusesMisfireAll(t *testing.T) {
 		t.Error("New accepted misfire=all on a family")
 	}
 }
+
+// A family cannot buffer or replace: the directive says so at the value,
+// and New refuses it too; a plain schedule takes both.
+func TestAFamilyRefusesBufferOneAndReplace(t *testing.T) {
+	t.Parallel()
+	h := func(context.Context, Occurrence) error { return nil }
+	for _, o := range []Overlap{OverlapBufferOne, OverlapReplace} {
+		line := `//cron:schedule "0 9 * * MON" name=weekly-report per=tenant overlap=` + string(o)
+		fset, c := parseDirectiveLine(t, line)
+		_, err := ParseDirective(c)
+		var errs PosErrors
+		if !errors.As(err, &errs) || len(errs) != 1 || !strings.Contains(errs[0].Msg, "overlap="+string(o)+" is not offered for a family") {
+			t.Fatalf("ParseDirective: %v, want one error about overlap=%s", err, o)
+		}
+		if got, want := fset.Position(errs[0].Pos).Column, strings.Index(line, "overlap=")+len("overlap=")+1; got != want {
+			t.Errorf("error at column %d, want %d (the value)", got, want)
+		}
+		if _, err := New(Schedule{Name: "f", Expr: "@daily", Per: "tenant", Overlap: o, Handler: h}); err == nil {
+			t.Errorf("New accepted overlap=%s on a family", o)
+		}
+		_, plain := parseDirectiveLine(t, `//cron:schedule "* * * * * *" overlap=`+string(o))
+		d, err := ParseDirective(plain)
+		if err != nil || d.Overlap != o {
+			t.Errorf("overlap=%s on a schedule: %+v, %v", o, d, err)
+		}
+		if _, err := New(Schedule{Name: "s", Expr: "@daily", Overlap: o, Handler: h}); err != nil {
+			t.Errorf("New refused overlap=%s: %v", o, err)
+		}
+	}
+}

@@ -37,6 +37,13 @@ type Overlap string
 const (
 	OverlapAllow Overlap = "allow" // enqueue anyway (the default)
 	OverlapSkip  Overlap = "skip"  // record the slot as skipped
+	// OverlapBufferOne keeps one slot waiting behind the running
+	// occurrence, enqueued once it ends; slots that come due while one
+	// waits are recorded skipped.
+	OverlapBufferOne Overlap = "buffer_one"
+	// OverlapReplace cancels the running occurrence (its handler's ctx is
+	// cancelled, and it is recorded replaced) and enqueues the new one.
+	OverlapReplace Overlap = "replace"
 )
 
 // Misfire says what happens to slots older than the grace window (after an
@@ -245,8 +252,20 @@ func checkRetry(n int) error {
 }
 
 func checkOverlap(o Overlap) error {
-	if o != OverlapAllow && o != OverlapSkip {
-		return fmt.Errorf("want %s or %s; e.g. overlap=skip", OverlapAllow, OverlapSkip)
+	switch o {
+	case OverlapAllow, OverlapSkip, OverlapBufferOne, OverlapReplace:
+		return nil
+	}
+	return fmt.Errorf("want %s, %s, %s or %s; e.g. overlap=skip", OverlapAllow, OverlapSkip, OverlapBufferOne, OverlapReplace)
+}
+
+// checkFamilyOverlap refuses buffer_one and replace for a family: the
+// slot one keeps waiting and the occurrence the other cancels are a
+// schedule's, kept with its cursor, and a member's cursor has no room for
+// them.
+func checkFamilyOverlap(o Overlap) error {
+	if o == OverlapBufferOne || o == OverlapReplace {
+		return fmt.Errorf("overlap=%s is not offered for a family (per=); use overlap=skip or overlap=allow", o)
 	}
 	return nil
 }
@@ -344,6 +363,9 @@ func (s *Schedule) normalize(parsed parsedExprs) error {
 	if s.Per != "" {
 		if err := checkFamilyMisfire(s.Misfire); err != nil {
 			return fmt.Errorf("schedule %s: misfire %q: %w", s.Name, s.Misfire, err)
+		}
+		if err := checkFamilyOverlap(s.Overlap); err != nil {
+			return fmt.Errorf("schedule %s: overlap %q: %w", s.Name, s.Overlap, err)
 		}
 	}
 	if s.Handler == nil {

@@ -22,11 +22,13 @@ const (
 
 // What happened to an occurrence (core.Outcome).
 const (
+	OutcomeBuffered  = core.OutcomeBuffered
 	OutcomeEnqueued  = core.OutcomeEnqueued
 	OutcomeFailed    = core.OutcomeFailed
 	OutcomeLost      = core.OutcomeLost
 	OutcomeMissed    = core.OutcomeMissed
 	OutcomePaused    = core.OutcomePaused
+	OutcomeReplaced  = core.OutcomeReplaced
 	OutcomeRetrying  = core.OutcomeRetrying
 	OutcomeRunning   = core.OutcomeRunning
 	OutcomeSkipped   = core.OutcomeSkipped

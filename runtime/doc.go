@@ -124,7 +124,11 @@
 // missed (Misfire "latest" runs the newest of them instead; "all" runs them,
 // oldest first, at most registry.MisfireAllCap of the newest). A schedule with
 // Overlap "skip" does not enqueue while its previous occurrence is pending,
-// active or retrying; the slot is recorded as skipped.
+// active or retrying; the slot is recorded as skipped. "buffer_one" keeps
+// the first such slot waiting (recorded buffered) and enqueues it once the
+// previous occurrence ends, recording the others skipped; "replace"
+// enqueues the slot and cancels the previous occurrence, recorded
+// replaced (docs/overlap.md).
 //
 // # Families
 //

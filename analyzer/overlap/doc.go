@@ -17,9 +17,19 @@
 // one whole day only the days next to a transition are walked in full.
 //
 // The report is at the timeout= key, or at the expression when the
-// default timeout (30m) applies. The suggested fix adds overlap=skip
-// (or turns overlap=allow into it): a slot that comes due while the
-// previous run is pending or running is then recorded as skipped.
+// default timeout (30m) applies. Each of overlap=skip, overlap=buffer_one
+// and overlap=replace keeps one run at a time, and silences the check:
+// skip records a slot that comes due while the previous run is pending or
+// running as skipped; buffer_one keeps one such slot waiting and runs it
+// when the previous run ends (further ones are skipped); replace cancels
+// the previous run and starts the new one. A family (per=) takes skip
+// only. The suggested fix adds overlap=skip (or turns overlap=allow into
+// it), the one choice that never cancels work nor delays it.
+//
+// A timeout of two gaps or more means a run may span several slots: the
+// report then says to checkpoint the handler's batches, so that a run cut
+// off (replaced, timed out, stopped by a deploy) resumes where it stopped
+// rather than from the start.
 //
 // WRONG: a 20-minute job every quarter hour
 //
@@ -29,6 +39,11 @@
 // RIGHT: skip a slot while the previous run is still going
 //
 //	//cron:schedule "*/15 * * * *" timeout=20m overlap=skip
+//	func SyncInventory(ctx context.Context, occ registry.Occurrence) error
+//
+// RIGHT: or run the slot that came due once the previous run ends
+//
+//	//cron:schedule "*/15 * * * *" timeout=20m overlap=buffer_one
 //	func SyncInventory(ctx context.Context, occ registry.Occurrence) error
 //
 // RIGHT: or keep the run shorter than the gap

@@ -4,6 +4,7 @@ import (
 	_ "embed"
 	"fmt"
 	"go/token"
+	"time"
 
 	"golang.org/x/tools/go/analysis"
 
@@ -27,8 +28,8 @@ func run(pass *analysis.Pass) (any, error) {
 	res := cronpass.Of(pass)
 	for _, e := range res.Schedules {
 		d := e.Directive
-		if d.Overlap == registry.OverlapSkip {
-			continue
+		if d.Overlap != registry.OverlapAllow {
+			continue // skip, buffer_one and replace each keep one run at a time
 		}
 		gap := res.Gap(e)
 		if !gap.OK || d.Timeout <= gap.Len {
@@ -40,18 +41,37 @@ func run(pass *analysis.Pass) (any, error) {
 		}
 		diag := analysis.Diagnostic{
 			Pos: d.ExprPos, End: d.ExprPos + token.Pos(len(d.Expr)+2),
-			Message: fmt.Sprintf("default timeout %s is longer than the shortest gap between runs of %q, %s%s; add overlap=skip or a shorter timeout=",
-				registry.FormatDuration(d.Timeout), e.Name, registry.FormatDuration(gap.Len), when),
+			Message: fmt.Sprintf("default timeout %s is longer than the shortest gap between runs of %q, %s%s; add %s or a shorter timeout=%s",
+				registry.FormatDuration(d.Timeout), e.Name, registry.FormatDuration(gap.Len), when, policies(d), checkpointHint(d, gap.Len)),
 			SuggestedFixes: []analysis.SuggestedFix{skipFix(e)},
 		}
 		if kv, ok := d.Key("timeout"); ok {
 			diag.Pos, diag.End = kv.KeyPos, kv.ValuePos+token.Pos(len(kv.Value))
-			diag.Message = fmt.Sprintf("timeout=%s is longer than the shortest gap between runs of %q, %s%s; add overlap=skip or shorten it",
-				kv.Value, e.Name, registry.FormatDuration(gap.Len), when)
+			diag.Message = fmt.Sprintf("timeout=%s is longer than the shortest gap between runs of %q, %s%s; add %s or shorten it%s",
+				kv.Value, e.Name, registry.FormatDuration(gap.Len), when, policies(d), checkpointHint(d, gap.Len))
 		}
 		cronpass.Report(pass, e, diag)
 	}
 	return nil, nil
+}
+
+// policies are the overlap= values that keep one run at a time: a family
+// takes only skip.
+func policies(d *registry.Directive) string {
+	if d.Per != "" {
+		return "overlap=skip"
+	}
+	return "overlap=skip, overlap=buffer_one or overlap=replace,"
+}
+
+// checkpointHint is said of a run that may outlast two or more gaps: work
+// that long is cut off (by replace, a timeout or a deploy) more often
+// than not, and resumes only if it saves its progress.
+func checkpointHint(d *registry.Directive, gap time.Duration) string {
+	if d.Timeout < 2*gap {
+		return ""
+	}
+	return "; a run this long should checkpoint its batches, so that a cut-off run resumes"
 }
 
 func skipFix(e *cronpass.Entry) analysis.SuggestedFix {

@@ -549,3 +549,13 @@ func upperFirst(s string) string {
 	r, n := utf8.DecodeRuneInString(s)
 	return string(unicode.ToUpper(r)) + s[n:]
 }
+
+// camel turns a directive value into its constant's suffix: buffer_one
+// is BufferOne.
+func camel(s string) string {
+	var b strings.Builder
+	for part := range strings.SplitSeq(s, "_") {
+		b.WriteString(upperFirst(part))
+	}
+	return b.String()
+}

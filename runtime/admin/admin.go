@@ -255,6 +255,8 @@ type apiCounters struct {
 	Manual      int64      `json:"manual"`
 	Missed      int64      `json:"missed"`
 	Skipped     int64      `json:"skipped"`
+	Buffered    int64      `json:"buffered"`
+	Replaced    int64      `json:"replaced"`
 	Paused      int64      `json:"paused"`
 	Succeeded   int64      `json:"succeeded"`
 	Failed      int64      `json:"failed"`
@@ -279,7 +281,7 @@ func (a *admin) toAPI(st core.ScheduleState, missing []core.Missing) apiSchedule
 		Source: s.Source, Status: st.Status, Paused: st.Paused, LastRun: st.LastRun(), Missing: missingOf(missing),
 	}
 	if len(out.Missing) == 0 {
-		out.Counters = &apiCounters{Enqueued: c.Enqueued, Manual: c.Manual, Missed: c.Missed, Skipped: c.Skipped, Paused: c.Paused,
+		out.Counters = &apiCounters{Enqueued: c.Enqueued, Manual: c.Manual, Missed: c.Missed, Skipped: c.Skipped, Buffered: c.Buffered, Replaced: c.Replaced, Paused: c.Paused,
 			Succeeded: c.Succeeded, Failed: c.Failed, LastEnqueue: orNil(c.LastEnqueue),
 			LastSuccess: orNil(c.LastSuccess), LastFailure: orNil(c.LastFailure)}
 	}

@@ -157,6 +157,8 @@ func (s apiSchedule) appendIndented(b []byte) []byte {
 		w.num("manual", c.Manual)
 		w.num("missed", c.Missed)
 		w.num("skipped", c.Skipped)
+		w.num("buffered", c.Buffered)
+		w.num("replaced", c.Replaced)
 		w.num("paused", c.Paused)
 		w.num("succeeded", c.Succeeded)
 		w.num("failed", c.Failed)

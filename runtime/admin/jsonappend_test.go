@@ -26,7 +26,7 @@ func sampleSchedules() []apiSchedule {
 			s.Source = "jobs/prune.go:12:" + text
 			s.NextRun, s.NextRunUTC = &next, &nextUTC
 			s.Paused = &runtime.Pause{Reason: text, At: at}
-			s.Counters = &apiCounters{Enqueued: 120, Manual: 1, Missed: -3, Skipped: 4, Paused: 5, Succeeded: 118,
+			s.Counters = &apiCounters{Enqueued: 120, Manual: 1, Missed: -3, Skipped: 4, Buffered: 6, Replaced: 7, Paused: 5, Succeeded: 118,
 				Failed: 2, LastEnqueue: &utc, LastSuccess: &at}
 			s.LastRun = &runtime.Record{ID: "cron:x/" + text, Schedule: text, Slot: utc, Manual: true,
 				Outcome: runtime.OutcomeFailed, EnqueuedAt: utc, StartedAt: at, FinishedAt: at.Add(time.Second),

@@ -62,6 +62,10 @@ func glyph(o core.Outcome) string {
 		return "–"
 	case core.OutcomeSkipped:
 		return "»"
+	case core.OutcomeBuffered:
+		return "⋯" // waits behind the running occurrence
+	case core.OutcomeReplaced:
+		return "⇥" // cancelled for a newer occurrence
 	case core.OutcomePaused:
 		return "‖"
 	case core.OutcomeLost:
@@ -306,9 +310,9 @@ func (a *admin) rowOf(snap core.Snapshot, st core.ScheduleState, path string) sc
 // counts enqueues on schedule and by hand (Run now, Re-run) apart, while
 // successes and failures count both, so "enqueued" here is their sum.
 func totals(c core.Counters) string {
-	return fmt.Sprintf("%d enqueued (%d on schedule, %d by hand): %d succeeded, %s · not run: %d missed, %d skipped, %d paused",
+	return fmt.Sprintf("%d enqueued (%d on schedule, %d by hand): %d succeeded, %s · not run: %d missed, %d skipped, %d paused%s",
 		c.Enqueued+c.Manual, c.Enqueued, c.Manual, c.Succeeded, plural(int(c.Failed), "failed attempt", "failed attempts"),
-		c.Missed, c.Skipped, c.Paused)
+		c.Missed, c.Skipped, c.Paused, overlapTotals(c))
 }
 
 // pausedNote says who paused, when and why: "paused by alice 3 min ago:
@@ -722,4 +726,13 @@ func serveScript(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Write(pageScript)
+}
+
+// overlapTotals adds what overlap=buffer_one and overlap=replace did, ""
+// when they did nothing.
+func overlapTotals(c core.Counters) string {
+	if c.Buffered == 0 && c.Replaced == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" · overlap: %d buffered, %d replaced", c.Buffered, c.Replaced)
 }

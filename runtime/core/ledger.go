@@ -180,13 +180,21 @@ func taskIDOrNil(id string, o Outcome) *string {
 //     retry= applies;
 //   - it runs past its timeout: recorded failed or retrying ("timeout after
 //     2s") the moment the deadline passes, whether the handler ever returns
-//     or not, as asynq itself gives up on it then.
+//     or not, as asynq itself gives up on it then;
+//   - overlap=replace cancels it: the leader recorded it replaced before
+//     the cancel, and the record stays so; a later delivery of it (asynq
+//     retries a cancelled task) returns at once without running.
 //
 // Each attempt is counted. Ledger writes that fail are logged and never
 // fail the handler.
 func (r *Runtime) Middleware() registry.Middleware {
 	return func(s *registry.Schedule, next registry.HandlerFunc) registry.HandlerFunc {
 		return func(ctx context.Context, occ registry.Occurrence) error {
+			if r.replacedBy(ctx, s, occ) != "" {
+				// overlap=replace cancelled it; asynq delivers a cancelled
+				// task again as a retry, which has nothing to do.
+				return nil
+			}
 			attempt, maxRetry := r.attemptOf(ctx, s)
 			start := r.clock.Now()
 			hold, started, err := r.startAttempt(ctx, attempt)
@@ -209,6 +217,16 @@ func (r *Runtime) Middleware() registry.Middleware {
 			stop()
 			hold.finish(ctx, err)
 			end := r.clock.Now()
+			if err != nil && errors.Is(ctx.Err(), context.Canceled) {
+				if by := r.replacedBy(ctx, s, occ); by != "" {
+					// Not a failure, and not to be retried. The leader
+					// recorded it replaced before the cancel; this
+					// attempt's "running" may have landed after that.
+					r.recordExecution(ctx, occ, attempt, OutcomeReplaced, end, "finished_at", end.UnixMilli(),
+						"duration_ms", end.Sub(start).Milliseconds(), "error", replacedError(by))
+					return err
+				}
+			}
 			outcome := OutcomeSucceeded
 			if err != nil {
 				err = explain(ctx, s, err)
@@ -372,7 +390,11 @@ func (r *Runtime) records(ctx context.Context, ids []string) ([]Record, error) {
 // that were never enqueued.
 type Counters struct {
 	Enqueued, Manual, Missed, Skipped, Paused, Succeeded, Failed int64
-	LastEnqueue, LastSuccess, LastFailure                        time.Time
+	// Buffered counts the slots overlap=buffer_one kept waiting (each is
+	// counted in Enqueued too once it is enqueued), Replaced the
+	// occurrences overlap=replace cancelled.
+	Buffered, Replaced                    int64
+	LastEnqueue, LastSuccess, LastFailure time.Time
 	// FirstSeen is when the scheduler first saw the schedule; slots
 	// before it were never meant to run.
 	FirstSeen time.Time

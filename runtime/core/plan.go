@@ -35,6 +35,9 @@ type slotPlan struct {
 	// prevID is, for a family member, its last enqueued occurrence before
 	// this plan (overlap=skip), "" if none.
 	prevID string
+	// buffers are the leader's waiting slots (overlap=buffer_one), nil
+	// for the other schedules.
+	buffers *buffers
 }
 
 // planSlots enumerates the schedule's slots from first (its first slot after
@@ -259,6 +262,11 @@ func (p *slotPlan) commit(now time.Time) engine.Commit {
 		if rec.Outcome == string(OutcomeEnqueued) {
 			c.LastID = rec.ID
 			c.Counts[counterLastEnqueue] = rec.At
+		}
+	}
+	if p.buffers != nil {
+		if w, ok := p.buffers.get(p.sched.Name); ok {
+			c.LastID = encodeLastID(w)
 		}
 	}
 	return c

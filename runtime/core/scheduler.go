@@ -63,6 +63,9 @@ type leaderState struct {
 	// so that a slot with thousands due does not grow them again each time.
 	plansBuf []*slotPlan
 	namesBuf []string
+	// buffers are the slots of buffer_one schedules waiting behind a
+	// running occurrence (overlap.go).
+	buffers buffers
 }
 
 // dispatchBatch bounds the schedules one dispatch takes from the heap, so
@@ -122,10 +125,20 @@ func (t *scheduleTask) step(ctx context.Context, now time.Time) (bool, time.Time
 	case len(st.uncommitted) > 0 && st.committing == nil:
 		r.startCommit(ctx, st)
 		return true, time.Time{}, nil, nil
-	case len(st.queue) > 0:
-		return false, st.queue[0].slotTime(), nil, nil
+	case st.committing == nil && st.buffers.any() && !now.Before(st.buffers.nextPoll):
+		// With no commit running or pending, the cursors the release
+		// reads are those its enqueues keep.
+		st.buffers.nextPoll = now.Add(bufferPoll)
+		return true, time.Time{}, nil, r.releaseBuffered(ctx, st)
 	}
-	return false, time.Time{}, nil, nil // idle, or waiting for the running commit
+	var next time.Time
+	if len(st.queue) > 0 {
+		next = st.queue[0].slotTime()
+	}
+	if st.committing == nil && st.buffers.any() && (next.IsZero() || st.buffers.nextPoll.Before(next)) {
+		next = st.buffers.nextPoll
+	}
+	return false, next, nil, nil // zero: idle, or waiting for the running commit
 }
 
 func (t *scheduleTask) committed() <-chan struct{} {
@@ -186,6 +199,9 @@ func (r *Runtime) loadLeaderState(ctx context.Context, value string, resume time
 		}
 	}
 	heap.Init(&st.queue)
+	if err := r.loadBuffers(ctx, &st.buffers); err != nil {
+		return nil, err
+	}
 	// A schedule whose cursor the loss took is seen again from the new
 	// cursor (first_seen); then every moved cursor is set.
 	if err := r.eng.InitCursors(ctx, value, resume.Unix(), movedNames); err != nil {
@@ -218,7 +234,11 @@ func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) 
 	late.earliest = st.queue[0].slotTime()
 	for len(st.queue) > 0 && !st.queue[0].slotTime().After(now) && len(plans) < dispatchBatch {
 		d := heap.Pop(&st.queue).(due)
-		plans = append(plans, planSlots(r.scope(d.sched), d.sched, d.slotTime(), d.cursorTime(), now, r.grace(d.sched)))
+		p := planSlots(r.scope(d.sched), d.sched, d.slotTime(), d.cursorTime(), now, r.grace(d.sched))
+		if d.sched.Overlap == registry.OverlapBufferOne {
+			p.buffers = &st.buffers
+		}
+		plans = append(plans, p)
 		names = append(names, d.sched.Name)
 	}
 	// Pauses are read when slots come due, so a pause set on any replica
@@ -308,7 +328,7 @@ func (r *Runtime) enqueueAll(ctx context.Context, leaseValue string, plans []*sl
 	for _, p := range plans {
 		switch {
 		case len(p.enqueue) == 0:
-		case p.sched.Overlap == registry.OverlapSkip:
+		case p.sched.Overlap != registry.OverlapAllow:
 			alone = append(alone, p)
 		default:
 			rounds = append(rounds, p)
@@ -421,6 +441,9 @@ func (r *Runtime) enqueuePlan(ctx context.Context, fence *engine.Fence, p *slotP
 		if !r.finishSlot(fence, se, r.eng.EnqueueAll(ctx, fence, []engine.Enqueue{item})[0]) {
 			return
 		}
+		if se.replaces != "" {
+			r.replaceRunning(ctx, p.sched, se.replaces, se.occ)
+		}
 	}
 }
 
@@ -429,7 +452,10 @@ type slotEnqueue struct {
 	plan *slotPlan
 	k    int // the slot's index in plan.enqueue
 	occ  registry.Occurrence
-	send bool // false: not enqueued (skipped, lost), and recorded already
+	send bool // false: not enqueued (skipped, buffered, lost), and recorded already
+	// replaces is the running occurrence that overlap=replace cancels
+	// once this one is in, "" for none.
+	replaces string
 	// enqueued is the EnqueueObserver's done, nil without one.
 	enqueued func(inserted bool, err error)
 }
@@ -450,8 +476,9 @@ func (r *Runtime) prepareSlot(ctx context.Context, fence *engine.Fence, p *slotP
 		p.failedAt(k, errTermNotTrusted)
 		return slotEnqueue{}, engine.Enqueue{}, false
 	}
-	outcome := OutcomeEnqueued
-	if s.Overlap == registry.OverlapSkip {
+	outcome, replaces, reason := OutcomeEnqueued, "", ""
+	switch s.Overlap {
+	case registry.OverlapSkip:
 		busy, err := r.previousStillRunning(ctx, s, p.lastID())
 		if err != nil {
 			p.failedAt(k, err)
@@ -460,6 +487,13 @@ func (r *Runtime) prepareSlot(ctx context.Context, fence *engine.Fence, p *slotP
 		if busy {
 			outcome = OutcomeSkipped
 		}
+	case registry.OverlapBufferOne, registry.OverlapReplace:
+		v, err := r.overlapDecision(ctx, p, slot)
+		if err != nil {
+			p.failedAt(k, err)
+			return slotEnqueue{}, engine.Enqueue{}, false
+		}
+		outcome, replaces, reason = v.outcome, v.replaces, v.reason
 	}
 	occ := p.occurrence(r.opts.Namespace, slot)
 	if outcome == OutcomeEnqueued {
@@ -468,9 +502,10 @@ func (r *Runtime) prepareSlot(ctx context.Context, fence *engine.Fence, p *slotP
 			return slotEnqueue{}, engine.Enqueue{}, false
 		}
 	}
-	se = slotEnqueue{plan: p, k: k, occ: occ}
+	se = slotEnqueue{plan: p, k: k, occ: occ, replaces: replaces}
 	if outcome != OutcomeEnqueued {
 		p.recordSlot(occ, outcome, r.clock.Now())
+		p.done[len(p.done)-1].Error = reason
 		return se, engine.Enqueue{}, true
 	}
 	// The cursor rises to the slot in the enqueue's own script, so a crash
@@ -480,7 +515,7 @@ func (r *Runtime) prepareSlot(ctx context.Context, fence *engine.Fence, p *slotP
 	retention := r.retention(s, slot)
 	if p.scope.Member == "" {
 		mark = engine.CursorMark{Schedule: s.Name, Slot: slot.Unix()}
-		if s.Overlap == registry.OverlapSkip {
+		if s.Overlap != registry.OverlapAllow {
 			// Its next slot asks whether this one still runs.
 			mark.LastID = occ.ID
 		}

@@ -17,8 +17,16 @@ const (
 	OutcomeRetrying  Outcome = "retrying"  // an attempt failed; asynq runs it again
 	OutcomeFailed    Outcome = "failed"    // the last attempt failed (or panicked, or timed out); asynq archived it
 	OutcomeMissed    Outcome = "missed"    // older than grace when the leader got to it; never run
-	OutcomeSkipped   Outcome = "skipped"   // overlap=skip and the previous occurrence still ran
-	OutcomePaused    Outcome = "paused"    // came due while the schedule was paused; never run
+	OutcomeSkipped   Outcome = "skipped"   // overlap=skip and the previous occurrence still ran, or overlap=buffer_one and one waited already
+	// OutcomeBuffered is a slot of an overlap=buffer_one schedule that
+	// came due while its previous occurrence ran: it waits, and is
+	// enqueued once that one ends (the record then goes on to running).
+	OutcomeBuffered Outcome = "buffered"
+	// OutcomeReplaced is an occurrence of an overlap=replace schedule
+	// cancelled for a newer one: its handler's ctx was cancelled, and it
+	// is not retried. The record's error names the newer occurrence.
+	OutcomeReplaced Outcome = "replaced"
+	OutcomePaused   Outcome = "paused" // came due while the schedule was paused; never run
 	// OutcomeLost is an Event of a detected loss of Redis data (see
 	// LostWrites), and the outcome of an occurrence whose enqueue no
 	// replica acknowledged and a failover then lost: it may have run on the

@@ -121,7 +121,8 @@ func (mon *Monitor) Snapshot(ctx context.Context) (Snapshot, error) {
 // countersFrom reads them.
 var counterFields = []string{string(OutcomeEnqueued), counterManual, string(OutcomeMissed), string(OutcomeSkipped),
 	string(OutcomePaused), string(OutcomeSucceeded), string(OutcomeFailed), counterLastEnqueue, counterLastSuccess,
-	counterLastFailure, counterFirstSeen, counterLastResume, counterLastSlotSuccess}
+	counterLastFailure, counterFirstSeen, counterLastResume, counterLastSlotSuccess, string(OutcomeBuffered),
+	string(OutcomeReplaced)}
 
 // countersFrom reads the values of counterFields, in its order, without a
 // map: a snapshot of every schedule makes 100,000 of them.
@@ -129,7 +130,7 @@ func countersFrom(vals []int64) Counters {
 	return Counters{Enqueued: vals[0], Manual: vals[1], Missed: vals[2], Skipped: vals[3], Paused: vals[4],
 		Succeeded: vals[5], Failed: vals[6], LastEnqueue: unixMilli(vals[7]), LastSuccess: unixMilli(vals[8]),
 		LastFailure: unixMilli(vals[9]), FirstSeen: unixMilli(vals[10]), LastResume: unixMilli(vals[11]),
-		LastSlotSuccess: unixMilli(vals[12])}
+		LastSlotSuccess: unixMilli(vals[12]), Buffered: vals[13], Replaced: vals[14]}
 }
 
 // SnapshotOf reads the cluster's state and that of the named schedules

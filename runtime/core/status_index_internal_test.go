@@ -42,7 +42,7 @@ func TestCountersFromReadsEachFieldAsItsName(t *testing.T) {
 		string(OutcomeSkipped): "Skipped", string(OutcomePaused): "Paused", string(OutcomeSucceeded): "Succeeded",
 		string(OutcomeFailed): "Failed", counterLastEnqueue: "LastEnqueue", counterLastSuccess: "LastSuccess",
 		counterLastFailure: "LastFailure", counterFirstSeen: "FirstSeen", counterLastResume: "LastResume",
-		counterLastSlotSuccess: "LastSlotSuccess",
+		counterLastSlotSuccess: "LastSlotSuccess", string(OutcomeBuffered): "Buffered", string(OutcomeReplaced): "Replaced",
 	}
 	if len(fieldOf) != len(counterFields) || reflect.TypeFor[Counters]().NumField() != len(counterFields) {
 		t.Fatalf("%d counters named, %d read, %d fields in Counters", len(fieldOf), len(counterFields), reflect.TypeFor[Counters]().NumField())

@@ -129,6 +129,21 @@ type TaskState interface {
 	TaskRunning(ctx context.Context, queue, id string) (bool, error)
 }
 
+// Canceler cancels an occurrence's task, for overlap=replace. Both
+// engines implement it.
+type Canceler interface {
+	// CancelTask cancels the task: a running one has its handler's ctx
+	// cancelled (the core's middleware makes a later delivery of it
+	// return at once); one not yet running is removed. A task already
+	// finished, or gone, is no error.
+	CancelTask(ctx context.Context, queue, id string) error
+	// ReplacedBy is the record field "replaced_by" of occurrence id, which
+	// the leader sets (RecordExecution) before it cancels the task: the
+	// occurrence that replaced it, "" for none. A worker's own record
+	// writes never set it, so it stands whatever they write.
+	ReplacedBy(ctx context.Context, id string) (string, error)
+}
+
 // Records is the ledger: what each occurrence did.
 type Records interface {
 	// RecordManual records an operator's occurrence and counts it.

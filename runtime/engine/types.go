@@ -25,6 +25,9 @@ type Rec struct {
 	Actor string `json:"actor,omitempty"`
 	// Member is the family member the occurrence is for, "" if none.
 	Member string `json:"member,omitempty"`
+	// Error says why a slot was not enqueued, where its outcome alone
+	// does not (a slot skipped behind a buffered one); "" for none.
+	Error string `json:"error,omitempty"`
 }
 
 // Commit is one schedule's part of a fenced commit: its new cursor, the last

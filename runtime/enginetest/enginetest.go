@@ -102,4 +102,7 @@ var cases = []struct {
 	{"TruthfulRecords", truthfulRecords},
 	{"CarrierReachesTheHandler", carrierReachesTheHandler},
 	{"BoundedReads", boundedReads},
+	{"OverlapBufferOne", overlapBufferOne},
+	{"OverlapBufferOneTakeover", overlapBufferOneTakeover},
+	{"OverlapReplace", overlapReplace},
 }

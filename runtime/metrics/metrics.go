@@ -5,7 +5,8 @@
 // Two kinds of series, aggregated differently:
 //
 //   - Counters and histograms count what this replica did: the slots its
-//     scheduler enqueued, missed, skipped or recorded paused while it led,
+//     scheduler enqueued, missed, skipped, buffered or recorded paused
+//     while it led, the occurrences it replaced,
 //     the manual occurrences enqueued through it, and the attempts its
 //     workers ran, with their durations and the fire lag of its enqueues.
 //     Each event is counted by exactly one replica, so sum() across
@@ -70,7 +71,8 @@ const manualOutcome = "manual"
 // Outcomes of each counter, created at zero for every schedule.
 var (
 	scheduledOutcomes = []string{string(core.OutcomeEnqueued), string(core.OutcomeMissed),
-		string(core.OutcomeSkipped), string(core.OutcomePaused), manualOutcome}
+		string(core.OutcomeSkipped), string(core.OutcomePaused), manualOutcome, string(core.OutcomeBuffered),
+		string(core.OutcomeReplaced)}
 	attemptOutcomes = []string{string(core.OutcomeSucceeded), string(core.OutcomeRetrying), string(core.OutcomeFailed)}
 )
 
@@ -154,7 +156,7 @@ func NewCollectorWith(p core.Provider, opts Options) prometheus.Collector {
 		aggregated: opts.over(len(rt.Registry().Schedules())),
 		schedules:  desc("belfry_schedules", "How many schedules have each status (ok, late, failing, running, paused, disabled, unknown). Aggregate with max.", "status"),
 		occurrences: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "belfry_schedule_occurrences_total",
-			Help: "Slots this replica's scheduler handled, by outcome (enqueued, missed, skipped, paused), and manual occurrences enqueued through it. Sum across replicas." + countedHelp},
+			Help: "Slots this replica's scheduler handled, by outcome (enqueued, missed, skipped, paused, buffered by overlap=buffer_one, occurrences replaced by overlap=replace), and manual occurrences enqueued through it. Sum across replicas." + countedHelp},
 			[]string{"schedule", "outcome"}),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "belfry_schedule_attempts_total",
 			Help: "Attempts this replica's workers finished, by outcome (succeeded, retrying: failed with retries left, failed: the last attempt). Sum across replicas." + countedHelp},

@@ -56,6 +56,7 @@ var (
 	_ engine.Deliveries     = (*Engine)(nil)
 	_ engine.Named          = (*Engine)(nil)
 	_ engine.EnqueueBatches = (*Engine)(nil)
+	_ engine.Canceler       = (*Engine)(nil)
 )
 
 // Defaults of the runtime's settings, for a Configure given none (the

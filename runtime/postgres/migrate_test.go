@@ -53,7 +53,7 @@ func TestMigrateFromEmptyThenNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []int{1, 2, 3}; !slices.Equal(applied.Belfry, want) || applied.River != nil {
+	if want := []int{1, 2, 3, 4}; !slices.Equal(applied.Belfry, want) || applied.River != nil {
 		t.Errorf("first Migrate applied %+v, want belfry %v and no River", applied, want)
 	}
 	for _, table := range []string{"belfry_slot", "belfry_manual", "belfry_cursor", "belfry_record", "belfry_pause",
@@ -74,9 +74,10 @@ func TestMigrateFromEmptyThenNothing(t *testing.T) {
 		t.Errorf("second Migrate applied %+v (%v), want nothing", again, err)
 	}
 	versions, err := postgres.Versions(ctx, db)
-	if err != nil || len(versions) != 3 || versions[0].Version != 1 || versions[0].Name != "init" || versions[0].AppliedAt.IsZero() ||
-		versions[1].Version != 2 || versions[1].Name != "engine" || versions[2].Version != 3 || versions[2].Name != "retention" {
-		t.Errorf("Versions = %+v, %v; want versions 1 (init), 2 (engine) and 3 (retention) with their times", versions, err)
+	if err != nil || len(versions) != 4 || versions[0].Version != 1 || versions[0].Name != "init" || versions[0].AppliedAt.IsZero() ||
+		versions[1].Version != 2 || versions[1].Name != "engine" || versions[2].Version != 3 || versions[2].Name != "retention" ||
+		versions[3].Version != 4 || versions[3].Name != "overlap" {
+		t.Errorf("Versions = %+v, %v; want versions 1 (init), 2 (engine), 3 (retention) and 4 (overlap) with their times", versions, err)
 	}
 	if err := postgres.CheckSchema(ctx, db); err != nil {
 		t.Errorf("CheckSchema after Migrate: %v", err)
@@ -118,7 +119,7 @@ func TestAMigrateBlockedByATableGivesUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer reader.Rollback(ctx)
-	if _, err := reader.Exec(ctx, "LOCK TABLE belfry_slot IN ACCESS SHARE MODE"); err != nil {
+	if _, err := reader.Exec(ctx, "LOCK TABLE belfry_slot, belfry_record IN ACCESS SHARE MODE"); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)

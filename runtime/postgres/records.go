@@ -22,13 +22,13 @@ import (
 // schedule's history. A missed, skipped or paused slot was never
 // enqueued: its time is when it was recorded.
 const recordUpsertSQL = `
-INSERT INTO belfry_record AS r (namespace, occurrence_id, schedule, member, slot, manual, outcome, actor, enqueued_at, recorded_at, score)
+INSERT INTO belfry_record AS r (namespace, occurrence_id, schedule, member, slot, manual, outcome, actor, enqueued_at, recorded_at, score, error)
 SELECT $1, u.id, u.schedule, u.member, to_timestamp(u.slot), u.manual, u.outcome, u.actor,
-       CASE WHEN u.outcome IN ('missed', 'skipped', 'paused') THEN NULL ELSE belfry_at(u.at) END,
-       CASE WHEN u.outcome IN ('missed', 'skipped', 'paused') THEN belfry_at(u.at) END,
-       u.score
-FROM unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::bool[], $7::text[], $8::text[], $9::bigint[], $10::bigint[])
-    AS u(id, schedule, member, slot, manual, outcome, actor, at, score)
+       CASE WHEN u.outcome IN ('missed', 'skipped', 'paused', 'buffered') THEN NULL ELSE belfry_at(u.at) END,
+       CASE WHEN u.outcome IN ('missed', 'skipped', 'paused', 'buffered') THEN belfry_at(u.at) END,
+       u.score, u.error
+FROM unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::bool[], $7::text[], $8::text[], $9::bigint[], $10::bigint[], $11::text[])
+    AS u(id, schedule, member, slot, manual, outcome, actor, at, score, error)
 ORDER BY u.id
 ON CONFLICT (namespace, occurrence_id) DO UPDATE SET
     schedule = EXCLUDED.schedule, slot = EXCLUDED.slot, manual = EXCLUDED.manual,
@@ -36,6 +36,7 @@ ON CONFLICT (namespace, occurrence_id) DO UPDATE SET
     recorded_at = coalesce(EXCLUDED.recorded_at, r.recorded_at),
     actor = CASE WHEN EXCLUDED.actor <> '' THEN EXCLUDED.actor ELSE r.actor END,
     member = CASE WHEN EXCLUDED.member <> '' THEN EXCLUDED.member ELSE r.member END,
+    error = CASE WHEN EXCLUDED.error <> '' THEN EXCLUDED.error ELSE r.error END,
     score = EXCLUDED.score, updated_at = now()`
 
 // trimSQL keeps each schedule's history at its limit, the newest kept.
@@ -68,7 +69,7 @@ ON CONFLICT (namespace, schedule, counter) DO UPDATE SET value = EXCLUDED.value`
 // their histories on b.
 func (e *Engine) queueRecords(b *pgx.Batch, items []engine.Commit) {
 	at := map[string]int{}
-	var ids, schedules, members, outcomes, actors []string
+	var ids, schedules, members, outcomes, actors, errs []string
 	var slots, ats, scores []int64
 	var manuals []bool
 	var trimmed []string
@@ -82,7 +83,7 @@ func (e *Engine) queueRecords(b *pgx.Batch, items []engine.Commit) {
 			if !ok {
 				k = len(ids)
 				at[r.ID] = k
-				ids, schedules, members, outcomes, actors = append(ids, ""), append(schedules, ""), append(members, ""), append(outcomes, ""), append(actors, "")
+				ids, schedules, members, outcomes, actors, errs = append(ids, ""), append(schedules, ""), append(members, ""), append(outcomes, ""), append(actors, ""), append(errs, "")
 				slots, ats, scores, manuals = append(slots, 0), append(ats, 0), append(scores, 0), append(manuals, false)
 				outcomes[k] = r.Outcome // the first write's outcome stands
 			}
@@ -93,12 +94,15 @@ func (e *Engine) queueRecords(b *pgx.Batch, items []engine.Commit) {
 			if r.Actor != "" {
 				actors[k] = r.Actor
 			}
+			if r.Error != "" {
+				errs[k] = r.Error
+			}
 		}
 	}
 	if len(ids) == 0 {
 		return
 	}
-	b.Queue(recordUpsertSQL, e.ns, ids, schedules, members, slots, manuals, outcomes, actors, ats, scores)
+	b.Queue(recordUpsertSQL, e.ns, ids, schedules, members, slots, manuals, outcomes, actors, ats, scores, errs)
 	b.Queue(trimSQL, e.ns, trimmed, limits)
 }
 
@@ -157,7 +161,7 @@ func (e *Engine) RecordManual(ctx context.Context, item engine.Commit) error {
 // each is stored.
 var executionColumns = map[string]columnKind{
 	"outcome": textColumn, "error": textColumn, "replica": textColumn, "actor": textColumn, "member": textColumn,
-	"max_retry": intColumn, "duration_ms": intColumn,
+	"max_retry": intColumn, "duration_ms": intColumn, "replaced_by": textColumn,
 	"started_at": timeColumn, "finished_at": timeColumn, "enqueued_at": timeColumn, "recorded_at": timeColumn,
 	"manual": boolColumn,
 }

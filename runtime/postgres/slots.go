@@ -470,6 +470,36 @@ func (e *Engine) jobState(ctx context.Context, id string) (string, error) {
 	})
 }
 
+// CancelTask cancels id's River job for overlap=replace (River's
+// JobCancel): a running one has its ctx cancelled and ends cancelled, not
+// retried; one still waiting is cancelled at once.
+func (e *Engine) CancelTask(ctx context.Context, _, id string) error {
+	var jobID int64
+	err := e.pool.QueryRow(ctx, `SELECT job_id FROM belfry_slot WHERE namespace = $1 AND occurrence_id = $2 AND job_id IS NOT NULL
+    UNION ALL SELECT job_id FROM belfry_manual WHERE namespace = $1 AND occurrence_id = $2 AND job_id IS NOT NULL LIMIT 1`, e.ns, id).Scan(&jobID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	_, err = e.river.JobCancel(ctx, jobID)
+	if errors.Is(err, river.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// ReplacedBy reads the record's replaced_by column.
+func (e *Engine) ReplacedBy(ctx context.Context, id string) (string, error) {
+	var by string
+	err := e.pool.QueryRow(ctx, `SELECT replaced_by FROM belfry_record WHERE namespace = $1 AND occurrence_id = $2`, e.ns, id).Scan(&by)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	return by, err
+}
+
 // TaskExists reports whether id's River job is in, whatever its state.
 func (e *Engine) TaskExists(ctx context.Context, _, id string) (bool, error) {
 	state, err := e.jobState(ctx, id)

@@ -61,7 +61,10 @@ type Engine struct {
 	cfg Config // what it was built from, for the queue diagnostics
 }
 
-var _ engine.Engine = (*Engine)(nil)
+var (
+	_ engine.Engine   = (*Engine)(nil)
+	_ engine.Canceler = (*Engine)(nil)
+)
 
 // Config is what an Engine is built from.
 type Config struct {
@@ -196,6 +199,46 @@ func (e *Engine) TaskRunning(ctx context.Context, queue, id string) (bool, error
 		return false, nil
 	}
 	return true, nil
+}
+
+// CancelTask cancels the task for overlap=replace: a running one through
+// asynq's CancelProcessing (its handler's ctx ends; asynq then moves it to
+// retry, and the core's middleware makes that delivery return at once),
+// one waiting (pending, scheduled, retry) by deleting it.
+func (e *Engine) CancelTask(ctx context.Context, queue, id string) error {
+	info, err := e.taskInfo(ctx, queue, id)
+	if info == nil || err != nil {
+		return err
+	}
+	_, err = engine.Obey(ctx, func(context.Context) (struct{}, error) {
+		if info.State == asynq.TaskStateActive {
+			return struct{}{}, e.Inspector.CancelProcessing(id)
+		}
+		if info.State != asynq.TaskStatePending && info.State != asynq.TaskStateScheduled && info.State != asynq.TaskStateRetry {
+			return struct{}{}, nil
+		}
+		err := e.Inspector.DeleteTask(queue, id)
+		if errors.Is(err, asynq.ErrTaskNotFound) {
+			return struct{}{}, nil
+		}
+		if err != nil {
+			// A worker may have taken it between the look and the delete.
+			if now, ierr := e.Inspector.GetTaskInfo(queue, id); ierr == nil && now.State == asynq.TaskStateActive {
+				return struct{}{}, e.Inspector.CancelProcessing(id)
+			}
+		}
+		return struct{}{}, err
+	})
+	return err
+}
+
+// ReplacedBy reads the record's replaced_by field.
+func (e *Engine) ReplacedBy(ctx context.Context, id string) (string, error) {
+	by, err := e.Client.HGet(ctx, e.Keys.Occurrence(id), "replaced_by").Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	return by, err
 }
 
 // TaskExists asks asynq's Inspector for the task.

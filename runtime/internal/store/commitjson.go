@@ -67,7 +67,7 @@ func appendCommitJSON(c *Commit, b []byte) []byte {
 	return append(b, '}')
 }
 
-// appendRecJSON appends r as a JSON object, Actor and Member left out when
+// appendRecJSON appends r as a JSON object, Actor, Member and Error left out when
 // empty (their omitempty).
 func appendRecJSON(r *Rec, b []byte) []byte {
 	b = append(b, `{"id":`...)
@@ -89,6 +89,10 @@ func appendRecJSON(r *Rec, b []byte) []byte {
 	if r.Member != "" {
 		b = append(b, `,"member":`...)
 		b = jsonquote.Append(b, r.Member)
+	}
+	if r.Error != "" {
+		b = append(b, `,"error":`...)
+		b = jsonquote.Append(b, r.Error)
 	}
 	return append(b, '}')
 }

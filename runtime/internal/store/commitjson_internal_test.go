@@ -41,7 +41,7 @@ func sampleCommits() []Commit {
 	var out []Commit
 	for i, s := range jsontest.AwkwardStrings {
 		rec := Rec{ID: s, Slot: int64(i) * 1_700_000_000, Manual: i%2 == 0, At: -int64(i), Outcome: s,
-			Score: int64(i) << 40, Actor: s, Member: s}
+			Score: int64(i) << 40, Actor: s, Member: s, Error: s}
 		out = append(out, Commit{Name: s, Cursor: int64(i) - 3, LastID: s, Recs: []Rec{rec, {ID: "plain"}},
 			Counts: map[string]int64{s: int64(i), "enqueued": 1, "last_enqueue": 1_764_000_000_000}, Limit: i})
 	}

@@ -19,7 +19,7 @@ end
 // was recorded, never an enqueue time.
 const atFieldLua = `
 local function atField(outcome)
-  if outcome == 'missed' or outcome == 'skipped' or outcome == 'paused' then return 'recorded_at' end
+  if outcome == 'missed' or outcome == 'skipped' or outcome == 'paused' or outcome == 'buffered' then return 'recorded_at' end
   return 'enqueued_at'
 end
 `
@@ -132,6 +132,7 @@ for _, s in ipairs(items) do
     end
     written[key] = true
     if r.actor then redis.call('HSET', key, 'actor', r.actor) end
+    if r.error then redis.call('HSET', key, 'error', r.error) end
     if r.member then redis.call('HSET', key, 'member', r.member) end
     redis.call('EXPIRE', key, ttl)
     redis.call('ZADD', index, r.score, r.id)

@@ -17,7 +17,7 @@ func RollupHourly(ctx context.Context, occ registry.Occurrence) error {
 
 // ReconcileLedger only needs the newest missed night after an outage.
 //
-//cron:schedule "30 2 * * *" name=reconcile-ledger tz=America/New_York misfire=latest grace=1h30m queue=ledger
+//cron:schedule "30 2 * * *" name=reconcile-ledger tz=America/New_York misfire=latest grace=1h30m queue=ledger overlap=buffer_one
 func ReconcileLedger(ctx context.Context, occ registry.Occurrence) error {
 	fmt.Println("reconcile", occ.Key())
 	return nil
