@@ -22,6 +22,7 @@ const (
 
 // What happened to an occurrence (core.Outcome).
 const (
+	OutcomeContinued = core.OutcomeContinued
 	OutcomeEnqueued  = core.OutcomeEnqueued
 	OutcomeFailed    = core.OutcomeFailed
 	OutcomeLost      = core.OutcomeLost
