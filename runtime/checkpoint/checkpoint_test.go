@@ -28,7 +28,9 @@ type counter struct {
 	before func(ctx context.Context, key string, from int) error
 }
 
-func newCounter(n, batch int) *counter { return &counter{n: n, batch: batch, seen: map[string]map[int]int{}} }
+func newCounter(n, batch int) *counter {
+	return &counter{n: n, batch: batch, seen: map[string]map[int]int{}}
+}
 
 func (c *counter) step(ctx context.Context, cursor string) (string, bool, error) {
 	b, _ := checkpoint.CurrentBatch(ctx)
