@@ -106,6 +106,7 @@ type (
 	Monitor         = core.Monitor
 	NotASlotError   = core.NotASlotError
 	Outcome         = core.Outcome
+	Progress        = core.Progress
 	Pause           = core.Pause
 	Record          = core.Record
 	RedisState      = core.RedisState

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/belfry/belfry/registry"
@@ -63,7 +64,8 @@ type Progress struct {
 	Resumptions int64     `json:"resumptions"`
 	StartedAt   time.Time `json:"started_at"`
 	UpdatedAt   time.Time `json:"updated_at,omitzero"`
-	// Rate is items per second from StartedAt to UpdatedAt, 0 when unknown.
+	// Rate is items per second from StartedAt to UpdatedAt, to the
+	// hundredth; 0 when unknown.
 	Rate float64 `json:"rate,omitempty"`
 	// Estimate is when the run ends at Rate, for a Total known and not
 	// reached; zero otherwise.
@@ -74,8 +76,8 @@ func progressOf(cp engine.Checkpoint) *Progress {
 	p := &Progress{Cursor: cp.Cursor, Done: cp.Done, Items: cp.Items, Total: cp.Total, Resumptions: cp.Resumptions(),
 		StartedAt: unixMilli(cp.StartedAt), UpdatedAt: unixMilli(cp.UpdatedAt)}
 	if took := cp.UpdatedAt - cp.StartedAt; took > 0 && cp.Items > 0 {
-		p.Rate = float64(cp.Items) * 1000 / float64(took)
-		if !cp.Done && cp.Total > cp.Items {
+		p.Rate = math.Round(float64(cp.Items)*1000/float64(took)*100) / 100
+		if !cp.Done && cp.Total > cp.Items && p.Rate > 0 {
 			left := time.Duration(float64(cp.Total-cp.Items) / p.Rate * float64(time.Second))
 			p.Estimate = p.UpdatedAt.Add(left)
 		}
@@ -110,4 +112,25 @@ func (r *Runtime) attachProgress(ctx context.Context, recs []Record) error {
 		}
 	}
 	return nil
+}
+
+// attachLiveProgress gives the recent records of the occurrences under
+// way (running, continued) their progress, in one read; the overview shows
+// it, and a failed read leaves them without.
+func (r *Runtime) attachLiveProgress(ctx context.Context, states []ScheduleState) {
+	var live []Record
+	var at [][2]int
+	for i, st := range states {
+		for j, rec := range st.Recent {
+			if rec.Outcome == OutcomeRunning || rec.Outcome == OutcomeContinued {
+				live, at = append(live, rec), append(at, [2]int{i, j})
+			}
+		}
+	}
+	if len(live) == 0 || r.attachProgress(ctx, live) != nil {
+		return
+	}
+	for k, ij := range at {
+		states[ij[0]].Recent[ij[1]].Progress = live[k].Progress
+	}
 }
