@@ -228,3 +228,70 @@ func TestCheckpointedRunContinuesAfterAWorkerShutdown(t *testing.T) {
 		t.Errorf("record: attempt %d, progress %+v; want attempt 0 and a resumption", rec.Attempt, rec.Progress)
 	}
 }
+
+// With resume=next, the occurrence after one whose last attempt failed
+// first finishes the failed one's work from its cursor, then does its own:
+// every item of the failed occurrence is processed once.
+func TestResumeNextFinishesThePreviousOccurrencesWork(t *testing.T) {
+	t.Parallel()
+	const n, batch = 50, 10
+	var mu sync.Mutex
+	seen := map[string]map[int]int{} // by occurrence whose work it is
+	byOcc := map[string]string{}     // the occurrence that did a batch, by the work's key and start
+	first := ""
+	handler := func(ctx context.Context, occ registry.Occurrence) error {
+		return checkpoint.Run(ctx, func(ctx context.Context, cursor string) (string, bool, error) {
+			b, _ := checkpoint.CurrentBatch(ctx)
+			from, _ := strconv.Atoi(cursor)
+			mu.Lock()
+			defer mu.Unlock()
+			if first == "" {
+				first = occ.ID
+			}
+			if occ.ID == first && from == 30 {
+				return "", false, errors.New("the first night gives up")
+			}
+			if seen[b.Key] == nil {
+				seen[b.Key] = map[int]int{}
+			}
+			for i := from; i < from+batch; i++ {
+				seen[b.Key][i]++
+			}
+			byOcc[b.Key+"@"+cursor] = occ.ID
+			return strconv.Itoa(from + batch), from+batch == n, nil
+		})
+	}
+	c := newCluster(t, sharedRedis(t), 1, runtime.Options{},
+		registry.Schedule{Name: "nightly", Expr: "* * * * * *", MaxRetry: 0, Overlap: registry.OverlapSkip,
+			Resume: registry.ResumeNext, Handler: handler})
+	var firstID string
+	waitFor(t, 20*time.Second, "the first occurrence's work finished by another", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		firstID = first
+		return first != "" && len(seen[first]) == n
+	})
+	mu.Lock()
+	for i := range n {
+		if got := seen[firstID][i]; got != 1 {
+			t.Errorf("item %d of the first occurrence processed %d times, want once", i, got)
+		}
+	}
+	taker := byOcc[firstID+"@30"]
+	mu.Unlock()
+	if taker == "" || taker == firstID {
+		t.Fatalf("the first occurrence's batch from 30 was done by %q, want the next occurrence", taker)
+	}
+	waitFor(t, 10*time.Second, "the first occurrence's record", func() bool {
+		hist, err := c.rts[0].History(context.Background(), "nightly", 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range hist {
+			if r.ID == firstID {
+				return r.Outcome == runtime.OutcomeFailed && r.Progress != nil && r.Progress.Done
+			}
+		}
+		return false
+	})
+}
