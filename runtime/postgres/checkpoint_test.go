@@ -244,3 +244,53 @@ func TestStaleAttemptsBatchRollsBackWithItsSave(t *testing.T) {
 		t.Errorf("rows processed never %d, once %d, more %d; want all %d exactly once", never, once, more, job.n)
 	}
 }
+
+// resume=next on Postgres: the next occurrence finishes the failed one's
+// rows from its committed cursor, then runs its own, and the scope has no
+// unfinished work after.
+func TestResumeNextOnPostgres(t *testing.T) {
+	t.Parallel()
+	db := migratedDB(t)
+	e := newEngine(t, db, "a")
+	job := newRowsJob(t, db, 100, 10, 0)
+	job.beforeCommit = func(_ context.Context, from int) error {
+		if from == 40 {
+			return errors.New("night 1 gives up")
+		}
+		return nil
+	}
+	night := func(id string) error {
+		ctx := checkpoint.Bind(context.Background(), &checkpoint.Binding{Store: e, Key: id, Scope: "prune"})
+		return job.handler(ctx, registry.Occurrence{})
+	}
+	if err := night("night-1"); err == nil {
+		t.Fatal("night 1 succeeded; the test needs it to fail")
+	}
+	if u, err := e.Unfinished(context.Background(), "prune"); err != nil || u != "night-1" {
+		t.Fatalf("unfinished = %q, %v; want night-1", u, err)
+	}
+	job.beforeCommit = nil
+	if err := night("night-2"); err != nil {
+		t.Fatal(err)
+	}
+	// Night 2 finished night 1's rows (each once), then ran its own over
+	// the same table: every row twice in all, none three times.
+	var once, twice, other int
+	if err := db.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE processed = 1), count(*) FILTER (WHERE processed = 2),
+		count(*) FILTER (WHERE processed NOT IN (1, 2)) FROM work_item`).Scan(&once, &twice, &other); err != nil {
+		t.Fatal(err)
+	}
+	if twice != job.n || once != 0 || other != 0 {
+		t.Errorf("rows processed twice %d, once %d, otherwise %d; want every row twice (night 1's run, then night 2's own)", twice, once, other)
+	}
+	cps, _, err := e.Progresses(context.Background(), []string{"night-1", "night-2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cps[0].Done || cps[0].By != "night-2" || cps[0].Items != int64(job.n) || !cps[1].Done {
+		t.Errorf("progress %+v; want both done, night 1's %d rows finished by night 2", cps, job.n)
+	}
+	if u, _ := e.Unfinished(context.Background(), "prune"); u != "" {
+		t.Errorf("unfinished = %q after night 2, want none", u)
+	}
+}
