@@ -124,6 +124,12 @@ func TestCheckpointedRunLongerThanItsTimeoutContinues(t *testing.T) {
 	t.Parallel()
 	it := newItems(1500, 30, 60*time.Millisecond) // 50 batches: about 3 s of work
 	rt, queue := checkpointed(t, registry.Schedule{Timeout: time.Second, MaxRetry: 0, Handler: it.handler})
+	var continued atomic.Int64 // what the metrics count
+	rt.Observe(func(e runtime.Event) {
+		if e.Outcome == runtime.OutcomeContinued {
+			continued.Add(1)
+		}
+	})
 	var outcomes sync.Map
 	startWorker(t, sharedRedis(t), queue, func(mux *asynq.ServeMux) {
 		rt.RegisterHandlers(mux, func(s *registry.Schedule, next registry.HandlerFunc) registry.HandlerFunc {
@@ -158,6 +164,9 @@ func TestCheckpointedRunLongerThanItsTimeoutContinues(t *testing.T) {
 	})
 	if n < 2 {
 		t.Errorf("%d interruptions; a run of about 3 s with a 1 s timeout needs at least 2", n)
+	}
+	if got := continued.Load(); got != int64(n) {
+		t.Errorf("%d continued events for %d interruptions", got, n)
 	}
 	rec := lastRecord(t, rt, occ.ID)
 	if rec.Progress == nil || rec.Progress.Resumptions < int64(n) || rec.Progress.Items != int64(it.n) || !rec.Progress.Done {
