@@ -86,6 +86,7 @@ test/long: ## the long differential run of Next against the brute-force oracle, 
 	$(GO) test -count=1 -run Differential -timeout 30m ./registry -long
 	$(GO) test -count=1 -run '^TestFamilyOfAHundredThousandMembersRunsEachOnceAtItsLocalTime$$' -timeout 30m ./runtime -long
 	$(GO) test -count=1 -run '^TestCheckpointedRunSurvivesSIGKILLAndSIGTERM$$' -timeout 5m ./runtime/postgres -long
+	$(GO) test -count=1 -run '^TestCheckpointedRunSurvivesSIGKILLAndSIGTERMOnRedis$$' -timeout 5m ./runtime -long
 
 .PHONY: demo
 demo: ## run the example service: a private Redis, three replicas, the admin page
