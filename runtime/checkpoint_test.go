@@ -304,3 +304,62 @@ func TestResumeNextFinishesThePreviousOccurrencesWork(t *testing.T) {
 		return false
 	})
 }
+
+// overlap=skip holds while a checkpointed occurrence goes on in
+// continuation tasks: the slots that come due meanwhile are skipped, and
+// no two occurrences ever run at once.
+func TestOverlapSkipHoldsWhileAnOccurrenceContinues(t *testing.T) {
+	t.Parallel()
+	var active, most atomic.Int64
+	var mu sync.Mutex
+	done := map[string]bool{}
+	handler := func(ctx context.Context, occ registry.Occurrence) error {
+		n := active.Add(1)
+		defer active.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		err := checkpoint.Run(ctx, func(ctx context.Context, cursor string) (string, bool, error) {
+			from, _ := strconv.Atoi(cursor)
+			select {
+			case <-time.After(60 * time.Millisecond):
+			case <-ctx.Done():
+				return "", false, ctx.Err()
+			}
+			return strconv.Itoa(from + 1), from+1 == 40, nil // about 2.4 s of work
+		})
+		if err == nil {
+			mu.Lock()
+			done[occ.ID] = true
+			mu.Unlock()
+		}
+		return err
+	}
+	c := newCluster(t, sharedRedis(t), 1, runtime.Options{},
+		registry.Schedule{Name: "long", Expr: "* * * * * *", Timeout: time.Second, MaxRetry: 0, Overlap: registry.OverlapSkip, Handler: handler})
+	waitFor(t, 20*time.Second, "an occurrence to finish after continuing", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(done) > 0
+	})
+	if m := most.Load(); m != 1 {
+		t.Errorf("%d occurrences ran at once; overlap=skip allows one", m)
+	}
+	hist, err := c.rts[0].History(context.Background(), "long", 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	skipped, continued := 0, 0
+	for _, r := range hist {
+		switch r.Outcome {
+		case runtime.OutcomeSkipped:
+			skipped++
+		case runtime.OutcomeContinued, runtime.OutcomeSucceeded:
+			if r.Progress != nil && r.Progress.Resumptions > 0 {
+				continued++
+			}
+		}
+	}
+	if skipped == 0 || continued == 0 {
+		t.Errorf("%d skipped slots and %d continued occurrences in the history; want both", skipped, continued)
+	}
+}

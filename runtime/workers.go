@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -182,8 +181,7 @@ func (r *Runtime) continueInterrupted(ctx context.Context, s *registry.Schedule,
 	}
 	headers[headerContinuation] = strconv.Itoa(n + 1)
 	headers[headerRetriedBefore] = strconv.Itoa(retriedBefore(t.Headers()) + retried)
-	base, _, _ := strings.Cut(id, continuationSep)
-	task := engine.Task{Type: t.Type(), Payload: t.Payload(), ID: base + continuationSep + strconv.Itoa(n+1), Queue: queue,
+	task := engine.Task{Type: t.Type(), Payload: t.Payload(), ID: redisengine.ContinuationID(redisengine.BaseTaskID(id), n+1), Queue: queue,
 		MaxRetry: max(maxRetry-retried, 0), Timeout: s.Timeout, Retention: continuationRetention, Headers: headers}
 	res := r.redis.EnqueueAll(context.WithoutCancel(ctx), nil, []engine.Enqueue{{Task: task}})
 	if res[0].Err != nil {
@@ -193,10 +191,6 @@ func (r *Runtime) continueInterrupted(ctx context.Context, s *registry.Schedule,
 	}
 	return nil
 }
-
-// continuationSep separates an occurrence's task ID from its
-// continuation's number in the continuation's task ID.
-const continuationSep = ":continue:"
 
 // retriedBefore is the retries used by the tasks of an occurrence before
 // the one with headers.
