@@ -198,7 +198,10 @@ func Run(ctx context.Context, step Step) error {
 			return fmt.Errorf("checkpoint: reading the unfinished work of %s: %w", b.Scope, err)
 		}
 		if prev != "" && prev != b.Key {
-			if err := b.run(ctx, prev, step); err != nil {
+			// Another occurrence taking the previous one's work over
+			// finishes it; this one goes on with its own.
+			var sup *Superseded
+			if err := b.run(ctx, prev, step); err != nil && !errors.As(err, &sup) {
 				return err
 			}
 		}

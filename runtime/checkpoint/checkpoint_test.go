@@ -198,3 +198,35 @@ func TestResumeNextStopsThePreviousOccurrence(t *testing.T) {
 	}
 	c.check(t, "night-2")
 }
+
+// An occurrence whose take-over of the previous one's work is itself
+// taken over (by a later occurrence) leaves that work to it and does its
+// own.
+func TestResumeNextLeavesATakenOverPreviousToItsTaker(t *testing.T) {
+	t.Parallel()
+	st := progressStore(t)
+	c := newCounter(40, 10)
+	failed := false
+	c.before = func(ctx context.Context, key string, from int) (err error) {
+		switch {
+		case key == "night-1" && from == 20 && !failed:
+			failed = true
+			return errors.New("night 1 gives up")
+		case key == "night-1" && from == 30:
+			// night 3 takes night 1's work over while night 2 runs it
+			_, err = st.ClaimProgress(context.Background(), key, "prune", "night-3", time.Now().UnixMilli())
+		}
+		return err
+	}
+	if err := checkpoint.Run(bind(st, "night-1", "prune"), c.step); err == nil {
+		t.Fatal("night 1 succeeded; the test needs it to fail")
+	}
+	if err := checkpoint.Run(bind(st, "night-2", "prune"), c.step); err != nil {
+		t.Fatalf("night 2 = %v, want nil: its own work done, night 1's left to night 3", err)
+	}
+	c.check(t, "night-2")
+	cps, _, _ := st.Progresses(context.Background(), []string{"night-1", "night-2"})
+	if cps[0].Done || cps[0].By != "night-3" || cps[0].Cursor != "30" || !cps[1].Done {
+		t.Errorf("progress %+v; want night 1 at 30 claimed by night-3, night 2 done", cps)
+	}
+}
