@@ -72,6 +72,8 @@ type Directive struct {
 	Grace    time.Duration
 	Overlap  Overlap
 	Misfire  Misfire
+	// Resume is ResumeNext for resume=next, "" without the key.
+	Resume Resume
 	// Phase shifts the slots of an @every expression (phase=17m).
 	Phase time.Duration
 	// Payload names a package-level variable passed to the handler as a
@@ -100,7 +102,7 @@ func (d *Directive) Schedule(defaultName string) Schedule {
 	return Schedule{
 		Name: cmp.Or(d.Name, defaultName), Expr: d.Expr, Zone: d.Zone, Queue: d.Queue,
 		Timeout: d.Timeout, MaxRetry: d.MaxRetry, Grace: d.Grace, Overlap: d.Overlap, Misfire: d.Misfire,
-		Phase: d.Phase, Per: d.Per, cron: d.Cron,
+		Resume: d.Resume, Phase: d.Phase, Per: d.Per, cron: d.Cron,
 	}
 }
 
@@ -165,6 +167,10 @@ var keySpecs = map[string]keySpec{
 	"misfire": {"misfire=latest", func(d *Directive, v string) error {
 		d.Misfire = Misfire(v)
 		return checkMisfire(d.Misfire)
+	}},
+	"resume": {"resume=next", func(d *Directive, v string) error {
+		d.Resume = Resume(v)
+		return checkResumeIfSet(d.Resume)
 	}},
 	"phase": {"phase=17m", func(d *Directive, v string) error {
 		p, err := time.ParseDuration(v)

@@ -61,6 +61,8 @@ func TestParseDirectiveErrors(t *testing.T) {
 			[]string{`bad value "never" for overlap`, "overlap=skip"}},
 		{"bad misfire", `//cron:schedule "17 3 * * *" misfire=now`, 38, 41,
 			[]string{"misfire", "misfire=latest"}},
+		{"bad resume", `//cron:schedule "17 3 * * *" resume=later`, 37, 42,
+			[]string{`bad value "later" for resume`, "resume=next"}},
 		{"bad per", `//cron:schedule "17 3 * * *" per=Tenant`, 34, 40,
 			[]string{`bad value "Tenant" for per`, "per=tenant"}},
 		{"bad name", `//cron:schedule "17 3 * * *" name=-prune`, 35, 41,
@@ -152,14 +154,15 @@ func TestDirectiveExamplesAreValid(t *testing.T) {
 
 func TestParseDirective(t *testing.T) {
 	t.Parallel()
-	line := "//cron:schedule `0 9 * * MON-FRI`\tname=send-digest tz=Europe/Berlin queue=mail timeout=90s retry=0 grace=1m overlap=skip misfire=latest payload=digestConfig"
+	line := "//cron:schedule `0 9 * * MON-FRI`\tname=send-digest tz=Europe/Berlin queue=mail timeout=90s retry=0 grace=1m overlap=skip misfire=latest payload=digestConfig resume=next"
 	fset, c := parseDirectiveLine(t, line)
 	d, err := ParseDirective(c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Directive{Expr: "0 9 * * MON-FRI", Name: "send-digest", Zone: "Europe/Berlin", Queue: "mail",
-		Timeout: 90 * time.Second, MaxRetry: 0, Grace: time.Minute, Overlap: OverlapSkip, Misfire: MisfireLatest, Payload: "digestConfig"}
+		Timeout: 90 * time.Second, MaxRetry: 0, Grace: time.Minute, Overlap: OverlapSkip, Misfire: MisfireLatest, Payload: "digestConfig",
+		Resume: ResumeNext}
 	ignore := cmpopts.IgnoreFields(Directive{}, "Slash", "ExprPos", "Keys", "Cron")
 	if diff := cmp.Diff(want, *d, ignore); diff != "" {
 		t.Errorf("ParseDirective mismatch (-want +got):\n%s", diff)

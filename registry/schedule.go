@@ -46,6 +46,18 @@ const (
 	OverlapReplace Overlap = "replace"
 )
 
+// Resume says which occurrence takes up the unfinished work of a
+// checkpointed handler (runtime/checkpoint).
+type Resume string
+
+const (
+	// ResumeNext: the next occurrence first finishes what its previous
+	// occurrence left (a timeout it did not continue from, a last attempt
+	// that failed), then does its own. Without it, only the occurrence's
+	// own retries and continuations resume its work.
+	ResumeNext Resume = "next"
+)
+
 // Misfire says what happens to slots older than the grace window (after an
 // outage longer than grace).
 type Misfire string
@@ -75,6 +87,8 @@ type Schedule struct {
 	Grace    time.Duration // how late a slot may still be enqueued
 	Overlap  Overlap
 	Misfire  Misfire
+	// Resume is ResumeNext for resume=next, "" otherwise.
+	Resume Resume
 	// Phase shifts the slots of an @every expression: "@every 1h" with
 	// Phase 17*time.Minute fires at 00:17, 01:17, ...
 	Phase time.Duration
@@ -297,6 +311,13 @@ func checkMisfire(m Misfire) error {
 	return nil
 }
 
+func checkResumeIfSet(r Resume) error {
+	if r != "" && r != ResumeNext {
+		return fmt.Errorf("want %s; e.g. resume=next", ResumeNext)
+	}
+	return nil
+}
+
 // zones caches loaded zones by name. time.LoadLocation reads and parses the
 // zone's data on every call and returns a new copy: 100,000 schedules in
 // one zone would hold 100,000 copies, each larger than the 0.5 kB a
@@ -381,6 +402,7 @@ func (s *Schedule) normalize(parsed parsedExprs) error {
 		{"retry " + strconv.Itoa(s.MaxRetry), checkRetry(s.MaxRetry)},
 		{fmt.Sprintf("overlap %q", s.Overlap), checkOverlap(s.Overlap)},
 		{fmt.Sprintf("misfire %q", s.Misfire), checkMisfire(s.Misfire)},
+		{fmt.Sprintf("resume %q", s.Resume), checkResumeIfSet(s.Resume)},
 		{fmt.Sprintf("per %q", s.Per), checkPerIfSet(s.Per)},
 	} {
 		if c.err != nil {

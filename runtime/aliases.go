@@ -23,6 +23,7 @@ const (
 // What happened to an occurrence (core.Outcome).
 const (
 	OutcomeBuffered  = core.OutcomeBuffered
+	OutcomeContinued = core.OutcomeContinued
 	OutcomeEnqueued  = core.OutcomeEnqueued
 	OutcomeFailed    = core.OutcomeFailed
 	OutcomeLost      = core.OutcomeLost
@@ -107,6 +108,7 @@ type (
 	Monitor         = core.Monitor
 	NotASlotError   = core.NotASlotError
 	Outcome         = core.Outcome
+	Progress        = core.Progress
 	Pause           = core.Pause
 	Record          = core.Record
 	RedisState      = core.RedisState

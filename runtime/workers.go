@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/belfry/belfry/registry"
+	"github.com/belfry/belfry/runtime/checkpoint"
 	"github.com/belfry/belfry/runtime/core"
+	"github.com/belfry/belfry/runtime/engine"
 	"github.com/belfry/belfry/runtime/internal/redisengine"
 	"github.com/hibiken/asynq"
 )
@@ -40,7 +44,9 @@ func (r *Runtime) RegisterHandlers(mux *asynq.ServeMux, middleware ...registry.M
 			if err := r.refuseForeign(ctx, s); err != nil {
 				return err
 			}
-			return s.HandlePayload(core.WithCarrier(ctx, t.Headers()), t.Payload(), mw...)
+			ctx = redisengine.WithRetriedBefore(ctx, retriedBefore(t.Headers()))
+			err := s.HandlePayload(core.WithCarrier(ctx, t.Headers()), t.Payload(), mw...)
+			return r.continueInterrupted(ctx, s, t, err)
 		})
 	}
 	mux.Use(r.noteUnhandled)
@@ -134,4 +140,61 @@ func (r *Runtime) reportMisrouted(ctx context.Context, ns, schedule, queue, reas
 			"schedule", schedule, "queue", queue, "its_namespace", ns, "reason", reason)
 	}
 	r.redis.ReportMisrouted(ctx, ns, schedule, queue, reason)
+}
+
+// Headers of a continuation task (continueInterrupted).
+const (
+	// headerContinuation counts the continuations of an occurrence: 1 for
+	// the first.
+	headerContinuation = "belfry-continuation"
+	// headerRetriedBefore is how many retries the occurrence's earlier
+	// tasks used, which its continuation's retries add to.
+	headerRetriedBefore = "belfry-retried-before"
+)
+
+// continuationRetention keeps a continuation's task ID reserved for longer
+// than its interrupted task can still be delivered again, so that a
+// delivery repeated after the continuation was enqueued enqueues none.
+const continuationRetention = time.Hour
+
+// continueInterrupted turns a checkpointed handler's interruption (its
+// timeout near, err a *checkpoint.Interrupted) into a continuation: a task
+// of the same occurrence, with the retries it has left, enqueued at once,
+// and nil for this one, so that asynq neither counts a retry nor archives
+// it on its last attempt. Any other err is returned as it is, and so is an
+// interruption whose context ended: asynq then handled the task itself (a
+// shutdown requeued it, with no retry counted) and ignores the handler's
+// error.
+func (r *Runtime) continueInterrupted(ctx context.Context, s *registry.Schedule, t *asynq.Task, err error) error {
+	var interrupted *checkpoint.Interrupted
+	if !errors.As(err, &interrupted) || ctx.Err() != nil || r.redis == nil {
+		return err
+	}
+	id, _ := asynq.GetTaskID(ctx)
+	queue, _ := asynq.GetQueueName(ctx)
+	retried, _ := asynq.GetRetryCount(ctx)
+	maxRetry, _ := asynq.GetMaxRetry(ctx)
+	n, _ := strconv.Atoi(t.Headers()[headerContinuation])
+	headers := maps.Clone(t.Headers())
+	if headers == nil {
+		headers = map[string]string{}
+	}
+	headers[headerContinuation] = strconv.Itoa(n + 1)
+	headers[headerRetriedBefore] = strconv.Itoa(retriedBefore(t.Headers()) + retried)
+	task := engine.Task{Type: t.Type(), Payload: t.Payload(), ID: redisengine.ContinuationID(redisengine.BaseTaskID(id), n+1), Queue: queue,
+		MaxRetry: max(maxRetry-retried, 0), Timeout: s.Timeout, Retention: continuationRetention, Headers: headers}
+	res := r.redis.EnqueueAll(context.WithoutCancel(ctx), nil, []engine.Enqueue{{Task: task}})
+	if res[0].Err != nil {
+		r.Logger().Warn("could not enqueue the continuation of an interrupted occurrence; asynq retries it instead",
+			"id", id, "err", res[0].Err)
+		return err
+	}
+	return nil
+}
+
+// retriedBefore is the retries used by the tasks of an occurrence before
+// the one with headers.
+func retriedBefore(headers map[string]string) int {
+	n, _ := strconv.Atoi(headers[headerRetriedBefore])
+	return n
 }

@@ -46,6 +46,7 @@ var fields = []struct {
 	{"Grace", "grace", func(s *registry.Schedule) any { return s.Grace }},
 	{"Overlap", "overlap", func(s *registry.Schedule) any { return string(s.Overlap) }},
 	{"Misfire", "misfire", func(s *registry.Schedule) any { return string(s.Misfire) }},
+	{"Resume", "resume", func(s *registry.Schedule) any { return string(s.Resume) }},
 	{"Phase", "phase", func(s *registry.Schedule) any { return s.Phase }},
 	{"Per", "per", func(s *registry.Schedule) any { return s.Per }},
 }

@@ -202,6 +202,9 @@ func renderSchedule(b *bytes.Buffer, t *target, s *schedule, handler string) {
 	fmt.Fprintf(b, "Grace: %s,\n", durationExpr(d.Grace, timePkg))
 	fmt.Fprintf(b, "Overlap: %s.Overlap%s,\n", reg, camel(string(d.Overlap)))
 	fmt.Fprintf(b, "Misfire: %s.Misfire%s,\n", reg, upperFirst(string(d.Misfire)))
+	if d.Resume != "" {
+		fmt.Fprintf(b, "Resume: %s.Resume%s,\n", reg, upperFirst(string(d.Resume)))
+	}
 	if d.Phase != 0 {
 		fmt.Fprintf(b, "Phase: %s,\n", durationExpr(d.Phase, timePkg))
 	}

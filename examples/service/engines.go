@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/belfry/belfry/examples/service/jobs"
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
 	"github.com/belfry/belfry/runtime/core"
@@ -33,6 +34,10 @@ type backend struct {
 	// runtime's Run returned (the lease handed over).
 	stopWorkers func()
 	close       func()
+	// rows are the soft-deleted rows the prune job removes, kept in the
+	// engine's own store; seedRows adds the demo's, nil without a store.
+	rows     jobs.SoftDeletedRows
+	seedRows func(ctx context.Context, ids []string, at time.Time) error
 }
 
 // workerShutdown is how long running occurrences may take to finish at a
@@ -77,7 +82,7 @@ func openRedis(cfg config, reg *registry.Registry, log *slog.Logger, stderr io.W
 	if len(cfg.redisCluster) > 0 {
 		kind, url = "redis_cluster", strings.Join(cfg.redisCluster, ",")
 	}
-	be := &backend{rt: rt.Runtime, kind: kind, url: url, close: func() {
+	be := &backend{rt: rt.Runtime, kind: kind, url: url, rows: jobs.NewDB(), close: func() {
 		rt.Close()
 		if rdb != nil {
 			rdb.Close()
@@ -86,6 +91,8 @@ func openRedis(cfg config, reg *registry.Registry, log *slog.Logger, stderr io.W
 	if rdb == nil {
 		return be, 0
 	}
+	redisRows := jobs.RedisRows{Client: rdb, Key: rt.Namespace() + ":example:soft-deleted"}
+	be.rows, be.seedRows = redisRows, redisRows.SoftDelete
 	workers := asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		Queues:          queues,
 		Logger:          runtime.AsynqLogger(log.With("component", "asynq")),
@@ -139,6 +146,10 @@ func openPostgres(cfg config, reg *registry.Registry, log *slog.Logger, stderr i
 		// keeps trying, as it does on Redis.
 		log.Warn("could not check the belfry schema; starting anyway", "err", err)
 	}
+	rows := jobs.PostgresRows{Pool: pool}
+	if err := rows.CreateTable(ctx); err != nil {
+		log.Warn("could not create the example's table of soft-deleted rows", "err", err)
+	}
 	eng, err := postgres.New(postgres.Config{Pool: pool})
 	if err != nil {
 		return fail(1, err)
@@ -167,7 +178,7 @@ func openPostgres(cfg config, reg *registry.Registry, log *slog.Logger, stderr i
 	// scheduler first, then lets running occurrences finish (Stop), and
 	// cancels them only when they overrun.
 	workCtx, cancelWork := context.WithCancel(context.Background())
-	return &backend{rt: rt, kind: "postgres", url: cfg.postgresURL,
+	return &backend{rt: rt, kind: "postgres", url: cfg.postgresURL, rows: rows, seedRows: rows.SoftDelete,
 		startWorkers: func() error { return client.Start(workCtx) },
 		stopWorkers: func() {
 			ctx, cancel := context.WithTimeout(context.Background(), workerShutdown)

@@ -132,7 +132,8 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 
 	// Dependencies reach the handlers through the receiver NewRegistry
 	// binds, not through package globals.
-	reg := jobs.NewRegistry(&jobs.Jobs{DB: jobs.NewDB()})
+	deps := &jobs.Jobs{}
+	reg := jobs.NewRegistry(deps)
 	open := openRedis
 	if cfg.postgresURL != "" {
 		open = openPostgres
@@ -142,6 +143,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 		return code
 	}
 	defer be.close()
+	deps.DB = be.rows // before the workers start
 	rt := be.rt
 	log = log.With("replica", rt.Replica())
 	// The jobs log through the default logger; the replica name says which
@@ -172,6 +174,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	var scheduler sync.WaitGroup
 	if be.startWorkers != nil {
 		scheduler.Go(func() { seedTenants(ctx, rt, log) })
+		scheduler.Go(func() { seedSoftDeleted(ctx, be, log) })
 	}
 	scheduler.Go(func() {
 		if err := rt.Run(ctx); err != nil {
@@ -241,6 +244,30 @@ func redactErr(err error, rawURL string) string {
 		}
 	}
 	return msg
+}
+
+// seededRows is how many soft-deleted rows the example starts with: more
+// than one batch of the prune job, so that a run of it shows its progress.
+const seededRows = 5000
+
+// seedSoftDeleted gives the prune job rows to remove: seededRows rows
+// soft-deleted 40 days ago, which "Run now" on prune-soft-deleted purges.
+// Rows already there are kept.
+func seedSoftDeleted(ctx context.Context, be *backend, log *slog.Logger) {
+	if be.seedRows == nil {
+		return
+	}
+	ids := make([]string, seededRows)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("row-%05d", i+1)
+	}
+	if err := be.seedRows(ctx, ids, time.Now().Add(-40*24*time.Hour)); err != nil {
+		if ctx.Err() == nil {
+			log.Warn("could not seed the soft-deleted rows the prune job removes", "err", err)
+		}
+		return
+	}
+	log.Info("seeded soft-deleted rows", "rows", len(ids))
 }
 
 // seedTenants gives the weekly-report family the example's tenants when it

@@ -216,5 +216,24 @@ func (w *jsonIndenter) record(r *core.Record) {
 	w.strOmitEmpty("replica", r.Replica)
 	w.strOmitEmpty("actor", r.Actor)
 	w.strOmitEmpty("member", r.Member)
+	if p := r.Progress; p != nil {
+		w.key("progress")
+		w.open('{')
+		w.str("cursor", p.Cursor)
+		w.boolean("done", p.Done)
+		w.num("items_done", p.Items)
+		w.numOmitEmpty("items_total", p.Total)
+		w.num("resumptions", p.Resumptions)
+		w.timestamp("started_at", p.StartedAt)
+		w.timeOmitZero("updated_at", p.UpdatedAt)
+		if p.Rate != 0 {
+			// core rounds the rate to hundredths, which encoding/json too
+			// writes in this form.
+			w.key("rate")
+			w.b = strconv.AppendFloat(w.b, p.Rate, 'f', -1, 64)
+		}
+		w.timeOmitZero("estimate", p.Estimate)
+		w.close('}')
+	}
 	w.close('}')
 }

@@ -30,8 +30,10 @@ func sampleSchedules() []apiSchedule {
 				Failed: 2, LastEnqueue: &utc, LastSuccess: &at}
 			s.LastRun = &runtime.Record{ID: "cron:x/" + text, Schedule: text, Slot: utc, Manual: true,
 				Outcome: runtime.OutcomeFailed, EnqueuedAt: utc, StartedAt: at, FinishedAt: at.Add(time.Second),
-				DurationMS: 1000, Error: text, Attempt: 2, MaxRetry: 3, Replica: text, Actor: text, Member: text}
-			s.History = []runtime.Record{*s.LastRun, {ID: "b", Slot: utc}}
+				DurationMS: 1000, Error: text, Attempt: 2, MaxRetry: 3, Replica: text, Actor: text, Member: text,
+				Progress: &runtime.Progress{Cursor: text, Done: i%2 == 0, Items: 1200, Total: 10000, Resumptions: 2,
+					StartedAt: utc, UpdatedAt: at, Rate: 812.25 + float64(i), Estimate: at.Add(time.Hour)}}
+			s.History = []runtime.Record{*s.LastRun, {ID: "b", Slot: utc, Progress: &runtime.Progress{StartedAt: at}}}
 		case 1:
 			s.Paused = &runtime.Pause{Reason: "why", Actor: text, At: utc}
 			s.LastRun = &runtime.Record{ID: "cron:x", Schedule: "x", Outcome: runtime.OutcomeEnqueued}

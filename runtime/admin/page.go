@@ -58,6 +58,8 @@ func glyph(o core.Outcome) string {
 		return "✗"
 	case core.OutcomeRetrying:
 		return "↻"
+	case core.OutcomeContinued:
+		return "↪" // stopped between batches, its place saved; it goes on
 	case core.OutcomeMissed:
 		return "–"
 	case core.OutcomeSkipped:
@@ -210,14 +212,17 @@ func relative(t, now time.Time) string {
 // historyRow is one occurrence as the page shows it.
 type historyRow struct {
 	core.Record
-	Slot       instant
-	Enqueued   instant
-	Started    instant
-	Finished   instant
-	SlotUnix   int64
-	Kind       string // "", "run now" or "re-run"
-	Outcome    string // "succeeded", "retrying 1/3", ...
-	Attempts   string // "after 2 retries", for a failure that was retried
+	Slot     instant
+	Enqueued instant
+	Started  instant
+	Finished instant
+	SlotUnix int64
+	Kind     string // "", "run now" or "re-run"
+	Outcome  string // "succeeded", "retrying 1/3", ...
+	Attempts string // "after 2 retries", for a failure that was retried
+	// Progress is a checkpointed occurrence's progress in words: "1,200 of
+	// 10,000 items · 2 resumptions · 85/s · ends 03:41".
+	Progress   string
 	Excerpt    string // the error's first line
 	Rerunnable bool   // its slot is one the schedule really had
 	// Prominent marks the rows whose slot did not get its work done.
@@ -251,7 +256,32 @@ func historyRowOf(rec core.Record, s *registry.Schedule, now time.Time) historyR
 	case core.OutcomeFailed, core.OutcomeMissed, core.OutcomeSkipped, core.OutcomePaused, core.OutcomeLost:
 		row.Prominent = row.Rerunnable
 	}
+	if p := rec.Progress; p != nil {
+		row.Progress = progressWords(p, loc, now)
+	}
 	return row
+}
+
+// progressWords says how far a checkpointed occurrence got.
+func progressWords(p *core.Progress, loc *time.Location, now time.Time) string {
+	items := plural(int(p.Items), "item", "items")
+	if p.Total > 0 {
+		items = fmt.Sprintf("%d of %d items", p.Items, p.Total)
+	}
+	parts := []string{items}
+	if !p.Done && p.Cursor != "" {
+		parts = append(parts, "at "+strconv.Quote(p.Cursor))
+	}
+	if p.Resumptions > 0 {
+		parts = append(parts, plural(int(p.Resumptions), "resumption", "resumptions"))
+	}
+	if p.Rate > 0 {
+		parts = append(parts, strconv.FormatFloat(p.Rate, 'f', 1, 64)+"/s")
+	}
+	if !p.Done && !p.Estimate.IsZero() {
+		parts = append(parts, "ends "+instantOf(p.Estimate, loc, now).Relative)
+	}
+	return strings.Join(parts, " · ")
 }
 
 // historyRows are a schedule's history as the page shows it. A slot whose

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/registry"
+	"github.com/belfry/belfry/runtime/checkpoint"
 	"github.com/belfry/belfry/runtime/engine"
 )
 
@@ -101,6 +102,9 @@ type Record struct {
 	Actor string `json:"actor,omitempty"`
 	// Member is, for a family, the member the occurrence was for.
 	Member string `json:"member,omitempty"`
+	// Progress is a checkpointed handler's saved progress; nil for a
+	// handler that keeps none.
+	Progress *Progress `json:"progress,omitempty"`
 }
 
 func unixMilli(ms int64) time.Time {
@@ -189,7 +193,7 @@ func taskIDOrNil(id string, o Outcome) *string {
 // fail the handler.
 func (r *Runtime) Middleware() registry.Middleware {
 	return func(s *registry.Schedule, next registry.HandlerFunc) registry.HandlerFunc {
-		return func(ctx context.Context, occ registry.Occurrence) error {
+		return func(ctx context.Context, occ registry.Occurrence) (err error) {
 			if r.replacedBy(ctx, s, occ) != "" {
 				// overlap=replace cancelled it; asynq delivers a cancelled
 				// task again as a retry, which has nothing to do.
@@ -213,7 +217,12 @@ func (r *Runtime) Middleware() registry.Middleware {
 			stop := hold.keepAlive(ctx) // from now: the ledger's writes may take a while
 			r.recordExecution(ctx, occ, attempt, OutcomeRunning, start, "started_at", start.UnixMilli(),
 				"max_retry", maxRetry, "replica", r.opts.Replica, "finished_at", 0, "duration_ms", 0, "error", "")
-			err = runHandler(ctx, next, occ)
+			ctx, bound := r.bindCheckpoint(ctx, s, occ)
+			if bound != nil {
+				r.checkpoints.Add(1)
+				defer r.checkpoints.Add(-1)
+			}
+			err = runHandler(ctx, next, occ, bound)
 			stop()
 			hold.finish(ctx, err)
 			end := r.clock.Now()
@@ -228,7 +237,23 @@ func (r *Runtime) Middleware() registry.Middleware {
 				}
 			}
 			outcome := OutcomeSucceeded
-			if err != nil {
+			var interrupted *checkpoint.Interrupted
+			var superseded *checkpoint.Superseded
+			switch {
+			case errors.As(err, &superseded) && superseded.By == progressKey(occ):
+				// A newer attempt of this occurrence runs it and writes its
+				// record: this one leaves the record to it.
+				r.log.Warn("a stale attempt stopped: a newer attempt of its occurrence took its progress over",
+					"id", occ.Key(), "attempt", attempt)
+				return nil
+			case errors.As(err, &superseded):
+				// The next occurrence took the work over (resume=next): this
+				// one's queue must not retry it.
+				outcome = OutcomeContinued
+				defer func() { err = nil }()
+			case errors.As(err, &interrupted):
+				outcome = OutcomeContinued
+			case err != nil:
 				err = explain(ctx, s, err)
 				outcome = OutcomeFailed
 				if attempt < maxRetry && !r.skipsRetry(err) {
@@ -250,8 +275,10 @@ func (r *Runtime) Middleware() registry.Middleware {
 	}
 }
 
-// runHandler runs the handler until it returns or its deadline passes.
-func runHandler(ctx context.Context, next registry.HandlerFunc, occ registry.Occurrence) error {
+// runHandler runs the handler until it returns or its deadline passes. A
+// checkpointed handler (bound not nil) whose context ended is given
+// checkpointGrace to save its place and return.
+func runHandler(ctx context.Context, next registry.HandlerFunc, occ registry.Occurrence, bound *checkpoint.Binding) error {
 	done := make(chan error, 1)
 	go func() { done <- callRecovering(ctx, next, occ) }()
 	select {
@@ -263,6 +290,19 @@ func runHandler(ctx context.Context, next registry.HandlerFunc, occ registry.Occ
 		}
 		return err
 	case <-ctx.Done():
+		if bound == nil || !bound.Started() {
+			return ctx.Err()
+		}
+	}
+	grace := time.NewTimer(checkpointGrace)
+	defer grace.Stop()
+	select {
+	case err := <-done:
+		if err == nil {
+			err = ctx.Err()
+		}
+		return err
+	case <-grace.C:
 		return ctx.Err()
 	}
 }
@@ -376,6 +416,9 @@ func (r *Runtime) records(ctx context.Context, ids []string) ([]Record, error) {
 	recs := make([]Record, len(stored))
 	for i, s := range stored {
 		recs[i] = recordOf(s)
+	}
+	if err == nil {
+		err = r.attachProgress(ctx, recs)
 	}
 	return recs, err
 }

@@ -58,7 +58,10 @@ type Runtime struct {
 	inDoubt    inDoubt // enqueues no replica acknowledged (the engine's replica acks)
 	// marks counts the attempts this runtime's workers hold a start mark
 	// for and have not yet recorded the end of (start.go).
-	marks       atomic.Int64
+	marks atomic.Int64
+	// checkpoints counts the checkpointed handlers running on this
+	// runtime's workers; Close waits for their last saves.
+	checkpoints atomic.Int64
 	statusIndex statusIndex
 
 	// identity tells this registry's service from others in the namespace;

@@ -81,6 +81,9 @@ func (r *Runtime) waitMarks() {
 	for deadline := time.Now().Add(marksWait); r.marks.Load() > 0 && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
+	for deadline := time.Now().Add(checkpointGrace); r.checkpoints.Load() > 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // attemptOf is the worker's attempt of the task in ctx (0 for the first)

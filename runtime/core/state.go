@@ -27,6 +27,10 @@ const (
 	// is not retried. The record's error names the newer occurrence.
 	OutcomeReplaced Outcome = "replaced"
 	OutcomePaused   Outcome = "paused" // came due while the schedule was paused; never run
+	// OutcomeContinued: a checkpointed handler stopped between batches
+	// before its timeout or at a worker's shutdown, its place saved; the
+	// occurrence continues in a new attempt that uses no retry.
+	OutcomeContinued Outcome = "continued"
 	// OutcomeLost is an Event of a detected loss of Redis data (see
 	// LostWrites), and the outcome of an occurrence whose enqueue no
 	// replica acknowledged and a failover then lost: it may have run on the

@@ -192,6 +192,9 @@ func (mon *Monitor) SnapshotOf(ctx context.Context, names []string, recent int) 
 		}
 		snap.Schedules = append(snap.Schedules, st)
 	}
+	if data != nil {
+		r.attachLiveProgress(ctx, snap.Schedules)
+	}
 	return snap, reads.err()
 }
 

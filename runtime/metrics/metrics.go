@@ -73,7 +73,8 @@ var (
 	scheduledOutcomes = []string{string(core.OutcomeEnqueued), string(core.OutcomeMissed),
 		string(core.OutcomeSkipped), string(core.OutcomePaused), manualOutcome, string(core.OutcomeBuffered),
 		string(core.OutcomeReplaced)}
-	attemptOutcomes = []string{string(core.OutcomeSucceeded), string(core.OutcomeRetrying), string(core.OutcomeFailed)}
+	attemptOutcomes = []string{string(core.OutcomeSucceeded), string(core.OutcomeRetrying), string(core.OutcomeFailed),
+		string(core.OutcomeContinued)}
 )
 
 // DefaultPerScheduleLimit is the registry size up to which every
@@ -159,7 +160,7 @@ func NewCollectorWith(p core.Provider, opts Options) prometheus.Collector {
 			Help: "Slots this replica's scheduler handled, by outcome (enqueued, missed, skipped, paused, buffered by overlap=buffer_one, occurrences replaced by overlap=replace), and manual occurrences enqueued through it. Sum across replicas." + countedHelp},
 			[]string{"schedule", "outcome"}),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "belfry_schedule_attempts_total",
-			Help: "Attempts this replica's workers finished, by outcome (succeeded, retrying: failed with retries left, failed: the last attempt). Sum across replicas." + countedHelp},
+			Help: "Attempts this replica's workers finished, by outcome (succeeded, retrying: failed with retries left, failed: the last attempt, continued: a checkpointed handler stopped between batches before its timeout or at a shutdown, to go on in a new attempt). Sum across replicas." + countedHelp},
 			[]string{"schedule", "outcome"}),
 		lostWrites: prometheus.NewCounter(prometheus.CounterOpts{Name: "belfry_lost_writes_total",
 			Help: "Losses of Redis data this replica detected when it gained the lease (the store's epoch gone, or the fencing token gone back). Sum across replicas."}),
@@ -222,7 +223,7 @@ func (c *collector) observe(e core.Event) {
 	switch e.Outcome {
 	case core.OutcomeLost:
 		c.lostWrites.Inc()
-	case core.OutcomeSucceeded, core.OutcomeRetrying, core.OutcomeFailed:
+	case core.OutcomeSucceeded, core.OutcomeRetrying, core.OutcomeFailed, core.OutcomeContinued:
 		c.attempts.WithLabelValues(name, string(e.Outcome)).Inc()
 		c.duration.WithLabelValues(name).Observe(e.Duration.Seconds())
 	case core.OutcomeEnqueued:

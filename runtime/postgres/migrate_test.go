@@ -57,7 +57,7 @@ func TestMigrateFromEmptyThenNothing(t *testing.T) {
 		t.Errorf("first Migrate applied %+v, want belfry %v and no River", applied, want)
 	}
 	for _, table := range []string{"belfry_slot", "belfry_manual", "belfry_cursor", "belfry_record", "belfry_pause",
-		"belfry_member", "belfry_counter", "belfry_leader", "belfry_replica"} {
+		"belfry_member", "belfry_counter", "belfry_leader", "belfry_replica", "belfry_progress", "belfry_unfinished"} {
 		var exists bool
 		if err := db.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", table).Scan(&exists); err != nil || !exists {
 			t.Errorf("table %s missing after Migrate (%v)", table, err)
@@ -74,10 +74,10 @@ func TestMigrateFromEmptyThenNothing(t *testing.T) {
 		t.Errorf("second Migrate applied %+v (%v), want nothing", again, err)
 	}
 	versions, err := postgres.Versions(ctx, db)
-	if err != nil || len(versions) != 4 || versions[0].Version != 1 || versions[0].Name != "init" || versions[0].AppliedAt.IsZero() ||
+	if err != nil || len(versions) != 5 || versions[0].Version != 1 || versions[0].Name != "init" || versions[0].AppliedAt.IsZero() ||
 		versions[1].Version != 2 || versions[1].Name != "engine" || versions[2].Version != 3 || versions[2].Name != "retention" ||
-		versions[3].Version != 4 || versions[3].Name != "overlap" {
-		t.Errorf("Versions = %+v, %v; want versions 1 (init), 2 (engine), 3 (retention) and 4 (overlap) with their times", versions, err)
+		versions[3].Version != 4 || versions[3].Name != "overlap" || versions[4].Version != 5 || versions[4].Name != "progress" {
+		t.Errorf("Versions = %+v, %v; want versions 1 (init), 2 (engine), 3 (retention), 4 (overlap) and 5 (progress) with their times", versions, err)
 	}
 	if err := postgres.CheckSchema(ctx, db); err != nil {
 		t.Errorf("CheckSchema after Migrate: %v", err)
@@ -88,13 +88,20 @@ func TestMigrateFromEmptyThenNothing(t *testing.T) {
 // but the latest migration applied), and those migrations.
 func previousVersionDB(t *testing.T) (*pgxpool.Pool, []postgres.Migration) {
 	t.Helper()
+	return databaseAt(t, postgres.Latest()-1)
+}
+
+// databaseAt is a database at belfry version v, and the migrations
+// applied.
+func databaseAt(t *testing.T, v int) (*pgxpool.Pool, []postgres.Migration) {
+	t.Helper()
 	ctx := context.Background()
 	db := freshDB(t)
 	if _, err := db.Exec(ctx, `CREATE TABLE belfry_migration (version integer PRIMARY KEY, name text NOT NULL,
 		applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
 		t.Fatal(err)
 	}
-	previous := postgres.Migrations()[:postgres.Latest()-1]
+	previous := postgres.Migrations()[:v]
 	for _, m := range previous {
 		if _, err := db.Exec(ctx, m.SQL); err != nil {
 			t.Fatal(err)
@@ -113,7 +120,9 @@ func previousVersionDB(t *testing.T) (*pgxpool.Pool, []postgres.Migration) {
 func TestAMigrateBlockedByATableGivesUp(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db, _ := previousVersionDB(t)
+	// Version 3 alters belfry_slot, which the reader below holds.
+	const before = 2
+	db, _ := databaseAt(t, before)
 	reader, err := db.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -136,8 +145,8 @@ func TestAMigrateBlockedByATableGivesUp(t *testing.T) {
 		reader.Rollback(ctx) // let the waiting migrate end with the test
 		t.Fatal("Migrate still waits for the held table after 30s; want it to give up")
 	}
-	if v, err := postgres.CurrentVersion(ctx, db); err != nil || v != postgres.Latest()-1 {
-		t.Errorf("version after the failed migrate %d (%v), want %d", v, err, postgres.Latest()-1)
+	if v, err := postgres.CurrentVersion(ctx, db); err != nil || v != before {
+		t.Errorf("version after the failed migrate %d (%v), want %d", v, err, before)
 	}
 	if n := count(t, db, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"); n != 0 {
 		t.Errorf("%d advisory locks held after the failed migrate; want none", n)
@@ -145,8 +154,8 @@ func TestAMigrateBlockedByATableGivesUp(t *testing.T) {
 	if err := reader.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if applied, err := postgres.Migrate(ctx, db, postgres.MigrateOptions{}); err != nil || len(applied.Belfry) != 1 {
-		t.Errorf("Migrate once the table is free: %+v, %v; want the latest version applied", applied, err)
+	if applied, err := postgres.Migrate(ctx, db, postgres.MigrateOptions{}); err != nil || len(applied.Belfry) != postgres.Latest()-before {
+		t.Errorf("Migrate once the table is free: %+v, %v; want versions %d to %d applied", applied, err, before+1, postgres.Latest())
 	}
 }
 

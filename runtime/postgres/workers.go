@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/registry"
+	"github.com/belfry/belfry/runtime/checkpoint"
 	"github.com/belfry/belfry/runtime/core"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
@@ -62,7 +63,16 @@ func (w *scheduleWorker) Timeout(*river.Job[occurrenceArgs]) time.Duration { ret
 func (w *scheduleWorker) Work(ctx context.Context, job *river.Job[occurrenceArgs]) error {
 	ctx = context.WithValue(ctx, deliveryKey{}, delivery{attempt: job.Attempt - 1, maxRetry: job.MaxAttempts - 1})
 	ctx = core.WithCarrier(ctx, carrierOf(job.JobRow))
-	return w.s.HandlePayload(ctx, job.Args.payload, w.mw...)
+	err := w.s.HandlePayload(ctx, job.Args.payload, w.mw...)
+	var interrupted *checkpoint.Interrupted
+	if errors.As(err, &interrupted) {
+		// A checkpointed handler stopped between batches, its place saved:
+		// a snooze makes the job available again at once without counting
+		// an attempt (River gives the attempt back), whether its timeout
+		// was near or the client is stopping.
+		return river.JobSnooze(0)
+	}
+	return err
 }
 
 // carrierOf is what the job's enqueue asked to carry (its metadata's

@@ -3,10 +3,12 @@
 // occ.Key(), so an asynq retry, a second replica or a manual re-run never
 // does the work twice or for the wrong period.
 //
-// The effects go to an in-memory outbox, an in-memory DB and the log, so
-// the example needs nothing but Redis; a real service would write rows
-// keyed the same way. PruneSoftDeleted is a method of Jobs, which carries
-// the DB: main passes the dependencies to NewRegistry at start-up.
+// The effects go to an in-memory outbox and the log, so the example needs
+// nothing but its engine; a real service would write rows keyed the same
+// way. PruneSoftDeleted, a checkpointed job, removes real rows from the
+// engine's own store (a table on Postgres, a sorted set on Redis). It is a
+// method of Jobs, which carries them: main passes the dependencies to
+// NewRegistry at start-up.
 package jobs
 
 //go:generate go tool crongen

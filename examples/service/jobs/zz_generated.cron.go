@@ -57,8 +57,9 @@ func NewRegistry(jobs *Jobs) *registry.Registry {
 			Grace:    5 * time.Minute,
 			Overlap:  registry.OverlapAllow,
 			Misfire:  registry.MisfireSkip,
+			Resume:   registry.ResumeNext,
 			Handler:  jobs.PruneSoftDeleted,
-			Source:   "prune.go:24",
+			Source:   "prune.go:31",
 			Package:  "github.com/belfry/belfry/examples/service/jobs",
 		},
 		registry.Schedule{

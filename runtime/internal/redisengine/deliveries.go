@@ -15,11 +15,25 @@ var _ engine.Deliveries = (*Engine)(nil)
 // workers whether or not the runtime schedules).
 type AsynqDeliveries struct{}
 
-// Attempt is asynq's retry count of ctx's task and its max retry.
+// Attempt is asynq's retry count of ctx's task and its max retry, each
+// with the retries its occurrence's earlier tasks used when the task
+// continues an interrupted one (WithRetriedBefore).
 func (AsynqDeliveries) Attempt(ctx context.Context) (attempt, maxRetry int, known bool) {
 	attempt, _ = asynq.GetRetryCount(ctx)
 	maxRetry, known = asynq.GetMaxRetry(ctx)
-	return attempt, maxRetry, known
+	before, _ := ctx.Value(retriedBeforeKey{}).(int)
+	return attempt + before, maxRetry + before, known
+}
+
+type retriedBeforeKey struct{}
+
+// WithRetriedBefore returns ctx noting that the occurrence's tasks before
+// ctx's (a continuation's) used n retries.
+func WithRetriedBefore(ctx context.Context, n int) context.Context {
+	if n == 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, retriedBeforeKey{}, n)
 }
 
 // SkipsRetry says whether err wraps asynq.SkipRetry.

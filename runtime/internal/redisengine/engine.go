@@ -13,6 +13,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -188,15 +190,19 @@ func (e *Engine) EnqueueAll(ctx context.Context, fence *engine.Fence, items []en
 // engine's ErrNotLeader, and the pipeline's ErrFenced for its own tests.
 var errFencedOut = fmt.Errorf("%w: %w", engine.ErrNotLeader, pipeline.ErrFenced)
 
-// TaskRunning asks asynq's Inspector for the task's state.
+// TaskRunning asks asynq's Inspector for the task's state. A task that
+// completed by handing a checkpointed run on to a continuation task
+// (ContinuationID) runs on as long as its newest continuation does.
 func (e *Engine) TaskRunning(ctx context.Context, queue, id string) (bool, error) {
 	info, err := e.taskInfo(ctx, queue, id)
 	if info == nil || err != nil {
 		return false, err
 	}
 	switch info.State {
-	case asynq.TaskStateCompleted, asynq.TaskStateArchived:
+	case asynq.TaskStateArchived:
 		return false, nil
+	case asynq.TaskStateCompleted:
+		return e.continuationRunning(ctx, queue, id)
 	}
 	return true, nil
 }
@@ -239,6 +245,43 @@ func (e *Engine) ReplacedBy(ctx context.Context, id string) (string, error) {
 		return "", nil
 	}
 	return by, err
+}
+
+// ContinuationID is the task ID of the nth continuation (from 1) of the
+// occurrence whose task ID is id.
+func ContinuationID(id string, n int) string { return id + continuationSep + strconv.Itoa(n) }
+
+// continuationSep separates an occurrence's task ID from its
+// continuation's number.
+const continuationSep = ":continue:"
+
+// BaseTaskID is the occurrence's task ID of a continuation's task ID; any
+// other ID is its own.
+func BaseTaskID(id string) string {
+	base, _, _ := strings.Cut(id, continuationSep)
+	return base
+}
+
+// continuationRunning reports whether the occurrence of the completed
+// task id goes on in a continuation: its progress is not done and its
+// newest continuation task runs. Continuations are numbered by the
+// attempts that claimed the progress, so none is numbered past its
+// generation.
+func (e *Engine) continuationRunning(ctx context.Context, queue, id string) (bool, error) {
+	cps, ok, err := e.Progresses(ctx, []string{id})
+	if err != nil || !ok[0] || cps[0].Done {
+		return false, err
+	}
+	for n := int(cps[0].Gen); n >= 1; n-- {
+		info, err := e.taskInfo(ctx, queue, ContinuationID(id, n))
+		if err != nil {
+			return false, err
+		}
+		if info != nil {
+			return info.State != asynq.TaskStateCompleted && info.State != asynq.TaskStateArchived, nil
+		}
+	}
+	return false, nil
 }
 
 // TaskExists asks asynq's Inspector for the task.

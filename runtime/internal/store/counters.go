@@ -39,7 +39,7 @@ import (
 var CounterLayout = []string{
 	"enqueued", "manual", "missed", "skipped", "paused", "succeeded", "failed",
 	"last_enqueue", "last_success", "last_failure", "first_seen", "last_resume", "last_slot_success",
-	"running", "retrying", "lost", "buffered", "replaced",
+	"running", "retrying", "lost", "buffered", "replaced", "continued",
 }
 
 // Counters is the hash of every schedule's counters.
