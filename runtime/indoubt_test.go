@@ -28,7 +28,7 @@ func TestAnUnacknowledgedEnqueueLostBeforeItRanIsEnqueuedAgain(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s := redistest.StartSentinel(t, redistest.SentinelOptions{Sentinels: 1})
-	runs := &taskRuns{byID: map[string]int{}, slotOf: map[string]time.Time{}, scheduleOf: map[string]string{}}
+	runs := newTaskRuns()
 	queue, ns := uniq("q"), uniq("ns")
 	reg := registry.MustNew(registry.Schedule{Name: "tick", Expr: "* * * * * *", Queue: queue, Handler: runs.handler})
 	var logs syncBuffer

@@ -42,6 +42,10 @@ type taskRuns struct {
 	scheduleOf map[string]string
 }
 
+func newTaskRuns() *taskRuns {
+	return &taskRuns{byID: map[string]int{}, slotOf: map[string]time.Time{}, scheduleOf: map[string]string{}}
+}
+
 func (tr *taskRuns) handler(ctx context.Context, occ registry.Occurrence) error {
 	id, _ := asynq.GetTaskID(ctx)
 	tr.mu.Lock()
@@ -75,7 +79,7 @@ func (tr *taskRuns) bySlot(schedule string) (runs map[int64]int, ids map[int64][
 func newFailoverRig(t *testing.T, replicas int, sopts redistest.SentinelOptions, opts runtime.Options, extra ...string) *failoverRig {
 	t.Helper()
 	rig := &failoverRig{t: t, s: redistest.StartSentinel(t, sopts), queue: uniq("q"),
-		runs: &taskRuns{byID: map[string]int{}, slotOf: map[string]time.Time{}, scheduleOf: map[string]string{}}, schedule: "tick"}
+		runs: newTaskRuns(), schedule: "tick"}
 	schedules := []registry.Schedule{{Name: rig.schedule, Expr: "* * * * * *", Queue: rig.queue, Handler: rig.runs.handler}}
 	for _, e := range extra {
 		name, expr, _ := strings.Cut(e, " ")
