@@ -61,7 +61,19 @@ func (a Acks) Barrier(ctx context.Context, rdb redis.UniversalClient, key string
 			return err
 		}
 		return a.Wait(ctx, tx)
-	})
+	}, routeBy(rdb, []string{key})...)
+}
+
+// routeBy is what a connection taken with Watch must name for rdb to pick
+// the node that serves keys: nothing for a client of one primary; for a
+// cluster client, which picks a connection by a watched key's slot, the
+// first of keys. Watching it costs nothing: no EXEC follows, and the
+// connection unwatches when it is given back.
+func routeBy(rdb redis.UniversalClient, keys []string) []string {
+	if _, ok := rdb.(*redis.ClusterClient); ok && len(keys) > 0 {
+		return keys[:1]
+	}
+	return nil
 }
 
 // waiter is a single connection: a *redis.Tx or *redis.Conn.
@@ -75,7 +87,9 @@ type waiter interface {
 // acknowledged comes back as the command's error, ErrNotAcked.
 //
 // The connection is taken with a WATCH of no keys, the one way to hold a
-// single connection through any UniversalClient; it sends no WATCH.
+// single connection through any UniversalClient; it sends no WATCH. A
+// cluster client needs a key to pick the node: it watches the script's
+// first key (routeBy).
 func (a Acks) Run(ctx context.Context, rdb redis.UniversalClient, script *redis.Script, keys []string, args ...any) *redis.Cmd {
 	if !a.On() {
 		return script.Run(ctx, rdb, keys, args...)
@@ -90,7 +104,7 @@ func (a Acks) Run(ctx context.Context, rdb redis.UniversalClient, script *redis.
 			cmd.SetErr(err)
 		}
 		return nil
-	})
+	}, routeBy(rdb, keys)...)
 	if cmd == nil {
 		cmd = redis.NewCmd(ctx)
 		cmd.SetErr(cmp.Or(err, errNoReply))
