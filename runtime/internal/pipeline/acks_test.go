@@ -33,6 +33,27 @@ func TestAckedScriptsFailWithoutAReplica(t *testing.T) {
 	}
 }
 
+// On a cluster client the acknowledged script runs on the node that
+// serves its key and waits there: a cluster of primaries without replicas
+// runs it and answers ErrNotAcked, not a client error.
+func TestAckedScriptsRunOnTheKeysNodeOfACluster(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.StartCluster(t, 3).Client(t)
+	acks := pipeline.Acks{Replicas: 1, Timeout: 100 * time.Millisecond}
+	for _, key := range []string{"{a}k", "{b}k", "{c}k"} {
+		if _, err := acks.Run(ctx, rdb, insertScript, []string{key}, "x").Int(); !errors.Is(err, pipeline.ErrNotAcked) {
+			t.Errorf("%s: %v; want ErrNotAcked", key, err)
+		}
+		if v, err := rdb.Get(ctx, key).Result(); err != nil || v != "x" {
+			t.Errorf("%s after the script: %q %v; want it written", key, v, err)
+		}
+		if err := acks.Barrier(ctx, rdb, key+":barrier", time.Minute); !errors.Is(err, pipeline.ErrNotAcked) {
+			t.Errorf("barrier %s: %v; want ErrNotAcked", key, err)
+		}
+	}
+}
+
 // insertScript inserts a key unless it exists.
 var insertScript = redis.NewScript(`
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end

@@ -16,7 +16,8 @@ import (
 // that was behind. The cursors may then be behind the slots already
 // enqueued (whose task IDs may be gone too), and scheduling from them would
 // run those slots again. Each replica remembers the store's epoch (a random
-// ID the first leader writes) and the highest fencing token it has seen;
+// ID the first leader writes, and a leader that finds a loss writes anew)
+// and the highest fencing token it has seen;
 // a leader that finds the epoch gone or changed, or holds a token no larger
 // than one seen before, knows writes were lost (FindLoss), and the core
 // moves the cursors past the loss and records it. A replica that starts
@@ -292,8 +293,9 @@ func (e *Engine) acceptReported(epoch, value string, token, high int64) {
 
 // NewestStoreLoss is the newest of the losses (newest first) that took the
 // store's data and moved every cursor, skipping the one-slot losses of
-// enqueues in doubt, which carry no fencing token: they concern one
-// occurrence, and come after the store-wide loss they follow.
+// enqueues in doubt that earlier versions recorded, which carry no fencing
+// token: they concern one occurrence, and come after the store-wide loss
+// they follow.
 func NewestStoreLoss(losses []store.LostWrites) (store.LostWrites, bool) {
 	for _, l := range losses {
 		if l.Token > 0 {
