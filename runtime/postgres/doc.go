@@ -49,6 +49,23 @@
 // asks whether a moved member's slot was enqueued (its change floor): the
 // answer counts an enqueue under way.
 //
+// # Clock, queues and planner statistics
+//
+// Before it leads, and about once a minute after, a replica compares its
+// clock with the database's (Engine.CheckSettings): one further off than
+// the runtime's SkewMargin does not lead, and its health, status and
+// metrics report the skew, as on Redis. The leader reports the queues no
+// River client serves (none reported the queue within River's fixed
+// ten-minute report interval, or a job waits available with none of the
+// queue running) and the occurrences a client bounced for want of their
+// worker (Engine.UnservedQueues, Engine.Misrouted).
+//
+// The lookups of a page of members or of an enqueue's slot rows probe
+// their index one key at a time, so no plan (an unanalyzed table's, a
+// statement's generic one) turns them into scans of the whole family or
+// namespace; and a bulk insert of members analyzes belfry_member, when
+// autovacuum may be off or not yet round.
+//
 // # The lease
 //
 // One row of belfry_leader per namespace (holder, term, expires_at on the
