@@ -252,7 +252,7 @@ func (c *chains) chain(f *types.Func) []string {
 		return []string{f.Pkg().Name() + "." + f.Name()}
 	case f.Pkg() == c.pass.Pkg:
 		return c.local[f]
-	case c.facts && f.Pkg() != nil && sameModule(c.pass, f.Pkg()):
+	case c.facts && f.Pkg() != nil && sameModule(c.pass, f.Pkg()) && !strings.HasPrefix(f.Pkg().Path(), belfryRuntime):
 		var fact readsClock
 		if c.pass.ImportObjectFact(f, &fact) {
 			return append([]string{f.Pkg().Name() + "." + f.Name()}, fact.Chain...)
@@ -260,6 +260,12 @@ func (c *chains) chain(f *types.Func) []string {
 	}
 	return nil
 }
+
+// belfryRuntime is the tree of belfry's runtime packages, which read the
+// clock for their own bookkeeping (a checkpoint's deadline, a lease), not
+// to choose a handler's period: inside belfry's own module (its example
+// service) a call into them is a library call, as it is from any other.
+const belfryRuntime = "github.com/belfry/belfry/runtime/"
 
 func sameModule(pass *analysis.Pass, pkg *types.Package) bool {
 	mod := pass.Module.Path
