@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -20,6 +22,48 @@ import (
 
 var longFlag = flag.Bool("long", false, "run the long tests (make test/long)")
 
+// longTest skips a test unless -long is given: one that lives in make
+// test/long because its fault takes real time to stage and to recover
+// from (a Sentinel failover, a slow link's handover, a lease left to
+// expire mid-spike). make test keeps a faster test of each guarantee
+// (docs/testing.md lists them).
+func longTest(t *testing.T) {
+	t.Helper()
+	if !*longFlag {
+		t.Skip("a long test: make test/long (go test -long)")
+	}
+}
+
+// Every test that calls longTest is named in the Makefile's test/long, or
+// no target would ever run it.
+func TestEveryLongTestIsInMakeTestLong(t *testing.T) {
+	makefile, err := os.ReadFile("../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := regexp.MustCompile(`(?m)^func (Test\w+)\(t \*testing\.T\) \{\n\tlongTest\(t\)$`)
+	files, err := filepath.Glob("*_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found int
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range long.FindAllStringSubmatch(string(src), -1) {
+			found++
+			if !regexp.MustCompile(`\b` + m[1] + `\b`).Match(makefile) {
+				t.Errorf("%s (%s) calls longTest but the Makefile's test/long does not name it", m[1], f)
+			}
+		}
+	}
+	if found == 0 {
+		t.Error("no test calls longTest: the pattern no longer matches how they do")
+	}
+}
+
 // The families' whole promise at the size it was asked for: one family,
 // 100,000 members written through the API across 300 zones, and every
 // member's Monday 09:00 in its own zone run exactly once, by real asynq
@@ -28,9 +72,7 @@ var longFlag = flag.Bool("long", false, "run the long tests (make test/long)")
 // and the test waits for that instant's members to have run before the
 // next. A few minutes on two cores: make test/long.
 func TestFamilyOfAHundredThousandMembersRunsEachOnceAtItsLocalTime(t *testing.T) {
-	if !*longFlag {
-		t.Skip("a long test: make test/long (go test -long)")
-	}
+	longTest(t)
 	const members, zoneCount = 100_000, 300
 	zones := hostZones(t, zoneCount)
 	monday := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC) // before any zone's Monday 09:00: UTC+14's is Sunday 19:00 UTC

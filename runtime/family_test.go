@@ -629,6 +629,7 @@ func TestFamilyZoneChangeMidWeek(t *testing.T) {
 // once the partition heals is fenced. Every member runs once for the
 // slot.
 func TestFamilyLeaderCutOffMidSpike(t *testing.T) {
+	longTest(t)
 	t.Parallel()
 	ctx := context.Background()
 	runs, queue, ns := newMemberRuns(), uniq("q"), uniq("fam")

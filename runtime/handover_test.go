@@ -85,6 +85,7 @@ func (c *slowCluster) token(t *testing.T) int64 {
 // lease to a replica with a good link, after which lateness stays within
 // the bound, and no slot runs twice or never.
 func TestASlowLeaderHandsTheLeaseOver(t *testing.T) {
+	longTest(t)
 	t.Parallel()
 	c := newSlowCluster(t, 2)
 	slow, fast := c.rts[0], c.rts[1]
@@ -127,6 +128,7 @@ func TestASlowLeaderHandsTheLeaseOver(t *testing.T) {
 // changes hands once, then the handover window holds it with the new
 // leader instead of passing it round on every few late dispatches.
 func TestEveryReplicaSlowDoesNotMakeTheLeaseFlap(t *testing.T) {
+	longTest(t)
 	t.Parallel()
 	c := newSlowCluster(t, 3)
 	before := c.token(t)
@@ -190,6 +192,7 @@ func TestASlowLeaderAloneKeepsTheLease(t *testing.T) {
 // leader whose members' enqueues fall behind its slow link hands the
 // lease to the replica with a good one.
 func TestASlowLeaderOfAFamilyHandsTheLeaseOver(t *testing.T) {
+	longTest(t)
 	t.Parallel()
 	c := newSlowClusterOf(t, 2, func(queue string, h registry.HandlerFunc) registry.Schedule {
 		return registry.Schedule{Name: "reports", Expr: "* * * * * *", Per: "tenant", Zone: "UTC", Queue: queue, Handler: h}

@@ -194,8 +194,13 @@ func (rig *failoverRig) verdict(ctx context.Context, from, to time.Time) (duplic
 }
 
 // failoversFromEnv is how many failovers the repeated-failover tests make:
-// BELFRY_SENTINEL_FAILOVERS, default n.
-func failoversFromEnv(t *testing.T, n int) int {
+// BELFRY_SENTINEL_FAILOVERS, by default short in make test and long in make
+// test/long (each failover waits on Sentinel's own timing).
+func failoversFromEnv(t *testing.T, short, long int) int {
+	n := short
+	if *longFlag {
+		n = long
+	}
 	if v := os.Getenv("BELFRY_SENTINEL_FAILOVERS"); v != "" {
 		var err error
 		if n, err = strconv.Atoi(v); err != nil || n < 1 {
@@ -225,7 +230,7 @@ func TestSentinelFailoversWithDefaultOptionsRunEveryOccurrenceOnce(t *testing.T)
 		"every-2s */2 * * * * *", "every-5s */5 * * * * *")
 	rig.waitRun(20*time.Second, time.Time{})
 	from := time.Now().Truncate(time.Second).Add(time.Second)
-	failovers := failoversFromEnv(t, 2)
+	failovers := failoversFromEnv(t, 2, 2)
 	// Each failover as soon as the sentinels accept it: once they see the
 	// previous one's old primary as a replica, which has not caught up
 	// yet (a full resync starts after ResyncDelay, as by default).
@@ -259,7 +264,7 @@ func TestSentinelFailoversWithReplicaAcksRunEverySlotOnce(t *testing.T) {
 	rig := newFailoverRig(t, 3, redistest.SentinelOptions{MinReplicasToWrite: 1}, runtime.Options{ReplicaAcks: 1})
 	rig.waitRun(20*time.Second, time.Time{})
 	from := time.Now().Truncate(time.Second).Add(time.Second)
-	for i := range failoversFromEnv(t, 3) {
+	for i := range failoversFromEnv(t, 1, 3) {
 		old, err := rig.s.Failover(ctx)
 		if err != nil {
 			t.Fatalf("failover %d: %v", i+1, err)
@@ -273,7 +278,7 @@ func TestSentinelFailoversWithReplicaAcksRunEverySlotOnce(t *testing.T) {
 	to := time.Now().Truncate(time.Second)
 	duplicates, missed, lost := rig.verdict(ctx, from, to)
 	if duplicates != 0 || missed != 0 || len(lost) != 0 {
-		t.Errorf("over %d failovers: duplicates=%d missed=%d detected losses=%d; want 0, 0 and none", failoversFromEnv(t, 3), duplicates, missed, len(lost))
+		t.Errorf("over %d failovers: duplicates=%d missed=%d detected losses=%d; want 0, 0 and none", failoversFromEnv(t, 1, 3), duplicates, missed, len(lost))
 	}
 }
 
@@ -288,13 +293,14 @@ func TestSentinelFailoversWithReplicaAcksRunEverySlotOnce(t *testing.T) {
 // converts the old primary, the new one's only replica, after about 8 s;
 // until then nothing is acknowledged and nobody leads).
 func TestSentinelFailoversWithReplicaAcksAloneRunNoSlotTwice(t *testing.T) {
+	longTest(t)
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	rig := newFailoverRig(t, 3, redistest.SentinelOptions{}, runtime.Options{ReplicaAcks: 1})
 	rig.waitRun(20*time.Second, time.Time{})
 	from := time.Now().Truncate(time.Second).Add(time.Second)
-	for i := range failoversFromEnv(t, 3) {
+	for i := range failoversFromEnv(t, 1, 3) {
 		if _, err := rig.s.Failover(ctx); err != nil {
 			t.Fatalf("failover %d: %v", i+1, err)
 		}
@@ -306,7 +312,7 @@ func TestSentinelFailoversWithReplicaAcksAloneRunNoSlotTwice(t *testing.T) {
 	to := time.Now().Truncate(time.Second)
 	duplicates, missed, lost := rig.verdict(ctx, from, to)
 	if duplicates != 0 || missed != 0 {
-		t.Errorf("over %d failovers: duplicates=%d missed=%d outside %d detected losses; want 0 and 0", failoversFromEnv(t, 3), duplicates, missed, len(lost))
+		t.Errorf("over %d failovers: duplicates=%d missed=%d outside %d detected losses; want 0 and 0", failoversFromEnv(t, 1, 3), duplicates, missed, len(lost))
 	}
 	for _, l := range lost {
 		if !l.From.Equal(l.To) {
@@ -320,6 +326,7 @@ func TestSentinelFailoversWithReplicaAcksAloneRunNoSlotTwice(t *testing.T) {
 // the new primary took. With ReplicaAcks=1 nothing the leader counted was
 // on the killed primary alone, so no slot runs twice and none is missed.
 func TestSentinelFailoverThenKillWithReplicaAcks(t *testing.T) {
+	longTest(t)
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -357,6 +364,7 @@ func TestSentinelFailoverThenKillWithReplicaAcks(t *testing.T) {
 // before. That is noticed: the loss is recorded, the cursors move past it,
 // and no slot runs twice.
 func TestSentinelLostWritesWithoutReplicaAcksAreDetected(t *testing.T) {
+	longTest(t)
 	t.Parallel()
 	// The fault is staged with real processes and Sentinel's own timing,
 	// and on a loaded machine it sometimes loses nothing (the sentinels
