@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -70,5 +71,42 @@ func TestOldKeyLayoutIsMovedByTheFirstLeader(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "older belfry version"); n != 1 {
 		t.Errorf("the wait logged %d times, want once:\n%s", n, logs.String())
+	}
+}
+
+// scanCount counts the SCAN commands a client sends.
+type scanCount struct{ n atomic.Int64 }
+
+func (*scanCount) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *scanCount) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if strings.EqualFold(cmd.Name(), "scan") {
+			c.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (*scanCount) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// A namespace with nothing in the old layout is not looked for there: its
+// first leader schedules at once instead of scanning the whole keyspace
+// (a Redis holding a service's queues) for old records first.
+func TestANewNamespaceDoesNotScanForTheOldLayout(t *testing.T) {
+	t.Parallel()
+	rdb := redis.NewClient(&redis.Options{Addr: sharedRedisAddr()})
+	t.Cleanup(func() { rdb.Close() })
+	scans := &scanCount{}
+	rdb.AddHook(scans)
+	rt, err := runtime.New(registry.MustNew(idleSchedule()), runtime.Options{Redis: rdb, Namespace: uniq("ns"), LeaseTTL: time.Second,
+		Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntilTheEnd(t, rt)
+	waitFor(t, 10*time.Second, "the runtime to schedule", rt.Scheduling)
+	if n := scans.n.Load(); n != 0 {
+		t.Errorf("the first leader of a new namespace sent %d SCANs; want none", n)
 	}
 }

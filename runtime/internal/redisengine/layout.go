@@ -147,12 +147,29 @@ func (e *Engine) moveLegacyLayout(ctx context.Context, term, old string) error {
 		}
 		return nil
 	}
-	for _, name := range legacyNames {
-		if err := add(old + name); err != nil {
+	oldNames := make([]string, len(legacyNames))
+	for i, name := range legacyNames {
+		oldNames[i] = old + name
+	}
+	// A namespace that ever ran on the old layout holds some of these
+	// (its leader wrote the cursors and the epoch; a family's upserts
+	// its version): only then are the old records, histories and member
+	// pages looked for, a SCAN of the whole keyspace, which on a Redis
+	// holding a service's queues takes many round trips.
+	present, err := e.Client.Exists(ctx, oldNames...).Result()
+	if err != nil {
+		return err
+	}
+	patterns := legacyPatterns
+	if present == 0 {
+		patterns = nil
+	}
+	for _, key := range oldNames {
+		if err := add(key); err != nil {
 			return err
 		}
 	}
-	for _, pattern := range legacyPatterns {
+	for _, pattern := range patterns {
 		iter := e.Client.Scan(ctx, 0, old+pattern, 1000).Iterator()
 		for iter.Next(ctx) {
 			if err := add(iter.Val()); err != nil {
