@@ -147,8 +147,25 @@ func (e *Engine) moveLegacyLayout(ctx context.Context, term, old string) error {
 		}
 		return nil
 	}
-	for _, name := range legacyNames {
-		if err := add(old + name); err != nil {
+	olds := make([]string, len(legacyNames))
+	for i, name := range legacyNames {
+		olds[i] = old + name
+	}
+	// A deployment of the older version left a cursor, a counter or a
+	// family's version: without any, there is nothing under the old names
+	// to look for, and no SCAN of the whole keyspace is made.
+	found, err := e.Client.Exists(ctx, olds...).Result()
+	if err != nil || found == 0 {
+		if err == nil {
+			err = e.Client.Set(ctx, layoutKey(e.Keys), "hash-tagged", 0).Err()
+		}
+		if err == nil {
+			e.layoutDone.Store(true)
+		}
+		return err
+	}
+	for _, key := range olds {
+		if err := add(key); err != nil {
 			return err
 		}
 	}
