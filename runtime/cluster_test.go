@@ -171,6 +171,27 @@ func TestRedisClusterWithoutAClusterClientIsRefused(t *testing.T) {
 		}
 		assertClusterRefused(t, ctx, rt, logs.String())
 	})
+
+	t.Run("a MOVED through a cluster client is a moment of change", func(t *testing.T) {
+		node := redis.NewClient(&redis.Options{Addr: cluster.Addrs()[0]})
+		defer node.Close()
+		var moved error
+		for i := 0; moved == nil || !strings.HasPrefix(moved.Error(), "MOVED"); i++ {
+			if i == 100 {
+				t.Fatalf("no key of 100 is on another node than %s: %v", cluster.Addrs()[0], moved)
+			}
+			moved = node.Get(ctx, "k"+strconv.Itoa(i)).Err()
+		}
+		rt, err := runtime.New(reg, runtime.Options{Redis: cluster.Client(t), Namespace: uniq("ns")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rt.Close()
+		rt.NoteRedis(moved)
+		if unsafe := rt.Redis().Unsafe(); unsafe != "" {
+			t.Errorf("a %q through a cluster client taken for a configuration error: %s", moved, unsafe)
+		}
+	})
 }
 
 // assertClusterRefused checks what a runtime that met a cluster without a

@@ -137,34 +137,67 @@ func (e *Engine) raiseFences(ctx context.Context, term string) error {
 	}
 	// While term holds the lease, a newer term in a queue is one whose
 	// token Redis handed out before it lost the token counter (a failover
-	// that lost writes): the counter goes past it, so that the next term
-	// is the newest everywhere.
+	// that lost writes, which the core reports as a loss): the counter
+	// goes past it, so that the next term is the newest everywhere, and
+	// this term takes each such fence over, if it still holds the newer
+	// value it was read with.
+	seen := make([]string, len(newer))
 	var highest int64
-	for _, q := range newer {
+	for i, q := range newer {
 		v, err := e.Client.Get(ctx, pipeline.QueueFenceKey(e.cfg.Namespace, q)).Result()
 		if err != nil && err != redis.Nil {
 			return err
 		}
+		seen[i] = v
 		if _, token := lease.ParseValue(v); token > highest {
 			highest = token
 		}
 	}
-	if err := raiseTokenScript.Run(ctx, e.Client, []string{e.Keys.Lease, e.Keys.Token}, term, highest).Err(); err != nil {
+	held, err := raiseTokenScript.Run(ctx, e.Client, []string{e.Keys.Lease, e.Keys.Token}, term, highest).Int()
+	if err != nil {
 		return err
 	}
-	return fmt.Errorf("%w: a newer term enqueued in queue %q", engine.ErrNotLeader, newer[0])
+	if held == 0 {
+		return fmt.Errorf("%w: a newer term enqueued in queue %q", engine.ErrNotLeader, newer[0])
+	}
+	for i, q := range newer {
+		took, err := takeFenceScript.Run(ctx, e.Client, []string{pipeline.QueueFenceKey(e.cfg.Namespace, q)}, seen[i], term).Int()
+		if err != nil {
+			return err
+		}
+		if took == 0 {
+			return fmt.Errorf("%w: a newer term enqueued in queue %q", engine.ErrNotLeader, q)
+		}
+	}
+	e.log.Warn("queues' fences held a newer term than this lease's: the fencing token went back (Redis lost writes); taken over",
+		"queues", newer, "fence_token", highest, "lease", term)
+	return nil
 }
 
-// raiseTokenScript raises the fencing token counter to a token found in a
-// queue's fence, while the lease holds the term that found it.
+// raiseTokenScript raises the fencing token counter to at least a token
+// found in a queue's fence, while the lease holds the term that found it.
 //
 //	KEYS[1] lease, KEYS[2] token counter
 //	ARGV[1] lease value, ARGV[2] token
-//	returns 1 if raised.
+//	returns 1 if the lease holds the term, 0 if not.
 var raiseTokenScript = redis.NewScript(`
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-if (tonumber(redis.call('GET', KEYS[2])) or 0) >= tonumber(ARGV[2]) then return 0 end
-redis.call('SET', KEYS[2], ARGV[2])
+if (tonumber(redis.call('GET', KEYS[2])) or 0) < tonumber(ARGV[2]) then
+  redis.call('SET', KEYS[2], ARGV[2])
+end
+return 1
+`)
+
+// takeFenceScript sets a queue's fence to a term if it still holds the
+// value read before (compare-and-set).
+//
+//	KEYS[1] the fence
+//	ARGV[1] the value read, ARGV[2] the term
+//	returns 1 if set.
+var takeFenceScript = redis.NewScript(`
+local cur = redis.call('GET', KEYS[1]) or ''
+if cur ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2])
 return 1
 `)
 

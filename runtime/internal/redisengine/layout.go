@@ -147,29 +147,29 @@ func (e *Engine) moveLegacyLayout(ctx context.Context, term, old string) error {
 		}
 		return nil
 	}
-	oldNames := make([]string, len(legacyNames))
+	olds := make([]string, len(legacyNames))
 	for i, name := range legacyNames {
-		oldNames[i] = old + name
+		olds[i] = old + name
 	}
-	// A namespace that ever ran on the old layout holds some of these
-	// (its leader wrote the cursors and the epoch; a family's upserts
-	// its version): only then are the old records, histories and member
-	// pages looked for, a SCAN of the whole keyspace, which on a Redis
-	// holding a service's queues takes many round trips.
-	present, err := e.Client.Exists(ctx, oldNames...).Result()
-	if err != nil {
+	// A deployment of the older version left a cursor, a counter or a
+	// family's version: without any, there is nothing under the old names
+	// to look for, and no SCAN of the whole keyspace is made.
+	found, err := e.Client.Exists(ctx, olds...).Result()
+	if err != nil || found == 0 {
+		if err == nil {
+			err = e.Client.Set(ctx, layoutKey(e.Keys), "hash-tagged", 0).Err()
+		}
+		if err == nil {
+			e.layoutDone.Store(true)
+		}
 		return err
 	}
-	patterns := legacyPatterns
-	if present == 0 {
-		patterns = nil
-	}
-	for _, key := range oldNames {
+	for _, key := range olds {
 		if err := add(key); err != nil {
 			return err
 		}
 	}
-	for _, pattern := range patterns {
+	for _, pattern := range legacyPatterns {
 		iter := e.Client.Scan(ctx, 0, old+pattern, 1000).Iterator()
 		for iter.Next(ctx) {
 			if err := add(iter.Val()); err != nil {
