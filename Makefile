@@ -97,10 +97,11 @@ test/alerts: ## check docs/alerts.yml and run its unit tests with promtool (Debi
 	promtool test rules docs/alerts_test.yml
 
 .PHONY: test/long
-test/long: ## the long differential run of Next against the brute-force oracle, a 100,000-member family run once per member, Redis Cluster resharding and masters killed, and a checkpointed run through a worker's SIGKILL and SIGTERM
+test/long: ## the long differential run of Next against the brute-force oracle, a 100,000-member family run once per member, Redis Cluster resharding and masters killed, a checkpointed run through a worker's SIGKILL and SIGTERM, and the example service's archive job through its timeout, a SIGTERM and a SIGKILL
 	$(GO) test -count=1 -run Differential -timeout 30m ./registry -long
 	$(GO) test -count=1 -run '^(TestFamilyOfAHundredThousandMembersRunsEachOnceAtItsLocalTime|TestRedisClusterReshardingAQueueSlotRunsEverySlotOnce|TestRedisClusterMastersKilledRunEverySlotOnce|TestCheckpointedRunSurvivesSIGKILLAndSIGTERMOnRedis)$$' -timeout 30m ./runtime -long
 	$(GO) test -count=1 -run '^TestCheckpointedRunSurvivesSIGKILLAndSIGTERM$$' -timeout 5m ./runtime/postgres -long
+	$(GO) test -count=1 -run '^TestArchiveSurvivesTimeoutSIGTERMAndSIGKILLOn(Redis|Postgres)$$' -timeout 10m ./examples/service -long
 
 .PHONY: demo
 demo: ## run the example service: a private Redis, three replicas, the admin page

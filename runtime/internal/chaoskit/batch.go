@@ -195,8 +195,9 @@ func HitBatchWorker(t testing.TB, dir string, procs []*Proc, sig syscall.Signal,
 		t.Errorf("chaos: reading the long job's logs: %v", err)
 		return false
 	}
+	name := map[syscall.Signal]string{syscall.SIGTERM: "SIGTERM", syscall.SIGKILL: "SIGKILL"}[sig]
 	hit := -1
-	ok := WaitUntil(t, within, fmt.Sprintf("a batch of the long job to %s its worker", sig), func() bool {
+	ok := WaitUntil(t, within, "a batch of the long job, to "+name+" its worker", func() bool {
 		now, err := ReadBatchLogs(dir)
 		if err != nil || now.Done {
 			return now.Done
@@ -211,12 +212,12 @@ func HitBatchWorker(t testing.TB, dir string, procs []*Proc, sig syscall.Signal,
 	})
 	if !ok || hit < 0 {
 		if ok {
-			t.Errorf("chaos: the long job was done before its worker could be sent %s; it proves nothing: lengthen it", sig)
+			t.Errorf("chaos: the long job was done before its worker could be sent %s; it proves nothing: lengthen it", name)
 		}
 		return false
 	}
 	p := procs[hit]
-	t.Logf("chaos %s: %s the long job's worker %s (pid %d)", time.Now().UTC().Format("15:04:05.000"), sig, p.Name, p.Cmd.Process.Pid)
+	t.Logf("chaos %s: %s the long job's worker %s (pid %d)", time.Now().UTC().Format("15:04:05.000"), name, p.Name, p.Cmd.Process.Pid)
 	p.Cmd.Process.Signal(sig)
 	timer := time.NewTimer(30 * time.Second)
 	defer timer.Stop()
@@ -226,7 +227,7 @@ func HitBatchWorker(t testing.TB, dir string, procs []*Proc, sig syscall.Signal,
 			t.Errorf("chaos: replica %s exited with status %d on SIGTERM; see its log", p.Name, code)
 		}
 	case <-timer.C:
-		t.Errorf("chaos: replica %s did not exit within 30s of %s; killing it", p.Name, sig)
+		t.Errorf("chaos: replica %s did not exit within 30s of %s; killing it", p.Name, name)
 		p.Cmd.Process.Kill()
 		<-p.Exited
 	}
@@ -263,13 +264,16 @@ func TriggerBatch(t testing.TB, at time.Time, items int, trigger func(context.Co
 
 // StopAndKillBatchWorker stops the long job's worker as a deploy does
 // (SIGTERM), then kills the next one that runs it (SIGKILL), having
-// restart start each again; it returns the counts of both.
+// restart start each again; it returns the counts of both. Each waits
+// for the job's next batch long enough for the engine to recover a task
+// orphaned by a fault (asynq: its lease expired 30 s before its
+// recoverer's next run).
 func StopAndKillBatchWorker(t testing.TB, dir string, procs []*Proc, restart func(i int)) BatchCounts {
 	var c BatchCounts
-	if HitBatchWorker(t, dir, procs, syscall.SIGTERM, time.Minute, restart) {
+	if HitBatchWorker(t, dir, procs, syscall.SIGTERM, 150*time.Second, restart) {
 		c.SIGTERMs++
 	}
-	if HitBatchWorker(t, dir, procs, syscall.SIGKILL, time.Minute, restart) {
+	if HitBatchWorker(t, dir, procs, syscall.SIGKILL, 150*time.Second, restart) {
 		c.SIGKILLs++
 	}
 	return c
