@@ -69,7 +69,7 @@ func BatchStep(items int, effect func(ctx context.Context, from, to int) error) 
 
 // BatchLog is a replica process's log of the long job, appended with one
 // write per line so that a SIGKILL loses at most the line being written.
-// Lines: "attempt <replica>" when a handler starts, "batch <from> <to>
+// Lines: "attempt <replica> <Unix ms>" when a handler starts, "batch <from> <to>
 // <replica>" after a batch's effect, "done <replica>" when the job is.
 type BatchLog struct {
 	f       *os.File
@@ -88,7 +88,7 @@ func OpenBatchLog(dir, replica string) (*BatchLog, error) {
 func (l *BatchLog) Close() error { return l.f.Close() }
 
 func (l *BatchLog) Attempt() error {
-	_, err := fmt.Fprintf(l.f, "attempt %s\n", l.replica)
+	_, err := fmt.Fprintf(l.f, "attempt %s %d\n", l.replica, time.Now().UnixMilli())
 	return err
 }
 
@@ -111,11 +111,13 @@ type BatchRecord struct {
 	// Batches counts each replica's batch lines: which worker is running
 	// the job is the one whose count grows.
 	Batches map[string]int
+	// Began is when each replica's latest attempt began.
+	Began map[string]time.Time
 }
 
 // ReadBatchLogs reads every replica's log of the long job in dir.
 func ReadBatchLogs(dir string) (BatchRecord, error) {
-	r := BatchRecord{Processed: map[int]int{}, Batches: map[string]int{}}
+	r := BatchRecord{Processed: map[int]int{}, Batches: map[string]int{}, Began: map[string]time.Time{}}
 	files, err := filepath.Glob(filepath.Join(dir, BatchLogFile+"*.log"))
 	if err != nil {
 		return r, err
@@ -129,8 +131,11 @@ func ReadBatchLogs(dir string) (BatchRecord, error) {
 		for sc.Scan() {
 			fields := strings.Fields(sc.Text())
 			switch {
-			case len(fields) == 2 && fields[0] == "attempt":
+			case len(fields) == 3 && fields[0] == "attempt":
 				r.Attempts++
+				if ms, err := strconv.ParseInt(fields[2], 10, 64); err == nil {
+					r.Began[fields[1]] = time.UnixMilli(ms)
+				}
 			case len(fields) == 2 && fields[0] == "done":
 				r.Done = true
 			case len(fields) == 4 && fields[0] == "batch":
@@ -184,8 +189,9 @@ func (c BatchCounts) Summary() string {
 		c.Items, c.Dups, c.Missing, c.Attempts, c.SIGTERMs, c.SIGKILLs)
 }
 
-// HitBatchWorker waits for the long job's next batch and sends sig to the
-// process whose worker ran it, waits for it to exit and has restart start
+// HitBatchWorker waits for the long job's next batch in the middle of an
+// attempt (neither just begun nor near its timeout, so that sig, not the
+// timeout, interrupts it) and sends sig to the process whose worker ran it, waits for it to exit and has restart start
 // it again. It fails t and returns false if no batch comes within within,
 // or the job was done first.
 func HitBatchWorker(t testing.TB, dir string, procs []*Proc, sig syscall.Signal, within time.Duration, restart func(i int)) bool {
@@ -203,7 +209,9 @@ func HitBatchWorker(t testing.TB, dir string, procs []*Proc, sig syscall.Signal,
 			return now.Done
 		}
 		for i, p := range procs {
-			if p.State == Running && now.Batches[p.Name] > before.Batches[p.Name] {
+			since := time.Since(now.Began[p.Name])
+			if p.State == Running && now.Batches[p.Name] > before.Batches[p.Name] &&
+				since > time.Second && since < BatchTimeout-2*time.Second {
 				hit = i
 				return true
 			}
