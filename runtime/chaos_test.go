@@ -24,6 +24,7 @@ import (
 
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/checkpoint"
 	"github.com/belfry/belfry/runtime/internal/chaoskit"
 	"github.com/belfry/belfry/runtime/internal/clock"
 	"github.com/belfry/belfry/runtime/internal/redistest"
@@ -54,6 +55,8 @@ const (
 	envTTL    = "BELFRY_CHAOS_TTL"
 	envGrace  = "BELFRY_CHAOS_GRACE"
 	envSkew   = "BELFRY_CHAOS_SKEW_MARGIN"
+	// envBatchItems is the size of the checkpointed long job.
+	envBatchItems = "BELFRY_CHAOS_BATCH_ITEMS"
 )
 
 const (
@@ -63,8 +66,8 @@ const (
 
 // chaosSchedules are what every replica serves and what the harness counts.
 // The per-second ones make a lost or doubled slot visible within a second of
-// any fault.
-func chaosSchedules(h registry.HandlerFunc) *registry.Registry {
+// any fault; batch runs the checkpointed long job (chaoskit.BatchSchedule).
+func chaosSchedules(h, batch registry.HandlerFunc) *registry.Registry {
 	exprs := []struct{ name, expr string }{
 		{"every-1s", "* * * * * *"},
 		{"every-2s", "*/2 * * * * *"},
@@ -76,7 +79,8 @@ func chaosSchedules(h registry.HandlerFunc) *registry.Registry {
 		scheds = append(scheds, registry.Schedule{Name: e.name, Expr: e.expr, Queue: chaosQueue,
 			Timeout: 10 * time.Second, MaxRetry: 5, Handler: h})
 	}
-	scheds = append(scheds, chaosFamilySchedule(h))
+	scheds = append(scheds, chaosFamilySchedule(h), registry.Schedule{Name: chaoskit.BatchSchedule, Expr: chaoskit.BatchExpr,
+		Queue: chaosQueue, Timeout: chaoskit.BatchTimeout, MaxRetry: 25, Handler: batch})
 	return registry.MustNew(scheds...)
 }
 
@@ -120,6 +124,15 @@ func runChaosReplica(name string) error {
 	}
 	defer rec.Close()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	items, err := strconv.Atoi(os.Getenv(envBatchItems))
+	if err != nil {
+		return fmt.Errorf("%s: %v", envBatchItems, err)
+	}
+	blog, err := chaoskit.OpenBatchLog(filepath.Dir(os.Getenv(envRecord)), name)
+	if err != nil {
+		return err
+	}
+	defer blog.Close()
 	pid := os.Getpid()
 	reg := chaosSchedules(func(ctx context.Context, occ registry.Occurrence) error {
 		retry, _ := asynq.GetRetryCount(ctx)
@@ -128,7 +141,7 @@ func runChaosReplica(name string) error {
 			log.Error("chaos: recording an execution failed; the count will be short", "occ", occ.ID, "err", err)
 		}
 		return nil // every execution counts, so none is retried for failing
-	})
+	}, batchHandler(blog, items))
 
 	ropts := &redis.Options{Network: "unix", Addr: os.Getenv(envSocket),
 		DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second}
@@ -175,6 +188,23 @@ func runChaosReplica(name string) error {
 	srv.Shutdown()
 	log.Info("chaos replica down", "pid", pid)
 	return runErr
+}
+
+// batchHandler is the long job's handler on Redis: each batch's effect is
+// its line in the replica's log, written before checkpoint.Run saves the
+// cursor, so a crash between the two processes the batch again (at least
+// once per batch).
+func batchHandler(blog *chaoskit.BatchLog, items int) registry.HandlerFunc {
+	return func(ctx context.Context, occ registry.Occurrence) error {
+		blog.Attempt()
+		err := checkpoint.Run(ctx, chaoskit.BatchStep(items, func(_ context.Context, from, to int) error {
+			return blog.Batch(from, to)
+		}))
+		if err == nil {
+			blog.Done()
+		}
+		return err
+	}
 }
 
 // chaosFaults are the fault kinds CHAOS_FAULTS selects from (a comma
@@ -253,6 +283,8 @@ type chaosHarness struct {
 	lostSeen []runtime.LostWrites
 	// flushLog are the harness's FLUSHALLs, with what each took.
 	flushLog []chaosFlush
+	// batchItems is the size of the checkpointed long job.
+	batchItems int
 }
 
 // noteSwitch records a change of primary.
@@ -322,11 +354,17 @@ func TestChaos(t *testing.T) {
 	t.Cleanup(func() { h.rdb.Close() })
 	t.Cleanup(h.killAll) // only on a failure path; a normal run stops them first
 
+	// The long job starts after the FLUSHALL (at 70-80% of the run): a
+	// data loss takes its task and its checkpoint with it, which no
+	// handler survives on Redis.
+	batchAt := cfg.Duration * 85 / 100
+	h.batchItems = cfg.BatchItems(batchAt)
 	for i := range cfg.Replicas {
 		h.replicas = append(h.replicas, &chaosReplica{idx: i, offset: cfg.Offset(i)})
 		h.start(h.replicas[i])
 	}
-	reg := chaosSchedules(func(context.Context, registry.Occurrence) error { return nil })
+	noop := func(context.Context, registry.Occurrence) error { return nil }
+	reg := chaosSchedules(noop, noop)
 	for _, s := range reg.Schedules() {
 		if !s.Family() {
 			h.schedules = append(h.schedules, s.Name)
@@ -356,10 +394,16 @@ func TestChaos(t *testing.T) {
 	stopWatch := h.watch()
 	operator := h.operatorPauses(start)
 	fam := h.familyChurn(reg, start)
+	batchTriggered := chaoskit.TriggerBatch(t, start.Add(batchAt), h.batchItems, func(ctx context.Context) (string, error) {
+		occ, err := h.operator.Trigger(runtime.WithActor(ctx, "chaos"), chaoskit.BatchSchedule, "chaos-batch")
+		return occ.ID, err
+	})
 	h.runChaos(start)
 	<-operator
 	end := time.Now()
-	h.logf("faults over after %s; draining", end.Sub(start).Round(time.Millisecond))
+	<-batchTriggered
+	h.logf("faults over after %s; the long job's worker is stopped and killed, then draining", end.Sub(start).Round(time.Millisecond))
+	batch := chaoskit.StopAndKillBatchWorker(t, h.dir, h.procs(), func(i int) { h.start(h.replicas[i]) })
 
 	slots := windowSlots(reg, windowStart, end)
 	famDue := fam.slots(windowStart, end)
@@ -367,6 +411,10 @@ func TestChaos(t *testing.T) {
 		slots[name] = list
 	}
 	h.drain(slots, end)
+	h.waitUntil(3*time.Minute, "the long job to be done", func() bool {
+		rec, err := chaoskit.ReadBatchLogs(h.dir)
+		return err == nil && rec.Done && len(rec.Processed) == h.batchItems
+	})
 	lost := h.lostWindows()
 	h.logf("losses detected: %+v", lost)
 	stopWatch()
@@ -476,6 +524,8 @@ func TestChaos(t *testing.T) {
 		occurrences, duplicates, missed, h.kills, h.pauses, skew, h.redisRestarts, pausedSlots, h.flushes, lostWindow,
 		h.partitions, h.stalls, h.failovers)
 	line += fmt.Sprintf(" family_occurrences=%d family_after_delete=%d queued_at_flush=%d", famCounts.occurrences, famCounts.afterDelete, queuedAtFlush)
+	batch = h.countBatch(batch)
+	line += batch.Summary()
 	chaoskit.WriteSummary(t, *chaosSummary, line)
 	if occurrences == 0 {
 		t.Error("chaos: no slot came due in the window")
@@ -487,6 +537,29 @@ func TestChaos(t *testing.T) {
 		t.Error("chaos: Redis lost its data and no replica detected it")
 	}
 	fmt.Println(line)
+}
+
+// countBatch counts the long job's processings from the replicas' logs.
+// On Redis a batch's effect and its checkpoint are two writes: each
+// interruption may process one batch again, never more.
+func (h *chaosHarness) countBatch(hits chaoskit.BatchCounts) chaoskit.BatchCounts {
+	rec, err := chaoskit.ReadBatchLogs(h.dir)
+	if err != nil {
+		h.t.Errorf("chaos: reading the long job's logs: %v", err)
+	}
+	c := chaoskit.CountBatch(h.batchItems, func(i int) int { return rec.Processed[i] })
+	c.Attempts, c.SIGTERMs, c.SIGKILLs = rec.Attempts, hits.SIGTERMs, hits.SIGKILLs
+	if c.Missing > 0 {
+		h.t.Errorf("chaos: the long job left %d of its %d items unprocessed", c.Missing, c.Items)
+	}
+	if bound := chaoskit.BatchSize * max(c.Attempts-1, 0); c.Dups > bound {
+		h.t.Errorf("chaos: the long job processed %d items again over %d interruptions; want at most one batch (%d) each",
+			c.Dups, c.Attempts-1, chaoskit.BatchSize)
+	}
+	if c.Attempts < 3 {
+		h.t.Errorf("chaos: the long job ran in %d attempts; want at least its timeout, the SIGTERM and the SIGKILL to interrupt it", c.Attempts)
+	}
+	return c
 }
 
 // operatorPauses pauses chaosPaused at 15% of the run and resumes it at 40%,
@@ -968,6 +1041,7 @@ func (h *chaosHarness) start(r *chaosReplica) {
 		envEnqueues+"="+filepath.Join(h.dir, "enq-"+r.Name+".log"),
 		envTTL+"="+h.cfg.TTL.String(),
 		envGrace+"="+h.cfg.Grace.String(),
+		envBatchItems+"="+strconv.Itoa(h.batchItems),
 		// The bound on skew the replicas are told: the harness's own skew
 		// and a second. It sizes the task IDs' retention and, after a
 		// data loss, how far past Redis's clock the cursors move.

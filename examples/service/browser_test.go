@@ -180,7 +180,7 @@ func TestAdminInBrowser(t *testing.T) {
 		names = append(names, attrs["data-schedule"])
 	}
 	slices.Sort(names)
-	if want := []string{"heartbeat", "prune-soft-deleted", "reconcile-payments", "send-digest", "weekly-report"}; !slices.Equal(names, want) {
+	if want := []string{"archive-events", "heartbeat", "prune-soft-deleted", "reconcile-payments", "send-digest", "weekly-report"}; !slices.Equal(names, want) {
 		t.Fatalf("schedule rows %v, want %v", names, want)
 	}
 

@@ -38,6 +38,10 @@ type backend struct {
 	// engine's own store; seedRows adds the demo's, nil without a store.
 	rows     jobs.SoftDeletedRows
 	seedRows func(ctx context.Context, ids []string, at time.Time) error
+	// events are the events the archive job copies, in the same store;
+	// seedEvents adds the demo's.
+	events     jobs.Events
+	seedEvents func(ctx context.Context, n int) error
 }
 
 // workerShutdown is how long running occurrences may take to finish at a
@@ -93,6 +97,10 @@ func openRedis(cfg config, reg *registry.Registry, log *slog.Logger, stderr io.W
 	}
 	redisRows := jobs.RedisRows{Client: rdb, Key: rt.Namespace() + ":example:soft-deleted"}
 	be.rows, be.seedRows = redisRows, redisRows.SoftDelete
+	// One hash tag for the events and their archive, which one script
+	// writes together.
+	redisEvents := jobs.RedisEvents{Client: rdb, Key: "{" + rt.Namespace() + ":example}:events"}
+	be.events, be.seedEvents = redisEvents, redisEvents.Seed
 	workers := asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		Queues:          queues,
 		Logger:          runtime.AsynqLogger(log.With("component", "asynq")),
@@ -150,6 +158,10 @@ func openPostgres(cfg config, reg *registry.Registry, log *slog.Logger, stderr i
 	if err := rows.CreateTable(ctx); err != nil {
 		log.Warn("could not create the example's table of soft-deleted rows", "err", err)
 	}
+	events := jobs.PostgresEvents{Pool: pool}
+	if err := events.CreateTables(ctx); err != nil {
+		log.Warn("could not create the example's tables of events", "err", err)
+	}
 	eng, err := postgres.New(postgres.Config{Pool: pool})
 	if err != nil {
 		return fail(1, err)
@@ -169,6 +181,11 @@ func openPostgres(cfg config, reg *registry.Registry, log *slog.Logger, stderr i
 	}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Queues: riverQueues, Workers: workers, Logger: riverLogger(log, cfg.logLevel),
+		// A crashed replica's job runs again a minute after it began, or
+		// after its own timeout if that is longer, rather than after
+		// River's default hour: a checkpointed one resumes after its last
+		// batch.
+		RescueStuckJobsAfter: time.Minute,
 	})
 	if err != nil {
 		return fail(1, err)
@@ -179,6 +196,7 @@ func openPostgres(cfg config, reg *registry.Registry, log *slog.Logger, stderr i
 	// cancels them only when they overrun.
 	workCtx, cancelWork := context.WithCancel(context.Background())
 	return &backend{rt: rt, kind: "postgres", url: cfg.postgresURL, rows: rows, seedRows: rows.SoftDelete,
+		events: events, seedEvents: events.Seed,
 		startWorkers: func() error { return client.Start(workCtx) },
 		stopWorkers: func() {
 			ctx, cancel := context.WithTimeout(context.Background(), workerShutdown)

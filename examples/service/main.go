@@ -60,6 +60,10 @@ type config struct {
 	leaseTTL     time.Duration
 	namespace    string
 	logLevel     slog.Level
+	// seedEvents is how many events the example starts with;
+	// archiveThrottle the archive job's wait before each batch.
+	seedEvents      int
+	archiveThrottle time.Duration
 }
 
 // exitUsage is the conventional status for bad flags, as flag.ExitOnError uses.
@@ -86,6 +90,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (co
 	fs.StringVar(&c.replica, "replica", "", "replica `NAME` in the lease and the admin page (default hostname-pid)")
 	fs.DurationVar(&c.leaseTTL, "lease-ttl", runtime.LeaseTTLDefault, "how long the lease outlives a crashed holder")
 	fs.StringVar(&c.namespace, "namespace", "", "`prefix` of the scheduler's Redis keys (or Postgres rows) and task IDs; every replica of the service must use the same one, other services another (default: derived from the jobs package, printed at start-up; \""+runtime.NamespaceLegacy+"\" for a deployment begun before it was derived)")
+	fs.IntVar(&c.seedEvents, "seed-events", defaultSeedEvents, "how many `N` events the example starts with, for the archive-events job to copy")
+	fs.DurationVar(&c.archiveThrottle, "archive-throttle", 10*time.Millisecond, "how long the archive-events job waits before each batch, leaving the store room for other queries")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log `level`: debug (shows every heartbeat), info, warn or error")
 	// The flag package prints the error and the whole usage on a bad flag;
 	// a one-line error says more in a deploy log. -h still prints usage.
@@ -144,6 +150,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	}
 	defer be.close()
 	deps.DB = be.rows // before the workers start
+	deps.Events, deps.ArchiveThrottle = be.events, cfg.archiveThrottle
 	rt := be.rt
 	log = log.With("replica", rt.Replica())
 	// The jobs log through the default logger; the replica name says which
@@ -175,6 +182,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	if be.startWorkers != nil {
 		scheduler.Go(func() { seedTenants(ctx, rt, log) })
 		scheduler.Go(func() { seedSoftDeleted(ctx, be, log) })
+		scheduler.Go(func() { seedEvents(ctx, be, cfg.seedEvents, log) })
 	}
 	scheduler.Go(func() {
 		if err := rt.Run(ctx); err != nil {
@@ -268,6 +276,24 @@ func seedSoftDeleted(ctx context.Context, be *backend, log *slog.Logger) {
 		return
 	}
 	log.Info("seeded soft-deleted rows", "rows", len(ids))
+}
+
+// defaultSeedEvents is how many events the example starts with: enough
+// batches of the archive job to watch its progress on the admin page.
+const defaultSeedEvents = 10000
+
+// seedEvents gives the archive job n events to copy, keeping those there.
+func seedEvents(ctx context.Context, be *backend, n int, log *slog.Logger) {
+	if be.seedEvents == nil || n <= 0 {
+		return
+	}
+	if err := be.seedEvents(ctx, n); err != nil {
+		if ctx.Err() == nil {
+			log.Warn("could not seed the events the archive job copies", "err", err)
+		}
+		return
+	}
+	log.Info("seeded events", "events", n)
 }
 
 // seedTenants gives the weekly-report family the example's tenants when it

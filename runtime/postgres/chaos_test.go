@@ -21,12 +21,14 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/registry"
+	"github.com/belfry/belfry/runtime/checkpoint"
 	"github.com/belfry/belfry/runtime/core"
 	"github.com/belfry/belfry/runtime/internal/chaoskit"
 	"github.com/belfry/belfry/runtime/internal/clock"
 	"github.com/belfry/belfry/runtime/internal/corehook"
 	"github.com/belfry/belfry/runtime/internal/netfault"
 	"github.com/belfry/belfry/runtime/postgres"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -55,6 +57,8 @@ const (
 	envChaosTTL     = "BELFRY_PGCHAOS_TTL"
 	envChaosGrace   = "BELFRY_PGCHAOS_GRACE"
 	envChaosSkew    = "BELFRY_PGCHAOS_SKEW_MARGIN"
+	// envChaosBatchItems is the size of the checkpointed long job.
+	envChaosBatchItems = "BELFRY_PGCHAOS_BATCH_ITEMS"
 )
 
 const (
@@ -68,8 +72,9 @@ const (
 
 // pgChaosSchedules are what every replica serves and what the harness
 // counts: per-second schedules make a lost or doubled slot visible within
-// a second of any fault.
-func pgChaosSchedules(h registry.HandlerFunc) *registry.Registry {
+// a second of any fault; batch runs the checkpointed long job
+// (chaoskit.BatchSchedule).
+func pgChaosSchedules(h, batch registry.HandlerFunc) *registry.Registry {
 	var scheds []registry.Schedule
 	for _, e := range []struct{ name, expr string }{
 		{"every-1s", "* * * * * *"},
@@ -82,6 +87,8 @@ func pgChaosSchedules(h registry.HandlerFunc) *registry.Registry {
 	}
 	scheds = append(scheds, registry.Schedule{Name: pgChaosFamily, Expr: "* * * * * *", Per: "tenant", Queue: pgChaosQueue,
 		Timeout: 10 * time.Second, MaxRetry: 5, Handler: h})
+	scheds = append(scheds, registry.Schedule{Name: chaoskit.BatchSchedule, Expr: chaoskit.BatchExpr, Queue: pgChaosQueue,
+		Timeout: chaoskit.BatchTimeout, MaxRetry: 25, Handler: batch})
 	return registry.MustNew(scheds...)
 }
 
@@ -131,8 +138,18 @@ func runPGChaosReplica(name string) error {
 	}
 	defer rec.Close()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	items, err := strconv.Atoi(os.Getenv(envChaosBatchItems))
+	if err != nil {
+		return fmt.Errorf("%s: %v", envChaosBatchItems, err)
+	}
+	blog, err := chaoskit.OpenBatchLog(filepath.Dir(os.Getenv(envChaosRecord)), name)
+	if err != nil {
+		return err
+	}
+	defer blog.Close()
 	pid := os.Getpid()
 	var eng *postgres.Engine
+	var pool *pgxpool.Pool
 	reg := pgChaosSchedules(func(ctx context.Context, occ registry.Occurrence) error {
 		attempt, _, _ := eng.Attempt(ctx)
 		jobID, _ := ctx.Value(jobIDKey{}).(int64)
@@ -141,6 +158,9 @@ func runPGChaosReplica(name string) error {
 			log.Error("chaos: recording an execution failed; the count will be short", "occ", occ.ID, "err", err)
 		}
 		return nil // every execution counts, so none is retried for failing
+	}, func(ctx context.Context, occ registry.Occurrence) error {
+		attempt, _, _ := eng.Attempt(ctx)
+		return pgBatchHandler(ctx, pool, blog, items, attempt)
 	})
 
 	cfg, err := pgxpool.ParseConfig(os.Getenv(envChaosURL))
@@ -153,7 +173,7 @@ func runPGChaosReplica(name string) error {
 	// service on a shared database sets so that a stuck lock fails calls
 	// instead of hanging them (the lock stalls hold a lock that long).
 	cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(ttl.Milliseconds(), 10)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -211,10 +231,45 @@ func runPGChaosReplica(name string) error {
 	if <-started {
 		stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		client.Stop(stopCtx)
+		if client.Stop(stopCtx) != nil {
+			// A job still running (the long job) is cancelled, as a deploy
+			// does: it saves its place and continues elsewhere.
+			cancelCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			client.StopAndCancel(cancelCtx)
+		}
 	}
 	log.Info("chaos replica down", "pid", pid)
 	return runErr
+}
+
+// pgBatchTable holds one row per processing of an item of the long job:
+// the handler's own effects, which the harness counts.
+const pgBatchTable = "chaos_batch_item"
+
+// pgBatchHandler is the long job's handler on Postgres: each batch inserts
+// its items' rows and saves its checkpoint in one transaction
+// (postgres.SaveCheckpoint), so every item is processed exactly once,
+// whatever interrupts the run.
+func pgBatchHandler(ctx context.Context, pool *pgxpool.Pool, blog *chaoskit.BatchLog, items, attempt int) error {
+	blog.Attempt()
+	err := checkpoint.Run(ctx, chaoskit.BatchStep(items, func(ctx context.Context, from, to int) error {
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `INSERT INTO `+pgBatchTable+` (item, attempt) SELECT generate_series($1::int, $2::int - 1), $3`,
+				from, to, attempt); err != nil {
+				return err
+			}
+			return postgres.SaveCheckpoint(ctx, tx, strconv.Itoa(to), to == items)
+		})
+		if err == nil {
+			blog.Batch(from, to) // which worker runs the job; the table is the count
+		}
+		return err
+	}))
+	if err == nil {
+		blog.Done()
+	}
+	return err
 }
 
 // secondRetry retries a failed job a second later.
@@ -268,6 +323,8 @@ type pgChaosHarness struct {
 	followUp sync.WaitGroup
 
 	kills, pauses, partitions, terminations, restarts, lockStalls int
+	// batchItems is the size of the checkpointed long job.
+	batchItems int
 }
 
 func (h *pgChaosHarness) logf(format string, args ...any) {
@@ -308,7 +365,15 @@ func TestChaosPostgres(t *testing.T) {
 	}
 	t.Cleanup(h.killAll) // only on a failure path; a normal run stops them first
 
-	reg := pgChaosSchedules(func(context.Context, registry.Occurrence) error { return nil })
+	noop := func(context.Context, registry.Occurrence) error { return nil }
+	reg := pgChaosSchedules(noop, noop)
+	if _, err := h.db.Exec(ctx, `CREATE TABLE `+pgBatchTable+` (item int NOT NULL, attempt int NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	// The long job starts while the faults go on, and is stopped and
+	// killed once more after them.
+	batchAt := cfg.Duration * 40 / 100
+	h.batchItems = cfg.BatchItems(batchAt)
 	// The operator: a runtime of the harness's own, never run, that sets
 	// the family's members and pauses and resumes as an operator would.
 	opEng, err := postgres.New(postgres.Config{Pool: h.db})
@@ -350,10 +415,16 @@ func TestChaosPostgres(t *testing.T) {
 	windowStart := start.Truncate(time.Second).Add(time.Second)
 
 	ops := h.operate(operator, start)
+	batchTriggered := chaoskit.TriggerBatch(t, start.Add(batchAt), h.batchItems, func(ctx context.Context) (string, error) {
+		occ, err := operator.Trigger(core.WithActor(ctx, "chaos"), chaoskit.BatchSchedule, "chaos-batch")
+		return occ.ID, err
+	})
 	h.runChaos(start)
 	opLog := <-ops
 	end := time.Now()
-	h.logf("faults over after %s; draining", end.Sub(start).Round(time.Millisecond))
+	<-batchTriggered
+	h.logf("faults over after %s; the long job's worker is stopped and killed, then draining", end.Sub(start).Round(time.Millisecond))
+	batch := chaoskit.StopAndKillBatchWorker(t, h.dir, h.procs(), func(i int) { h.start(h.replicas[i]) })
 
 	slots := map[string][]int64{}
 	for _, s := range reg.Schedules() {
@@ -392,6 +463,10 @@ func TestChaosPostgres(t *testing.T) {
 		return slotMaybePaused
 	}
 	h.drain(slots, end, pausedState)
+	h.waitUntil(3*time.Minute, "the long job to be done", func() bool {
+		rec, err := chaoskit.ReadBatchLogs(h.dir)
+		return err == nil && rec.Done
+	})
 	h.stopAll()
 
 	execs := h.readRecords()
@@ -466,6 +541,8 @@ func TestChaosPostgres(t *testing.T) {
 	line += fmt.Sprintf(" family_occurrences=%d family_after_delete=%d queued_at_flush=0", familyOccurrences, afterDelete)
 	line += fmt.Sprintf(" engine=postgres replicas=%d duration_s=%d pg_restarts=%d terminations=%d lock_stalls=%d retries=%d",
 		cfg.Replicas, int(cfg.Duration.Seconds()), h.restarts, h.terminations, h.lockStalls, retries)
+	batch = h.countBatch(batch)
+	line += batch.Summary()
 	chaoskit.WriteSummary(t, *chaosSummary, line)
 	if occurrences == 0 {
 		t.Error("chaos: no slot came due in the window")
@@ -494,6 +571,46 @@ const (
 // that failed may have landed) to the one that succeeded.
 type pgChaosOps struct {
 	pausedFirst, paused, resumedFirst, resumed, deletedFirst, deleted time.Time
+}
+
+// countBatch counts the long job's processings from its own rows: with
+// the checkpoint saved in each batch's transaction, every item exactly
+// once.
+func (h *pgChaosHarness) countBatch(hits chaoskit.BatchCounts) chaoskit.BatchCounts {
+	times := make([]int, h.batchItems)
+	rows, err := h.db.Query(context.Background(), `SELECT item, count(*) FROM `+pgBatchTable+` GROUP BY item`)
+	if err == nil {
+		for rows.Next() {
+			var item, n int
+			if err = rows.Scan(&item, &n); err != nil {
+				break
+			}
+			if item >= 0 && item < len(times) {
+				times[item] = n
+			}
+		}
+		rows.Close()
+		err = cmp.Or(err, rows.Err())
+	}
+	if err != nil {
+		h.t.Errorf("chaos: counting the long job's rows: %v", err)
+	}
+	rec, err := chaoskit.ReadBatchLogs(h.dir)
+	if err != nil {
+		h.t.Errorf("chaos: reading the long job's logs: %v", err)
+	}
+	c := chaoskit.CountBatch(h.batchItems, func(i int) int { return times[i] })
+	c.Attempts, c.SIGTERMs, c.SIGKILLs = rec.Attempts, hits.SIGTERMs, hits.SIGKILLs
+	if c.Missing > 0 {
+		h.t.Errorf("chaos: the long job left %d of its %d items unprocessed", c.Missing, c.Items)
+	}
+	if c.Dups > 0 {
+		h.t.Errorf("chaos: the long job processed %d items more than once; want every item exactly once", c.Dups)
+	}
+	if c.Attempts < 3 {
+		h.t.Errorf("chaos: the long job ran in %d attempts; want at least its timeout, the SIGTERM and the SIGKILL to interrupt it", c.Attempts)
+	}
+	return c
 }
 
 // operate pauses pgChaosPaused at 15% of the run and resumes it at 40%,
@@ -777,6 +894,7 @@ func (h *pgChaosHarness) start(r *pgChaosReplica) {
 		envChaosRecord+"="+filepath.Join(h.dir, "exec-"+r.Name+".log"),
 		envChaosTTL+"="+h.cfg.TTL.String(),
 		envChaosGrace+"="+h.cfg.Grace.String(),
+		envChaosBatchItems+"="+strconv.Itoa(h.batchItems),
 		// The bound on skew the replicas are told: the harness's own and
 		// a second.
 		envChaosSkew+"="+(h.cfg.Skew+time.Second).String(),

@@ -19,6 +19,10 @@ const pruneBatch = 500
 // and passes it to NewRegistry, which binds each method to it.
 type Jobs struct {
 	DB SoftDeletedRows
+	// Events are the events ArchiveEvents copies; ArchiveThrottle is how
+	// long it waits before each batch.
+	Events          Events
+	ArchiveThrottle time.Duration
 }
 
 // PruneSoftDeleted removes rows soft-deleted more than 30 days before the

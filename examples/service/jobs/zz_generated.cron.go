@@ -11,6 +11,7 @@ import (
 
 // Task names: the asynq task type of each schedule.
 const (
+	TaskArchiveEvents     = "archive-events"
 	TaskHeartbeat         = "heartbeat"
 	TaskPruneSoftDeleted  = "prune-soft-deleted"
 	TaskReconcilePayments = "reconcile-payments"
@@ -20,6 +21,7 @@ const (
 
 // Compile-time checks: a handler whose signature drifts breaks the build here.
 var (
+	_ func(*Jobs, context.Context, registry.Occurrence) error        = (*Jobs).ArchiveEvents
 	_ registry.HandlerFunc                                           = Heartbeat
 	_ func(*Jobs, context.Context, registry.Occurrence) error        = (*Jobs).PruneSoftDeleted
 	_ registry.HandlerFunc                                           = ReconcilePayments
@@ -33,6 +35,20 @@ var (
 // result to the runtime; registry.Merge joins it with other packages'.
 func NewRegistry(jobs *Jobs) *registry.Registry {
 	return registry.MustNew(
+		registry.Schedule{
+			Name:     TaskArchiveEvents,
+			Expr:     "45 2 * * *",
+			Zone:     "UTC",
+			Queue:    "maintenance",
+			Timeout:  10 * time.Second,
+			MaxRetry: 10,
+			Grace:    5 * time.Minute,
+			Overlap:  registry.OverlapAllow,
+			Misfire:  registry.MisfireSkip,
+			Handler:  jobs.ArchiveEvents,
+			Source:   "archive.go:34",
+			Package:  "github.com/belfry/belfry/examples/service/jobs",
+		},
 		registry.Schedule{
 			Name:     TaskHeartbeat,
 			Expr:     "* * * * * *",
@@ -59,7 +75,7 @@ func NewRegistry(jobs *Jobs) *registry.Registry {
 			Misfire:  registry.MisfireSkip,
 			Resume:   registry.ResumeNext,
 			Handler:  jobs.PruneSoftDeleted,
-			Source:   "prune.go:31",
+			Source:   "prune.go:35",
 			Package:  "github.com/belfry/belfry/examples/service/jobs",
 		},
 		registry.Schedule{

@@ -46,3 +46,39 @@ func TestOffset(t *testing.T) {
 		t.Errorf("Offset with no skew = %s, want 0", got)
 	}
 }
+
+// The long job's logs count each item's processings across replicas; a
+// line a SIGKILL cut short counts nothing, and an item processed again
+// counts as a duplicate.
+func TestBatchLogsCountEachProcessing(t *testing.T) {
+	dir := t.TempDir()
+	a, err := OpenBatchLog(dir, "r0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Attempt()
+	a.Batch(0, 20)
+	a.Batch(20, 40)
+	a.f.WriteString("batch 40 6") // cut short by a SIGKILL
+	a.Close()
+	b, err := OpenBatchLog(dir, "r1.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Attempt()
+	b.Batch(20, 40) // the batch the crash left unsaved, again
+	b.Batch(40, 50)
+	b.Done()
+	b.Close()
+	rec, err := ReadBatchLogs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Attempts != 2 || !rec.Done || rec.Batches["r0.1"] != 2 || rec.Batches["r1.1"] != 2 {
+		t.Errorf("record %+v; want 2 attempts, done, 2 batches each", rec)
+	}
+	c := CountBatch(60, func(i int) int { return rec.Processed[i] })
+	if c.Items != 60 || c.Dups != 20 || c.Missing != 10 {
+		t.Errorf("counts %+v; want 60 items, 20 dups, 10 missing", c)
+	}
+}
