@@ -63,7 +63,12 @@ func TestAnUnacknowledgedEnqueueLostBeforeItRanIsEnqueuedAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The cursor, and the mark the enqueue raised beside the task in its
+	// queue's slot, which a promoted replica without the task lacks too.
 	if err := primary.HSet(ctx, store.NewKeys(ns).Cursors, "tick", slot-1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := primary.HSet(ctx, store.NewQueueKeys(ns, queue).Cursors, "tick", slot-1).Err(); err != nil {
 		t.Fatal(err)
 	}
 	s.Servers[1].Resume()
