@@ -56,9 +56,12 @@ end
 return 1
 `)
 
-// ClaimProgress makes this attempt the only writer of id's progress.
+// ClaimProgress makes this attempt the only writer of id's progress. With
+// Acks on it counts once a replica has it (ErrNotAcked otherwise): a
+// failover must not hand an older generation back, which would let the
+// attempt it fenced save again.
 func (s *Store) ClaimProgress(ctx context.Context, id, scope, by string, atMS int64) (engine.Checkpoint, error) {
-	v, err := claimProgressScript.Run(ctx, s.rdb, []string{s.Keys.Progress(id), s.Keys.Unfinished()},
+	v, err := s.Acks.Run(ctx, s.rdb, claimProgressScript, []string{s.Keys.Progress(id), s.Keys.Unfinished()},
 		scope, by, atMS, progressTTL.Milliseconds(), id).StringSlice()
 	if err != nil {
 		return engine.Checkpoint{}, err
@@ -70,13 +73,15 @@ func (s *Store) ClaimProgress(ctx context.Context, id, scope, by string, atMS in
 	return parseCheckpoint(h), nil
 }
 
-// SaveProgress writes cp as id's progress, fenced by cp.Gen.
+// SaveProgress writes cp as id's progress, fenced by cp.Gen, and like
+// ClaimProgress waits for Acks: a failover must not resume from a cursor
+// older than work whose effects are already committed.
 func (s *Store) SaveProgress(ctx context.Context, id, scope string, cp engine.Checkpoint) error {
 	done := "0"
 	if cp.Done {
 		done = "1"
 	}
-	n, err := saveProgressScript.Run(ctx, s.rdb, []string{s.Keys.Progress(id), s.Keys.Unfinished()},
+	n, err := s.Acks.Run(ctx, s.rdb, saveProgressScript, []string{s.Keys.Progress(id), s.Keys.Unfinished()},
 		cp.Gen, cp.Cursor, done, cp.Items, cp.Total, cp.UpdatedAt, scope, id, progressTTL.Milliseconds()).Int()
 	if err != nil {
 		return err
