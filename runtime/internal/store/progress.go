@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"strconv"
-	"time"
 
 	"github.com/belfry/belfry/runtime/engine"
 	"github.com/redis/go-redis/v9"
@@ -12,9 +11,8 @@ import (
 var _ engine.Progress = (*Store)(nil)
 
 // progressTTL is how long an occurrence's progress outlives its last
-// write: longer than any retry or continuation of it, and than the gap to
-// the next occurrence that takes up its unfinished work.
-const progressTTL = 30 * 24 * time.Hour
+// write.
+const progressTTL = engine.ProgressRetention
 
 // Progress is the hash of an occurrence's checkpoint: cursor, done ("1"),
 // items, total, gen, by, started_at, updated_at.
