@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -70,5 +71,42 @@ func TestOldKeyLayoutIsMovedByTheFirstLeader(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "older belfry version"); n != 1 {
 		t.Errorf("the wait logged %d times, want once:\n%s", n, logs.String())
+	}
+}
+
+// scanCounter counts the SCAN commands a client sends.
+type scanCounter struct{ n atomic.Int64 }
+
+func (c *scanCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *scanCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if strings.EqualFold(cmd.Name(), "scan") {
+			c.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (c *scanCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// The first leader of a namespace no older version ran in looks for the
+// old layout's keys by name only: a SCAN for their patterns reads the
+// whole keyspace, which on a large Redis holds the leader back from its
+// first slots.
+func TestAFirstLeaderWithNoOldLayoutScansNothing(t *testing.T) {
+	t.Parallel()
+	rdb := redis.NewClient(&redis.Options{Addr: sharedRedisAddr()})
+	t.Cleanup(func() { rdb.Close() })
+	var scans scanCounter
+	rdb.AddHook(&scans)
+	rt, err := runtime.New(registry.MustNew(idleSchedule()), runtime.Options{Redis: rdb, Namespace: uniq("fresh"), Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntilTheEnd(t, rt)
+	waitFor(t, 10*time.Second, "the first leader to schedule", rt.Scheduling)
+	if n := scans.n.Load(); n != 0 {
+		t.Errorf("the first leader of a fresh namespace sent %d SCANs, want none", n)
 	}
 }

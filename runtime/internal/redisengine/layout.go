@@ -3,6 +3,7 @@ package redisengine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/belfry/belfry/runtime/engine"
@@ -33,6 +34,25 @@ var (
 		"failing", "failing:backfilled", "active", "owner", "lease:handover", "fam:ver"}
 	legacyPatterns = []string{"occ:*", "hist:*", "fam:{*"}
 )
+
+// legacyWitnesses are, beside legacyNames, old keys that any replica of
+// an older version leaves in its namespace (its lease's token, its
+// heartbeats): with none of them there, no older version ran there.
+var legacyWitnesses = []string{"lease:token", "replicas", "registries"}
+
+// anyLegacyState reports whether an older version left anything under
+// old, by the keys of fixed names that go with every key of
+// legacyPatterns (a record or history with the counters, a member with
+// the families' version): one call, where the patterns' SCANs read the
+// whole keyspace, for as long as a leader waits before its first slot.
+func (e *Engine) anyLegacyState(ctx context.Context, old string) (bool, error) {
+	keys := make([]string, 0, len(legacyNames)+len(legacyWitnesses))
+	for _, name := range slices.Concat(legacyNames, legacyWitnesses) {
+		keys = append(keys, old+name)
+	}
+	n, err := e.Client.Exists(ctx, keys...).Result()
+	return n > 0, err
+}
 
 // layoutKey marks a namespace whose state is in the new layout.
 func layoutKey(k store.Keys) string { return k.Prefix + "layout" }
@@ -152,7 +172,13 @@ func (e *Engine) moveLegacyLayout(ctx context.Context, term, old string) error {
 			return err
 		}
 	}
-	for _, pattern := range legacyPatterns {
+	patterns := legacyPatterns
+	if found, err := e.anyLegacyState(ctx, old); err != nil {
+		return err
+	} else if !found {
+		patterns = nil
+	}
+	for _, pattern := range patterns {
 		iter := e.Client.Scan(ctx, 0, old+pattern, 1000).Iterator()
 		for iter.Next(ctx) {
 			if err := add(iter.Val()); err != nil {
