@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -108,5 +109,43 @@ func TestAFirstLeaderWithNoOldLayoutScansNothing(t *testing.T) {
 	waitFor(t, 10*time.Second, "the first leader to schedule", rt.Scheduling)
 	if n := scans.n.Load(); n != 0 {
 		t.Errorf("the first leader of a fresh namespace sent %d SCANs, want none", n)
+	}
+}
+
+// In a rolling deploy the new version's workers write under the new names
+// before its first leader moves the old layout: the move merges the old
+// state into theirs (counters added, history entries of both kept) rather
+// than leave the old behind, and it comes before the check for lost
+// writes, so the old epoch is the one kept.
+func TestOldKeyLayoutMergesWithWhatTheNewVersionWrote(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := sharedRedis(t)
+	ns := uniq("ns")
+	old, newKeys := ns+":", store.NewKeys(ns)
+	rdb.HSet(ctx, old+"counters", "nightly", store.FormatCounters(map[string]int64{"succeeded": 41, "last_success": 1000}))
+	rdb.ZAdd(ctx, old+"hist:nightly", redis.Z{Score: 1000, Member: "cron:nightly:1"})
+	rdb.Set(ctx, old+"epoch", "epoch-of-the-old-version", 0)
+	rdb.HSet(ctx, newKeys.Counters(), "nightly", store.FormatCounters(map[string]int64{"succeeded": 2, "last_success": 2000}))
+	rdb.ZAdd(ctx, newKeys.History("nightly"), redis.Z{Score: 2000, Member: "cron:nightly:2"})
+
+	rt, err := runtime.New(registry.MustNew(idleSchedule()), runtime.Options{Redis: rdb, Namespace: ns, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntilTheEnd(t, rt)
+	waitFor(t, 10*time.Second, "the new version to schedule", rt.Scheduling)
+	counters, err := rt.Monitor().Counters(ctx)
+	if err != nil || counters["nightly"].Succeeded != 43 {
+		t.Errorf("counters after the move: %+v (%v), want 43 succeeded (41 + 2)", counters["nightly"], err)
+	}
+	if got := rdb.ZRange(ctx, newKeys.History("nightly"), 0, -1).Val(); !slices.Equal(got, []string{"cron:nightly:1", "cron:nightly:2"}) {
+		t.Errorf("history after the move %v, want both versions' entries", got)
+	}
+	if got := rdb.Get(ctx, newKeys.Epoch).Val(); got != "epoch-of-the-old-version" {
+		t.Errorf("epoch after the move %q, want the old version's", got)
+	}
+	if n := rdb.Exists(ctx, old+"counters", old+"hist:nightly", old+"epoch").Val(); n != 0 {
+		t.Errorf("%d old keys left after the move", n)
 	}
 }

@@ -73,24 +73,7 @@ redis.call('SET', KEYS[2], ARGV[2])
 return {1}
 `)
 
-// moveLegacyScript renames old keys to their new names, fenced by the new
-// lease; a key whose new name is taken already stays where it is.
-//
-//	KEYS[1] the new lease, then pairs of old and new names
-//	ARGV[1] the new lease's value
-//	returns the number of keys moved, or -1 if the lease is not held.
-var moveLegacyScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
-local n = 0
-for i = 2, #KEYS, 2 do
-  if redis.call('EXISTS', KEYS[i]) == 1 then
-    n = n + redis.call('RENAMENX', KEYS[i], KEYS[i + 1])
-  end
-end
-return n
-`)
-
-// legacyMoveBatch bounds the keys one moveLegacyScript renames, so that no
+// legacyMoveBatch bounds the keys one store.MergeKeysScript moves, so that no
 // single call holds Redis for long.
 const legacyMoveBatch = 200
 
@@ -116,7 +99,7 @@ func (e *Engine) migrateLegacyLayout(ctx context.Context, term string) error {
 	if err != nil && strings.HasPrefix(err.Error(), "NOPERM") {
 		// A Redis user kept out of the old names had nothing there.
 		e.log.Warn("this Redis user may not touch the namespace's keys of the older layout, so nothing was moved from them; "+
-			"grant ~"+old+"*, +scan and +renamenx until an upgraded replica has led once if an earlier version ran with them",
+			"grant ~"+old+"*, +scan, +type and +rename until an upgraded replica has led once if an earlier version ran with them",
 			"namespace", e.cfg.Namespace, "err", err)
 		e.layoutDone.Store(true)
 		return nil
@@ -149,7 +132,10 @@ func (e *Engine) moveLegacyLayout(ctx context.Context, term, old string) error {
 			return nil
 		}
 		keys := append([]string{e.Keys.Lease}, pending...)
-		n, err := moveLegacyScript.Run(ctx, e.Client, keys, term).Int()
+		// Merged, not renamed only: in a rolling deploy, workers and
+		// operators of the new version write counters, records, pauses
+		// under the new names before the first new leader moves the rest.
+		n, err := store.MergeKeysScript.Run(ctx, e.Client, keys, term, e.Keys.Counters()).Int()
 		pending = pending[:0]
 		if err != nil {
 			return err
