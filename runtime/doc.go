@@ -98,7 +98,7 @@
 // # Lease and fencing
 //
 // Every replica runs the scheduler; one at a time holds a lease in Redis
-// ("<namespace>:lease", renewed every LeaseTTL/3) and only that one
+// ("belfry:{<namespace>}:lease", renewed every LeaseTTL/3) and only that one
 // enqueues. A holder that crashes is replaced within LeaseTTL; one that
 // shuts down hands over at once. A holder trusts its lease only for LeaseTTL
 // minus a margin after it last renewed, by its own clock, and every write it

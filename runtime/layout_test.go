@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -74,11 +75,11 @@ func TestOldKeyLayoutIsMovedByTheFirstLeader(t *testing.T) {
 	}
 }
 
-// scanCount counts the SCAN commands a client sends.
-type scanCount struct{ n atomic.Int64 }
+// scanCounter counts the SCAN commands a client sends.
+type scanCounter struct{ n atomic.Int64 }
 
-func (*scanCount) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (c *scanCount) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (c *scanCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *scanCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if strings.EqualFold(cmd.Name(), "scan") {
 			c.n.Add(1)
@@ -86,27 +87,65 @@ func (c *scanCount) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		return next(ctx, cmd)
 	}
 }
-func (*scanCount) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (c *scanCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
 
-// A namespace with nothing in the old layout is not looked for there: its
-// first leader schedules at once instead of scanning the whole keyspace
-// (a Redis holding a service's queues) for old records first.
-func TestANewNamespaceDoesNotScanForTheOldLayout(t *testing.T) {
+// The first leader of a namespace no older version ran in looks for the
+// old layout's keys by name only: a SCAN for their patterns reads the
+// whole keyspace, which on a large Redis holds the leader back from its
+// first slots.
+func TestAFirstLeaderWithNoOldLayoutScansNothing(t *testing.T) {
 	t.Parallel()
 	rdb := redis.NewClient(&redis.Options{Addr: sharedRedisAddr()})
 	t.Cleanup(func() { rdb.Close() })
-	scans := &scanCount{}
-	rdb.AddHook(scans)
-	rt, err := runtime.New(registry.MustNew(idleSchedule()), runtime.Options{Redis: rdb, Namespace: uniq("ns"), LeaseTTL: time.Second,
-		Logger: testLogger(t)})
+	var scans scanCounter
+	rdb.AddHook(&scans)
+	rt, err := runtime.New(registry.MustNew(idleSchedule()), runtime.Options{Redis: rdb, Namespace: uniq("fresh"), Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	runUntilTheEnd(t, rt)
-	waitFor(t, 10*time.Second, "the runtime to schedule", rt.Scheduling)
+	waitFor(t, 10*time.Second, "the first leader to schedule", rt.Scheduling)
 	if n := scans.n.Load(); n != 0 {
-		t.Errorf("the first leader of a new namespace sent %d SCANs; want none", n)
+		t.Errorf("the first leader of a fresh namespace sent %d SCANs, want none", n)
+	}
+}
+
+// In a rolling deploy the new version's workers write under the new names
+// before its first leader moves the old layout: the move merges the old
+// state into theirs (counters added, history entries of both kept) rather
+// than leave the old behind, and it comes before the check for lost
+// writes, so the old epoch is the one kept.
+func TestOldKeyLayoutMergesWithWhatTheNewVersionWrote(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := sharedRedis(t)
+	ns := uniq("ns")
+	old, newKeys := ns+":", store.NewKeys(ns)
+	rdb.HSet(ctx, old+"counters", "nightly", store.FormatCounters(map[string]int64{"succeeded": 41, "last_success": 1000}))
+	rdb.ZAdd(ctx, old+"hist:nightly", redis.Z{Score: 1000, Member: "cron:nightly:1"})
+	rdb.Set(ctx, old+"epoch", "epoch-of-the-old-version", 0)
+	rdb.HSet(ctx, newKeys.Counters(), "nightly", store.FormatCounters(map[string]int64{"succeeded": 2, "last_success": 2000}))
+	rdb.ZAdd(ctx, newKeys.History("nightly"), redis.Z{Score: 2000, Member: "cron:nightly:2"})
+
+	rt, err := runtime.New(registry.MustNew(idleSchedule()), runtime.Options{Redis: rdb, Namespace: ns, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntilTheEnd(t, rt)
+	waitFor(t, 10*time.Second, "the new version to schedule", rt.Scheduling)
+	counters, err := rt.Monitor().Counters(ctx)
+	if err != nil || counters["nightly"].Succeeded != 43 {
+		t.Errorf("counters after the move: %+v (%v), want 43 succeeded (41 + 2)", counters["nightly"], err)
+	}
+	if got := rdb.ZRange(ctx, newKeys.History("nightly"), 0, -1).Val(); !slices.Equal(got, []string{"cron:nightly:1", "cron:nightly:2"}) {
+		t.Errorf("history after the move %v, want both versions' entries", got)
+	}
+	if got := rdb.Get(ctx, newKeys.Epoch).Val(); got != "epoch-of-the-old-version" {
+		t.Errorf("epoch after the move %q, want the old version's", got)
+	}
+	if n := rdb.Exists(ctx, old+"counters", old+"hist:nightly", old+"epoch").Val(); n != 0 {
+		t.Errorf("%d old keys left after the move", n)
 	}
 }

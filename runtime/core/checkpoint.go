@@ -27,13 +27,15 @@ func progressKey(occ registry.Occurrence) string {
 
 // ResumeScope is the scope in which resume=next carries a schedule's
 // unfinished work to its next occurrence: the schedule, and for a family
-// the member. Manual runs have none.
+// the member. Manual runs have none. The separator is '/', which neither
+// a name nor a member key may hold, so no two scopes are spelled alike,
+// and which a text column stores (a NUL byte is no valid UTF-8 text).
 func ResumeScope(s *registry.Schedule, occ registry.Occurrence) string {
 	if s.Resume != registry.ResumeNext || occ.Manual {
 		return ""
 	}
 	if occ.Member != "" {
-		return s.Name + "\x00" + occ.Member
+		return s.Name + "/" + occ.Member
 	}
 	return s.Name
 }

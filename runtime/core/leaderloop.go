@@ -217,6 +217,14 @@ func (l *leaderLoop) run(ctx context.Context) {
 func (l *leaderLoop) rebuild(ctx context.Context, value string) error {
 	r := l.r
 	created := r.eng.Created() // before the check, which reads it too
+	// The term's start (a move of older keys, its fences) comes before the
+	// check too: the check writes an epoch, which would stand in the way
+	// of the one moved.
+	if f, ok := r.eng.(engine.TermStart); ok {
+		if err := f.StartTerm(ctx, value); err != nil {
+			return err
+		}
+	}
 	resume, commitLoss, err := r.checkLostWrites(ctx, value)
 	if err != nil {
 		return err

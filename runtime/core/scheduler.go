@@ -160,11 +160,6 @@ func (t *scheduleTask) flush(ctx context.Context) error {
 // Redis data (see checkLostWrites).
 func (r *Runtime) loadLeaderState(ctx context.Context, value string, resume time.Time) (*leaderState, error) {
 	scheds := r.reg.Schedules()
-	if f, ok := r.eng.(engine.TermStart); ok {
-		if err := f.StartTerm(ctx, value); err != nil {
-			return nil, err
-		}
-	}
 	cursors, known, err := r.eng.Cursors(ctx, r.names())
 	if err != nil {
 		return nil, err

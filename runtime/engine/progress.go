@@ -3,7 +3,13 @@ package engine
 import (
 	"context"
 	"errors"
+	"time"
 )
+
+// ProgressRetention is how long an occurrence's progress is kept after
+// its last write: longer than any retry or continuation of it, and than
+// the gap to the next occurrence that takes up its unfinished work.
+const ProgressRetention = 30 * 24 * time.Hour
 
 // Progress keeps the place of checkpointed handlers (runtime/checkpoint):
 // a cursor per occurrence, written only by the newest attempt that claimed

@@ -294,3 +294,27 @@ func TestResumeNextOnPostgres(t *testing.T) {
 		t.Errorf("unfinished = %q after night 2, want none", u)
 	}
 }
+
+// resume=next on a family keeps each member's unfinished work apart, in a
+// scope the text columns store.
+func TestResumeNextScopesOfFamilyMembersOnPostgres(t *testing.T) {
+	t.Parallel()
+	db := migratedDB(t)
+	e := newEngine(t, db, "a")
+	ctx := context.Background()
+	fam := &registry.Schedule{Name: "prune", Resume: registry.ResumeNext}
+	scopes := map[string]string{}
+	for _, member := range []string{"acme", "globex"} {
+		scope := core.ResumeScope(fam, registry.Occurrence{Schedule: "prune", Member: member})
+		id := "night-1-" + member
+		if _, err := e.ClaimProgress(ctx, id, scope, id, time.Now().UnixMilli()); err != nil {
+			t.Fatalf("claim for member %s: %v", member, err)
+		}
+		scopes[member] = scope
+	}
+	for member, scope := range scopes {
+		if u, err := e.Unfinished(ctx, scope); err != nil || u != "night-1-"+member {
+			t.Errorf("member %s: unfinished = %q, %v; want night-1-%s", member, u, err, member)
+		}
+	}
+}

@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 	"time"
+
+	"github.com/belfry/belfry/runtime/engine"
 )
 
 // SlotRetentionDefault is how long slot rows are kept by default: far
@@ -85,8 +87,26 @@ func (e *Engine) PruneRecords(ctx context.Context) (int64, error) {
 		LIMIT $3))`, e.ns, e.rt.RecordTTL.Milliseconds())
 }
 
+// PruneProgress deletes the progress of occurrences not written for
+// engine.ProgressRetention by the database's clock, as the Redis engine's
+// progress expires, and then the unfinished work of scopes whose
+// occurrence's progress is gone: a next occurrence that took that up
+// would start it over from nothing. It returns the progress rows deleted.
+func (e *Engine) PruneProgress(ctx context.Context) (int64, error) {
+	n, err := e.pruneBatches(ctx, `DELETE FROM belfry_progress WHERE ctid = ANY(ARRAY(
+		SELECT ctid FROM belfry_progress WHERE namespace = $1
+			AND updated_at < clock_timestamp() - $2 * interval '1 millisecond'
+		LIMIT $3))`, e.ns, engine.ProgressRetention.Milliseconds())
+	if err != nil {
+		return n, err
+	}
+	_, err = e.pool.Exec(ctx, `DELETE FROM belfry_unfinished u WHERE u.namespace = $1
+		AND NOT EXISTS (SELECT 1 FROM belfry_progress p WHERE p.namespace = u.namespace AND p.occurrence_id = u.occurrence_id)`, e.ns)
+	return n, err
+}
+
 // pruneIfDue has the leader prune the slot table about every pruneEvery,
-// and the records about every recordPruneEvery.
+// and the records and progress about every recordPruneEvery.
 func (l *election) pruneIfDue(ctx context.Context) {
 	l.mu.Lock()
 	now := time.Now()
@@ -108,6 +128,9 @@ func (l *election) pruneIfDue(ctx context.Context) {
 		if records {
 			if _, err := l.e.PruneRecords(ctx); err != nil {
 				l.e.log.Warn("could not delete expired records; it is tried again later", "err", err)
+			}
+			if _, err := l.e.PruneProgress(ctx); err != nil {
+				l.e.log.Warn("could not delete expired progress; it is tried again later", "err", err)
 			}
 		}
 		if !slots {

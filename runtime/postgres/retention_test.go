@@ -101,3 +101,35 @@ func TestAPruneBacklogIsDeletedWhole(t *testing.T) {
 		t.Errorf("the record prune's plan uses no retention index:\n%s", plan.String())
 	}
 }
+
+// Progress not written for engine.ProgressRetention is deleted, with the
+// unfinished work that named it; newer progress and its scope stay.
+func TestPruneProgressDeletesExpiredProgress(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := migratedDB(t)
+	e := newEngine(t, db, "a")
+	now := time.Now().UnixMilli()
+	for _, id := range []string{"old", "new"} {
+		if _, err := e.ClaimProgress(ctx, id, "scope-"+id, id, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Exec(ctx, `UPDATE belfry_progress SET updated_at = now() - $1 * interval '1 millisecond' - interval '1 hour'
+		WHERE occurrence_id = 'old'`, engine.ProgressRetention.Milliseconds()); err != nil {
+		t.Fatal(err)
+	}
+	n, err := e.PruneProgress(ctx)
+	if err != nil || n != 1 {
+		t.Errorf("PruneProgress deleted %d (%v); want the one expired", n, err)
+	}
+	_, ok, err := e.Progresses(ctx, []string{"old", "new"})
+	if err != nil || ok[0] || !ok[1] {
+		t.Errorf("progress kept %v (%v); want only the new one's", ok, err)
+	}
+	for scope, want := range map[string]string{"scope-old": "", "scope-new": "new"} {
+		if u, err := e.Unfinished(ctx, scope); err != nil || u != want {
+			t.Errorf("unfinished work of %s = %q, %v; want %q", scope, u, err, want)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package redisengine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/belfry/belfry/runtime/engine"
@@ -34,6 +35,25 @@ var (
 	legacyPatterns = []string{"occ:*", "hist:*", "fam:{*"}
 )
 
+// legacyWitnesses are, beside legacyNames, old keys that any replica of
+// an older version leaves in its namespace (its lease's token, its
+// heartbeats): with none of them there, no older version ran there.
+var legacyWitnesses = []string{"lease:token", "replicas", "registries"}
+
+// anyLegacyState reports whether an older version left anything under
+// old, by the keys of fixed names that go with every key of
+// legacyPatterns (a record or history with the counters, a member with
+// the families' version): one call, where the patterns' SCANs read the
+// whole keyspace, for as long as a leader waits before its first slot.
+func (e *Engine) anyLegacyState(ctx context.Context, old string) (bool, error) {
+	keys := make([]string, 0, len(legacyNames)+len(legacyWitnesses))
+	for _, name := range slices.Concat(legacyNames, legacyWitnesses) {
+		keys = append(keys, old+name)
+	}
+	n, err := e.Client.Exists(ctx, keys...).Result()
+	return n > 0, err
+}
+
 // layoutKey marks a namespace whose state is in the new layout.
 func layoutKey(k store.Keys) string { return k.Prefix + "layout" }
 
@@ -53,24 +73,7 @@ redis.call('SET', KEYS[2], ARGV[2])
 return {1}
 `)
 
-// moveLegacyScript renames old keys to their new names, fenced by the new
-// lease; a key whose new name is taken already stays where it is.
-//
-//	KEYS[1] the new lease, then pairs of old and new names
-//	ARGV[1] the new lease's value
-//	returns the number of keys moved, or -1 if the lease is not held.
-var moveLegacyScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
-local n = 0
-for i = 2, #KEYS, 2 do
-  if redis.call('EXISTS', KEYS[i]) == 1 then
-    n = n + redis.call('RENAMENX', KEYS[i], KEYS[i + 1])
-  end
-end
-return n
-`)
-
-// legacyMoveBatch bounds the keys one moveLegacyScript renames, so that no
+// legacyMoveBatch bounds the keys one store.MergeKeysScript moves, so that no
 // single call holds Redis for long.
 const legacyMoveBatch = 200
 
@@ -96,7 +99,7 @@ func (e *Engine) migrateLegacyLayout(ctx context.Context, term string) error {
 	if err != nil && strings.HasPrefix(err.Error(), "NOPERM") {
 		// A Redis user kept out of the old names had nothing there.
 		e.log.Warn("this Redis user may not touch the namespace's keys of the older layout, so nothing was moved from them; "+
-			"grant ~"+old+"*, +scan and +renamenx until an upgraded replica has led once if an earlier version ran with them",
+			"grant ~"+old+"*, +scan, +type and +rename until an upgraded replica has led once if an earlier version ran with them",
 			"namespace", e.cfg.Namespace, "err", err)
 		e.layoutDone.Store(true)
 		return nil
@@ -129,7 +132,10 @@ func (e *Engine) moveLegacyLayout(ctx context.Context, term, old string) error {
 			return nil
 		}
 		keys := append([]string{e.Keys.Lease}, pending...)
-		n, err := moveLegacyScript.Run(ctx, e.Client, keys, term).Int()
+		// Merged, not renamed only: in a rolling deploy, workers and
+		// operators of the new version write counters, records, pauses
+		// under the new names before the first new leader moves the rest.
+		n, err := store.MergeKeysScript.Run(ctx, e.Client, keys, term, e.Keys.Counters()).Int()
 		pending = pending[:0]
 		if err != nil {
 			return err
@@ -169,7 +175,13 @@ func (e *Engine) moveLegacyLayout(ctx context.Context, term, old string) error {
 			return err
 		}
 	}
-	for _, pattern := range legacyPatterns {
+	patterns := legacyPatterns
+	if found, err := e.anyLegacyState(ctx, old); err != nil {
+		return err
+	} else if !found {
+		patterns = nil
+	}
+	for _, pattern := range patterns {
 		iter := e.Client.Scan(ctx, 0, old+pattern, 1000).Iterator()
 		for iter.Next(ctx) {
 			if err := add(iter.Val()); err != nil {

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"strconv"
-	"time"
 
 	"github.com/belfry/belfry/runtime/engine"
 	"github.com/redis/go-redis/v9"
@@ -12,9 +11,8 @@ import (
 var _ engine.Progress = (*Store)(nil)
 
 // progressTTL is how long an occurrence's progress outlives its last
-// write: longer than any retry or continuation of it, and than the gap to
-// the next occurrence that takes up its unfinished work.
-const progressTTL = 30 * 24 * time.Hour
+// write.
+const progressTTL = engine.ProgressRetention
 
 // Progress is the hash of an occurrence's checkpoint: cursor, done ("1"),
 // items, total, gen, by, started_at, updated_at.
@@ -56,9 +54,12 @@ end
 return 1
 `)
 
-// ClaimProgress makes this attempt the only writer of id's progress.
+// ClaimProgress makes this attempt the only writer of id's progress. With
+// Acks on it counts once a replica has it (ErrNotAcked otherwise): a
+// failover must not hand an older generation back, which would let the
+// attempt it fenced save again.
 func (s *Store) ClaimProgress(ctx context.Context, id, scope, by string, atMS int64) (engine.Checkpoint, error) {
-	v, err := claimProgressScript.Run(ctx, s.rdb, []string{s.Keys.Progress(id), s.Keys.Unfinished()},
+	v, err := s.Acks.Run(ctx, s.rdb, claimProgressScript, []string{s.Keys.Progress(id), s.Keys.Unfinished()},
 		scope, by, atMS, progressTTL.Milliseconds(), id).StringSlice()
 	if err != nil {
 		return engine.Checkpoint{}, err
@@ -70,13 +71,15 @@ func (s *Store) ClaimProgress(ctx context.Context, id, scope, by string, atMS in
 	return parseCheckpoint(h), nil
 }
 
-// SaveProgress writes cp as id's progress, fenced by cp.Gen.
+// SaveProgress writes cp as id's progress, fenced by cp.Gen, and like
+// ClaimProgress waits for Acks: a failover must not resume from a cursor
+// older than work whose effects are already committed.
 func (s *Store) SaveProgress(ctx context.Context, id, scope string, cp engine.Checkpoint) error {
 	done := "0"
 	if cp.Done {
 		done = "1"
 	}
-	n, err := saveProgressScript.Run(ctx, s.rdb, []string{s.Keys.Progress(id), s.Keys.Unfinished()},
+	n, err := s.Acks.Run(ctx, s.rdb, saveProgressScript, []string{s.Keys.Progress(id), s.Keys.Unfinished()},
 		cp.Gen, cp.Cursor, done, cp.Items, cp.Total, cp.UpdatedAt, scope, id, progressTTL.Milliseconds()).Int()
 	if err != nil {
 		return err
