@@ -99,7 +99,7 @@ func openRedis(cfg config, reg *registry.Registry, log *slog.Logger, stderr io.W
 	be.rows, be.seedRows = redisRows, redisRows.SoftDelete
 	// One hash tag for the events and their archive, which one script
 	// writes together.
-	redisEvents := jobs.RedisEvents{Client: rdb, Key: "{" + rt.Namespace() + ":example}:events"}
+	redisEvents := jobs.RedisEvents{Client: rdb, Key: rt.Namespace() + ":example:{events}"}
 	be.events, be.seedEvents = redisEvents, redisEvents.Seed
 	workers := asynq.NewServerFromRedisClient(rdb, asynq.Config{
 		Queues:          queues,
