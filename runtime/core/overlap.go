@@ -232,9 +232,15 @@ func (r *Runtime) replacedBy(ctx context.Context, s *registry.Schedule, occ regi
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	by, err := canceler.ReplacedBy(ctx, occ.Key())
+	// The occurrence's own ID, not its key: a re-run's key is the replaced
+	// occurrence's ID, but the re-run is a new occurrence nothing replaced.
+	id := occ.ID
+	if id == "" {
+		id = occ.Key()
+	}
+	by, err := canceler.ReplacedBy(ctx, id)
 	if err != nil {
-		r.log.Warn("overlap=replace: could not read whether the occurrence was replaced", "id", occ.Key(), "err", err)
+		r.log.Warn("overlap=replace: could not read whether the occurrence was replaced", "id", id, "err", err)
 	}
 	return by
 }

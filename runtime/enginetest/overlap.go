@@ -245,4 +245,30 @@ func overlapReplace(t *testing.T, h Harness) {
 	for _, rec := range byOutcome(t, r.rt, "overruns", core.OutcomeRetrying) {
 		t.Errorf("%s recorded retrying (%s); a replaced occurrence is not retried", rec.ID, rec.Error)
 	}
+	rerunOfAReplacedSlotRuns(t, r.rt, o, replaced[0])
+}
+
+// A re-run of a replaced slot is an occurrence of its own, which nothing
+// replaced: it runs and is recorded succeeded, though it has the replaced
+// occurrence's key.
+func rerunOfAReplacedSlotRuns(t *testing.T, rt *core.Runtime, o *overrunner, replaced core.Record) {
+	t.Helper()
+	rerun, err := rt.Rerun(context.Background(), "overruns", replaced.Slot, "after-replace")
+	if err != nil {
+		t.Fatalf("Rerun of the replaced slot %s: %v", stamp(replaced.Slot), err)
+	}
+	if rerun.Key() != replaced.ID {
+		t.Fatalf("re-run key %q, want the replaced occurrence's %q", rerun.Key(), replaced.ID)
+	}
+	waitFor(t, 15*time.Second, "the re-run of the replaced slot to run and succeed", func() bool {
+		for _, rec := range byOutcome(t, rt, "overruns", core.OutcomeSucceeded) {
+			if rec.ID == rerun.ID {
+				return true
+			}
+		}
+		return false
+	})
+	if _, ended := o.endedWith(rerun.ID); !ended {
+		t.Errorf("re-run %s recorded succeeded without running the handler", rerun.ID)
+	}
 }
