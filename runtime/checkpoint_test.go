@@ -439,3 +439,56 @@ func TestOverlapReplaceCancelsAContinuingOccurrence(t *testing.T) {
 		}
 	}
 }
+
+// With resume=next, an occurrence that goes on in continuations while it
+// finishes the work of one that failed has no progress of its own yet;
+// overlap=skip holds for it all the same.
+func TestOverlapSkipHoldsWhileAnOccurrenceContinuesAnEarlierOnesWork(t *testing.T) {
+	t.Parallel()
+	const batches = 60 // about 3.6 s, in continuations of a second's timeout
+	var active, most atomic.Int64
+	var mu sync.Mutex
+	first, finishedFirst := "", false
+	handler := func(ctx context.Context, occ registry.Occurrence) error {
+		n := active.Add(1)
+		defer active.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		return checkpoint.Run(ctx, func(ctx context.Context, cursor string) (string, bool, error) {
+			b, _ := checkpoint.CurrentBatch(ctx)
+			from, _ := strconv.Atoi(cursor)
+			mu.Lock()
+			if first == "" {
+				first = occ.ID
+			}
+			givesUp := occ.ID == first && from == 3
+			if b.Key == first && from+1 == batches {
+				finishedFirst = true
+			}
+			mu.Unlock()
+			if givesUp {
+				return "", false, errors.New("the first occurrence gives up")
+			}
+			select {
+			case <-time.After(60 * time.Millisecond):
+			case <-ctx.Done():
+				return "", false, ctx.Err()
+			}
+			return strconv.Itoa(from + 1), from+1 == batches, nil
+		})
+	}
+	newCluster(t, sharedRedis(t), 1, runtime.Options{},
+		registry.Schedule{Name: "long", Expr: "* * * * * *", Timeout: time.Second, MaxRetry: 0, Overlap: registry.OverlapSkip,
+			Resume: registry.ResumeNext, Handler: handler})
+	waitFor(t, 30*time.Second, "the first occurrence's work finished by the next", func() bool {
+		if m := most.Load(); m > 1 {
+			t.Fatalf("%d occurrences ran at once; overlap=skip allows one", m)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return finishedFirst
+	})
+	if m := most.Load(); m != 1 {
+		t.Errorf("%d occurrences ran at once; overlap=skip allows one", m)
+	}
+}
