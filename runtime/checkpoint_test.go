@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -310,38 +311,11 @@ func TestResumeNextFinishesThePreviousOccurrencesWork(t *testing.T) {
 // no two occurrences ever run at once.
 func TestOverlapSkipHoldsWhileAnOccurrenceContinues(t *testing.T) {
 	t.Parallel()
-	var active, most atomic.Int64
-	var mu sync.Mutex
-	done := map[string]bool{}
-	handler := func(ctx context.Context, occ registry.Occurrence) error {
-		n := active.Add(1)
-		defer active.Add(-1)
-		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-		}
-		err := checkpoint.Run(ctx, func(ctx context.Context, cursor string) (string, bool, error) {
-			from, _ := strconv.Atoi(cursor)
-			select {
-			case <-time.After(60 * time.Millisecond):
-			case <-ctx.Done():
-				return "", false, ctx.Err()
-			}
-			return strconv.Itoa(from + 1), from+1 == 40, nil // about 2.4 s of work
-		})
-		if err == nil {
-			mu.Lock()
-			done[occ.ID] = true
-			mu.Unlock()
-		}
-		return err
-	}
+	o := newOverlapRun(40) // about 2.4 s of work
 	c := newCluster(t, sharedRedis(t), 1, runtime.Options{},
-		registry.Schedule{Name: "long", Expr: "* * * * * *", Timeout: time.Second, MaxRetry: 0, Overlap: registry.OverlapSkip, Handler: handler})
-	waitFor(t, 20*time.Second, "an occurrence to finish after continuing", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(done) > 0
-	})
-	if m := most.Load(); m != 1 {
+		registry.Schedule{Name: "long", Expr: "* * * * * *", Timeout: time.Second, MaxRetry: 0, Overlap: registry.OverlapSkip, Handler: o.handler})
+	waitFor(t, 20*time.Second, "an occurrence to finish after continuing", func() bool { return len(o.finished()) > 0 })
+	if m := o.most.Load(); m != 1 {
 		t.Errorf("%d occurrences ran at once; overlap=skip allows one", m)
 	}
 	hist, err := c.rts[0].History(context.Background(), "long", 50)
@@ -361,5 +335,160 @@ func TestOverlapSkipHoldsWhileAnOccurrenceContinues(t *testing.T) {
 	}
 	if skipped == 0 || continued == 0 {
 		t.Errorf("%d skipped slots and %d continued occurrences in the history; want both", skipped, continued)
+	}
+}
+
+// overlapRun is a checkpointed handler of batches batches of 60 ms each
+// that notes the most occurrences running at once, the occurrences that
+// ran to done, and the handler calls of each occurrence under way.
+type overlapRun struct {
+	batches      int
+	active, most atomic.Int64
+	mu           sync.Mutex
+	done         map[string]bool
+}
+
+func newOverlapRun(batches int) *overlapRun {
+	return &overlapRun{batches: batches, done: map[string]bool{}}
+}
+
+func (o *overlapRun) handler(ctx context.Context, occ registry.Occurrence) error {
+	n := o.active.Add(1)
+	defer o.active.Add(-1)
+	for m := o.most.Load(); n > m && !o.most.CompareAndSwap(m, n); m = o.most.Load() {
+	}
+	err := checkpoint.Run(ctx, func(ctx context.Context, cursor string) (string, bool, error) {
+		from, _ := strconv.Atoi(cursor)
+		select {
+		case <-time.After(60 * time.Millisecond):
+		case <-ctx.Done():
+			return "", false, ctx.Err()
+		}
+		return strconv.Itoa(from + 1), from+1 == o.batches, nil
+	})
+	if err == nil {
+		o.mu.Lock()
+		o.done[occ.ID] = true
+		o.mu.Unlock()
+	}
+	return err
+}
+
+func (o *overlapRun) finished() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var ids []string
+	for id := range o.done {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// overlap=skip holds for as long as the occurrence continues, also once
+// its first task's retention is over and asynq has deleted it: the
+// continuation running then is what the leader looks at.
+func TestOverlapSkipHoldsPastTheFirstTasksRetention(t *testing.T) {
+	t.Parallel()
+	o := newOverlapRun(200) // several times the task retention (the lease TTL) and asynq's janitor period
+	newCluster(t, sharedRedis(t), 1, runtime.Options{},
+		registry.Schedule{Name: "long", Expr: "* * * * * *", Timeout: time.Second, MaxRetry: 0, Overlap: registry.OverlapSkip, Handler: o.handler})
+	waitFor(t, 40*time.Second, "an occurrence to finish after continuing", func() bool {
+		if m := o.most.Load(); m > 1 {
+			t.Fatalf("%d occurrences ran at once; overlap=skip allows one", m)
+		}
+		return len(o.finished()) > 0
+	})
+	if m := o.most.Load(); m != 1 {
+		t.Errorf("%d occurrences ran at once; overlap=skip allows one", m)
+	}
+}
+
+// overlap=replace cancels an occurrence running in a continuation task:
+// none of the replaced occurrences runs on to finish its work, and their
+// records stay "replaced".
+func TestOverlapReplaceCancelsAContinuingOccurrence(t *testing.T) {
+	t.Parallel()
+	o := newOverlapRun(70) // longer than the slots' period, in continuations of a second's timeout
+	c := newCluster(t, sharedRedis(t), 1, runtime.Options{},
+		registry.Schedule{Name: "long", Expr: "*/3 * * * * *", Timeout: time.Second, MaxRetry: 0, Overlap: registry.OverlapReplace, Handler: o.handler})
+	replaced := func() []runtime.Record {
+		hist, err := c.rts[0].History(context.Background(), "long", 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []runtime.Record
+		for _, r := range hist {
+			if r.Outcome == runtime.OutcomeReplaced {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	// The first replaced one, left running, would have done its work by
+	// the time three were replaced.
+	waitFor(t, 30*time.Second, "three occurrences replaced, or one to finish", func() bool {
+		return len(replaced()) >= 3 || len(o.finished()) > 0
+	})
+	// Each occurrence is replaced before it can have done its work.
+	for _, id := range o.finished() {
+		t.Errorf("%s ran its work to done; overlap=replace cancelled it when the next slot came due", id)
+	}
+	for _, r := range replaced() {
+		if _, ok := strings.CutPrefix(r.Error, "replaced by "); !ok {
+			t.Errorf("replaced %s says %q, want the occurrence that replaced it", r.ID, r.Error)
+		}
+	}
+}
+
+// With resume=next, an occurrence that goes on in continuations while it
+// finishes the work of one that failed has no progress of its own yet;
+// overlap=skip holds for it all the same.
+func TestOverlapSkipHoldsWhileAnOccurrenceContinuesAnEarlierOnesWork(t *testing.T) {
+	t.Parallel()
+	const batches = 60 // about 3.6 s, in continuations of a second's timeout
+	var active, most atomic.Int64
+	var mu sync.Mutex
+	first, finishedFirst := "", false
+	handler := func(ctx context.Context, occ registry.Occurrence) error {
+		n := active.Add(1)
+		defer active.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		return checkpoint.Run(ctx, func(ctx context.Context, cursor string) (string, bool, error) {
+			b, _ := checkpoint.CurrentBatch(ctx)
+			from, _ := strconv.Atoi(cursor)
+			mu.Lock()
+			if first == "" {
+				first = occ.ID
+			}
+			givesUp := occ.ID == first && from == 3
+			if b.Key == first && from+1 == batches {
+				finishedFirst = true
+			}
+			mu.Unlock()
+			if givesUp {
+				return "", false, errors.New("the first occurrence gives up")
+			}
+			select {
+			case <-time.After(60 * time.Millisecond):
+			case <-ctx.Done():
+				return "", false, ctx.Err()
+			}
+			return strconv.Itoa(from + 1), from+1 == batches, nil
+		})
+	}
+	newCluster(t, sharedRedis(t), 1, runtime.Options{},
+		registry.Schedule{Name: "long", Expr: "* * * * * *", Timeout: time.Second, MaxRetry: 0, Overlap: registry.OverlapSkip,
+			Resume: registry.ResumeNext, Handler: handler})
+	waitFor(t, 30*time.Second, "the first occurrence's work finished by the next", func() bool {
+		if m := most.Load(); m > 1 {
+			t.Fatalf("%d occurrences ran at once; overlap=skip allows one", m)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return finishedFirst
+	})
+	if m := most.Load(); m != 1 {
+		t.Errorf("%d occurrences ran at once; overlap=skip allows one", m)
 	}
 }

@@ -20,6 +20,10 @@ func TestRecordJSON(t *testing.T) {
 	}{
 		{runtime.Record{ID: "cron:ns/tick:1", Schedule: "tick", Slot: slot, Outcome: runtime.OutcomePaused, RecordedAt: slot.Add(time.Millisecond)},
 			[]string{`"task_id":null`, `"occurrence_id":"cron:ns/tick:1"`, `"recorded_at":"2026-12-03T14:38:00.001Z"`}},
+		// A slot waiting behind the running occurrence (overlap=buffer_one)
+		// has no task yet.
+		{runtime.Record{ID: "cron:ns/tick:3", Schedule: "tick", Slot: slot, Outcome: runtime.OutcomeBuffered, RecordedAt: slot.Add(time.Millisecond)},
+			[]string{`"task_id":null`, `"occurrence_id":"cron:ns/tick:3"`, `"recorded_at":"2026-12-03T14:38:00.001Z"`}},
 		{runtime.Record{ID: "cron:ns/tick:2", Schedule: "tick", Slot: slot, Outcome: runtime.OutcomeSucceeded, EnqueuedAt: slot},
 			[]string{`"task_id":"cron:ns/tick:2"`, `"occurrence_id":"cron:ns/tick:2"`, `"enqueued_at":"2026-12-03T14:38:00Z"`}},
 	} {

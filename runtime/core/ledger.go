@@ -129,7 +129,7 @@ func recordOf(s engine.Record) Record {
 }
 
 // TaskID is the occurrence's asynq task ID, "" for a slot that was never
-// enqueued (missed, skipped, paused).
+// enqueued (missed, skipped, paused) or not yet (buffered).
 func (r Record) TaskID() string {
 	if !r.Outcome.enqueued() {
 		return ""

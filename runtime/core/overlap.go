@@ -232,9 +232,15 @@ func (r *Runtime) replacedBy(ctx context.Context, s *registry.Schedule, occ regi
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	by, err := canceler.ReplacedBy(ctx, occ.Key())
+	// The occurrence's own ID, not its key: a re-run's key is the replaced
+	// occurrence's ID, but the re-run is a new occurrence nothing replaced.
+	id := occ.ID
+	if id == "" {
+		id = occ.Key()
+	}
+	by, err := canceler.ReplacedBy(ctx, id)
 	if err != nil {
-		r.log.Warn("overlap=replace: could not read whether the occurrence was replaced", "id", occ.Key(), "err", err)
+		r.log.Warn("overlap=replace: could not read whether the occurrence was replaced", "id", id, "err", err)
 	}
 	return by
 }
@@ -280,11 +286,20 @@ func (r *Runtime) releaseOne(ctx context.Context, st *leaderState, s *registry.S
 	}
 	occ := s.Occurrence(r.opts.Namespace, time.Unix(w.slot, 0))
 	now := r.clock.Now()
+	// A holder that enqueued it and stopped before its commit leaves the
+	// waiting slot to the next one, whose enqueue then finds the task (or
+	// its run's record): that record is not set back to "enqueued".
+	released, err := r.releasedAlready(ctx, occ.ID)
+	if err != nil {
+		return err
+	}
 	// "enqueued" before the enqueue: a worker that starts the task at once
 	// then writes "running" over it, not the other way round.
-	if err := r.eng.RecordExecution(ctx, engine.Execution{ID: occ.ID, Schedule: s.Name, Slot: occ.Slot, At: now,
-		Fields: []any{"outcome", string(OutcomeEnqueued), "enqueued_at", now.UnixMilli()}}); err != nil {
-		return err
+	if !released {
+		if err := r.eng.RecordExecution(ctx, engine.Execution{ID: occ.ID, Schedule: s.Name, Slot: occ.Slot, At: now,
+			Fields: []any{"outcome", string(OutcomeEnqueued), "enqueued_at", now.UnixMilli()}}); err != nil {
+			return err
+		}
 	}
 	fence := &engine.Fence{Term: st.value}
 	carrier, enqueued := r.beforeEnqueue(ctx, s, occ)
@@ -299,10 +314,27 @@ func (r *Runtime) releaseOne(ctx context.Context, st *leaderState, s *registry.S
 		}
 		return fmt.Errorf("enqueue buffered %s: %w", occ.ID, res.Err)
 	}
-	if err := r.eng.Commit(ctx, st.value, []engine.Commit{{Name: s.Name, Cursor: cursor,
-		Counts: map[string]int64{string(OutcomeEnqueued): 1, counterLastEnqueue: now.UnixMilli()}}}); err != nil {
+	// The last ID goes with the cursor too: the mark's alone reads as the
+	// last ID only while it is ahead of the cursor, and this one is not.
+	c := engine.Commit{Name: s.Name, Cursor: cursor, LastID: occ.ID, Counts: map[string]int64{}}
+	if res.Inserted {
+		c.Counts[string(OutcomeEnqueued)], c.Counts[counterLastEnqueue] = 1, now.UnixMilli()
+	}
+	if err := r.eng.Commit(ctx, st.value, []engine.Commit{c}); err != nil {
 		return err
 	}
-	r.emit(Event{Schedule: s.Name, Outcome: OutcomeEnqueued, Lag: now.Sub(occ.Slot)})
+	if res.Inserted {
+		r.emit(Event{Schedule: s.Name, Outcome: OutcomeEnqueued, Lag: now.Sub(occ.Slot)})
+	}
 	return nil
+}
+
+// releasedAlready reports whether the buffered occurrence id's record has
+// gone past "buffered": its slot was enqueued already.
+func (r *Runtime) releasedAlready(ctx context.Context, id string) (bool, error) {
+	recs, err := r.eng.Records(ctx, []string{id})
+	if err != nil || len(recs) == 0 {
+		return false, err
+	}
+	return recs[0].Outcome != "" && recs[0].Outcome != string(OutcomeBuffered), nil
 }

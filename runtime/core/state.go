@@ -40,10 +40,11 @@ const (
 )
 
 // enqueued reports whether an occurrence with this outcome was put in
-// asynq: a missed, skipped or paused slot never was.
+// asynq: a missed, skipped or paused slot never was, and a buffered one
+// not yet (its record turns "enqueued" when it is).
 func (o Outcome) enqueued() bool {
 	switch o {
-	case OutcomeMissed, OutcomeSkipped, OutcomePaused:
+	case OutcomeMissed, OutcomeSkipped, OutcomePaused, OutcomeBuffered:
 		return false
 	}
 	return true

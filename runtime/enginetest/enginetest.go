@@ -103,6 +103,7 @@ var cases = []struct {
 	{"CarrierReachesTheHandler", carrierReachesTheHandler},
 	{"BoundedReads", boundedReads},
 	{"OverlapBufferOne", overlapBufferOne},
+	{"OverlapBufferOneAfterARelease", overlapBufferOneAfterARelease},
 	{"OverlapBufferOneTakeover", overlapBufferOneTakeover},
 	{"OverlapReplace", overlapReplace},
 }

@@ -16,6 +16,8 @@ import (
 // most runs at once.
 type overrunner struct {
 	release chan struct{}
+	// one lets one running handler go, where release lets all.
+	one     chan struct{}
 	mu      sync.Mutex
 	running int
 	most    int
@@ -24,7 +26,7 @@ type overrunner struct {
 }
 
 func newOverrunner() *overrunner {
-	return &overrunner{release: make(chan struct{}), ended: map[string]error{}}
+	return &overrunner{release: make(chan struct{}), one: make(chan struct{}), ended: map[string]error{}}
 }
 
 func (o *overrunner) handler(ctx context.Context, occ registry.Occurrence) error {
@@ -36,6 +38,7 @@ func (o *overrunner) handler(ctx context.Context, occ registry.Occurrence) error
 	var err error
 	select {
 	case <-o.release:
+	case <-o.one:
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
@@ -92,6 +95,37 @@ func overlapBufferOne(t *testing.T, h Harness) {
 	waitFor(t, 10*time.Second, "the buffered slot to run once the first ended", func() bool { return len(o.started()) >= 2 })
 	r.stop()
 	checkBuffered(t, r.rt, o, first, buffered, skipped)
+}
+
+// Once the waiting slot runs, the schedule's running occurrence is that
+// one: the next slot waits behind it in turn (buffered, naming it),
+// rather than running beside it.
+func overlapBufferOneAfterARelease(t *testing.T, h Harness) {
+	o := newOverrunner()
+	r := single(t, h, nil, overrunning(registry.OverlapBufferOne, o))
+	first, buffered, _ := bufferedBehindTheFirst(t, r.rt, o)
+	o.one <- struct{}{}
+	waitFor(t, 10*time.Second, "the buffered slot to run once the first ended", func() bool { return len(o.started()) >= 2 })
+	second := o.started()[1]
+	if second.ID == first.ID || !second.Slot.Equal(buffered.Slot) {
+		t.Fatalf("second run %s of slot %s, want the buffered slot %s", second.ID, stamp(second.Slot), stamp(buffered.Slot))
+	}
+	waitFor(t, 10*time.Second, "a slot buffered behind the released one", func() bool {
+		if o.mostAtOnce() > 1 {
+			t.Fatalf("%d runs at once: a slot ran beside the released %s", o.mostAtOnce(), second.ID)
+		}
+		for _, rec := range byOutcome(t, r.rt, "overruns", core.OutcomeBuffered) {
+			if strings.Contains(rec.Error, "waits behind "+second.ID) {
+				return true
+			}
+		}
+		return false
+	})
+	r.stop()
+	close(o.release)
+	if m := o.mostAtOnce(); m != 1 {
+		t.Errorf("%d runs at once, want 1", m)
+	}
 }
 
 // The leader that holds a slot waiting behind the running occurrence
@@ -244,5 +278,31 @@ func overlapReplace(t *testing.T, h Harness) {
 	}
 	for _, rec := range byOutcome(t, r.rt, "overruns", core.OutcomeRetrying) {
 		t.Errorf("%s recorded retrying (%s); a replaced occurrence is not retried", rec.ID, rec.Error)
+	}
+	rerunOfAReplacedSlotRuns(t, r.rt, o, replaced[0])
+}
+
+// A re-run of a replaced slot is an occurrence of its own, which nothing
+// replaced: it runs and is recorded succeeded, though it has the replaced
+// occurrence's key.
+func rerunOfAReplacedSlotRuns(t *testing.T, rt *core.Runtime, o *overrunner, replaced core.Record) {
+	t.Helper()
+	rerun, err := rt.Rerun(context.Background(), "overruns", replaced.Slot, "after-replace")
+	if err != nil {
+		t.Fatalf("Rerun of the replaced slot %s: %v", stamp(replaced.Slot), err)
+	}
+	if rerun.Key() != replaced.ID {
+		t.Fatalf("re-run key %q, want the replaced occurrence's %q", rerun.Key(), replaced.ID)
+	}
+	waitFor(t, 15*time.Second, "the re-run of the replaced slot to run and succeed", func() bool {
+		for _, rec := range byOutcome(t, rt, "overruns", core.OutcomeSucceeded) {
+			if rec.ID == rerun.ID {
+				return true
+			}
+		}
+		return false
+	})
+	if _, ended := o.endedWith(rerun.ID); !ended {
+		t.Errorf("re-run %s recorded succeeded without running the handler", rerun.ID)
 	}
 }

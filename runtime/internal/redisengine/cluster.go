@@ -87,8 +87,11 @@ func (e *Engine) Cursors(ctx context.Context, names []string) (cursors []int64, 
 }
 
 // LastID is the schedule's last enqueued occurrence: its mark's in the
-// queue's slot when that mark is ahead of the namespace's cursor (the
-// commit after the enqueue has not landed), else the namespace's.
+// queue's slot when that mark is not behind the namespace's cursor (the
+// commit after the enqueue has not landed, or it wrote the same ID), else
+// the namespace's. At the cursor counts: overlap=buffer_one enqueues its
+// waiting slot with a mark at the cursor that the buffering commit set,
+// whose last ID names the occurrence waited behind.
 func (e *Engine) LastID(ctx context.Context, name string) (string, error) {
 	q := e.queueOf(name)
 	if q == "" {
@@ -105,7 +108,7 @@ func (e *Engine) LastID(ctx context.Context, name string) (string, error) {
 		return "", err
 	}
 	ns, _ := strconv.ParseInt(cursor.Val(), 10, 64)
-	if m, perr := strconv.ParseInt(mark.Val(), 10, 64); perr == nil && m > ns && markID.Val() != "" {
+	if m, perr := strconv.ParseInt(mark.Val(), 10, 64); perr == nil && m >= ns && markID.Val() != "" {
 		return markID.Val(), nil
 	}
 	return id.Val(), nil

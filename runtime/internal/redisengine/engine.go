@@ -192,45 +192,51 @@ var errFencedOut = fmt.Errorf("%w: %w", engine.ErrNotLeader, pipeline.ErrFenced)
 
 // TaskRunning asks asynq's Inspector for the task's state. A task that
 // completed by handing a checkpointed run on to a continuation task
-// (ContinuationID) runs on as long as its newest continuation does.
+// (ContinuationID) runs on as long as its newest continuation does, and
+// so does one that asynq has deleted since (its retention over) while a
+// continuation runs.
 func (e *Engine) TaskRunning(ctx context.Context, queue, id string) (bool, error) {
 	info, err := e.taskInfo(ctx, queue, id)
-	if info == nil || err != nil {
+	if err != nil {
 		return false, err
 	}
-	switch info.State {
-	case asynq.TaskStateArchived:
-		return false, nil
-	case asynq.TaskStateCompleted:
-		return e.continuationRunning(ctx, queue, id)
+	if info != nil && info.State != asynq.TaskStateCompleted {
+		return info.State != asynq.TaskStateArchived, nil
 	}
-	return true, nil
+	cont, err := e.liveContinuation(ctx, queue, id)
+	return cont != nil, err
 }
 
 // CancelTask cancels the task for overlap=replace: a running one through
 // asynq's CancelProcessing (its handler's ctx ends; asynq then moves it to
 // retry, and the core's middleware makes that delivery return at once),
-// one waiting (pending, scheduled, retry) by deleting it.
+// one waiting (pending, scheduled, retry) by deleting it. A task that
+// handed its run on to a continuation has that one cancelled.
 func (e *Engine) CancelTask(ctx context.Context, queue, id string) error {
 	info, err := e.taskInfo(ctx, queue, id)
-	if info == nil || err != nil {
+	if err != nil {
 		return err
+	}
+	if info == nil || info.State == asynq.TaskStateCompleted {
+		if info, err = e.liveContinuation(ctx, queue, id); info == nil || err != nil {
+			return err
+		}
 	}
 	_, err = engine.Obey(ctx, func(context.Context) (struct{}, error) {
 		if info.State == asynq.TaskStateActive {
-			return struct{}{}, e.Inspector.CancelProcessing(id)
+			return struct{}{}, e.Inspector.CancelProcessing(info.ID)
 		}
 		if info.State != asynq.TaskStatePending && info.State != asynq.TaskStateScheduled && info.State != asynq.TaskStateRetry {
 			return struct{}{}, nil
 		}
-		err := e.Inspector.DeleteTask(queue, id)
+		err := e.Inspector.DeleteTask(queue, info.ID)
 		if errors.Is(err, asynq.ErrTaskNotFound) {
 			return struct{}{}, nil
 		}
 		if err != nil {
 			// A worker may have taken it between the look and the delete.
-			if now, ierr := e.Inspector.GetTaskInfo(queue, id); ierr == nil && now.State == asynq.TaskStateActive {
-				return struct{}{}, e.Inspector.CancelProcessing(id)
+			if now, ierr := e.Inspector.GetTaskInfo(queue, info.ID); ierr == nil && now.State == asynq.TaskStateActive {
+				return struct{}{}, e.Inspector.CancelProcessing(info.ID)
 			}
 		}
 		return struct{}{}, err
@@ -262,26 +268,49 @@ func BaseTaskID(id string) string {
 	return base
 }
 
-// continuationRunning reports whether the occurrence of the completed
-// task id goes on in a continuation: its progress is not done and its
-// newest continuation task runs. Continuations are numbered by the
-// attempts that claimed the progress, so none is numbered past its
-// generation.
-func (e *Engine) continuationRunning(ctx context.Context, queue, id string) (bool, error) {
+// liveContinuation is the newest continuation task of the occurrence
+// whose task ID is id when that one is not over (completed or archived),
+// nil otherwise. Continuations are numbered 1, 2, ... each enqueued as
+// the one before it ends, and each kept for continuationRetention after:
+// only the oldest may be gone. The search starts at the generation of
+// the occurrence's progress (one claim per task at least, so a number
+// that far is taken, or was), or at 1 when it has none of its own: with
+// resume=next its tasks may be finishing an earlier occurrence's work,
+// whose progress they claim. From the newest found there, it goes up
+// while the next number exists.
+func (e *Engine) liveContinuation(ctx context.Context, queue, id string) (*asynq.TaskInfo, error) {
 	cps, ok, err := e.Progresses(ctx, []string{id})
-	if err != nil || !ok[0] || cps[0].Done {
-		return false, err
+	if err != nil || (ok[0] && cps[0].Done) {
+		return nil, err
 	}
-	for n := int(cps[0].Gen); n >= 1; n-- {
-		info, err := e.taskInfo(ctx, queue, ContinuationID(id, n))
+	from := 1
+	if ok[0] {
+		from = max(int(cps[0].Gen), 1)
+	}
+	var newest *asynq.TaskInfo
+	n := from
+	for ; n >= 1 && newest == nil; n-- {
+		if newest, err = e.taskInfo(ctx, queue, ContinuationID(id, n)); err != nil {
+			return nil, err
+		}
+	}
+	if newest == nil {
+		return nil, nil
+	}
+	for n += 2; ; n++ {
+		next, err := e.taskInfo(ctx, queue, ContinuationID(id, n))
 		if err != nil {
-			return false, err
+			return nil, err
 		}
-		if info != nil {
-			return info.State != asynq.TaskStateCompleted && info.State != asynq.TaskStateArchived, nil
+		if next == nil {
+			break
 		}
+		newest = next
 	}
-	return false, nil
+	if newest.State == asynq.TaskStateCompleted || newest.State == asynq.TaskStateArchived {
+		return nil, nil
+	}
+	return newest, nil
 }
 
 // TaskExists asks asynq's Inspector for the task.

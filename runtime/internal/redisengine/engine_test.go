@@ -96,6 +96,34 @@ func TestEveryRefusedFenceOfAPipelinedBatchIsRejected(t *testing.T) {
 	}
 }
 
+// An enqueue whose mark is at the cursor already (overlap=buffer_one
+// enqueues the waiting slot so, the cursor having passed it) is the last
+// ID until a commit says otherwise: a holder that stops between the
+// enqueue and its commit leaves the next one the enqueued task's ID, not
+// the waiting slot's, which it would enqueue again.
+func TestAnEnqueueMarkedAtTheCursorIsTheLastID(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e, term, queue := leadingEngine(t)
+	waiting := "occ-first 1000"
+	if err := e.Commit(ctx, term, []engine.Commit{{Name: "nightly", Cursor: 1000, LastID: waiting}}); err != nil {
+		t.Fatal(err)
+	}
+	if last, err := e.LastID(ctx, "nightly"); last != waiting || err != nil {
+		t.Fatalf("last ID %q (%v); want the committed %q", last, err, waiting)
+	}
+	id := redistest.Uniq("occ")
+	res := e.EnqueueAll(ctx, &engine.Fence{Term: term}, []engine.Enqueue{{
+		Task:   engine.Task{Type: "nightly", ID: id, Queue: queue, Retention: time.Minute},
+		Cursor: engine.CursorMark{Schedule: "nightly", Slot: 1000, LastID: id}}})[0]
+	if res.Err != nil || !res.Inserted {
+		t.Fatalf("enqueue: %+v", res)
+	}
+	if last, err := e.LastID(ctx, "nightly"); last != id || err != nil {
+		t.Errorf("last ID %q (%v); want the enqueued %q", last, err, id)
+	}
+}
+
 // leadingEngine is an engine on a namespace of its own that leads, its
 // term, and a queue of its own, that of its registry's schedule
 // "nightly".
