@@ -45,6 +45,7 @@ import (
 
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
+	"github.com/belfry/belfry/runtime/internal/store"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 )
@@ -383,7 +384,7 @@ func benchTakeover(addr string, s settings, r *results) error {
 		}
 	}()
 	leader := func() int {
-		v, _ := rdb.Get(context.Background(), "bench-takeover:lease").Result()
+		v, _ := rdb.Get(context.Background(), store.NewKeys("bench-takeover").Lease).Result()
 		for i := range procs {
 			if strings.HasPrefix(v, "replica-"+strconv.Itoa(i)+"|") {
 				return i
