@@ -26,7 +26,7 @@ import (
 const serviceACL = "resetkeys resetchannels -@all " +
 	"~belfry:* ~asynq:* &belfry:{belfry}:lease:released &asynq:cancel " +
 	"+hello +ping +time +info +scan " +
-	"+get +set +setex +incr +del +exists +expire +expireat +pexpire +pttl +renamenx " +
+	"+get +set +setex +incr +del +exists +expire +expireat +pexpire +pttl +renamenx +rename +type +sunionstore " +
 	"+hget +hset +hsetnx +hdel +hmget +hgetall +hincrby +hkeys +hvals +hlen +hscan +hexists " +
 	"+lpush +rpush +lrange +ltrim +lrem +rpoplpush +sadd +srem +smembers " +
 	"+zadd +zrem +zcard +zscore +zrange +zrangebyscore +zrevrange +zremrangebyrank +zremrangebyscore +zpopmin " +

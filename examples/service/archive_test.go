@@ -47,7 +47,7 @@ func redisArchive(t *testing.T) archiveStore {
 	}
 	rdb := redis.NewClient(opts)
 	t.Cleanup(func() { rdb.Close() })
-	key := "{" + exampleNamespace() + ":example}:events:archive"
+	key := exampleNamespace() + ":example:{events}:archive"
 	return archiveStore{redisURL: url, copies: func(t *testing.T) map[int]int {
 		ids, err := rdb.LRange(context.Background(), key, 0, -1).Result()
 		if err != nil {
