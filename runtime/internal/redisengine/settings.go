@@ -134,10 +134,16 @@ func JudgeReplicas(info string, want int) error {
 	if online >= want {
 		return nil
 	}
+	return tooFewReplicas(want, fmt.Sprintf("the primary has %d replica(s) online", online))
+}
+
+// tooFewReplicas is the verdict of a server (or masters) short of the
+// replicas the writes wait for: what has too few, and how to lead anyway.
+func tooFewReplicas(want int, short string) error {
 	return fmt.Errorf("%w: the leader's writes wait for %d replica acknowledgement(s) (ReplicaAcks; 1 by default on a Sentinel or cluster client), "+
-		"and the primary has %d replica(s) online, so no write would count; belfry leads again once a replica is back "+
+		"and %s, so no write there would count; belfry leads again once a replica is back "+
 		"(or set runtime.Options.ReplicaAcks to runtime.ReplicaAcksOff to lead without: a failover may then run slots twice or lose them)",
-		ErrTooFewReplicas, want, online)
+		ErrTooFewReplicas, want, short)
 }
 
 // checkClusterSettings judges every master of a cluster (each holds a
@@ -179,10 +185,8 @@ func checkClusterSettings(ctx context.Context, cc *redis.ClusterClient, acks int
 	}
 	if len(short) > 0 {
 		slices.Sort(short)
-		return engine.SettingsReading{Unsafe: fmt.Errorf("%w: the leader's writes wait for %d replica acknowledgement(s) (ReplicaAcks; 1 by default on a cluster client), "+
-			"and the cluster's master(s) %s have fewer replicas online, so no write there would count; belfry leads again once they have "+
-			"(or set runtime.Options.ReplicaAcks to runtime.ReplicaAcksOff to lead without: a failover may then run slots twice or lose them)",
-			ErrTooFewReplicas, acks, strings.Join(short, ", ")), Passing: true, Now: now}, nil
+		return engine.SettingsReading{Unsafe: tooFewReplicas(acks, "the cluster's master(s) "+strings.Join(short, ", ")+" have fewer replicas online"),
+			Passing: true, Now: now}, nil
 	}
 	return engine.SettingsReading{Now: now}, nil
 }
