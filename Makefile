@@ -34,29 +34,46 @@ lint: ## gofmt, go vet, and cronlint as a vet tool over the examples
 
 .PHONY: test
 test: verify/generate ## everything CI checks: generated code, lint, alert rules, a bench smoke run, tests (race on the registry and the runtime), short fuzz runs
-	@# Two lanes at once, each step printed whole when it ends. The bench
-	@# smoke run spends most of its time waiting on real time (slots,
-	@# windows, takeovers), which the checks fill with compiling and CPU;
-	@# the fuzz runs go first in its lane, beside the checks, so that the
-	@# race run, which comes after the checks, has only the bench smoke
-	@# run beside it: its tests judge lateness, Redis round trips and
-	@# lease trust on short TTLs, which a saturated machine fails.
+	@# Two lanes at once, each step printed whole when it ends, balanced
+	@# so that neither waits long on the other. Lane 1 is the steps that
+	@# mostly wait on real time (the bench smoke run's slots, windows and
+	@# takeovers; the tests of WAIT_PKGS: private Redis servers and
+	@# clusters, services that run for a few slots, a browser); lane 2 the
+	@# ones that mostly compute (vet, the analyzers' and tools' tests,
+	@# which build modules), then the race run, the longest step, which
+	@# starts as soon as the checks are done.
 	@$(MAKE) --no-print-directory -j2 --output-sync=target test/fuzz-then-bench test/checks-then-race
 
 .PHONY: test/fuzz-then-bench
-test/fuzz-then-bench: ## the fuzz runs, then the bench smoke run
-	@$(MAKE) --no-print-directory -j1 test/fuzz test/bench-smoke
+test/fuzz-then-bench: ## the fuzz runs, the bench smoke run, then the tests of WAIT_PKGS
+	@$(MAKE) --no-print-directory -j1 test/fuzz test/bench-smoke test/unit-waits
 
 .PHONY: test/checks-then-race
-test/checks-then-race: ## lint, alert rules, the tests without -race, then the race run, one after another
-	@$(MAKE) --no-print-directory -j1 lint test/alerts test/unit test/race
+test/checks-then-race: ## lint, alert rules, the tests of neither RACE_PKGS nor WAIT_PKGS, then the race run, one after another
+	@$(MAKE) --no-print-directory -j1 lint test/alerts test/unit-checks test/race
+
+# WAIT_PKGS are the packages, outside RACE_PKGS, whose tests mostly wait
+# on real time rather than on a core; make test runs them in the lane of
+# the bench smoke run.
+WAIT_PKGS := runtime/internal/redistest examples/service examples/service/demo runtime/admin runtime/metrics runtime/otelbelfry
+
+# unit_pkgs lists $(PKGS) but those of the given short package paths.
+unit_pkgs = $$($(GO) list $(PKGS) | grep -v -x -F $(foreach p,$(1),-e $(MODULE)/$(p)))
 
 .PHONY: test/unit
 test/unit: ## every package's tests but those of RACE_PKGS (those run under -race)
 	@# -vet=off: lint ran go vet over every package, tests included, with
 	@# more checks than go test's own subset; running them again costs a
 	@# cold CI machine CPU and finds nothing new.
-	$(GO) test -count=1 -vet=off $$($(GO) list $(PKGS) | grep -v -x -F $(foreach p,$(RACE_PKGS),-e $(MODULE)/$(p)))
+	$(GO) test -count=1 -vet=off $(call unit_pkgs,$(RACE_PKGS))
+
+.PHONY: test/unit-checks
+test/unit-checks: ## test/unit's share of lane 2: every package's tests but those of RACE_PKGS and WAIT_PKGS
+	$(GO) test -count=1 -vet=off $(call unit_pkgs,$(RACE_PKGS) $(WAIT_PKGS))
+
+.PHONY: test/unit-waits
+test/unit-waits: ## test/unit's share of lane 1: the tests of WAIT_PKGS
+	$(GO) test -count=1 -vet=off $(addprefix ./,$(WAIT_PKGS))
 
 # RACE_PKGS run under the race detector: the packages whose code runs
 # concurrently — the core, the engines and their internals, the parser
@@ -88,8 +105,12 @@ test/fuzz: ## counted fuzz runs of the cron and directive parsers
 	@# Counted, not timed: Go 1.26's fuzz coordinator can fail a -fuzztime=10s
 	@# run with "context deadline exceeded" when a worker is busy at the
 	@# deadline (golang/go#75804, fixed in Go 1.27).
-	$(GO) test -run='^$$' -fuzz='^FuzzParseCron$$' -fuzztime=100000x ./registry
-	$(GO) test -run='^$$' -fuzz='^FuzzParseDirective$$' -fuzztime=200000x ./registry
+	@# Short: make test's fuzzing is a smoke run that each parser still
+	@# survives a stream of new inputs beyond its seeds (which the registry's
+	@# tests run every time); one worker, so that the lane beside it keeps a
+	@# core. Longer campaigns: go test -fuzz=... -fuzztime=10m ./registry.
+	$(GO) test -run='^$$' -fuzz='^FuzzParseCron$$' -fuzztime=20000x -parallel=1 ./registry
+	$(GO) test -run='^$$' -fuzz='^FuzzParseDirective$$' -fuzztime=30000x -parallel=1 ./registry
 
 .PHONY: test/alerts
 test/alerts: ## check docs/alerts.yml and run its unit tests with promtool (Debian package prometheus)

@@ -21,6 +21,7 @@ import (
 // suite twice would double its wall time for a path that differs only in
 // how the engine is configured.)
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	enginetest.Run(t, redisHarness{})
 }
 
@@ -82,6 +83,7 @@ func startWorkersOn(t testing.TB, rdb redis.UniversalClient, rt *core.Runtime) {
 // every replica on a cluster client whose connections go through proxies
 // of its own (its Link), the workers on a direct cluster client.
 func TestConformanceOnRedisCluster(t *testing.T) {
+	t.Parallel()
 	// Masters with a replica each: the runtime's writes wait for one
 	// replica's acknowledgement on a cluster client by default.
 	enginetest.Run(t, clusterHarness{redistest.StartClusterWithReplicas(t, 3, 1)})

@@ -20,19 +20,23 @@ import (
 
 // With ReplicaAcks a worker marks each attempt's start in the task and has
 // a replica acknowledge it before its handler runs (runtime/internal/redisengine/start.go).
-// The subtests share a primary with one replica; the last stops the
-// replica.
+// The subtests share a primary with one replica, each with a queue and a
+// namespace of its own, so those with the replica up run at once; the
+// last stops the replica.
 func TestAnAttemptDeliveredTwiceRunsOnce(t *testing.T) {
 	t.Parallel()
 	s := redistest.StartSentinel(t, redistest.SentinelOptions{Sentinels: 1})
 	rdb := func(t *testing.T) redis.UniversalClient { return s.Servers[0].Client(t) }
-	t.Run("first succeeds", func(t *testing.T) { deliverTwice(t, rdb(t), false) })
-	t.Run("first fails", func(t *testing.T) { deliverTwice(t, rdb(t), true) })
-	t.Run("first interrupted", func(t *testing.T) { interruptFirst(t, rdb(t)) })
-	t.Run("Redis refuses the mark", func(t *testing.T) {
-		c := s.Servers[0].Client(t)
-		c.AddHook(refuseStartMarks{})
-		runRefused(t, c)
+	t.Run("replica up", func(t *testing.T) {
+		t.Run("first succeeds", func(t *testing.T) { t.Parallel(); deliverTwice(t, rdb(t), false) })
+		t.Run("first fails", func(t *testing.T) { t.Parallel(); deliverTwice(t, rdb(t), true) })
+		t.Run("first interrupted", func(t *testing.T) { t.Parallel(); interruptFirst(t, rdb(t)) })
+		t.Run("Redis refuses the mark", func(t *testing.T) {
+			t.Parallel()
+			c := s.Servers[0].Client(t)
+			c.AddHook(refuseStartMarks{})
+			runRefused(t, c)
+		})
 	})
 	t.Run("no replica answers", func(t *testing.T) {
 		s.Servers[1].Kill()

@@ -83,6 +83,7 @@ type settings struct {
 	fireSlots     int
 	crashKills    int
 	gracefulStops int
+	idleSettle    time.Duration // how long the idle step lets a replica's start-up traffic pass
 	idleWindow    time.Duration
 	dupWindow     time.Duration
 	spikeTrials   int
@@ -148,18 +149,18 @@ type results struct {
 }
 
 func run(quick bool) error {
-	s := settings{benchtime: "1s", fireSlots: 120, crashKills: 5, gracefulStops: 3, idleWindow: time.Minute, dupWindow: time.Minute, spikeTrials: 5,
+	s := settings{benchtime: "1s", fireSlots: 120, crashKills: 5, gracefulStops: 3, idleSettle: 3 * time.Second, idleWindow: time.Minute, dupWindow: time.Minute, spikeTrials: 5,
 		memSchedules: 100, memFailing: 10, memWarmup: 70 * time.Second, memFailWarmup: 150 * time.Second, memWindow: time.Minute,
 		dstSchedules: 3000, dstLead: 30 * time.Second, dstAfter: time.Minute,
 		scaleSizes: []int{1000, 10000, 100000}, spikeLarge: 100000, lintSizes: []int{1000, 10000, 100000},
 		familyMembers: 100000, familyZones: 300, familySpike: 20000, familyPeriod: 30 * time.Second,
 		pgFireSlots: 120, pgKills: 3, pgSpike: 10000, pgFamilySpike: 20000, pgRound: 24 * time.Second}
 	if quick {
-		s = settings{benchtime: "100ms", fireSlots: 15, crashKills: 2, gracefulStops: 2, idleWindow: 10 * time.Second, dupWindow: 6 * time.Second, spikeTrials: 3,
+		s = settings{benchtime: "20ms", fireSlots: 6, crashKills: 1, gracefulStops: 1, idleSettle: time.Second, idleWindow: 4 * time.Second, dupWindow: 3 * time.Second, spikeTrials: 1,
 			memSchedules: 10, memFailing: 2, memWarmup: 2 * time.Second, memFailWarmup: 2 * time.Second, memWindow: 2 * time.Second,
 			dstSchedules: 200, dstLead: 4 * time.Second, dstAfter: 4 * time.Second,
 			scaleSizes: []int{1000}, spikeLarge: 2000, lintSizes: []int{200},
-			familyMembers: 3000, familyZones: 30, familySpike: 1000, familyPeriod: 10 * time.Second,
+			familyMembers: 3000, familyZones: 30, familySpike: 1000, familyPeriod: 5 * time.Second,
 			pgFireSlots: 5, pgKills: 0, pgSpike: 1000, pgFamilySpike: 1000, pgRound: 24 * time.Second}
 	}
 	srv, err := startRedis()
@@ -615,7 +616,7 @@ func benchIdle(addr string, s settings, r *results) error {
 	// measure returns the issued commands of one replica and the executed
 	// commands of the whole server, per minute.
 	measure := func(issued *atomic.Int64) (float64, float64, error) {
-		time.Sleep(3 * time.Second) // let start-up traffic pass
+		time.Sleep(s.idleSettle) // let start-up traffic pass
 		before, err := totalCalls(ctx, admin)
 		if err != nil {
 			return 0, 0, err
