@@ -92,9 +92,10 @@ test/race: ## RACE_PKGS' tests, once, under the race detector
 	@# Once, not also without -race: running them twice proved nothing the
 	@# race run does not. -parallel above the core count: most of the
 	@# runtime's tests wait on real time (a lease's TTL, a proxy's delay,
-	@# a Sentinel failover), not on a core; twice the cores, not more, so
-	@# that the tests judging lateness and lease trust are not starved.
-	$(GO) test -count=1 -race -vet=off -parallel=4 $(addprefix ./,$(RACE_PKGS))
+	@# a Sentinel failover), not on a core; three times the cores, not
+	@# more, so that the tests judging lateness and lease trust are not
+	@# starved (docs/testing.md).
+	$(GO) test -count=1 -race -vet=off -parallel=6 $(addprefix ./,$(RACE_PKGS))
 
 .PHONY: test/bench-smoke
 test/bench-smoke: ## every benchmark step once, at small sizes: the harness runs end to end (figures not comparable with make bench)
