@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/belfry/belfry/runtime/internal/netfault"
+	"github.com/belfry/belfry/internal/netfault"
 	"github.com/redis/go-redis/v9"
 )
 
