@@ -34,6 +34,25 @@ func (c *Cluster) role(ctx context.Context, p *Private) (string, error) {
 	}
 }
 
+// MastersNow returns the running nodes that are masters now: after a
+// failover, the promoted replica instead of the master it replaced.
+func (c *Cluster) MastersNow(ctx context.Context) ([]*Private, error) {
+	var masters []*Private
+	for _, p := range c.Nodes {
+		if !p.Running() {
+			continue
+		}
+		role, err := c.role(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		if role == "master" {
+			masters = append(masters, p)
+		}
+	}
+	return masters, nil
+}
+
 // node is the node at addr ("127.0.0.1:<port>"), nil if none.
 func (c *Cluster) node(addr string) *Private {
 	for _, p := range c.Nodes {
