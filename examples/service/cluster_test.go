@@ -20,9 +20,10 @@ import (
 
 // The service's replicas on a real Redis Cluster (three masters, a
 // replica each) for at least two minutes, through a SIGKILL of the
-// leader, a CLUSTER FAILOVER of the master holding the namespace's slot
-// and a resharding of the heartbeat queue's slot while its per-second
-// schedule enqueues: every heartbeat slot runs once, counted from the
+// leader, a CLUSTER FAILOVER of the master holding the namespace's slot,
+// a resharding of the heartbeat queue's slot while its per-second
+// schedule enqueues, and a SIGKILL of the namespace's master (its
+// replica takes over): every heartbeat slot runs once, counted from the
 // handlers' own log lines, and /healthz and api/status tell the truth
 // throughout (see healthWatch), settling back to a leader, Redis up and
 // 200 after each fault. Long (make test/long).
@@ -152,6 +153,24 @@ func TestServiceOnRedisClusterRunsEveryOccurrenceOnce(t *testing.T) {
 	leader = watch.settle(t, "the service after resharding the queue's slot", procs, reshardAt)
 	t.Logf("fault reshard of the queue's slot at %s: %s -> %s (namespace on %s) in %d batches, %s; %s leads, settled after %s",
 		watch.since(reshardAt), source.Addr, target.Addr, nsMaster.Addr, batches, resharded.Round(time.Millisecond), leader, time.Since(reshardAt).Round(time.Millisecond))
+
+	// Beyond the routine events, the namespace's master lost: SIGKILLed,
+	// replaced by its replica after the cluster's node timeout, then back
+	// as the new master's replica, so the shard acknowledges writes again.
+	waitSlot(t, procs, time.Now().Add(5*time.Second))
+	if err := cluster.WaitSynced(ctx); err != nil {
+		t.Fatal(err)
+	}
+	killedMasterAt := time.Now()
+	lost, successor, err := cluster.KillMasterOf(ctx, nsKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replaced := time.Since(killedMasterAt)
+	lost.Start()
+	leader = watch.settle(t, "the service after the SIGKILL of the namespace's master", procs, killedMasterAt)
+	t.Logf("fault SIGKILL of the namespace's master at %s: %s replaced by %s in %s; %s leads, settled after %s",
+		watch.since(killedMasterAt), lost.Addr, successor.Addr, replaced.Round(time.Millisecond), leader, time.Since(killedMasterAt).Round(time.Millisecond))
 
 	// At least two minutes of slots, then the newest ones a few seconds
 	// to arrive before the count.
