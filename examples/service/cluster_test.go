@@ -88,89 +88,90 @@ func TestServiceOnRedisClusterRunsEveryOccurrenceOnce(t *testing.T) {
 	from := first + 1 // the first slot that ran may have come due before every replica served
 	t.Logf("cluster %v, namespace %s, leader %s, first heartbeat %s", cluster.Addrs(), ns, leader, time.Unix(first, 0).UTC().Format(time.TimeOnly))
 
+	// stage runs one fault once a few more heartbeats ran and the
+	// cluster's replicas are in sync, then waits for the service to
+	// settle. do returns what it did, for the log.
+	stage := func(name string, do func() string) {
+		t.Helper()
+		waitSlot(t, procs, time.Now().Add(5*time.Second))
+		if err := cluster.WaitSynced(ctx); err != nil {
+			t.Fatal(err)
+		}
+		at := time.Now()
+		did := do()
+		took := time.Since(at)
+		leader = watch.settle(t, "the service after the "+name, procs, at)
+		t.Logf("fault %s at %s: %s in %s; %s leads, settled after %s",
+			name, watch.since(at), did, took.Round(time.Millisecond), leader, time.Since(at).Round(time.Millisecond))
+	}
+
 	// The leader SIGKILLed, and started again as a deployment would
 	// replace it, under a new name: health may name the dead one as leader
 	// only while its lease lasts.
-	waitSlot(t, procs, time.Now().Add(5*time.Second))
-	killed := watch.find(leader)
-	killedAt := time.Now()
-	watch.kill(leader, killedAt)
-	if err := killed.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-killed.done
-	start("c4")
-	leader = watch.settle(t, "a new leader after the SIGKILL of "+killed.name, procs, killedAt)
-	t.Logf("fault SIGKILL of leader %s at %s: %s leads, settled after %s", killed.name, watch.since(killedAt), leader, time.Since(killedAt).Round(time.Millisecond))
-
-	waitSlot(t, procs, time.Now().Add(5*time.Second))
-	if err := cluster.WaitSynced(ctx); err != nil {
-		t.Fatal(err)
-	}
-	failedOverAt := time.Now()
-	old, promoted, err := cluster.Failover(ctx, nsKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	failedOver := time.Since(failedOverAt)
-	leader = watch.settle(t, "the service after the CLUSTER FAILOVER of the namespace's master", procs, failedOverAt)
-	t.Logf("fault CLUSTER FAILOVER of the namespace's master at %s: %s -> %s in %s; %s leads, settled after %s",
-		watch.since(failedOverAt), old.Addr, promoted.Addr, failedOver.Round(time.Millisecond), leader, time.Since(failedOverAt).Round(time.Millisecond))
-
-	waitSlot(t, procs, time.Now().Add(5*time.Second))
-	source, _, err := cluster.MasterOf(ctx, queueKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nsMaster, _, err := cluster.MasterOf(ctx, nsKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	masters, err := cluster.MastersNow(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var target *redistest.Private
-	for _, m := range masters {
-		if m != source && (target == nil || m != nsMaster) {
-			target = m
+	stage("SIGKILL of the leader", func() string {
+		killed := watch.find(leader)
+		watch.kill(leader, time.Now())
+		if err := killed.cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
 		}
-	}
-	// While the slot's keys are on both sides an enqueue's script is
-	// refused (TRYAGAIN) and retried: the first batches wait for a slot
-	// to come due meanwhile, the rest move at once.
-	batches := 0
-	reshardAt := time.Now()
-	if _, err := cluster.MigrateSlotOf(ctx, queueKey, target, func() {
-		if batches++; batches <= 3 {
-			due := time.Now().Truncate(time.Second).Add(1100 * time.Millisecond)
-			waitFor(t, 3*time.Second, "a slot due mid-move", func() bool { return time.Now().After(due) })
+		<-killed.done
+		start("c4")
+		return killed.name + " killed, c4 started"
+	})
+
+	stage("CLUSTER FAILOVER of the namespace's master", func() string {
+		old, promoted, err := cluster.Failover(ctx, nsKey)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}); err != nil {
-		t.Fatal(err)
-	}
-	resharded := time.Since(reshardAt)
-	leader = watch.settle(t, "the service after resharding the queue's slot", procs, reshardAt)
-	t.Logf("fault reshard of the queue's slot at %s: %s -> %s (namespace on %s) in %d batches, %s; %s leads, settled after %s",
-		watch.since(reshardAt), source.Addr, target.Addr, nsMaster.Addr, batches, resharded.Round(time.Millisecond), leader, time.Since(reshardAt).Round(time.Millisecond))
+		return old.Addr + " -> " + promoted.Addr
+	})
+
+	stage("resharding of the queue's slot", func() string {
+		source, _, err := cluster.MasterOf(ctx, queueKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nsMaster, _, err := cluster.MasterOf(ctx, nsKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		masters, err := cluster.MastersNow(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var target *redistest.Private
+		for _, m := range masters {
+			if m != source && (target == nil || m != nsMaster) {
+				target = m
+			}
+		}
+		// While the slot's keys are on both sides an enqueue's script is
+		// refused (TRYAGAIN) and retried: the first batches wait for a
+		// slot to come due meanwhile, the rest move at once.
+		batches := 0
+		if _, err := cluster.MigrateSlotOf(ctx, queueKey, target, func() {
+			if batches++; batches <= 3 {
+				due := time.Now().Truncate(time.Second).Add(1100 * time.Millisecond)
+				waitFor(t, 3*time.Second, "a slot due mid-move", func() bool { return time.Now().After(due) })
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("%s -> %s (namespace on %s), %d batches", source.Addr, target.Addr, nsMaster.Addr, batches)
+	})
 
 	// Beyond the routine events, the namespace's master lost: SIGKILLed,
 	// replaced by its replica after the cluster's node timeout, then back
 	// as the new master's replica, so the shard acknowledges writes again.
-	waitSlot(t, procs, time.Now().Add(5*time.Second))
-	if err := cluster.WaitSynced(ctx); err != nil {
-		t.Fatal(err)
-	}
-	killedMasterAt := time.Now()
-	lost, successor, err := cluster.KillMasterOf(ctx, nsKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	replaced := time.Since(killedMasterAt)
-	lost.Start()
-	leader = watch.settle(t, "the service after the SIGKILL of the namespace's master", procs, killedMasterAt)
-	t.Logf("fault SIGKILL of the namespace's master at %s: %s replaced by %s in %s; %s leads, settled after %s",
-		watch.since(killedMasterAt), lost.Addr, successor.Addr, replaced.Round(time.Millisecond), leader, time.Since(killedMasterAt).Round(time.Millisecond))
+	stage("SIGKILL of the namespace's master", func() string {
+		lost, successor, err := cluster.KillMasterOf(ctx, nsKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lost.Start()
+		return lost.Addr + " replaced by " + successor.Addr
+	})
 
 	// At least two minutes of slots, then the newest ones a few seconds
 	// to arrive before the count.
