@@ -226,10 +226,12 @@ func (r *Runtime) noteRedis(err error) {
 		r.log.Error("redis replicas do not acknowledge writes; retrying with backoff", "err", err)
 	case err != nil && (!wasDown || first):
 		r.log.Error(r.downName(downAs)+"; retrying with backoff", "err", err)
-	case err == nil && wasDown && wasDownAs != "":
-		r.log.Info(strings.ToLower(r.storeName())+" serving again", "was", wasDownAs)
 	case err == nil && wasDown:
-		r.log.Info(strings.ToLower(r.storeName()) + " reachable again")
+		if wasDownAs != "" {
+			r.log.Info(strings.ToLower(r.storeName())+" serving again", "was", wasDownAs)
+		} else {
+			r.log.Info(strings.ToLower(r.storeName()) + " reachable again")
+		}
 		// It may be another Redis now (a failover, a restart with other
 		// settings): judge its settings again before leading.
 		r.redisCheck.mu.Lock()
