@@ -125,12 +125,12 @@ test/alerts: ## check docs/alerts.yml and run its unit tests with promtool (Debi
 LONG_RACE_TESTS := TestSentinelFailoversWithReplicaAcksRunEverySlotOnce|TestSentinelFailoversWithReplicaAcksAloneRunNoSlotTwice|TestSentinelFailoverThenKillWithReplicaAcks|TestSentinelLostWritesWithoutReplicaAcksAreDetected|TestASlowLeaderHandsTheLeaseOver|TestASlowLeaderOfAFamilyHandsTheLeaseOver|TestEveryReplicaSlowDoesNotMakeTheLeaseFlap|TestFamilyLeaderCutOffMidSpike
 
 .PHONY: test/long
-test/long: ## the long differential run of Next against the brute-force oracle, a 100,000-member family run once per member, Redis Cluster resharding and masters killed, a checkpointed run through a worker's SIGKILL and SIGTERM, the example service's archive job through its timeout, a SIGTERM and a SIGKILL, and the long fault tests under -race
+test/long: ## the long differential run of Next against the brute-force oracle, a 100,000-member family run once per member, Redis Cluster resharding and masters killed, a checkpointed run through a worker's SIGKILL and SIGTERM, the example service's archive job through its timeout, a SIGTERM and a SIGKILL, the example service's replicas on a Redis Cluster through a leader's SIGKILL, a failover, a resharding and a master's SIGKILL, and the long fault tests under -race
 	$(GO) test -count=1 -run Differential -timeout 30m ./registry -long
 	$(GO) test -count=1 -run '^(TestFamilyOfAHundredThousandMembersRunsEachOnceAtItsLocalTime|TestRedisClusterReshardingAQueueSlotRunsEverySlotOnce|TestRedisClusterMastersKilledRunEverySlotOnce|TestCheckpointedRunSurvivesSIGKILLAndSIGTERMOnRedis)$$' -timeout 30m ./runtime -long
 	$(GO) test -count=1 -run '^TestCheckpointedRunSurvivesSIGKILLAndSIGTERM$$' -timeout 5m ./runtime/postgres -long
 	$(GO) test -count=1 -race -parallel=4 -run '^($(LONG_RACE_TESTS))$$' -timeout 30m ./runtime -long
-	$(GO) test -count=1 -run '^TestArchiveSurvivesTimeoutSIGTERMAndSIGKILLOn(Redis|Postgres)$$' -timeout 10m ./examples/service -long
+	$(GO) test -count=1 -run '^(TestArchiveSurvivesTimeoutSIGTERMAndSIGKILLOn(Redis|Postgres)|TestServiceOnRedisClusterRunsEveryOccurrenceOnce)$$' -timeout 15m ./examples/service -long
 
 .PHONY: demo
 demo: ## run the example service: a private Redis, three replicas, the admin page

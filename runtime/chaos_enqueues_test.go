@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/belfry/belfry/internal/redistest"
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
 	"github.com/belfry/belfry/runtime/internal/chaoskit"
-	"github.com/belfry/belfry/runtime/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 

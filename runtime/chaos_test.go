@@ -22,12 +22,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/belfry/belfry/internal/redistest"
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
 	"github.com/belfry/belfry/runtime/checkpoint"
 	"github.com/belfry/belfry/runtime/internal/chaoskit"
 	"github.com/belfry/belfry/runtime/internal/clock"
-	"github.com/belfry/belfry/runtime/internal/redistest"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 )

@@ -2,15 +2,16 @@ package runtime_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/belfry/belfry/internal/redistest"
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
-	"github.com/belfry/belfry/runtime/internal/redistest"
 	"github.com/belfry/belfry/runtime/internal/store"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
@@ -192,6 +193,87 @@ func TestRedisClusterWithoutAClusterClientIsRefused(t *testing.T) {
 			t.Errorf("a %q through a cluster client taken for a configuration error: %s", moved, unsafe)
 		}
 	})
+}
+
+// A Redis Cluster answering that it cannot serve for now — TRYAGAIN while
+// a slot moves between masters, CLUSTERDOWN while a slot has no master —
+// is named as that in the log (and so in health), not as Redis unreachable,
+// and is no configuration error: the runtime does not refuse the cluster,
+// and says when it serves again.
+func TestRedisClusterUnavailableIsNamedAsSuch(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cluster := redistest.StartCluster(t, 3)
+	rdb := cluster.Client(t)
+	var logs syncBuffer
+	rt, err := runtime.New(registry.MustNew(idleSchedule()), runtime.Options{Redis: rdb, Namespace: uniq("ns"),
+		ReplicaAcks: runtime.ReplicaAcksOff, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	notConfig := func(what string) {
+		t.Helper()
+		if unsafe := rt.Redis().Unsafe(); unsafe != "" {
+			t.Errorf("%s taken for a configuration error: %s", what, unsafe)
+		}
+		if strings.Contains(logs.String(), "unreachable") || strings.Contains(logs.String(), "configuration error") {
+			t.Errorf("%s logged as Redis unreachable or a configuration error:\n%s", what, logs.String())
+		}
+	}
+
+	// TRYAGAIN: a command over keys of a moving slot, some moved already.
+	keys := make([]string, 12)
+	for i := range keys {
+		keys[i] = "{moving}k" + strconv.Itoa(i)
+		if err := rdb.Set(ctx, keys[i], "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	source, _, err := cluster.MasterOf(ctx, keys[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := cluster.Masters[0]
+	if target == source {
+		target = cluster.Masters[1]
+	}
+	var tryAgain error
+	if _, err := cluster.MigrateSlotOf(ctx, keys[0], target, func() {
+		if tryAgain == nil {
+			tryAgain = rdb.MGet(ctx, keys...).Err()
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if tryAgain == nil || !strings.HasPrefix(tryAgain.Error(), "TRYAGAIN") {
+		t.Fatalf("MGET over a moving slot's keys: %v; want TRYAGAIN", tryAgain)
+	}
+	rt.NoteRedis(fmt.Errorf("reading the cursors: %w", tryAgain))
+	if !strings.Contains(logs.String(), `msg="redis cluster reconfiguring (TRYAGAIN: a slot is moving between masters); retrying with backoff"`) {
+		t.Errorf("TRYAGAIN not named as the cluster reconfiguring:\n%s", logs.String())
+	}
+	notConfig("TRYAGAIN")
+	rt.NoteRedis(nil)
+	if !strings.Contains(logs.String(), `msg="redis serving again"`) || !strings.Contains(logs.String(), ` was="redis cluster reconfiguring`) {
+		t.Errorf("the end of TRYAGAIN not logged as Redis serving again:\n%s", logs.String())
+	}
+
+	// CLUSTERDOWN: a master lost, with no replica to take its slots over,
+	// as a node that still runs answers.
+	cluster.Masters[2].Kill()
+	live := cluster.Masters[0].Client(t)
+	var down error
+	waitFor(t, 20*time.Second, "the cluster to answer CLUSTERDOWN", func() bool {
+		down = live.Get(ctx, keys[0]).Err()
+		return down != nil && strings.HasPrefix(down.Error(), "CLUSTERDOWN")
+	})
+	rt.NoteRedis(fmt.Errorf("renewing the lease: %w", down))
+	if !strings.Contains(logs.String(), `msg="redis cluster unavailable (CLUSTERDOWN); retrying with backoff"`) {
+		t.Errorf("CLUSTERDOWN not named as the cluster unavailable:\n%s", logs.String())
+	}
+	notConfig("CLUSTERDOWN")
 }
 
 // assertClusterRefused checks what a runtime that met a cluster without a

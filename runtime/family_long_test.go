@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/belfry/belfry/internal/redistest"
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
-	"github.com/belfry/belfry/runtime/internal/redistest"
 	"github.com/hibiken/asynq"
 )
 

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/belfry/belfry/internal/redistest"
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
 	"github.com/belfry/belfry/runtime/internal/clock"
-	"github.com/belfry/belfry/runtime/internal/redistest"
 	"github.com/belfry/belfry/runtime/internal/store"
 )
 

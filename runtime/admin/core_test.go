@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/belfry/belfry/internal/redistest"
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
 	"github.com/belfry/belfry/runtime/admin"
 	"github.com/belfry/belfry/runtime/core"
-	"github.com/belfry/belfry/runtime/internal/redistest"
 	"github.com/belfry/belfry/runtime/metrics"
 )
 

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/belfry/belfry/internal/redistest"
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
 	"github.com/belfry/belfry/runtime/admin"
-	"github.com/belfry/belfry/runtime/internal/redistest"
 )
 
 var formHeader = http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/belfry/belfry/internal/redistest"
 	"github.com/belfry/belfry/runtime/checkpoint"
 	"github.com/belfry/belfry/runtime/engine"
-	"github.com/belfry/belfry/runtime/internal/redistest"
 	"github.com/belfry/belfry/runtime/internal/store"
 )
 

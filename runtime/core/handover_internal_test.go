@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/belfry/belfry/internal/redistest"
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime/internal/clock"
 	"github.com/belfry/belfry/runtime/internal/redisengine"
-	"github.com/belfry/belfry/runtime/internal/redistest"
 )
 
 // A leader that hands the lease over commits what its last dispatches

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/belfry/belfry/internal/redistest"
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime/internal/clock"
 	"github.com/belfry/belfry/runtime/internal/redisengine"
-	"github.com/belfry/belfry/runtime/internal/redistest"
 )
 
 // A replica whose clock runs ahead (it may resume without leading) ends

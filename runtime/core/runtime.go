@@ -43,7 +43,11 @@ type Runtime struct {
 	redisMu   sync.Mutex
 	redisErr  error // last Redis error, nil while reachable
 	redisSeen bool  // a call has completed since start
-	running   atomic.Bool
+	// redisDownAs names redisErr when the engine knows it for an answer
+	// that the server cannot serve for now (engine.Unavailable): "" for
+	// an outage.
+	redisDownAs string
+	running     atomic.Bool
 	// scheduling is true while the leader loop holds leader state and
 	// enqueues (leaderloop.go); only that loop writes it.
 	scheduling atomic.Bool
@@ -203,11 +207,12 @@ func (r *Runtime) noteRedis(err error) {
 	if err == nil {
 		r.statusIndex.answered.Store(time.Now().UnixNano())
 	}
+	downAs := r.unavailable(err)
 	r.redisMu.Lock()
 	defer r.redisMu.Unlock()
-	wasDown, first := r.redisErr != nil, !r.redisSeen
+	wasDown, first, wasDownAs := r.redisErr != nil, !r.redisSeen, r.redisDownAs
 	r.redisSeen = true
-	r.redisErr = err
+	r.redisErr, r.redisDownAs = err, downAs
 	if errors.Is(err, ErrNotAcked) {
 		// Redis ran the write, and too few replicas have it: judge the
 		// settings again before leading, which says why when no replica
@@ -220,9 +225,13 @@ func (r *Runtime) noteRedis(err error) {
 	case err != nil && (!wasDown || first) && errors.Is(err, ErrNotAcked):
 		r.log.Error("redis replicas do not acknowledge writes; retrying with backoff", "err", err)
 	case err != nil && (!wasDown || first):
-		r.log.Error(strings.ToLower(r.storeName())+" unreachable; retrying with backoff", "err", err)
+		r.log.Error(r.downName(downAs)+"; retrying with backoff", "err", err)
 	case err == nil && wasDown:
-		r.log.Info(strings.ToLower(r.storeName()) + " reachable again")
+		if wasDownAs != "" {
+			r.log.Info(strings.ToLower(r.storeName())+" serving again", "was", wasDownAs)
+		} else {
+			r.log.Info(strings.ToLower(r.storeName()) + " reachable again")
+		}
 		// It may be another Redis now (a failover, a restart with other
 		// settings): judge its settings again before leading.
 		r.redisCheck.mu.Lock()
@@ -232,6 +241,28 @@ func (r *Runtime) noteRedis(err error) {
 		}
 		r.redisCheck.mu.Unlock()
 	}
+}
+
+// unavailable is the engine's name for err when err is its server
+// answering that it cannot serve for now (engine.Unavailable), else "".
+func (r *Runtime) unavailable(err error) string {
+	if u, ok := r.eng.(engine.Unavailable); ok && err != nil {
+		return u.Unavailable(err)
+	}
+	return ""
+}
+
+// downName is how the log and health name Redis down: as the engine named
+// its answer (downAs), else unreachable.
+func (r *Runtime) downName(downAs string) string {
+	return cmp.Or(downAs, strings.ToLower(r.storeName())+" unreachable")
+}
+
+// redisDownName is downName of the last Redis error.
+func (r *Runtime) redisDownName() string {
+	r.redisMu.Lock()
+	defer r.redisMu.Unlock()
+	return r.downName(r.redisDownAs)
 }
 
 // redisState returns the runtime's view of Redis and, when it is down, the

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -152,7 +153,7 @@ func (mon *Monitor) SnapshotOf(ctx context.Context, names []string, recent int) 
 		}
 	}
 	var data []engine.ScheduleData
-	reads := readLog{refusal: r.refusal, store: r.storeName()}
+	reads := readLog{refusal: r.refusal, unavailable: r.unavailable, store: r.storeName()}
 	if r.disabled == "" {
 		var wg sync.WaitGroup
 		if len(known) > 0 {
@@ -252,6 +253,9 @@ type readLog struct {
 	// refusal is Runtime.refusal: a read the engine's server refused for
 	// how it is set up.
 	refusal func(error) error
+	// unavailable is Runtime.unavailable: the name of a read's failure
+	// that is the server answering it cannot serve for now.
+	unavailable func(error) string
 	// store names the engine's server in reasons ("Redis", "Postgres").
 	store string
 }
@@ -272,7 +276,7 @@ func (l *readLog) fail(part string, err error, took time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.errs = append(l.errs, fmt.Errorf("%s: %w", part, err))
-	reason := l.store + " unreachable: " + err.Error()
+	reason := cmp.Or(l.unavailable(err), l.store+" unreachable") + ": " + err.Error()
 	switch {
 	case l.refusal(err) != nil:
 		reason = l.refusal(err).Error()
@@ -539,7 +543,7 @@ func (mon *Monitor) Statuses(ctx context.Context) (Statuses, error) {
 		out.Counts[StatusDisabled], out.Redis = len(scheds), RedisDisabled
 		return out, nil
 	}
-	reads := readLog{refusal: r.refusal, store: r.storeName()}
+	reads := readLog{refusal: r.refusal, unavailable: r.unavailable, store: r.storeName()}
 	problems, probErr := timedRead(ctx, &reads, PartStatuses, r.eng.Problems)
 	idx := &r.statusIndex
 	idx.mu.Lock()

@@ -25,6 +25,19 @@ func RefusedAs(err error) error {
 	return found
 }
 
+// Unavailable is what an engine whose server can answer that it cannot
+// serve for a moment (a Redis Cluster with a slot without a master, or a
+// slot moving between masters) tells the core, so that the log and health
+// name that answer as what it is, and not as the server unreachable. The
+// core retries it as it retries an outage; it is no refusal (Settings).
+// An engine without such answers need not have it.
+type Unavailable interface {
+	// Unavailable returns what err says of the server, in a few words
+	// ("redis cluster unavailable (CLUSTERDOWN)"), when it is such an
+	// answer; "" otherwise.
+	Unavailable(err error) string
+}
+
 // Settings is what an engine whose server can be set up in a way unsafe
 // to fence on (a store that evicts keys, a server too old, a topology the
 // engine does not support) tells the core, which then does not lead. An

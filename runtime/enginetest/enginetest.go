@@ -64,7 +64,7 @@ type Builder interface {
 
 // Link is a replica's connection to the backend, which the suite cuts to
 // make the replica a zombie and heals to let its late writes through.
-// *netfault.Proxy (runtime/internal/netfault), a TCP proxy any engine's
+// *netfault.Proxy (internal/netfault), a TCP proxy any engine's
 // client can be pointed at, is one.
 type Link interface {
 	// BlackHole partitions the replica from the backend: connections stay

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/belfry/belfry/internal/netfault"
 	"github.com/belfry/belfry/runtime/core"
 	"github.com/belfry/belfry/runtime/enginetest"
-	"github.com/belfry/belfry/runtime/internal/netfault"
 	"github.com/belfry/belfry/runtime/postgres"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"

@@ -10,7 +10,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/belfry/belfry/runtime/internal/redistest"
+	"github.com/belfry/belfry/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/belfry/belfry/runtime/internal/redistest"
+	"github.com/belfry/belfry/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 

@@ -1,8 +1,8 @@
 package pipeline
 
 import (
-	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -56,12 +56,18 @@ func (a Acks) Barrier(ctx context.Context, rdb redis.UniversalClient, key string
 	if !a.On() {
 		return nil
 	}
-	return rdb.Watch(ctx, func(tx *redis.Tx) error {
+	ran := false
+	err := rdb.Watch(ctx, func(tx *redis.Tx) error {
+		ran = true
 		if err := tx.Set(ctx, key, "1", life).Err(); err != nil {
 			return err
 		}
 		return a.Wait(ctx, tx)
 	}, Pin(rdb, []string{key})...)
+	if !ran {
+		return unpinned(rdb, err)
+	}
+	return err
 }
 
 // waiter is a single connection: a *redis.Tx or *redis.Conn.
@@ -96,9 +102,30 @@ func (a Acks) Run(ctx context.Context, rdb redis.UniversalClient, script *redis.
 	}, Pin(rdb, keys)...)
 	if cmd == nil {
 		cmd = redis.NewCmd(ctx)
-		cmd.SetErr(cmp.Or(err, errNoReply))
+		cmd.SetErr(unpinned(rdb, err))
 	}
 	return cmd
+}
+
+// ErrSlotMoving is a write on Redis Cluster that never ran: the nodes
+// sent the client from one to another (MOVED, ASK) until it gave up, as
+// they do while the key's slot moves between masters (a resharding) or
+// its master changes (a failover). It is retried like an outage, and is
+// not one: the cluster answers.
+var ErrSlotMoving = errors.New("redis cluster: the slot is moving between masters (redirected at each try)")
+
+// unpinned is the error of a write whose pinned connection (Pin) never
+// ran it: Watch's own error, or, when Watch gave none, ErrSlotMoving on a
+// cluster client (go-redis's gives up following redirects without an
+// error) and errNoReply otherwise. Never nil: nothing was written.
+func unpinned(rdb redis.UniversalClient, err error) error {
+	if err != nil {
+		return err
+	}
+	if _, cluster := rdb.(*redis.ClusterClient); cluster {
+		return ErrSlotMoving
+	}
+	return errNoReply
 }
 
 // Pin is what to WATCH to hold one connection of rdb for a command on

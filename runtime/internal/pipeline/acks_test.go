@@ -3,11 +3,12 @@ package pipeline_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/belfry/belfry/internal/redistest"
 	"github.com/belfry/belfry/runtime/internal/pipeline"
-	"github.com/belfry/belfry/runtime/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -50,6 +51,68 @@ func TestAckedScriptsRunOnTheKeysNodeOfACluster(t *testing.T) {
 		}
 		if err := acks.Barrier(ctx, rdb, key+":barrier", time.Minute); !errors.Is(err, pipeline.ErrNotAcked) {
 			t.Errorf("barrier %s: %v; want ErrNotAcked", key, err)
+		}
+	}
+}
+
+// Acknowledged writes on Redis Cluster while their slot moves to another
+// master (MIGRATING and IMPORTING) cannot run: a new key is on neither
+// side yet, and the nodes redirect the write's pinning WATCH to each
+// other. An enqueue and a script fail saying the slot is moving (or with
+// the cluster's own answer), not as a pipeline that ended without a
+// reply; a barrier fails rather than report writes acknowledged that it
+// never waited for. Once the slot has moved they run on the new master.
+func TestAckedWritesWhileTheirSlotMovesSayItMoves(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cluster := redistest.StartCluster(t, 3)
+	rdb := cluster.Client(t)
+	queue, ns := redistest.Uniq("moving"), redistest.Uniq("ns")
+	plain, acked := pipeline.NewClient(rdb), pipeline.NewClient(rdb)
+	acked.Acks = pipeline.Acks{Replicas: 1, Timeout: 100 * time.Millisecond}
+	for i := range 3 {
+		if _, err := plain.Enqueue(ctx, pipeline.Task{Type: "t", Queue: queue, ID: fmt.Sprint("before-", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	enqueue := func(id string) error {
+		fence := pipeline.WithFence(ctx, &pipeline.Fence{Namespace: ns, Value: "r0|a|1"})
+		return acked.EnqueueAll(fence, []pipeline.Item{{Task: pipeline.Task{Type: "t", Queue: queue, ID: id}}})[0].Err
+	}
+	source, _, err := cluster.MasterOf(ctx, pipeline.TaskKey(queue, "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := cluster.Masters[0]
+	if target == source {
+		target = cluster.Masters[1]
+	}
+	script := func(key string) error { return acked.Acks.Run(ctx, rdb, insertScript, []string{key}, "x").Err() }
+	barrier := func(key string) error { return acked.Acks.Barrier(ctx, rdb, key, time.Minute) }
+	var enqueued, scripted, barred error
+	moves := 0
+	if _, err := cluster.MigrateSlotOf(ctx, pipeline.TaskKey(queue, "x"), target, func() {
+		if moves++; moves == 1 {
+			enqueued = enqueue("mid-move")
+			scripted = script("asynq:{" + queue + "}:script-mid-move")
+			barred = barrier("asynq:{" + queue + "}:barrier-mid-move")
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for what, err := range map[string]error{"an enqueue": enqueued, "a script": scripted, "a barrier": barred} {
+		var reply redis.Error
+		if !errors.Is(err, pipeline.ErrSlotMoving) && !errors.As(err, &reply) {
+			t.Errorf("%s acknowledged while its slot moves: %v; want ErrSlotMoving or the cluster's answer", what, err)
+		}
+	}
+	for what, err := range map[string]error{
+		"an enqueue": enqueue("after-move"),
+		"a script":   script("asynq:{" + queue + "}:script-after-move"),
+		"a barrier":  barrier("asynq:{" + queue + "}:barrier-after-move"),
+	} {
+		if !errors.Is(err, pipeline.ErrNotAcked) {
+			t.Errorf("%s after the move: %v; want it run on the new master (ErrNotAcked: the masters have no replicas)", what, err)
 		}
 	}
 }

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/belfry/belfry/internal/redistest"
 	"github.com/belfry/belfry/runtime/internal/pipeline"
-	"github.com/belfry/belfry/runtime/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 

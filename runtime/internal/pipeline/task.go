@@ -373,15 +373,17 @@ func (c *Client) sendTaskChunk(ctx context.Context, f *Fence, calls []*pipelined
 	} else {
 		// The WAIT goes on the connection the script went through: on
 		// Redis Cluster, one to the queue's master (Pin).
-		c.rdb.Watch(ctx, func(tx *redis.Tx) error {
+		pinned := c.rdb.Watch(ctx, func(tx *redis.Tx) error {
 			if cmd = tx.Eval(ctx, enqueueLua, keys, args...); cmd.Err() == nil {
 				notAcked = c.Acks.Wait(ctx, tx)
 			}
 			return nil
 		}, Pin(c.rdb, keys)...)
-		if cmd == nil { // no connection: Watch never ran the function
+		if cmd == nil {
+			// Watch never ran the function: no connection, or on Redis
+			// Cluster no node would take the pinning WATCH.
 			cmd = redis.NewCmd(ctx)
-			cmd.SetErr(errNoReply)
+			cmd.SetErr(unpinned(c.rdb, pinned))
 		}
 	}
 	replies, err := cmd.Int64Slice()

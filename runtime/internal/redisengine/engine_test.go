@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/belfry/belfry/internal/redistest"
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime/engine"
 	"github.com/belfry/belfry/runtime/internal/pipeline"
 	"github.com/belfry/belfry/runtime/internal/redisengine"
-	"github.com/belfry/belfry/runtime/internal/redistest"
 )
 
 // An enqueue raises its schedule's cursor and last ID in the same write

@@ -12,10 +12,14 @@ import (
 
 	"github.com/belfry/belfry/runtime/engine"
 	"github.com/belfry/belfry/runtime/internal/lease"
+	"github.com/belfry/belfry/runtime/internal/pipeline"
 	"github.com/redis/go-redis/v9"
 )
 
-var _ engine.Settings = (*Engine)(nil)
+var (
+	_ engine.Settings    = (*Engine)(nil)
+	_ engine.Unavailable = (*Engine)(nil)
+)
 
 // MinVersion is the oldest Redis the engine leads on: asynq's scripts
 // need 6.2.
@@ -56,6 +60,30 @@ func (e *Engine) Refusal(err error) error {
 		}
 	}
 	return ClusterRefusal(err)
+}
+
+// Unavailable names a cluster's answer that it cannot serve for now,
+// through a cluster client: CLUSTERDOWN (a slot without a master, until a
+// replica takes over), TRYAGAIN (a command over keys on both sides of a
+// slot being moved), a redirect the client gave up following, or a
+// pinned write no node would take (pipeline.ErrSlotMoving). Each passes
+// with the failover or the move; none is a configuration error.
+func (e *Engine) Unavailable(err error) string {
+	if err == nil || !e.Cluster() {
+		return ""
+	}
+	var reply redis.Error
+	switch {
+	case redis.IsClusterDownError(err):
+		return "redis cluster unavailable (CLUSTERDOWN)"
+	case redis.IsTryAgainError(err):
+		return "redis cluster reconfiguring (TRYAGAIN: a slot is moving between masters)"
+	case errors.Is(err, pipeline.ErrSlotMoving):
+		return "redis cluster reconfiguring (a slot is moving between masters)"
+	case errors.As(err, &reply) && (strings.HasPrefix(reply.Error(), "MOVED ") || strings.HasPrefix(reply.Error(), "ASK ")):
+		return "redis cluster reconfiguring (" + strings.Fields(reply.Error())[0] + ": a slot changed masters)"
+	}
+	return ""
 }
 
 // ClusterRefusal is Refusal, of any Redis client's error.

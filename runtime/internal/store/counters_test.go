@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/belfry/belfry/runtime/internal/redistest"
+	"github.com/belfry/belfry/internal/redistest"
 	"github.com/belfry/belfry/runtime/internal/store"
 	"github.com/redis/go-redis/v9"
 )

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/belfry/belfry/runtime/internal/redistest"
+	"github.com/belfry/belfry/internal/redistest"
 )
 
 // A hash that grew past one HSCAN step between its HLEN and its whole read

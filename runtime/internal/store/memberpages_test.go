@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/belfry/belfry/runtime/internal/redistest"
+	"github.com/belfry/belfry/internal/redistest"
 	"github.com/belfry/belfry/runtime/internal/store"
 )
 

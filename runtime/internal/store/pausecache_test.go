@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/belfry/belfry/runtime/internal/redistest"
+	"github.com/belfry/belfry/internal/redistest"
 	"github.com/belfry/belfry/runtime/internal/store"
 	"github.com/redis/go-redis/v9"
 )

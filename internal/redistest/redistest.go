@@ -1,4 +1,5 @@
-// Package redistest gives the runtime's tests their Redis: the shared
+// Package redistest gives the tests their Redis (the runtime's, and the
+// example service's, which run it as separate processes): the shared
 // server (isolated by namespace and queue) and private servers on a unix
 // socket for tests that stop, restart or break Redis, Sentinel topologies
 // and Redis Clusters of a test's own, and a TCP Proxy that puts network

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/belfry/belfry/runtime/internal/redistest"
+	"github.com/belfry/belfry/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 

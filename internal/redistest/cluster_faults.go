@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/belfry/belfry/runtime/internal/netfault"
+	"github.com/belfry/belfry/internal/netfault"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -32,6 +32,25 @@ func (c *Cluster) role(ctx context.Context, p *Private) (string, error) {
 			return "", fmt.Errorf("node %s: INFO replication: %w", p.Addr, err)
 		}
 	}
+}
+
+// MastersNow returns the running nodes that are masters now: after a
+// failover, the promoted replica instead of the master it replaced.
+func (c *Cluster) MastersNow(ctx context.Context) ([]*Private, error) {
+	var masters []*Private
+	for _, p := range c.Nodes {
+		if !p.Running() {
+			continue
+		}
+		role, err := c.role(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		if role == "master" {
+			masters = append(masters, p)
+		}
+	}
+	return masters, nil
 }
 
 // node is the node at addr ("127.0.0.1:<port>"), nil if none.

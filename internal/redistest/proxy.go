@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/belfry/belfry/runtime/internal/netfault"
+	"github.com/belfry/belfry/internal/netfault"
 	"github.com/redis/go-redis/v9"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/belfry/belfry/runtime/internal/redistest"
+	"github.com/belfry/belfry/internal/redistest"
 )
 
 // A forced failover and a SIGKILL of the primary each move the primary;
