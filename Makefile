@@ -55,7 +55,7 @@ test/checks-then-race: ## lint, alert rules, the tests of neither RACE_PKGS nor 
 # WAIT_PKGS are the packages, outside RACE_PKGS, whose tests mostly wait
 # on real time rather than on a core; make test runs them in the lane of
 # the bench smoke run.
-WAIT_PKGS := runtime/internal/redistest examples/service examples/service/demo runtime/admin runtime/metrics runtime/otelbelfry
+WAIT_PKGS := internal/redistest examples/service examples/service/demo runtime/admin runtime/metrics runtime/otelbelfry
 
 # unit_pkgs lists $(PKGS) but those of the given short package paths.
 unit_pkgs = $$($(GO) list $(PKGS) | grep -v -x -F $(foreach p,$(1),-e $(MODULE)/$(p)))
