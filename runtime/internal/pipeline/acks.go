@@ -3,6 +3,7 @@ package pipeline
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -115,8 +116,9 @@ func (a Acks) Run(ctx context.Context, rdb redis.UniversalClient, script *redis.
 // does not fit the client's read timeout, or when the node ran nothing:
 // the slot moved (MOVED, ASK), is being migrated with keys on both sides
 // (TRYAGAIN) or is not served (CLUSTERDOWN), the node is a replica now
-// (READONLY) or still loading its data (LOADING), or it lacks the script
-// (NOSCRIPT, for an EVALSHA). The caller then sends the script as it would
+// (READONLY) or still loading its data (LOADING), it lacks the script
+// (NOSCRIPT, for an EVALSHA), or the client closed its client of the node
+// (a reloaded slot map dropped it). The caller then sends the script as it would
 // without this, through the client, which follows redirects, loads
 // scripts and retries; a MOVED or READONLY reloads the client's slot map
 // first, so that later calls go to the slot's master.
@@ -141,6 +143,9 @@ func (a Acks) OnKeysNode(ctx context.Context, rdb redis.UniversalClient, keys []
 		return p.Process(ctx, wait)
 	})
 	if err := cmd.Err(); err != nil {
+		if errors.Is(err, redis.ErrClosed) { // a node client the slot map dropped
+			return nil, nil, false
+		}
 		if redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "READONLY") {
 			cc.ReloadState(ctx)
 		}
