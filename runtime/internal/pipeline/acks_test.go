@@ -197,3 +197,28 @@ func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 		return err
 	}
 }
+
+// The same on a cluster client (three masters with a replica each), where
+// acknowledgements are the default: one fenced insert per op, the task's
+// queue on one master.
+func BenchmarkFencedInsertReplicaAcksCluster(b *testing.B) {
+	ctx := context.Background()
+	c := redistest.StartClusterWithReplicas(b, 3, 1)
+	if err := c.WaitSynced(ctx); err != nil {
+		b.Fatal(err)
+	}
+	rdb := c.Client(b)
+	fence := pipeline.WithFence(ctx, &pipeline.Fence{Namespace: "ns", Value: "r0|i|1"})
+	for _, replicas := range []int{0, 1} {
+		b.Run("acks="+string(rune('0'+replicas)), func(b *testing.B) {
+			pc := pipeline.NewClient(rdb)
+			pc.Acks = pipeline.Acks{Replicas: replicas, Timeout: 400 * time.Millisecond}
+			for b.Loop() {
+				task := pipeline.Task{Type: "bench", Queue: "bench", ID: string(rune('a'+replicas)) + ":" + time.Now().Format(time.RFC3339Nano)}
+				if _, err := pc.Enqueue(fence, task); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
