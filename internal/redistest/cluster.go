@@ -48,8 +48,9 @@ func StartClusterWithReplicas(t testing.TB, masters, replicas int) *Cluster {
 
 // NewCluster starts a cluster with its files under dir (a directory per
 // node) and waits until every node reports every slot served and every
-// replica is in sync; stopping it (Close) is the caller's job.
-func NewCluster(t testing.TB, dir string, masters, replicas int) *Cluster {
+// replica is in sync; stopping it (Close) is the caller's job. It fails
+// through t; a program that is not a test gives a TB of its own.
+func NewCluster(t TB, dir string, masters, replicas int) *Cluster {
 	t.Helper()
 	needCommands(t, "redis-server", "redis-cli")
 	if masters < 3 {
@@ -71,6 +72,11 @@ func NewCluster(t testing.TB, dir string, masters, replicas int) *Cluster {
 			// A replica whose master is gone takes over however long ago it
 			// last heard from it: the tests kill masters on purpose.
 			"cluster-replica-validity-factor 0",
+			// A replica's full sync starts at once instead of after Redis's
+			// default 5 s, as in a Sentinel topology (SentinelOptions's
+			// ResyncDelay): a replica, first joined or demoted, is in sync
+			// within moments.
+			"repl-diskless-sync-delay 0",
 		})
 		p.Start()
 		c.Nodes = append(c.Nodes, p)

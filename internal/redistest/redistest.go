@@ -48,6 +48,14 @@ func Shared(t testing.TB) redis.UniversalClient {
 	return rdb
 }
 
+// TB is the part of testing.TB the servers a test starts report a failure
+// through. A program that is not a test (the bench) starting a Cluster
+// gives its own, whose Fatalf turns the failure into an error of its own.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
 // Private is a redis-server of the test's own on a unix socket, for
 // tests (and the chaos harness) that stop and restart Redis. It keeps an
 // AOF with appendfsync always: a clean shutdown loses nothing either way,
@@ -55,7 +63,7 @@ func Shared(t testing.TB) redis.UniversalClient {
 // enabled for local connections, so a test can stall the server (DEBUG
 // SLEEP) as a long fork or a slow disk does.
 type Private struct {
-	t      testing.TB
+	t      TB
 	Dir    string
 	Socket string
 	// Addr is "127.0.0.1:<port>" for a server started with
@@ -105,7 +113,7 @@ func newPrivate(t testing.TB, dir, addr string) *Private {
 
 // needCommands fails the test when a command it needs is not on PATH: a
 // missing Redis fails the tests, never skips them.
-func needCommands(t testing.TB, commands ...string) {
+func needCommands(t TB, commands ...string) {
 	t.Helper()
 	for _, c := range commands {
 		if _, err := exec.LookPath(c); err != nil {
@@ -120,7 +128,7 @@ func needCommands(t testing.TB, commands ...string) {
 // 49152): a port the kernel picked there (":0") may be handed to another
 // test's outgoing connection before the server binds it, and the server
 // then fails to start.
-func freePort(t testing.TB) string {
+func freePort(t TB) string {
 	t.Helper()
 	const low, high = 20000, 32768
 	for range 100 {
@@ -231,7 +239,7 @@ func canDial(network, address string) bool {
 }
 
 // WaitFor polls cond until it holds or the deadline passes.
-func WaitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
+func WaitFor(t TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for !cond() {

@@ -141,13 +141,13 @@ func NewSentinel(t testing.TB, dir string, opts SentinelOptions) *Sentinel {
 
 // writeConfig writes a server's or a sentinel's config file, one
 // directive a line, making its directory.
-func writeConfig(t testing.TB, path string, lines []string) {
+func writeConfig(t TB, path string, lines []string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v", err)
 	}
 	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v", err)
 	}
 }
 

@@ -2,7 +2,7 @@
 // asynq's own Scheduler, in one run on one private redis-server, and prints
 // a table and, last, one summary line:
 //
-//	bench: next_vs_robfig=R fire_p99_ms=F asynq_fire_p99_ms=A takeover_crash_ttl=T takeover_graceful_s=G spike10k_s=S spike_vs_raw=V leader_cmds_min=L follower_cmds_min=W dup_asynq=DA dup_belfry=DB cronlint10k_s=C redis_kb_per_1s=M rss_kb_per_sched=P dst_fire_p99_ms=D admin100k_ms=AD family_takeover_s=… family_dup=…
+//	bench: next_vs_robfig=R fire_p99_ms=F asynq_fire_p99_ms=A takeover_crash_ttl=T takeover_graceful_s=G spike10k_s=S spike_vs_raw=V leader_cmds_min=L follower_cmds_min=W dup_asynq=DA dup_belfry=DB cronlint10k_s=C redis_kb_per_1s=M rss_kb_per_sched=P dst_fire_p99_ms=D admin100k_ms=AD family_takeover_s=… family_dup=… cluster_fire_p99_ms=CF asynq_cluster_fire_p99_ms=CA cluster_spike10k_s=CS
 //
 // cronlint10k_s is go vet -vettool=cronlint on a 10,000-schedule package;
 // redis_kb_per_1s Redis's memory per per-second schedule at steady state;
@@ -11,11 +11,13 @@
 // across a fall-back; admin100k_ms the slowest admin endpoint's worst time
 // at 100,000 schedules. The quick run measures smaller sizes, and says so
 // in its table. The family_ keys are a 100,000-member family's (see
-// family.go).
+// family.go). The cluster_ keys are fire_p99_ms, asynq_fire_p99_ms and
+// spike10k_s measured again on a Redis Cluster of the step's own, the
+// namespace's slot and the queue's on different masters (see cluster.go).
 //
 // BENCH_QUICK=1 shortens every measurement for a smoke run; BENCH_ONLY=fire,spike
 // runs a subset (steps: next, fire, takeover, spike, idle, duplicates,
-// memory, dst, scale, lint, admin, family, postgres). The postgres step
+// memory, dst, scale, lint, admin, family, postgres, cluster). The postgres step
 // needs the machine's PostgreSQL (BENCH_POSTGRES) and adds the pg_ keys;
 // BENCH_PG_PARTS=side,spike,family runs some of its parts
 // (see postgres.go). See BENCHMARKS.md.
@@ -108,6 +110,11 @@ type settings struct {
 	// schedules and family members due at one second.
 	pgFireSlots, pgKills, pgSpike, pgFamilySpike int
 	pgRound                                      time.Duration
+	// cluster: per-second slots timed, and the schedules due at one
+	// second and the trials of it, and whether those run during the fire
+	// measurement (the quick run's, to keep it short) or after it
+	clusterFireSlots, clusterSpike, clusterSpikeTrials int
+	clusterOverlap                                     bool
 }
 
 type results struct {
@@ -146,6 +153,7 @@ type results struct {
 	admin                            adminResults
 	family                           familyResult
 	pg                               pgResult
+	cluster                          clusterResult
 }
 
 func run(quick bool) error {
@@ -154,14 +162,16 @@ func run(quick bool) error {
 		dstSchedules: 3000, dstLead: 30 * time.Second, dstAfter: time.Minute,
 		scaleSizes: []int{1000, 10000, 100000}, spikeLarge: 100000, lintSizes: []int{1000, 10000, 100000},
 		familyMembers: 100000, familyZones: 300, familySpike: 20000, familyPeriod: 30 * time.Second,
-		pgFireSlots: 120, pgKills: 3, pgSpike: 10000, pgFamilySpike: 20000, pgRound: 24 * time.Second}
+		pgFireSlots: 120, pgKills: 3, pgSpike: 10000, pgFamilySpike: 20000, pgRound: 24 * time.Second,
+		clusterFireSlots: 120, clusterSpike: 10000, clusterSpikeTrials: 5}
 	if quick {
 		s = settings{benchtime: "20ms", fireSlots: 6, crashKills: 1, gracefulStops: 1, idleSettle: time.Second, idleWindow: 4 * time.Second, dupWindow: 3 * time.Second, spikeTrials: 1,
 			memSchedules: 10, memFailing: 2, memWarmup: 2 * time.Second, memFailWarmup: 2 * time.Second, memWindow: 2 * time.Second,
 			dstSchedules: 200, dstLead: 4 * time.Second, dstAfter: 4 * time.Second,
 			scaleSizes: []int{1000}, spikeLarge: 2000, lintSizes: []int{200},
 			familyMembers: 3000, familyZones: 30, familySpike: 1000, familyPeriod: 5 * time.Second,
-			pgFireSlots: 5, pgKills: 0, pgSpike: 1000, pgFamilySpike: 1000, pgRound: 24 * time.Second}
+			pgFireSlots: 5, pgKills: 0, pgSpike: 1000, pgFamilySpike: 1000, pgRound: 24 * time.Second,
+			clusterFireSlots: 3, clusterSpike: 1000, clusterSpikeTrials: 1, clusterOverlap: true}
 	}
 	srv, err := startRedis()
 	if err != nil {
@@ -190,13 +200,14 @@ func run(quick bool) error {
 			return err
 		}},
 		{"postgres", "Postgres + River, belfry beside River's periodic jobs", func() error { return benchPostgres(s, &r) }},
+		{"cluster", "Redis Cluster, namespace and queue on different masters", func() error { return benchCluster(s, &r) }},
 	}
 	var only []string // BENCH_ONLY=takeover,spike runs a subset
 	if v := os.Getenv("BENCH_ONLY"); v != "" {
 		only = strings.Split(v, ",")
 		for _, key := range only {
 			if !slices.ContainsFunc(steps, func(st step) bool { return st.key == key }) {
-				return fmt.Errorf("BENCH_ONLY: unknown step %q; want some of next,fire,takeover,spike,idle,duplicates,memory,dst,scale,lint,admin,family,postgres", key)
+				return fmt.Errorf("BENCH_ONLY: unknown step %q; want some of next,fire,takeover,spike,idle,duplicates,memory,dst,scale,lint,admin,family,postgres,cluster", key)
 			}
 		}
 	}
@@ -283,53 +294,75 @@ func benchNext(s settings, r *results) error {
 // nearest-rank p99 of 60 samples is their maximum, one burst of CPU steal;
 // the full run takes 120, where it is the second largest.
 func benchFireLatency(addr string, s settings, r *results) error {
+	ours, theirs, err := fireSideBySide(fireSetup{
+		newClient: func() redis.UniversalClient { return redis.NewClient(&redis.Options{Addr: addr}) },
+		namespace: "bench-fire", belfryQueue: "bench-fire-belfry", asynqQueue: "bench-fire-asynq", slots: s.fireSlots})
+	if err != nil {
+		return err
+	}
+	r.fireP50, r.fireP99 = percentile(ours, 50), percentile(ours, 99)
+	r.asynqP50, r.asynqP99 = percentile(theirs, 50), percentile(theirs, 99)
+	r.fireTop, r.asynqTop = slowest(ours, 3), slowest(theirs, 3)
+	return nil
+}
+
+// fireSetup is where fireSideBySide runs: each side's client, made by
+// newClient (a single Redis's, or a cluster's), and their names.
+type fireSetup struct {
+	newClient                          func() redis.UniversalClient
+	namespace, belfryQueue, asynqQueue string
+	slots                              int
+}
+
+// fireSideBySide runs belfry, with default options but the namespace, and
+// asynq's Scheduler, each on a client of its own and with a per-second
+// schedule of its own queue, and returns each side's lag of every enqueue
+// after its slot, of f.slots slots after a warm-up.
+func fireSideBySide(f fireSetup) (ours, theirs []time.Duration, err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	belfryLog, asynqLog := newEventLog(), newEventLog()
 
-	rdbB := redis.NewClient(&redis.Options{Addr: addr})
+	rdbB := f.newClient()
 	defer rdbB.Close()
-	rdbB.AddHook(newEnqueueHook("bench-fire-belfry", belfryLog.add))
-	reg := registry.MustNew(registry.Schedule{Name: "tick", Expr: "* * * * * *", Queue: "bench-fire-belfry",
+	addHook(rdbB, newEnqueueHook(f.belfryQueue, belfryLog.add))
+	reg := registry.MustNew(registry.Schedule{Name: "tick", Expr: "* * * * * *", Queue: f.belfryQueue,
 		Handler: func(context.Context, registry.Occurrence) error { return nil }})
-	rt, err := runtime.New(reg, runtime.Options{Redis: rdbB, Namespace: "bench-fire", Logger: quietLogger()})
+	rt, err := runtime.New(reg, runtime.Options{Redis: rdbB, Namespace: f.namespace, Logger: quietLogger()})
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	done := make(chan struct{})
 	go func() { rt.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done; rt.Close() }()
 
-	rdbA := redis.NewClient(&redis.Options{Addr: addr})
+	rdbA := f.newClient()
 	defer rdbA.Close()
-	rdbA.AddHook(newEnqueueHook("bench-fire-asynq", asynqLog.add))
+	addHook(rdbA, newEnqueueHook(f.asynqQueue, asynqLog.add))
 	sched := asynq.NewSchedulerFromRedisClient(rdbA, &asynq.SchedulerOpts{Location: time.UTC, LogLevel: asynq.FatalLevel})
-	if _, err := sched.Register("@every 1s", asynq.NewTask("tick", nil), asynq.Queue("bench-fire-asynq")); err != nil {
-		return err
+	if _, err := sched.Register("@every 1s", asynq.NewTask("tick", nil), asynq.Queue(f.asynqQueue)); err != nil {
+		return nil, nil, err
 	}
 	if err := sched.Start(); err != nil {
-		return err
+		return nil, nil, err
 	}
 	defer sched.Shutdown()
 
 	const warmup = 2
-	want := s.fireSlots + warmup
+	want := f.slots + warmup
 	deadline := time.Now().Add(time.Duration(want+20) * time.Second)
 	enough := func(evs []enqueueEvent) bool { return len(evs) >= want }
 	if !belfryLog.waitUntil(deadline, enough) || !asynqLog.waitUntil(deadline, enough) {
-		return errors.New("too few enqueues before the deadline")
+		return nil, nil, fmt.Errorf("too few enqueues before the deadline: belfry %d, asynq %d of %d",
+			len(belfryLog.snapshot()), len(asynqLog.snapshot()), want)
 	}
-	var ours, theirs []time.Duration
 	for _, e := range belfryLog.snapshot()[warmup:want] {
 		ours = append(ours, e.at.Sub(slotOf(e.taskID)))
 	}
 	for _, e := range asynqLog.snapshot()[warmup:want] {
 		theirs = append(theirs, e.at.Sub(e.at.Truncate(time.Second)))
 	}
-	r.fireP50, r.fireP99 = percentile(ours, 50), percentile(ours, 99)
-	r.asynqP50, r.asynqP99 = percentile(theirs, 50), percentile(theirs, 99)
-	r.fireTop, r.asynqTop = slowest(ours, 3), slowest(theirs, 3)
-	return nil
+	return ours, theirs, nil
 }
 
 // slotOf reads the slot from a scheduled occurrence ID, "…:<unix>".
@@ -465,19 +498,22 @@ func later(a, b time.Time) time.Time {
 // double it, so it is measured several times and the median reported,
 // with every trial shown.
 func benchSpike(addr string, s settings, r *results) error {
-	var serviceCPU, redisCPU []time.Duration
+	var serviceCPUs, redisCPUs []time.Duration
 	for trial := range s.spikeTrials {
-		t, err := spikeTrial(addr, trial)
+		ns := fmt.Sprintf("bench-spike-%d", trial)
+		t, err := spikeTrial(spikeSetup{
+			newClient: func() redis.UniversalClient { return redis.NewClient(&redis.Options{Addr: addr, PoolSize: 32}) },
+			redisCPU:  redisCPU, namespace: ns, queue: ns, schedules: 10000, raw: true})
 		if err != nil {
 			return fmt.Errorf("trial %d: %w", trial+1, err)
 		}
 		r.spikes = append(r.spikes, t.spike)
 		r.raws = append(r.raws, t.raw)
-		serviceCPU = append(serviceCPU, t.serviceCPU)
-		redisCPU = append(redisCPU, t.redisCPU)
+		serviceCPUs = append(serviceCPUs, t.serviceCPU)
+		redisCPUs = append(redisCPUs, t.redisCPU)
 	}
 	r.spike, r.raw = percentile(r.spikes, 50), percentile(r.raws, 50)
-	r.spikeServiceCPU, r.spikeRedisCPU = percentile(serviceCPU, 50), percentile(redisCPU, 50)
+	r.spikeServiceCPU, r.spikeRedisCPU = percentile(serviceCPUs, 50), percentile(redisCPUs, 50)
 	return nil
 }
 
@@ -488,23 +524,35 @@ type spikeTrialResult struct {
 	spike, serviceCPU, redisCPU, raw time.Duration
 }
 
-// spikeTrial is one spike on a fresh namespace and queue, checked for
-// exactly once, then the plain loop.
-func spikeTrial(addr string, trial int) (res spikeTrialResult, err error) {
-	const n = 10000
+// spikeSetup is where a spike trial runs: the client newClient makes (a
+// single Redis's, or a cluster's), what Redis's CPU is read from (every
+// node's, on a cluster), the namespace and the schedules' queue, and
+// whether the plain loop is timed after it.
+type spikeSetup struct {
+	newClient        func() redis.UniversalClient
+	redisCPU         func(context.Context, redis.UniversalClient) (time.Duration, error)
+	namespace, queue string
+	schedules        int
+	raw              bool
+}
+
+// spikeTrial is one spike on a fresh namespace and queue, with default
+// options but the namespace, checked for exactly once, then the plain
+// loop if asked for.
+func spikeTrial(sp spikeSetup) (res spikeTrialResult, err error) {
+	n, ns := sp.schedules, sp.namespace
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ns := fmt.Sprintf("bench-spike-%d", trial)
 	due := time.Now().Add(5 * time.Second).Truncate(time.Second).UTC()
-	reg, err := spikeRegistry(ns, n, due)
+	reg, err := spikeRegistry(ns, sp.queue, n, due)
 	if err != nil {
 		return res, err
 	}
 	var count atomic.Int64
 	var last atomic.Int64
-	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 32})
+	rdb := sp.newClient()
 	defer rdb.Close()
-	rdb.AddHook(newEnqueueHook(ns, func(e enqueueEvent) {
+	addHook(rdb, newEnqueueHook(sp.queue, func(e enqueueEvent) {
 		count.Add(1)
 		last.Store(e.at.UnixNano())
 	}))
@@ -519,25 +567,25 @@ func spikeTrial(addr string, trial int) (res spikeTrialResult, err error) {
 	// slot and as soon as the last task is in.
 	time.Sleep(time.Until(due.Add(-100 * time.Millisecond)))
 	serviceBefore := processCPU()
-	redisBefore, err := redisCPU(ctx, rdb)
+	redisBefore, err := sp.redisCPU(ctx, rdb)
 	if err != nil {
 		return res, err
 	}
-	for count.Load() < n {
+	for count.Load() < int64(n) {
 		if time.Now().After(due.Add(30 * time.Second)) {
 			return res, fmt.Errorf("only %d of %d enqueued 30s after the slot", count.Load(), n)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	res.serviceCPU = processCPU() - serviceBefore
-	redisAfter, err := redisCPU(ctx, rdb)
+	redisAfter, err := sp.redisCPU(ctx, rdb)
 	if err != nil {
 		return res, err
 	}
 	res.redisCPU = redisAfter - redisBefore
 	res.spike = time.Unix(0, last.Load()).Sub(due)
-	// Exactly once: the queue holds the 10,000 expected task IDs, once each.
-	ids, err := rdb.LRange(ctx, "asynq:{"+ns+"}:pending", 0, -1).Result()
+	// Exactly once: the queue holds the expected task IDs, once each.
+	ids, err := rdb.LRange(ctx, "asynq:{"+sp.queue+"}:pending", 0, -1).Result()
 	if err != nil {
 		return res, err
 	}
@@ -553,7 +601,9 @@ func spikeTrial(addr string, trial int) (res spikeTrialResult, err error) {
 	if len(ids) != n || len(seen) != n {
 		return res, fmt.Errorf("queue holds %d tasks (%d distinct), want %d", len(ids), len(seen), n)
 	}
-
+	if !sp.raw {
+		return res, nil
+	}
 	client := asynq.NewClientFromRedisClient(rdb)
 	start := time.Now()
 	for i := range n {
@@ -565,12 +615,12 @@ func spikeTrial(addr string, trial int) (res spikeTrialResult, err error) {
 	return res, nil
 }
 
-// spikeRegistry is n schedules of queue ns whose one slot a day is due.
-func spikeRegistry(ns string, n int, due time.Time) (*registry.Registry, error) {
+// spikeRegistry is n schedules of queue whose one slot a day is due.
+func spikeRegistry(ns, queue string, n int, due time.Time) (*registry.Registry, error) {
 	expr := fmt.Sprintf("%d %d %d * * *", due.Second(), due.Minute(), due.Hour())
 	scheds := make([]registry.Schedule, n)
 	for i := range scheds {
-		scheds[i] = registry.Schedule{Name: spikeName(i), Expr: expr, Queue: ns,
+		scheds[i] = registry.Schedule{Name: spikeName(i), Expr: expr, Queue: queue,
 			Handler: func(context.Context, registry.Occurrence) error { return nil }}
 	}
 	return registry.New(scheds...)
@@ -774,13 +824,14 @@ func (r *results) print(w io.Writer) {
 	tw.Flush()
 	r.admin.print(w)
 	r.pg.print(w)
+	r.cluster.print(w)
 	spikeVsRaw := r.raw.Seconds() / cmp.Or(r.spike.Seconds(), 1e-9)
 	fmt.Fprintf(w, "bench: next_vs_robfig=%.2f fire_p99_ms=%.1f asynq_fire_p99_ms=%.1f takeover_crash_ttl=%.2f takeover_graceful_s=%.2f spike10k_s=%.2f spike_vs_raw=%.1f leader_cmds_min=%.0f follower_cmds_min=%.0f dup_asynq=%.2f dup_belfry=%.2f",
 		r.nextRatio, msf(r.fireP99), msf(r.asynqP99), r.crashTTL, r.graceful.Seconds(), r.spike.Seconds(), spikeVsRaw,
 		r.leaderPerMin, r.followerPerMin, r.dupAsynq, r.dupBelfry)
 	fmt.Fprintf(w, " cronlint10k_s=%.2f redis_kb_per_1s=%.1f rss_kb_per_sched=%.2f dst_fire_p99_ms=%.1f",
 		r.lintSeconds(10000), r.memOK.perSchedule/1000, r.largestScale().rssKBPerSchedule, msf(r.dstP99))
-	fmt.Fprintf(w, " admin100k_ms=%.0f %s%s", r.admin.ms100k(), r.family.summary(), r.pg.summary())
+	fmt.Fprintf(w, " admin100k_ms=%.0f %s%s%s", r.admin.ms100k(), r.family.summary(), r.pg.summary(), r.cluster.summary())
 	fmt.Fprintln(w)
 }
 

@@ -101,8 +101,9 @@ func totalCalls(ctx context.Context, rdb *redis.Client) (int64, error) {
 	return total, err
 }
 
-// redisCPU is the CPU time Redis has used, user and system, from INFO cpu.
-func redisCPU(ctx context.Context, rdb *redis.Client) (time.Duration, error) {
+// redisCPU is the CPU time Redis has used, user and system, from INFO cpu:
+// a single Redis's (clusterRedisCPU sums a cluster's nodes).
+func redisCPU(ctx context.Context, rdb redis.UniversalClient) (time.Duration, error) {
 	info, err := rdb.Info(ctx, "cpu").Result()
 	if err != nil {
 		return 0, err
@@ -195,6 +196,19 @@ func newEnqueueHook(queue string, onEvent func(enqueueEvent)) redis.Hook {
 			onEvent(enqueueEvent{taskID: e.TaskID, at: e.At})
 		}
 	}, nil)
+}
+
+// addHook adds h so that it sees every command rdb sends. On a cluster
+// client that is each node's client, as it is made: a hook of the cluster
+// client itself misses the commands of a transaction (WATCH), which go
+// through a node's connection directly, as belfry's acknowledged enqueue
+// does. rdb must not have sent a command yet.
+func addHook(rdb redis.UniversalClient, h redis.Hook) {
+	if c, ok := rdb.(*redis.ClusterClient); ok {
+		c.OnNewNode(func(node *redis.Client) { node.AddHook(h) })
+		return
+	}
+	rdb.AddHook(h)
 }
 
 // eventLog collects enqueue events from any goroutine.

@@ -300,7 +300,7 @@ func spikeLarge(addr string, n int) (spikeLargeResult, error) {
 	ns := fmt.Sprintf("bench-spike-large-%d", n)
 	lead := 5*time.Second + time.Duration(n/10000)*time.Second // the registry and the cold takeover come first
 	due := time.Now().Add(lead).Truncate(time.Second).UTC()
-	reg, err := spikeRegistry(ns, n, due)
+	reg, err := spikeRegistry(ns, ns, n, due)
 	if err != nil {
 		return res, err
 	}

@@ -80,29 +80,32 @@ type waiter interface {
 // replication being in order, every write before it). A reply that is not
 // acknowledged comes back as the command's error, ErrNotAcked.
 //
-// The connection is taken with a WATCH of no keys, the one way to hold a
-// single connection through any UniversalClient; it sends no WATCH. On
-// Redis Cluster it WATCHes the script's first key (Pin), which picks the
-// connection to that key's master and changes nothing else: no MULTI
-// follows.
+// On Redis Cluster the script and its WAIT go together to the master of
+// the first key's slot (OnKeysNode). Elsewhere the connection is taken
+// with a WATCH of no keys, the one way to hold a single connection
+// through any UniversalClient; it sends no WATCH.
 func (a Acks) Run(ctx context.Context, rdb redis.UniversalClient, script *redis.Script, keys []string, args ...any) *redis.Cmd {
 	if !a.On() {
 		return script.Run(ctx, rdb, keys, args...)
 	}
-	var cmd *redis.Cmd
-	err := rdb.Watch(ctx, func(tx *redis.Tx) error {
-		cmd = script.Run(ctx, tx, keys, args...)
-		if cmd.Err() != nil {
+	cmd, notAcked, ok := a.OnKeysNode(ctx, rdb, keys, func(p redis.Pipeliner) *redis.Cmd {
+		return script.EvalSha(ctx, p, keys, args...)
+	})
+	if !ok {
+		err := rdb.Watch(ctx, func(tx *redis.Tx) error {
+			cmd = script.Run(ctx, tx, keys, args...)
+			if cmd.Err() == nil {
+				notAcked = a.Wait(ctx, tx)
+			}
 			return nil
+		}, Pin(rdb, keys)...)
+		if cmd == nil {
+			cmd = redis.NewCmd(ctx)
+			cmd.SetErr(unpinned(rdb, err))
 		}
-		if err := a.Wait(ctx, tx); err != nil {
-			cmd.SetErr(err)
-		}
-		return nil
-	}, Pin(rdb, keys)...)
-	if cmd == nil {
-		cmd = redis.NewCmd(ctx)
-		cmd.SetErr(unpinned(rdb, err))
+	}
+	if notAcked != nil {
+		cmd.SetErr(notAcked)
 	}
 	return cmd
 }
@@ -126,6 +129,60 @@ func unpinned(rdb redis.UniversalClient, err error) error {
 		return ErrSlotMoving
 	}
 	return errNoReply
+}
+
+// OnKeysNode sends the script fill queues and a WAIT in one pipeline to the
+// master that serves keys[0] on Redis Cluster: one round trip, where a
+// WATCH to pin the connection (Pin) costs a WATCH and an UNWATCH besides.
+// The WAIT is read on the script's connection, so it counts the replicas
+// that have the script's writes; notAcked is its verdict (nil when the
+// script failed, which is cmd's error).
+//
+// ok is false when rdb is not a cluster client, when the WAIT's timeout
+// does not fit the client's read timeout, or when the node ran nothing:
+// the slot moved (MOVED, ASK), is being migrated with keys on both sides
+// (TRYAGAIN) or is not served (CLUSTERDOWN), the node is a replica now
+// (READONLY) or still loading its data (LOADING), it lacks the script
+// (NOSCRIPT, for an EVALSHA), or the client closed its client of the node
+// (a reloaded slot map dropped it). The caller then sends the script as it would
+// without this, through the client, which follows redirects, loads
+// scripts and retries; a MOVED or READONLY reloads the client's slot map
+// first, so that later calls go to the slot's master.
+func (a Acks) OnKeysNode(ctx context.Context, rdb redis.UniversalClient, keys []string, fill func(redis.Pipeliner) *redis.Cmd) (cmd *redis.Cmd, notAcked error, ok bool) {
+	cc, cluster := rdb.(*redis.ClusterClient)
+	if !cluster || len(keys) == 0 {
+		return nil, nil, false
+	}
+	node, err := cc.MasterForKey(ctx, keys[0])
+	if err != nil {
+		return nil, nil, false
+	}
+	// A pipeline's replies are read within the client's read timeout,
+	// where a lone WAIT's is read within its own: the WAIT may take all
+	// of its timeout, and the script and the trip as long again.
+	if rt := node.Options().ReadTimeout; rt > 0 && 2*a.Timeout > rt {
+		return nil, nil, false
+	}
+	wait := redis.NewIntCmd(ctx, "wait", a.Replicas, a.Timeout.Milliseconds())
+	node.Pipelined(ctx, func(p redis.Pipeliner) error {
+		cmd = fill(p)
+		return p.Process(ctx, wait)
+	})
+	if err := cmd.Err(); err != nil {
+		if errors.Is(err, redis.ErrClosed) { // a node client the slot map dropped
+			return nil, nil, false
+		}
+		if redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "READONLY") {
+			cc.ReloadState(ctx)
+		}
+		for _, nothingRan := range []string{"MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN", "READONLY", "LOADING", "NOSCRIPT"} {
+			if redis.HasErrorPrefix(err, nothingRan) {
+				return nil, nil, false
+			}
+		}
+		return cmd, nil, true
+	}
+	return cmd, a.check(wait.Result()), true
 }
 
 // Pin is what to WATCH to hold one connection of rdb for a command on

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -136,6 +138,144 @@ func BenchmarkFencedInsertReplicaAcks(b *testing.B) {
 		b.Run("acks="+string(rune('0'+replicas)), func(b *testing.B) {
 			pc := pipeline.NewClient(rdb)
 			pc.Acks = pipeline.Acks{Replicas: replicas, Timeout: time.Second}
+			for b.Loop() {
+				task := pipeline.Task{Type: "bench", Queue: "bench", ID: string(rune('a'+replicas)) + ":" + time.Now().Format(time.RFC3339Nano)}
+				if _, err := pc.Enqueue(fence, task); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// On a cluster client an acknowledged write is one round trip to the
+// master of its slot, the script and its WAIT in one pipeline, not a
+// WATCH to pin the connection, the script, the WAIT and an UNWATCH: the
+// leader's enqueue and its commit each wait for a replica by default on a
+// cluster, and each round trip is the fire lag of a slot. A client whose
+// slot map is stale (the slot migrated to another master) still writes,
+// acknowledged, following the redirect.
+func TestAckedWritesOnAClusterTakeOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := redistest.StartClusterWithReplicas(t, 3, 1)
+	if err := c.WaitSynced(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rdb := c.Client(t)
+	trips := &roundTrips{}
+	rdb.OnNewNode(func(node *redis.Client) { node.AddHook(trips) })
+	acks := pipeline.Acks{Replicas: 1, Timeout: 400 * time.Millisecond}
+
+	// The first script of a node may be loaded there first (NOSCRIPT).
+	if n, err := acks.Run(ctx, rdb, insertScript, []string{"{a}first"}, "x").Int(); err != nil || n != 1 {
+		t.Fatalf("the first script: %d %v", n, err)
+	}
+	trips.reset()
+	if n, err := acks.Run(ctx, rdb, insertScript, []string{"{a}k"}, "x").Int(); err != nil || n != 1 {
+		t.Fatalf("a script: %d %v", n, err)
+	}
+	if got := trips.reset(); len(got) != 1 || got[0] != "evalsha wait" {
+		t.Errorf("an acknowledged script sent %q; want one round trip, [evalsha wait]", got)
+	}
+
+	pc := pipeline.NewClient(rdb)
+	pc.Acks = acks
+	fence := pipeline.WithFence(ctx, &pipeline.Fence{Namespace: "ns", Value: "r0|i|1"})
+	task := func(id string) pipeline.Task { return pipeline.Task{Type: "tick", ID: id, Queue: "q"} }
+	if _, err := pc.Enqueue(fence, task("first")); err != nil { // and asynq's set of queues
+		t.Fatalf("the first enqueue: %v", err)
+	}
+	trips.reset()
+	if inserted, err := pc.Enqueue(fence, task("second")); err != nil || !inserted {
+		t.Fatalf("a fenced enqueue: %v %v", inserted, err)
+	}
+	if got := trips.reset(); len(got) != 1 || got[0] != "eval wait" {
+		t.Errorf("an acknowledged enqueue sent %q; want one round trip, [eval wait]", got)
+	}
+
+	// The slot of {a} moves to another master behind the client's back.
+	from, _, err := c.MasterOf(ctx, "{a}k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := c.Masters[0]
+	if to == from {
+		to = c.Masters[1]
+	}
+	if _, err := c.MigrateSlotOf(ctx, "{a}k", to, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitSynced(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := acks.Run(ctx, rdb, insertScript, []string{"{a}moved"}, "y").Int(); err != nil || n != 1 {
+		t.Fatalf("a script after its slot moved: %d %v", n, err)
+	}
+	if v, err := rdb.Get(ctx, "{a}moved").Result(); err != nil || v != "y" {
+		t.Errorf("after its slot moved: %q %v; want it written", v, err)
+	}
+}
+
+// roundTrips records each round trip of the node clients it is added to:
+// a command, or a pipeline's commands, by name.
+type roundTrips struct {
+	mu    sync.Mutex
+	trips []string
+}
+
+func (r *roundTrips) reset() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	got := r.trips
+	r.trips = nil
+	return got
+}
+
+func (r *roundTrips) add(cmds []redis.Cmder) {
+	names := make([]string, len(cmds))
+	for i, c := range cmds {
+		names[i] = c.Name()
+	}
+	r.mu.Lock()
+	r.trips = append(r.trips, strings.Join(names, " "))
+	r.mu.Unlock()
+}
+
+func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		r.add([]redis.Cmder{cmd})
+		return err
+	}
+}
+
+func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		r.add(cmds)
+		return err
+	}
+}
+
+// The same on a cluster client (three masters with a replica each), where
+// acknowledgements are the default: one fenced insert per op, the task's
+// queue on one master.
+func BenchmarkFencedInsertReplicaAcksCluster(b *testing.B) {
+	ctx := context.Background()
+	c := redistest.StartClusterWithReplicas(b, 3, 1)
+	if err := c.WaitSynced(ctx); err != nil {
+		b.Fatal(err)
+	}
+	rdb := c.Client(b)
+	fence := pipeline.WithFence(ctx, &pipeline.Fence{Namespace: "ns", Value: "r0|i|1"})
+	for _, replicas := range []int{0, 1} {
+		b.Run("acks="+string(rune('0'+replicas)), func(b *testing.B) {
+			pc := pipeline.NewClient(rdb)
+			pc.Acks = pipeline.Acks{Replicas: replicas, Timeout: 400 * time.Millisecond}
 			for b.Loop() {
 				task := pipeline.Task{Type: "bench", Queue: "bench", ID: string(rune('a'+replicas)) + ":" + time.Now().Format(time.RFC3339Nano)}
 				if _, err := pc.Enqueue(fence, task); err != nil {
