@@ -183,11 +183,12 @@ func (e *Engine) EnqueueAll(ctx context.Context, fence *engine.Fence, items []en
 
 // enqueueTx is EnqueueAll's transaction; it returns the IDs inserted.
 func (e *Engine) enqueueTx(ctx context.Context, term any, items []engine.Enqueue, occs []registry.Occurrence, live []int) (map[string]bool, error) {
-	var slot, manual struct {
+	var manual struct {
 		schedules, members, ids []string
-		unix, keep              []int64
+		keep                    []int64
 		at                      []any
 	}
+	var slotIDs []string
 	var marks struct {
 		schedules, lastIDs []string
 		slots              []int64
@@ -199,8 +200,7 @@ func (e *Engine) enqueueTx(ctx context.Context, term any, items []engine.Enqueue
 			manual.schedules, manual.members, manual.ids = append(manual.schedules, occ.Schedule), append(manual.members, occ.Member), append(manual.ids, occ.ID)
 			manual.at, manual.keep = append(manual.at, occ.Slot), append(manual.keep, items[i].Task.Retention.Milliseconds())
 		} else {
-			slot.schedules, slot.members, slot.ids = append(slot.schedules, occ.Schedule), append(slot.members, occ.Member), append(slot.ids, occ.ID)
-			slot.unix, slot.keep = append(slot.unix, occ.Slot.Unix()), append(slot.keep, items[i].Task.Retention.Milliseconds())
+			slotIDs = append(slotIDs, occ.ID)
 		}
 		if occ.Member != "" {
 			members.families, members.keys = append(members.families, occ.Schedule), append(members.keys, occ.Member)
@@ -227,8 +227,8 @@ func (e *Engine) enqueueTx(ctx context.Context, term any, items []engine.Enqueue
 			}
 		}
 		free := map[string]bool{}
-		if len(slot.ids) > 0 {
-			b.Queue(slotFreeSQL, e.ns, slot.ids).Query(collect(free))
+		if len(slotIDs) > 0 {
+			b.Queue(slotFreeSQL, e.ns, slotIDs).Query(collect(free))
 		}
 		if len(manual.ids) > 0 {
 			b.Queue(manualInsertSQL, e.ns, manual.schedules, manual.members, manual.at, manual.ids, manual.keep).Query(collect(inserted))
