@@ -29,12 +29,15 @@
 //
 // EnqueueAll inserts, in one transaction, the slot's row in belfry_slot
 // (ON CONFLICT DO NOTHING on namespace, schedule, member, slot; a manual
-// run's in belfry_manual, by its occurrence ID), River's job only when
-// that row went in (InsertManyTx in the same transaction; kind = the
-// schedule's name, args = the occurrence, metadata belfry_key =
-// occ.Key()), and the schedule's cursor. The slot row is the proof: two
-// planners that both believe they lead, a zombie's late transaction, a
-// replayed call, all conflict on it and insert nothing.
+// run's in belfry_manual, by its occurrence ID), River's job, committed
+// only with a row that went in (InsertManyTx in the same transaction;
+// kind = the schedule's name, args = the occurrence, metadata belfry_key
+// = occ.Key()), and the schedule's cursor. A scheduled slot's job goes in
+// first, for a slot with no committed row, so that its row carries the
+// job's ID from its insert; a row another transaction took meanwhile
+// takes that job out again before the commit. The slot row is the proof:
+// two planners that both believe they lead, a zombie's late transaction,
+// a replayed call, all conflict on it and insert nothing.
 //
 // Fencing is checked besides, once, first in each fenced transaction
 // (enqueues, cursor, family and record commits): the lease row is read
@@ -120,8 +123,8 @@
 //
 // belfry_slot's primary key (namespace, schedule, member, slot) is what
 // makes an occurrence run once: a planner inserts the slot's row with
-// ON CONFLICT DO NOTHING and inserts the River job in the same transaction
-// only when its row went in. A slot is a fixed instant, not "now", so
+// ON CONFLICT DO NOTHING, and the River job commits in the same
+// transaction only when its row went in. A slot is a fixed instant, not "now", so
 // planners whose clocks differ compete for the same row.
 //
 // Retention rule: a row must outlive every window in which its slot can

@@ -40,8 +40,8 @@ type Engine struct {
 	log           *slog.Logger
 	clock         engine.Clock
 	onCall        atomic.Pointer[func(error)]
-	// idleTimeout is the lease TTL in ms, as inTx sets it.
-	idleTimeout string
+	// begin is inTx's start of a transaction, with its timeouts.
+	begin pgx.TxOptions
 	// own is what New was given, from which Configure builds the
 	// runtime's engine; nil in the engine Configure built. taken is set by
 	// the Configure that did, so that one Engine serves one runtime.
@@ -148,7 +148,7 @@ func build(own Config, rt engine.Config) *Engine {
 		rt.Clock = realClock{}
 	}
 	e := &Engine{pool: own.Pool, river: own.River, ns: rt.Namespace, rt: rt, slotRetention: own.SlotRetention,
-		log: rt.Logger, clock: rt.Clock, idleTimeout: strconv.FormatInt(rt.LeaseTTL.Milliseconds(), 10)}
+		log: rt.Logger, clock: rt.Clock, begin: beginOptions(rt.LeaseTTL)}
 	e.election = newElection(e)
 	return e
 }
@@ -241,10 +241,13 @@ func (e *Engine) limitOf(name string) int {
 // (statement_timeout): a fenced write holds the lease row (fenceSQL), and
 // a takeover or renewal waits behind it at most that long.
 func (e *Engine) inTx(ctx context.Context, f func(pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT set_config('idle_in_transaction_session_timeout', $1, true), set_config('statement_timeout', $1, true)", e.idleTimeout); err != nil {
-			return err
-		}
-		return f(tx)
-	})
+	return pgx.BeginTxFunc(ctx, e.pool, e.begin, f)
+}
+
+// beginOptions start a transaction whose timeouts are ttl, in the round
+// trip of its BEGIN (a query without parameters goes as one message,
+// however many statements it has).
+func beginOptions(ttl time.Duration) pgx.TxOptions {
+	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
+	return pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL idle_in_transaction_session_timeout = " + ms + "; SET LOCAL statement_timeout = " + ms}
 }

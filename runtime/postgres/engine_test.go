@@ -231,6 +231,46 @@ func TestTwoPlannersInsertEachSlotOnce(t *testing.T) {
 	}
 }
 
+// A slot whose row another transaction inserts while an enqueue prepares
+// its job (the enqueue found no committed row, then waits on the other's
+// insert) goes to the other: the enqueue reports it not inserted, and
+// commits no job of it, only the other's row.
+func TestASlotTakenWhileItsJobIsPreparedCommitsNoJob(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := migratedDB(t)
+	e := newEngine(t, db, "a")
+	slot := time.Now().Truncate(time.Second)
+	items := slotItems("tick", slot)
+	other, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Rollback(ctx)
+	if _, err := other.Exec(ctx, `INSERT INTO belfry_slot (namespace, schedule, member, slot, occurrence_id) VALUES ('ns', 'tick', '', $1, $2)`,
+		slot, items[0].Task.ID); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan engine.Result, 1)
+	go func() { done <- e.EnqueueAll(ctx, nil, items)[0] }()
+	waitUntil(t, 10*time.Second, "the enqueue to wait on the other's row", waitingOnLock(t, db))
+	if n := count(t, db, `SELECT count(*) FROM river_job`); n != 0 {
+		t.Fatalf("%d River jobs visible before the enqueue ended; want none", n)
+	}
+	if err := other.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-done; r.Err != nil || r.Inserted {
+		t.Errorf("enqueue of a slot the other transaction took: %+v; want not inserted, no error", r)
+	}
+	if n := count(t, db, `SELECT count(*) FROM river_job`); n != 0 {
+		t.Errorf("%d River jobs committed for a slot the enqueue did not take; want none", n)
+	}
+	if n := count(t, db, `SELECT count(*) FROM belfry_slot WHERE job_id IS NULL`); n != 1 {
+		t.Errorf("%d slot rows as the other transaction wrote it; want 1", n)
+	}
+}
+
 // The retention rule: a slot row outlives every window in which its slot
 // can be attempted. PruneSlots deletes rows older than the window but
 // never a schedule's newest (misfire=latest attempts it until the next

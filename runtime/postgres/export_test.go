@@ -4,6 +4,6 @@ package postgres
 // plan.
 const MembersByKeySQL = membersByKeySQL
 
-// SlotJobSQL is EnqueueAll's update of its slot rows' job IDs, for a test
-// of its plan.
-const SlotJobSQL = slotJobSQL
+// SlotFreeSQL is EnqueueAll's look for the slots that have no row yet,
+// for a test of its plan.
+const SlotFreeSQL = slotFreeSQL

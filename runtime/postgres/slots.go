@@ -71,16 +71,30 @@ type jobMetadata struct {
 	Headers map[string]string `json:"belfry_headers,omitempty"`
 }
 
-// slotInsertSQL inserts the slots' rows of the scheduled occurrences,
-// each once whoever tries, kept until their slot plus their task's
-// Retention at least (keep, ms; see PruneSlots), and returns the IDs of the rows that went in
-// (the transaction's fenceSQL, not the insert, checks the term). Rows go
-// in key order, so that two planners inserting the same slots wait for
-// each other rather than deadlock.
+// slotFreeSQL is the scheduled occurrences, of IDs $2, that have no slot
+// row yet as far as committed rows show: those whose jobs an enqueue
+// prepares. It decides nothing (slotInsertSQL does); it spares the jobs of
+// slots already taken, as a new leader's repeat of its predecessor's last
+// slots is. A slot's row is found by its occurrence ID, which names the
+// slot, one probe of the occurrence index each (OFFSET 0 keeps the planner
+// from making it a join of its choosing, as in membersByKeySQL): by the
+// slot's own columns the planner may pick the retention index, and read
+// every row of the slot for each one.
+const slotFreeSQL = `
+SELECT u.id FROM unnest($2::text[]) AS u(id)
+WHERE NOT EXISTS (SELECT 1 FROM belfry_slot s WHERE s.namespace = $1 AND s.occurrence_id = u.id OFFSET 0)`
+
+// slotInsertSQL inserts the slots' rows of the scheduled occurrences with
+// their River jobs' IDs, each once whoever tries, kept until their slot
+// plus their task's Retention at least (keep, ms; see PruneSlots), and
+// returns the IDs of the rows that went in (the transaction's fenceSQL,
+// not the insert, checks the term). Rows go in key order, so that two
+// planners inserting the same slots wait for each other rather than
+// deadlock.
 const slotInsertSQL = `
-INSERT INTO belfry_slot (namespace, schedule, member, slot, occurrence_id, keep_until)
-SELECT $1, u.schedule, u.member, to_timestamp(u.slot), u.id, to_timestamp(u.slot) + u.keep * interval '1 millisecond'
-FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[], $6::bigint[]) AS u(schedule, member, slot, id, keep)
+INSERT INTO belfry_slot (namespace, schedule, member, slot, occurrence_id, keep_until, job_id)
+SELECT $1, u.schedule, u.member, to_timestamp(u.slot), u.id, to_timestamp(u.slot) + u.keep * interval '1 millisecond', u.job
+FROM unnest($2::text[], $3::text[], $4::bigint[], $5::text[], $6::bigint[], $7::bigint[]) AS u(schedule, member, slot, id, keep, job)
 ORDER BY u.schedule, u.member, u.slot
 ON CONFLICT DO NOTHING
 RETURNING occurrence_id`
@@ -106,16 +120,6 @@ ON CONFLICT (namespace, schedule, member) DO UPDATE SET
     slot = greatest(c.slot, EXCLUDED.slot),
     updated_at = now()`
 
-// slotJobSQL sets the River job IDs ($3) of the slot rows of occurrence
-// IDs $2, which the transaction inserted. Each row is found by its own
-// lookup of the occurrence index (OFFSET 0, as in membersByKeySQL): as a
-// join of the planner's choosing, the custom plan of an unanalyzed table
-// reads every slot row of the namespace, a cost that grows with the table.
-const slotJobSQL = `UPDATE belfry_slot s SET job_id = t.job FROM (
-    SELECT x.ctid AS row, u.job FROM unnest($2::text[], $3::bigint[]) AS u(id, job)
-    CROSS JOIN LATERAL (SELECT ctid FROM belfry_slot WHERE namespace = $1 AND occurrence_id = u.id OFFSET 0) AS x) AS t
-    WHERE s.ctid = t.row`
-
 // memberShareSQL holds the rows of the family members whose slots an
 // enqueue inserts ($2 families, $3 keys) until it commits. SetMembers
 // reads those rows FOR UPDATE before it asks whether a member's slot was
@@ -128,8 +132,11 @@ const memberShareSQL = `SELECT count(*) FROM (SELECT family, key FROM unnest($2:
 // EnqueueAll inserts, in one transaction, each item's row in the slot
 // table (a scheduled occurrence, by schedule, member and slot) or in
 // belfry_manual (a manual run, by its ID), with ON CONFLICT DO NOTHING,
-// and River's job only for the rows that went in; the items' cursors rise
-// in the same transaction. Under fence the transaction first checks that
+// and commits River's job only with a row that went in; the items'
+// cursors rise in the same transaction. A scheduled slot's job is
+// inserted first, for a slot with no committed row (slotFreeSQL), and its
+// row then carries the job's ID: a row that another transaction took
+// meanwhile takes the job out again before the commit. Under fence the transaction first checks that
 // fence's term is the live one, holding the lease row (fenceSQL): a late
 // transaction of an ended term is refused whole, rows, jobs and cursors,
 // and a takeover waits for a transaction its check let through.
@@ -176,11 +183,12 @@ func (e *Engine) EnqueueAll(ctx context.Context, fence *engine.Fence, items []en
 
 // enqueueTx is EnqueueAll's transaction; it returns the IDs inserted.
 func (e *Engine) enqueueTx(ctx context.Context, term any, items []engine.Enqueue, occs []registry.Occurrence, live []int) (map[string]bool, error) {
-	var slot, manual struct {
+	var manual struct {
 		schedules, members, ids []string
-		unix, keep              []int64
+		keep                    []int64
 		at                      []any
 	}
+	var slotIDs []string
 	var marks struct {
 		schedules, lastIDs []string
 		slots              []int64
@@ -192,8 +200,7 @@ func (e *Engine) enqueueTx(ctx context.Context, term any, items []engine.Enqueue
 			manual.schedules, manual.members, manual.ids = append(manual.schedules, occ.Schedule), append(manual.members, occ.Member), append(manual.ids, occ.ID)
 			manual.at, manual.keep = append(manual.at, occ.Slot), append(manual.keep, items[i].Task.Retention.Milliseconds())
 		} else {
-			slot.schedules, slot.members, slot.ids = append(slot.schedules, occ.Schedule), append(slot.members, occ.Member), append(slot.ids, occ.ID)
-			slot.unix, slot.keep = append(slot.unix, occ.Slot.Unix()), append(slot.keep, items[i].Task.Retention.Milliseconds())
+			slotIDs = append(slotIDs, occ.ID)
 		}
 		if occ.Member != "" {
 			members.families, members.keys = append(members.families, occ.Schedule), append(members.keys, occ.Member)
@@ -212,16 +219,19 @@ func (e *Engine) enqueueTx(ctx context.Context, term any, items []engine.Enqueue
 		if len(members.keys) > 0 {
 			b.Queue(memberShareSQL, e.ns, members.families, members.keys)
 		}
-		collect := func(rows pgx.Rows) error {
-			var id string
-			_, err := pgx.ForEachRow(rows, []any{&id}, func() error { inserted[id] = true; return nil })
-			return err
+		collect := func(into map[string]bool) func(pgx.Rows) error {
+			return func(rows pgx.Rows) error {
+				var id string
+				_, err := pgx.ForEachRow(rows, []any{&id}, func() error { into[id] = true; return nil })
+				return err
+			}
 		}
-		if len(slot.ids) > 0 {
-			b.Queue(slotInsertSQL, e.ns, slot.schedules, slot.members, slot.unix, slot.ids, slot.keep).Query(collect)
+		free := map[string]bool{}
+		if len(slotIDs) > 0 {
+			b.Queue(slotFreeSQL, e.ns, slotIDs).Query(collect(free))
 		}
 		if len(manual.ids) > 0 {
-			b.Queue(manualInsertSQL, e.ns, manual.schedules, manual.members, manual.at, manual.ids, manual.keep).Query(collect)
+			b.Queue(manualInsertSQL, e.ns, manual.schedules, manual.members, manual.at, manual.ids, manual.keep).Query(collect(inserted))
 		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
@@ -230,12 +240,14 @@ func (e *Engine) enqueueTx(ctx context.Context, term any, items []engine.Enqueue
 			// The rows inserted after the check go with the rollback.
 			return errFencedOut
 		}
+		// A job for each manual row that went in and each free slot, each
+		// ID once.
 		var params []river.InsertManyParams
 		var order []int
 		seen := map[string]bool{}
 		for _, i := range live {
 			t := items[i].Task
-			if !inserted[t.ID] || seen[t.ID] {
+			if seen[t.ID] || !(occs[i].Manual && inserted[t.ID] || !occs[i].Manual && free[t.ID]) {
 				continue
 			}
 			seen[t.ID] = true
@@ -247,38 +259,68 @@ func (e *Engine) enqueueTx(ctx context.Context, term any, items []engine.Enqueue
 				InsertOpts: &river.InsertOpts{Queue: t.Queue, MaxAttempts: t.MaxRetry + 1, Metadata: meta}})
 			order = append(order, i)
 		}
+		if len(params) == 0 {
+			if len(marks.schedules) == 0 {
+				return nil
+			}
+			s, sl, l := raisedCursors(marks.schedules, marks.slots, marks.lastIDs)
+			_, err := tx.Exec(ctx, cursorRaiseSQL, e.ns, s, sl, l)
+			return err
+		}
+		res, err := e.river.InsertManyTx(ctx, tx, params)
+		if err != nil {
+			return fmt.Errorf("inserting River jobs: %w", err)
+		}
+		var take struct {
+			schedules, members, ids []string
+			unix, keep, jobs        []int64
+		}
+		var manualIDs []string
+		var manualJobs []int64
+		jobOf := map[string]int64{}
+		for k, r := range res {
+			i := order[k]
+			occ, id := occs[i], items[i].Task.ID
+			if occ.Manual {
+				manualIDs, manualJobs = append(manualIDs, id), append(manualJobs, r.Job.ID)
+				continue
+			}
+			jobOf[id] = r.Job.ID
+			take.schedules, take.members, take.ids = append(take.schedules, occ.Schedule), append(take.members, occ.Member), append(take.ids, id)
+			take.unix, take.keep, take.jobs = append(take.unix, occ.Slot.Unix()), append(take.keep, items[i].Task.Retention.Milliseconds()), append(take.jobs, r.Job.ID)
+		}
 		b = &pgx.Batch{}
-		if len(params) > 0 {
-			res, err := e.river.InsertManyTx(ctx, tx, params)
-			if err != nil {
-				return fmt.Errorf("inserting River jobs: %w", err)
-			}
-			var slotIDs, manualIDs []string
-			var slotJobs, manualJobs []int64
-			for k, r := range res {
-				i := order[k]
-				if occs[i].Manual {
-					manualIDs, manualJobs = append(manualIDs, items[i].Task.ID), append(manualJobs, r.Job.ID)
-				} else {
-					slotIDs, slotJobs = append(slotIDs, items[i].Task.ID), append(slotJobs, r.Job.ID)
-				}
-			}
-			if len(slotIDs) > 0 {
-				b.Queue(slotJobSQL, e.ns, slotIDs, slotJobs)
-			}
-			if len(manualIDs) > 0 {
-				b.Queue(`UPDATE belfry_manual m SET job_id = u.job FROM unnest($2::text[], $3::bigint[]) AS u(id, job)
-					WHERE m.namespace = $1 AND m.occurrence_id = u.id`, e.ns, manualIDs, manualJobs)
-			}
+		if len(take.ids) > 0 {
+			b.Queue(slotInsertSQL, e.ns, take.schedules, take.members, take.unix, take.ids, take.keep, take.jobs).Query(collect(inserted))
+		}
+		if len(manualIDs) > 0 {
+			b.Queue(`UPDATE belfry_manual m SET job_id = u.job FROM unnest($2::text[], $3::bigint[]) AS u(id, job)
+				WHERE m.namespace = $1 AND m.occurrence_id = u.id`, e.ns, manualIDs, manualJobs)
 		}
 		if len(marks.schedules) > 0 {
 			s, sl, l := raisedCursors(marks.schedules, marks.slots, marks.lastIDs)
 			b.Queue(cursorRaiseSQL, e.ns, s, sl, l)
 		}
-		if b.Len() == 0 {
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		// A slot that a transaction committed after the look above took
+		// its row first: its job goes, in this transaction, never seen
+		// by a worker (nor committed).
+		var lost []int64
+		for _, id := range take.ids {
+			if !inserted[id] {
+				lost = append(lost, jobOf[id])
+			}
+		}
+		if len(lost) == 0 {
 			return nil
 		}
-		return tx.SendBatch(ctx, b).Close()
+		tag, err := tx.Exec(ctx, `DELETE FROM river_job WHERE id = ANY($1)`, lost)
+		if err == nil && tag.RowsAffected() != int64(len(lost)) {
+			err = fmt.Errorf("deleting the River jobs of %d slots taken meanwhile: %d deleted", len(lost), tag.RowsAffected())
+		}
+		return err
 	})
 	return inserted, err
 }

@@ -64,6 +64,9 @@ type pgResult struct {
 	spikeN, familyN            int
 	spike, familySpike         time.Duration
 	spikeJobs, familySpikeJobs int
+	// familyCPU is where the family spike's time went: the CPU of this
+	// process (the runtime) and of the database's backends serving it.
+	familyCPU pgCPU
 }
 
 func pgAdminURL() string {
@@ -455,9 +458,12 @@ func pgFamilySpike(ctx context.Context, db *pgxpool.Pool, n int, res *pgResult) 
 	}
 	slot := time.Now().Add(time.Second).Truncate(pgFamilyPeriod).Add(pgFamilyPeriod).UTC()
 	res.familyN = n
+	time.Sleep(time.Until(slot.Add(-100 * time.Millisecond)))
+	before := measurePGCPU(ctx, db)
 	if res.familySpike, err = pgSlotRows(ctx, db, ns, slot, n); err != nil {
 		return err
 	}
+	res.familyCPU = measurePGCPU(ctx, db).since(before)
 	res.familySpikeJobs = pgCount(ctx, db, `SELECT count(*) FROM river_job WHERE queue = $1 AND (args->>'slot')::timestamptz = $2`, ns, slot)
 	return nil
 }
@@ -490,6 +496,64 @@ func pgSlotRows(ctx context.Context, db *pgxpool.Pool, ns string, slot time.Time
 	return seen.Sub(slot), nil
 }
 
+// pgCPU is CPU time of this process and of the database's backends
+// (those of this run's database, read from /proc: known only when
+// PostgreSQL runs on this machine).
+type pgCPU struct {
+	process, backends time.Duration
+	known             bool
+	perPID            map[int]time.Duration
+}
+
+// measurePGCPU reads this process's CPU and that of each backend now
+// connected to db's database.
+func measurePGCPU(ctx context.Context, db *pgxpool.Pool) pgCPU {
+	c := pgCPU{process: processCPU(), perPID: map[int]time.Duration{}}
+	rows, err := db.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database()`)
+	if err != nil {
+		return c
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return c
+	}
+	c.known = len(pids) > 0
+	for _, pid := range pids {
+		used, ok := procCPU(int(pid))
+		c.known = c.known && ok
+		c.perPID[int(pid)] = used
+	}
+	return c
+}
+
+// since is the CPU used from before to c: the process's, and the
+// backends' that were connected at both times.
+func (c pgCPU) since(before pgCPU) pgCPU {
+	d := pgCPU{process: c.process - before.process, known: c.known && before.known}
+	for pid, now := range c.perPID {
+		if was, ok := before.perPID[pid]; ok {
+			d.backends += now - was
+		}
+	}
+	return d
+}
+
+// procCPU is a process's user and system time from /proc.
+func procCPU(pid int) (time.Duration, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndex(s, ")")+2:])
+	if len(f) < 13 {
+		return 0, false
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / 100, true
+}
+
 func pgCount(ctx context.Context, db *pgxpool.Pool, sql string, args ...any) int {
 	var n int
 	db.QueryRow(ctx, sql, args...).Scan(&n)
@@ -512,7 +576,12 @@ func (p *pgResult) print(w io.Writer) {
 			p.rounds, p.missedBelfry, p.dupBelfry, p.missedRiver, p.dupRiver)
 	}
 	fmt.Fprintf(tw, "%d schedules due at one second: last slot row committed after the slot (%d jobs)\t%.3f s\t\t<= 1 s\n", p.spikeN, p.spikeJobs, p.spike.Seconds())
-	fmt.Fprintf(tw, "%d family members due at one second: last slot row committed after the slot (%d jobs)\t%.3f s\t\t<= 1 s\n", p.familyN, p.familySpikeJobs, p.familySpike.Seconds())
+	cpu := "CPU of the database's backends not known"
+	if p.familyCPU.known {
+		cpu = fmt.Sprintf("CPU: database backends %.2f s (the poller's with them), runtime process %.2f s", p.familyCPU.backends.Seconds(), p.familyCPU.process.Seconds())
+	}
+	fmt.Fprintf(tw, "%d family members due at one second: last slot row committed after the slot (%d jobs; %s)\t%.3f s\t\t<= 1 s\n",
+		p.familyN, p.familySpikeJobs, cpu, p.familySpike.Seconds())
 	tw.Flush()
 }
 

@@ -1,0 +1,14 @@
+-- belfry schema 6: room in belfry_member's pages for a row's next version.
+--
+-- The leader rewrites a family member's cursor and newest occurrence for
+-- every slot the member has. None of those columns is indexed, so an
+-- update that finds room on the row's own page is heap-only: no new entry
+-- in any of the table's indexes, and a fraction of the write-ahead log.
+-- A member's first step makes its row longer (the cursor and newest
+-- occurrence it had none of), and each step needs room for a new version
+-- of every row of the page beside the current ones, which the page's next
+-- read reclaims once no transaction sees them: rows go in filling about a
+-- third of a page. Pages written before this version keep no room until
+-- their rows move (an update, a VACUUM FULL); the setting takes no lock
+-- that stops reads or writes.
+ALTER TABLE belfry_member SET (fillfactor = 35);
