@@ -31,7 +31,7 @@ import (
 const envEnqueues = "BELFRY_CHAOS_ENQUEUES"
 
 // recordEnqueues adds to rdb the hook that writes the replica's enqueue log.
-func recordEnqueues(rdb *redis.Client, path string, onErr func(error)) (*os.File, error) {
+func recordEnqueues(rdb redis.UniversalClient, path string, onErr func(error)) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
