@@ -1080,27 +1080,32 @@ func (h *chaosHarness) start(r *chaosReplica) {
 	h.t.Helper()
 	r.incarnation++
 	r.Name = fmt.Sprintf("r%d.%d", r.idx, r.incarnation)
+	// link is how the replica reaches Redis: through its slot's own
+	// proxies, kept across incarnations.
 	var link []string
 	if h.cluster != nil {
 		if r.link == nil {
 			r.link = h.cluster.NewLink(h.t)
 		}
 		link = []string{envCluster + "=" + r.link.Routes(), envQueue + "=" + chaosQueue}
-	} else if r.proxy == nil {
-		r.proxy = redistest.NewProxyTo(h.t, func() (string, string, error) {
-			if h.sentinel == nil {
-				return "unix", h.redis.Socket, nil
-			}
-			// The primary now: after a failover the old one drops its
-			// clients, and they reconnect to the new one.
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			p, err := h.sentinel.Primary(ctx)
-			if err != nil {
-				return "", "", err
-			}
-			return "unix", p.Socket, nil
-		})
+	} else {
+		if r.proxy == nil {
+			r.proxy = redistest.NewProxyTo(h.t, func() (string, string, error) {
+				if h.sentinel == nil {
+					return "unix", h.redis.Socket, nil
+				}
+				// The primary now: after a failover the old one drops its
+				// clients, and they reconnect to the new one.
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				p, err := h.sentinel.Primary(ctx)
+				if err != nil {
+					return "", "", err
+				}
+				return "unix", p.Socket, nil
+			})
+		}
+		link = []string{envSocket + "=" + h.primary().Socket, envAddr + "=" + r.proxy.Addr()}
 	}
 	logf, err := os.Create(filepath.Join(h.dir, "replica-"+r.Name+".log"))
 	if err != nil {
@@ -1108,9 +1113,6 @@ func (h *chaosHarness) start(r *chaosReplica) {
 	}
 	defer logf.Close() // the child keeps its own descriptor
 	cmd := exec.Command(h.exe, "-test.run=^TestChaosReplica$", "-test.count=1", "-test.timeout=0", "-test.v")
-	if h.cluster == nil {
-		link = []string{envSocket + "=" + h.primary().Socket, envAddr + "=" + r.proxy.Addr()}
-	}
 	cmd.Env = append(append(os.Environ(), link...),
 		envReplica+"="+r.Name,
 		envAcks+"="+strconv.FormatBool(h.sentinel != nil),
