@@ -41,7 +41,7 @@ func recordEnqueues(rdb redis.UniversalClient, path string, onErr func(error)) (
 			onErr(err)
 		}
 	}
-	rdb.AddHook(redistest.EnqueueHook(chaosQueue, func(e redistest.Enqueue) {
+	hook := redistest.EnqueueHook(chaosQueue, func(e redistest.Enqueue) {
 		outcome := "conflict"
 		if e.Inserted {
 			outcome = "inserted"
@@ -53,7 +53,15 @@ func recordEnqueues(rdb redis.UniversalClient, path string, onErr func(error)) (
 			result = strings.ReplaceAll(a.Err.Error(), "\n", " ")
 		}
 		write(fmt.Sprintf("%d wait %d %s\n", a.At.UnixNano(), a.Replicas, result))
-	}))
+	})
+	// On a cluster client the hook goes on each node's client: a
+	// transaction (an enqueue that waits for a replica's acknowledgement)
+	// runs on the node's client, past the cluster client's own hooks.
+	if c, ok := rdb.(*redis.ClusterClient); ok {
+		c.OnNewNode(func(node *redis.Client) { node.AddHook(hook) })
+	} else {
+		rdb.AddHook(hook)
+	}
 	return f, nil
 }
 
