@@ -18,7 +18,7 @@ import (
 // the queue's on another, every replica on a cluster client with default
 // options. The schedules, the count from the handlers' own log and the
 // verdict are TestChaos's; the faults are the replicas' (kill, pause,
-// freeze, partition) and the cluster's own.
+// freeze, partition, latency) and the cluster's own.
 
 // chaosClusterFaults are the fault kinds of the cluster run (CHAOS_FAULTS
 // selects among them; by default every one):
@@ -27,12 +27,13 @@ import (
 //	pause             SIGSTOP the leader for longer than its lease (a zombie)
 //	freeze            SIGSTOP the leader for just under its lease (CHAOS_STALL=0 drops it too)
 //	partition         black-hole the leader's links to every node for several TTLs, then heal them
+//	latency           delay every reply to the leader, from every node, by TTL/8 to TTL/4 for 15-25 s
 //	cluster_failover  CLUSTER FAILOVER of the master of the namespace's slot, then of the queue's
 //	reshard           move the queue's slot to another master (MIGRATING/IMPORTING and MIGRATE,
 //	                  a few keys at a time) while its schedules enqueue
 //	master_kill       SIGKILL the master of the queue's slot (of the namespace's in odd minutes);
 //	                  its replica takes over, and it comes back as the new master's replica
-var chaosClusterFaults = []string{"kill", "pause", "freeze", "partition", "cluster_failover", "reshard", "master_kill"}
+var chaosClusterFaults = []string{"kill", "pause", "freeze", "partition", "latency", "cluster_failover", "reshard", "master_kill"}
 
 // What a cluster fault hits (chaosEvent.target).
 const (

@@ -277,6 +277,15 @@ func (r *chaosReplica) cut() {
 	r.proxy.BlackHole()
 }
 
+// delay holds the replica's replies from Redis for d (0 removes it).
+func (r *chaosReplica) delay(d time.Duration) {
+	if r.link != nil {
+		r.link.Delay(d)
+		return
+	}
+	r.proxy.Delay(d)
+}
+
 // heal ends cut.
 func (r *chaosReplica) heal() {
 	if r.link != nil {
@@ -894,10 +903,10 @@ func (h *chaosHarness) hitLeader(ev *chaosEvent, queue *[]*chaosEvent) {
 	case "latency":
 		h.latencies++
 		h.logf("latency: %s's replies from Redis %s late for %s", r.Name, ev.delay, ev.hold)
-		r.proxy.Delay(ev.delay)
+		r.delay(ev.delay)
 		h.after(queue, ev.hold, "latency-end", func() {
 			h.logf("latency on %s's link ends", r.Name)
-			r.proxy.Delay(0)
+			r.delay(0)
 		})
 	case "pause":
 		h.pauses++

@@ -335,6 +335,7 @@ type ClusterLink struct {
 	mu      sync.Mutex
 	proxies map[string]*netfault.Proxy
 	holed   bool
+	delay   time.Duration
 }
 
 // LinkedClient returns a cluster client whose connections go through a
@@ -410,6 +411,9 @@ func (l *ClusterLink) proxy(addr string) *netfault.Proxy {
 		if l.holed {
 			p.BlackHole()
 		}
+		if l.delay > 0 {
+			p.Delay(l.delay)
+		}
 		l.proxies[addr] = p
 	}
 	return p
@@ -425,11 +429,22 @@ func (l *ClusterLink) BlackHole() {
 	}
 }
 
-// Pass ends the partition.
+// Delay holds every node's replies for d (netfault.Proxy's; 0 removes
+// the latency).
+func (l *ClusterLink) Delay(d time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.delay = d
+	for _, p := range l.proxies {
+		p.Delay(d)
+	}
+}
+
+// Pass ends the partition and the latency.
 func (l *ClusterLink) Pass() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.holed = false
+	l.holed, l.delay = false, 0
 	for _, p := range l.proxies {
 		p.Pass()
 	}

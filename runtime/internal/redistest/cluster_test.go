@@ -61,7 +61,7 @@ func TestClusterSpreadsSlots(t *testing.T) {
 
 // A client built from a link's routes, as another process builds it,
 // reaches every master only through the link: cut, it reaches none;
-// healed, it reaches them again. OtherMaster names the master that holds
+// healed, it reaches them again; slowed, its replies come late. OtherMaster names the master that holds
 // neither of two keys on different masters.
 func TestRoutedClusterClientGoesThroughItsLink(t *testing.T) {
 	ctx, c := startTestCluster(t)
@@ -93,6 +93,14 @@ func TestRoutedClusterClientGoesThroughItsLink(t *testing.T) {
 	}
 	link.Pass()
 	redistest.WaitFor(t, 10*time.Second, "the healed link to answer", func() bool { return set() == nil })
+	link.Delay(300 * time.Millisecond)
+	began := time.Now()
+	if err := rdb.Get(ctx, keys[0]).Err(); err != nil {
+		t.Errorf("GET through a slow link: %v", err)
+	} else if took := time.Since(began); took < 300*time.Millisecond {
+		t.Errorf("GET through a link delaying replies 300ms answered in %s", took)
+	}
+	link.Pass()
 
 	var apart [2]string
 	first, _, err := c.MasterOf(ctx, keys[0])
