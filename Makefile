@@ -147,13 +147,14 @@ demo/postgres: ## the demo on the local Postgres and River (DEMO_POSTGRES): a da
 	bin/demo -postgres '$(DEMO_POSTGRES)'
 
 .PHONY: chaos
-chaos: ## kill, pause, skew and restart replicas and Redis; prove once-per-slot (CHAOS_REPLICAS, CHAOS_DURATION, CHAOS_SEED, CHAOS_FAULTS; CHAOS_ENGINE=postgres for Postgres + River)
+chaos: ## kill, pause, skew and restart replicas and Redis; prove once-per-slot (CHAOS_REPLICAS, CHAOS_DURATION, CHAOS_SEED, CHAOS_FAULTS; CHAOS_ENGINE=postgres for Postgres + River, CHAOS_ENGINE=cluster for a Redis Cluster)
 	@# go test prints its PASS/ok trailer after the test's output, so the
 	@# harness writes its summary to a file and this prints it last.
 	@case "$(CHAOS_ENGINE)" in \
 		""|redis) pkg=./runtime; run='^TestChaos$$';; \
 		postgres) pkg=./runtime/postgres; run='^TestChaosPostgres$$';; \
-		*) echo "CHAOS_ENGINE=$(CHAOS_ENGINE): want redis (the default) or postgres"; exit 2;; \
+		cluster) pkg=./runtime; run='^TestChaosCluster$$';; \
+		*) echo "CHAOS_ENGINE=$(CHAOS_ENGINE): want redis (the default), postgres or cluster"; exit 2;; \
 	esac; \
 	rm -f $(CURDIR)/.chaos-summary; \
 	$(GO) test $$pkg -run "$$run" -chaos -count=1 -timeout 60m -v -chaos.summary=$(CURDIR)/.chaos-summary; rc=$$?; \

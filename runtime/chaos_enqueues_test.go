@@ -31,7 +31,7 @@ import (
 const envEnqueues = "BELFRY_CHAOS_ENQUEUES"
 
 // recordEnqueues adds to rdb the hook that writes the replica's enqueue log.
-func recordEnqueues(rdb *redis.Client, path string, onErr func(error)) (*os.File, error) {
+func recordEnqueues(rdb redis.UniversalClient, path string, onErr func(error)) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
@@ -41,7 +41,7 @@ func recordEnqueues(rdb *redis.Client, path string, onErr func(error)) (*os.File
 			onErr(err)
 		}
 	}
-	rdb.AddHook(redistest.EnqueueHook(chaosQueue, func(e redistest.Enqueue) {
+	hook := redistest.EnqueueHook(chaosQueue, func(e redistest.Enqueue) {
 		outcome := "conflict"
 		if e.Inserted {
 			outcome = "inserted"
@@ -53,7 +53,15 @@ func recordEnqueues(rdb *redis.Client, path string, onErr func(error)) (*os.File
 			result = strings.ReplaceAll(a.Err.Error(), "\n", " ")
 		}
 		write(fmt.Sprintf("%d wait %d %s\n", a.At.UnixNano(), a.Replicas, result))
-	}))
+	})
+	// On a cluster client the hook goes on each node's client: a
+	// transaction (an enqueue that waits for a replica's acknowledgement)
+	// runs on the node's client, past the cluster client's own hooks.
+	if c, ok := rdb.(*redis.ClusterClient); ok {
+		c.OnNewNode(func(node *redis.Client) { node.AddHook(hook) })
+	} else {
+		rdb.AddHook(hook)
+	}
 	return f, nil
 }
 

@@ -57,12 +57,20 @@ const (
 	envSkew   = "BELFRY_CHAOS_SKEW_MARGIN"
 	// envBatchItems is the size of the checkpointed long job.
 	envBatchItems = "BELFRY_CHAOS_BATCH_ITEMS"
+	// envCluster, when set, has the replica use a cluster client whose
+	// connection to each node goes through the replica's own proxy of it
+	// (redistest.ClusterLink.Routes); envQueue is then the queue.
+	envCluster = "BELFRY_CHAOS_CLUSTER"
+	envQueue   = "BELFRY_CHAOS_QUEUE"
 )
 
-const (
-	chaosNamespace = "chaos"
-	chaosQueue     = "chaos"
-)
+const chaosNamespace = "chaos"
+
+// chaosQueue is the schedules' queue. On a cluster the harness picks one
+// whose slot is on another master than the namespace's (the hash tags
+// "{chaos}" of both would put them in one slot) and tells the replicas
+// (envQueue).
+var chaosQueue = "chaos"
 
 // chaosSchedules are what every replica serves and what the harness counts.
 // The per-second ones make a lost or doubled slot visible within a second of
@@ -98,6 +106,9 @@ func TestChaosReplica(t *testing.T) {
 func runChaosReplica(name string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	if q := os.Getenv(envQueue); q != "" {
+		chaosQueue = q
+	}
 	offset, err := time.ParseDuration(os.Getenv(envOffset))
 	if err != nil {
 		return fmt.Errorf("%s: %v", envOffset, err)
@@ -143,12 +154,20 @@ func runChaosReplica(name string) error {
 		return nil // every execution counts, so none is retried for failing
 	}, batchHandler(blog, items))
 
-	ropts := &redis.Options{Network: "unix", Addr: os.Getenv(envSocket),
-		DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second}
-	if addr := os.Getenv(envAddr); addr != "" {
-		ropts.Network, ropts.Addr = "tcp", addr
+	var rdb redis.UniversalClient
+	if routes := os.Getenv(envCluster); routes != "" {
+		if rdb, err = redistest.RoutedClusterClient(routes, redis.ClusterOptions{
+			DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second}); err != nil {
+			return err
+		}
+	} else {
+		ropts := &redis.Options{Network: "unix", Addr: os.Getenv(envSocket),
+			DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second}
+		if addr := os.Getenv(envAddr); addr != "" {
+			ropts.Network, ropts.Addr = "tcp", addr
+		}
+		rdb = redis.NewClient(ropts)
 	}
-	rdb := redis.NewClient(ropts)
 	defer rdb.Close()
 	enq, err := recordEnqueues(rdb, os.Getenv(envEnqueues), func(err error) {
 		log.Error("chaos: recording an enqueue failed; the diagnosis will be short", "err", err)
@@ -158,7 +177,8 @@ func runChaosReplica(name string) error {
 	}
 	defer enq.Close()
 	// One replica's acknowledgement, waited for at most a quarter of the
-	// lease (the option must stay below a lease call's TTL/3 bound).
+	// lease (the option must stay below a lease call's TTL/3 bound). On a
+	// cluster client the defaults hold: one replica's, as a user gets it.
 	acks, ackTimeout := 0, time.Duration(0)
 	if os.Getenv(envAcks) == "true" {
 		acks, ackTimeout = 1, ttl/4
@@ -223,10 +243,11 @@ func batchHandler(blog *chaoskit.BatchLog, items int) registry.HandlerFunc {
 //	           replica and three sentinels, and the replicas use ReplicaAcks=1
 var chaosFaults = []string{"kill", "pause", "freeze", "restart", "flush", "partition", "latency", "stall", "failover"}
 
-// chaosConfigFromEnv is the run's settings; CHAOS_STALL=0 drops freeze.
-func chaosConfigFromEnv(t *testing.T) chaoskit.Config {
+// chaosConfigFromEnv is the run's settings among kinds (chaosFaults or
+// chaosClusterFaults); CHAOS_STALL=0 drops freeze.
+func chaosConfigFromEnv(t *testing.T, kinds []string) chaoskit.Config {
 	t.Helper()
-	c := chaoskit.FromEnv(t, chaosFaults)
+	c := chaoskit.FromEnv(t, kinds)
 	if os.Getenv("CHAOS_STALL") == "0" {
 		c.Faults["freeze"] = false
 	}
@@ -241,8 +262,37 @@ type chaosReplica struct {
 	incarnation int
 	offset      time.Duration
 	// proxy is this replica slot's own link to Redis, kept across
-	// incarnations, so a network fault hits exactly one replica.
+	// incarnations, so a network fault hits exactly one replica; link is
+	// the same on a cluster, a proxy per node.
 	proxy *redistest.Proxy
+	link  *redistest.ClusterLink
+}
+
+// cut black-holes the replica's link to Redis (every node of a cluster).
+func (r *chaosReplica) cut() {
+	if r.link != nil {
+		r.link.BlackHole()
+		return
+	}
+	r.proxy.BlackHole()
+}
+
+// delay holds the replica's replies from Redis for d (0 removes it).
+func (r *chaosReplica) delay(d time.Duration) {
+	if r.link != nil {
+		r.link.Delay(d)
+		return
+	}
+	r.proxy.Delay(d)
+}
+
+// heal ends cut.
+func (r *chaosReplica) heal() {
+	if r.link != nil {
+		r.link.Pass()
+		return
+	}
+	r.proxy.Pass()
 }
 
 type chaosHarness struct {
@@ -254,8 +304,12 @@ type chaosHarness struct {
 	// server that started as its primary (primary() says which is now).
 	redis    *redistest.Private
 	sentinel *redistest.Sentinel
-	rdb      *redis.Client
-	replicas []*chaosReplica
+	// cluster, when set, is the Redis Cluster the replicas use instead
+	// (CHAOS_ENGINE=cluster), and clusterFaults its faults.
+	cluster       *redistest.Cluster
+	clusterFaults clusterFaults
+	rdb           redis.UniversalClient
+	replicas      []*chaosReplica
 	// chaosStart is the origin of the fault schedule's offsets.
 	chaosStart time.Time
 	// schedules are the registry's schedules that are not families.
@@ -294,6 +348,10 @@ func (h *chaosHarness) noteSwitch(at time.Time) {
 	h.switches = append(h.switches, at)
 }
 
+// switchesPrimary says whether the run changes the server asynq's queue
+// is on under the workers (a Sentinel or a cluster failover).
+func (h *chaosHarness) switchesPrimary() bool { return h.sentinel != nil || h.cluster != nil }
+
 // nearSwitch says whether a task first went into Redis (enqueued, at)
 // just before a change of primary: asynq marks a task active, then done,
 // in writes no replica acknowledges, so a task a worker took from the old
@@ -322,18 +380,32 @@ func TestChaos(t *testing.T) {
 	if !*chaosFlag {
 		t.Skip("chaos harness is opt-in: run `make chaos` (go test ./runtime -run '^TestChaos$' -chaos -v)")
 	}
-	cfg := chaosConfigFromEnv(t)
+	runChaosHarness(t, "redis")
+}
+
+// runChaosHarness is the chaos run on engine: "redis" (one Redis, or a
+// Sentinel topology with the failover fault) or "cluster" (a Redis
+// Cluster, TestChaosCluster). Only the topology and the faults differ;
+// the schedules, the count and the verdict are the same.
+func runChaosHarness(t *testing.T, engine string) {
+	kinds := chaosFaults
+	if engine == "cluster" {
+		kinds = chaosClusterFaults
+	}
+	cfg := chaosConfigFromEnv(t, kinds)
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := cfg.EvidenceDir(t, "belfry-chaos-")
 	h := &chaosHarness{t: t, cfg: cfg, dir: dir, exe: exe}
-	faults := cfg.Selected(chaosFaults)
-	t.Logf("chaos: seed=%d replicas=%d duration=%s lease_ttl=%s grace=%s skew=±%s faults=%s dir=%s",
-		cfg.Seed, cfg.Replicas, cfg.Duration, cfg.TTL, cfg.Grace, cfg.Skew, strings.Join(faults, ","), dir)
+	faults := cfg.Selected(kinds)
+	t.Logf("chaos: engine=%s seed=%d replicas=%d duration=%s lease_ttl=%s grace=%s skew=±%s faults=%s dir=%s",
+		engine, cfg.Seed, cfg.Replicas, cfg.Duration, cfg.TTL, cfg.Grace, cfg.Skew, strings.Join(faults, ","), dir)
 
-	if cfg.Faults["failover"] {
+	if engine == "cluster" {
+		h.startCluster()
+	} else if cfg.Faults["failover"] {
 		// A primary, a replica and three sentinels; the harness and every
 		// replica follow the primary, and the replicas' writes wait for
 		// the replica's acknowledgement (Options.ReplicaAcks). The servers
@@ -422,13 +494,18 @@ func TestChaos(t *testing.T) {
 
 	runs, retries := h.readRecords()
 	enqueues := h.readEnqueueLogs()
+	if len(enqueues.byTask) == 0 {
+		// Without them a slot reached late is judged by its own time,
+		// and a miss cannot be explained.
+		t.Error("chaos: no replica recorded an enqueue: the enqueue hook saw none of the enqueue scripts")
+	}
 	var occurrences, duplicates, missed, redelivered, pausedSlots, lostWindow, failoverReruns, queuedAtFlush, windowReruns int
 	// twice counts a slot's extra first attempts: duplicates, unless the
 	// slot ran again around a change of primary (see nearSwitch).
 	twice := func(name, at string, slot int64, first int) {
 		switch {
 		case first <= 1:
-		case h.sentinel != nil && h.nearSwitch(enqueues.firstEnqueue(name, slot)):
+		case h.switchesPrimary() && h.nearSwitch(enqueues.firstEnqueue(name, slot)):
 			failoverReruns += first - 1
 			t.Logf("chaos: %s slot %s (%d) ran %d times as a first attempt, around a change of primary", name, at, slot, first)
 		default:
@@ -524,6 +601,9 @@ func TestChaos(t *testing.T) {
 		occurrences, duplicates, missed, h.kills, h.pauses, skew, h.redisRestarts, pausedSlots, h.flushes, lostWindow,
 		h.partitions, h.stalls, h.failovers)
 	line += fmt.Sprintf(" family_occurrences=%d family_after_delete=%d queued_at_flush=%d", famCounts.occurrences, famCounts.afterDelete, queuedAtFlush)
+	if h.cluster != nil {
+		line += h.clusterSummary(failoverReruns)
+	}
 	batch = h.countBatch(batch)
 	line += batch.Summary()
 	chaoskit.WriteSummary(t, *chaosSummary, line)
@@ -647,6 +727,9 @@ type chaosEvent struct {
 	hold time.Duration
 	// delay is a latency spike's added reply latency.
 	delay time.Duration
+	// target is what a cluster fault hits: the master of the namespace's
+	// slot or of the queue's (clusterNamespace, clusterQueue).
+	target string
 	// tries counts attempts to find a leader to hit.
 	tries int
 	do    func()
@@ -720,6 +803,9 @@ func (h *chaosHarness) plan() []*chaosEvent {
 		if cfg.Faults["failover"] && h.failover != nil {
 			evs = append(evs, &chaosEvent{at: at(42, 48), kind: "failover"})
 		}
+		if h.cluster != nil {
+			evs = append(evs, h.planCluster(minute, at)...)
+		}
 	}
 	slices.SortStableFunc(evs, func(a, b *chaosEvent) int { return cmp.Compare(a.at, b.at) })
 	return evs
@@ -747,6 +833,8 @@ func (h *chaosHarness) runChaos(start time.Time) {
 			ev.do = func() { h.restartRedis(ev, &queue) }
 		case "flush":
 			ev.do = h.flush
+		case "cluster_failover", "reshard", "master_kill":
+			ev.do = func() { h.clusterFault(ev) }
 		}
 	}
 	timer := time.NewTimer(0)
@@ -766,6 +854,7 @@ func (h *chaosHarness) runChaos(start time.Time) {
 		}
 		ev.do()
 	}
+	h.clusterFaults.wait()
 }
 
 // logf stamps harness events with the wall clock the replicas' logs use.
@@ -806,18 +895,18 @@ func (h *chaosHarness) hitLeader(ev *chaosEvent, queue *[]*chaosEvent) {
 	case "partition":
 		h.partitions++
 		h.logf("partition: black-holing %s's link to Redis for %s", r.Name, ev.hold)
-		r.proxy.BlackHole()
+		r.cut()
 		h.after(queue, ev.hold, "heal", func() {
 			h.logf("partition of %s heals: what it sent meanwhile reaches Redis now", r.Name)
-			r.proxy.Pass()
+			r.heal()
 		})
 	case "latency":
 		h.latencies++
 		h.logf("latency: %s's replies from Redis %s late for %s", r.Name, ev.delay, ev.hold)
-		r.proxy.Delay(ev.delay)
+		r.delay(ev.delay)
 		h.after(queue, ev.hold, "latency-end", func() {
 			h.logf("latency on %s's link ends", r.Name)
-			r.proxy.Delay(0)
+			r.delay(0)
 		})
 	case "pause":
 		h.pauses++
@@ -1009,21 +1098,32 @@ func (h *chaosHarness) start(r *chaosReplica) {
 	h.t.Helper()
 	r.incarnation++
 	r.Name = fmt.Sprintf("r%d.%d", r.idx, r.incarnation)
-	if r.proxy == nil {
-		r.proxy = redistest.NewProxyTo(h.t, func() (string, string, error) {
-			if h.sentinel == nil {
-				return "unix", h.redis.Socket, nil
-			}
-			// The primary now: after a failover the old one drops its
-			// clients, and they reconnect to the new one.
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			p, err := h.sentinel.Primary(ctx)
-			if err != nil {
-				return "", "", err
-			}
-			return "unix", p.Socket, nil
-		})
+	// link is how the replica reaches Redis: through its slot's own
+	// proxies, kept across incarnations.
+	var link []string
+	if h.cluster != nil {
+		if r.link == nil {
+			r.link = h.cluster.NewLink(h.t)
+		}
+		link = []string{envCluster + "=" + r.link.Routes(), envQueue + "=" + chaosQueue}
+	} else {
+		if r.proxy == nil {
+			r.proxy = redistest.NewProxyTo(h.t, func() (string, string, error) {
+				if h.sentinel == nil {
+					return "unix", h.redis.Socket, nil
+				}
+				// The primary now: after a failover the old one drops its
+				// clients, and they reconnect to the new one.
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				p, err := h.sentinel.Primary(ctx)
+				if err != nil {
+					return "", "", err
+				}
+				return "unix", p.Socket, nil
+			})
+		}
+		link = []string{envSocket + "=" + h.primary().Socket, envAddr + "=" + r.proxy.Addr()}
 	}
 	logf, err := os.Create(filepath.Join(h.dir, "replica-"+r.Name+".log"))
 	if err != nil {
@@ -1031,11 +1131,9 @@ func (h *chaosHarness) start(r *chaosReplica) {
 	}
 	defer logf.Close() // the child keeps its own descriptor
 	cmd := exec.Command(h.exe, "-test.run=^TestChaosReplica$", "-test.count=1", "-test.timeout=0", "-test.v")
-	cmd.Env = append(os.Environ(),
+	cmd.Env = append(append(os.Environ(), link...),
 		envReplica+"="+r.Name,
-		envSocket+"="+h.primary().Socket,
 		envAcks+"="+strconv.FormatBool(h.sentinel != nil),
-		envAddr+"="+r.proxy.Addr(),
 		envOffset+"="+r.offset.String(),
 		envRecord+"="+filepath.Join(h.dir, "exec-"+r.Name+".log"),
 		envEnqueues+"="+filepath.Join(h.dir, "enq-"+r.Name+".log"),

@@ -89,20 +89,27 @@ func TestRuntimeRunsOnRedisCluster(t *testing.T) {
 func apartInCluster(t *testing.T, ctx context.Context, c *redistest.Cluster) (ns, queue string) {
 	t.Helper()
 	ns = uniq("ns")
+	return ns, queueApart(t, ctx, c, ns, func(int) string { return uniq("q") })
+}
+
+// queueApart returns the first of the queue names name(0), name(1), …
+// whose slot is on another master of c than namespace ns's.
+func queueApart(t *testing.T, ctx context.Context, c *redistest.Cluster, ns string, name func(i int) string) string {
+	t.Helper()
 	nsMaster, _, err := c.MasterOf(ctx, store.KeyPrefix(ns)+"lease")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range 100 {
-		queue = uniq("q")
+	for i := range 100 {
+		queue := name(i)
 		if m, _, err := c.MasterOf(ctx, "asynq:{"+queue+"}:pending"); err != nil {
 			t.Fatal(err)
 		} else if m != nsMaster {
-			return ns, queue
+			return queue
 		}
 	}
 	t.Fatal("no queue name found whose slot is on another master than the namespace's")
-	return "", ""
+	return ""
 }
 
 // firstRun is the earliest slot of schedule that ran.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -320,6 +321,30 @@ func (c *Cluster) WaitSynced(ctx context.Context) error {
 	return nil
 }
 
+// OtherMaster returns a running master that serves none of keys' slots,
+// e.g. where to move a slot so that it stays apart from others.
+func (c *Cluster) OtherMaster(ctx context.Context, keys ...string) (*Private, error) {
+	taken := map[*Private]bool{}
+	for _, k := range keys {
+		m, _, err := c.MasterOf(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		taken[m] = true
+	}
+	for _, p := range c.Nodes {
+		if !p.Running() || taken[p] {
+			continue
+		}
+		if role, err := c.role(ctx, p); err != nil {
+			return nil, err
+		} else if role == "master" {
+			return p, nil
+		}
+	}
+	return nil, fmt.Errorf("no master serves none of %q", keys)
+}
+
 // ClusterLink is a cluster client's way to every node through a proxy of
 // its own per node (netfault), which the test cuts and heals as a whole:
 // the cluster names its nodes by their real addresses, and the client's
@@ -329,6 +354,7 @@ type ClusterLink struct {
 	mu      sync.Mutex
 	proxies map[string]*netfault.Proxy
 	holed   bool
+	delay   time.Duration
 }
 
 // LinkedClient returns a cluster client whose connections go through a
@@ -345,6 +371,55 @@ func (c *Cluster) LinkedClient(t testing.TB) (*redis.ClusterClient, *ClusterLink
 	return rdb, link
 }
 
+// NewLink returns a ClusterLink with a proxy started for every node, for
+// a client in another process: Routes tells it where each node's proxy
+// listens.
+func (c *Cluster) NewLink(t testing.TB) *ClusterLink {
+	link := &ClusterLink{t: t, proxies: map[string]*netfault.Proxy{}}
+	for _, p := range c.Nodes {
+		link.proxy(p.Addr)
+	}
+	return link
+}
+
+// Routes lists the link's proxies as "<node addr>=<proxy addr>" pairs
+// joined by commas (see RoutedClusterClient).
+func (l *ClusterLink) Routes() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var pairs []string
+	for addr, p := range l.proxies {
+		pairs = append(pairs, addr+"="+p.Addr())
+	}
+	slices.Sort(pairs)
+	return strings.Join(pairs, ",")
+}
+
+// RoutedClusterClient returns a cluster client whose connection to each
+// node goes to that node's proxy as routes (ClusterLink.Routes) name it;
+// a node not named there is refused, so that no connection bypasses the
+// link. Closing it is the caller's job.
+func RoutedClusterClient(routes string, opts redis.ClusterOptions) (*redis.ClusterClient, error) {
+	via := map[string]string{}
+	for pair := range strings.SplitSeq(routes, ",") {
+		node, proxy, ok := strings.Cut(pair, "=")
+		if !ok {
+			return nil, fmt.Errorf("route %q: want <node addr>=<proxy addr>", pair)
+		}
+		via[node] = proxy
+		opts.Addrs = append(opts.Addrs, node)
+	}
+	opts.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		proxy, ok := via[addr]
+		if !ok {
+			return nil, fmt.Errorf("no route to cluster node %s", addr)
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", proxy)
+	}
+	return redis.NewClusterClient(&opts), nil
+}
+
 // proxy is the link's proxy of the node at addr, started on first use.
 func (l *ClusterLink) proxy(addr string) *netfault.Proxy {
 	l.mu.Lock()
@@ -354,6 +429,9 @@ func (l *ClusterLink) proxy(addr string) *netfault.Proxy {
 		p = netfault.New(l.t, "tcp", addr)
 		if l.holed {
 			p.BlackHole()
+		}
+		if l.delay > 0 {
+			p.Delay(l.delay)
 		}
 		l.proxies[addr] = p
 	}
@@ -370,11 +448,22 @@ func (l *ClusterLink) BlackHole() {
 	}
 }
 
-// Pass ends the partition.
+// Delay holds every node's replies for d (netfault.Proxy's; 0 removes
+// the latency).
+func (l *ClusterLink) Delay(d time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.delay = d
+	for _, p := range l.proxies {
+		p.Delay(d)
+	}
+}
+
+// Pass ends the partition and the latency.
 func (l *ClusterLink) Pass() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.holed = false
+	l.holed, l.delay = false, 0
 	for _, p := range l.proxies {
 		p.Pass()
 	}
