@@ -163,13 +163,29 @@ func (a Acks) OnKeysNode(ctx context.Context, rdb redis.UniversalClient, keys []
 	if rt := node.Options().ReadTimeout; rt > 0 && 2*a.Timeout > rt {
 		return nil, nil, false
 	}
+	// The pipeline goes on one connection of the node's, not through its
+	// pool: a pooled pipeline that fails while its replies are read is
+	// sent again in full (the client's MaxRetries), the script with it,
+	// and a write must run once. A connection gone bad is not used again,
+	// so nothing is sent twice.
+	conn := node.Conn()
+	defer conn.Close()
 	wait := redis.NewIntCmd(ctx, "wait", a.Replicas, a.Timeout.Milliseconds())
-	node.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, _ = conn.Pipelined(ctx, func(p redis.Pipeliner) error {
 		cmd = fill(p)
 		return p.Process(ctx, wait)
 	})
 	if err := cmd.Err(); err != nil {
-		if errors.Is(err, redis.ErrClosed) { // a node client the slot map dropped
+		var reply redis.Error
+		if cmd.Val() != nil && !errors.As(err, &reply) {
+			// The script's reply was read, then the connection failed on
+			// the WAIT's (go-redis sets that error on every command of
+			// the pipeline): the write ran, and no replica is known to
+			// have it, as when the WAIT fails on the pinned path.
+			cmd.SetErr(nil)
+			return cmd, a.check(0, wait.Err()), true
+		}
+		if errors.Is(err, redis.ErrClosed) { // a node client the slot map dropped: nothing was sent
 			return nil, nil, false
 		}
 		if redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "READONLY") {

@@ -285,3 +285,83 @@ func BenchmarkFencedInsertReplicaAcksCluster(b *testing.B) {
 		})
 	}
 }
+
+// countScript counts its runs: a write that must run once.
+var countScript = redis.NewScript(`return redis.call('INCR', KEYS[1])`)
+
+// An acknowledged write on a cluster client whose connection drops while
+// its WAIT blocks (a replica lost mid-failover, a proxy reset) ran once:
+// on a client that retries (MaxRetries), the pipeline of the script and
+// its WAIT is not sent again, and the write says it was not acknowledged
+// rather than fail as if it never ran. The same for the fenced enqueue:
+// its task is written and the enqueue is marked unacknowledged, which
+// the core's in-doubt bookkeeping follows.
+func TestAckedWriteRunsOnceWhenItsWaitsConnectionDrops(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cluster := redistest.StartCluster(t, 3) // no replicas: every WAIT blocks for its timeout
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs(), MaxRetries: 3})
+	t.Cleanup(func() { rdb.Close() })
+	acks := pipeline.Acks{Replicas: 1, Timeout: 2 * time.Second}
+
+	// dropWait kills the connection of the WAIT that blocks on key's
+	// master, once it blocks there.
+	dropWait := func(key string) <-chan error {
+		dropped := make(chan error, 1)
+		node, err := rdb.MasterForKey(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		admin := redis.NewClient(&redis.Options{Addr: node.Options().Addr})
+		go func() {
+			defer admin.Close()
+			for deadline := time.Now().Add(acks.Timeout); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+				list, err := admin.ClientList(ctx).Result()
+				if err != nil {
+					dropped <- err
+					return
+				}
+				for _, line := range strings.Split(list, "\n") {
+					if fields := strings.Fields(line); len(fields) > 0 && strings.Contains(line, " cmd=wait ") {
+						dropped <- admin.Do(ctx, "client", "kill", "id", strings.TrimPrefix(fields[0], "id=")).Err()
+						return
+					}
+				}
+			}
+			dropped <- errors.New("no WAIT blocked on the key's master")
+		}()
+		return dropped
+	}
+
+	key := "{drop}runs"
+	if err := countScript.Load(ctx, rdb).Err(); err != nil { // on every master: no NOSCRIPT detour
+		t.Fatal(err)
+	}
+	dropped := dropWait(key)
+	err := acks.Run(ctx, rdb, countScript, []string{key}).Err()
+	if err := <-dropped; err != nil {
+		t.Fatalf("dropping the WAIT's connection: %v", err)
+	}
+	if !errors.Is(err, pipeline.ErrNotAcked) {
+		t.Errorf("a script whose WAIT's connection dropped: %v; want ErrNotAcked", err)
+	}
+	if n, err := rdb.Get(ctx, key).Int(); err != nil || n != 1 {
+		t.Errorf("the script ran %d times (%v); want once", n, err)
+	}
+
+	queue := "drop"
+	client := pipeline.NewClient(rdb)
+	client.Acks = acks
+	fence := pipeline.WithFence(ctx, &pipeline.Fence{Namespace: "ns", Value: "r0|a|1"})
+	dropped = dropWait(pipeline.TaskKey(queue, "task"))
+	res := client.EnqueueAll(fence, []pipeline.Item{{Task: pipeline.Task{Type: "t", Queue: queue, ID: "task"}}})[0]
+	if err := <-dropped; err != nil {
+		t.Fatalf("dropping the enqueue's WAIT's connection: %v", err)
+	}
+	if !res.Unacked || !errors.Is(res.Err, pipeline.ErrNotAcked) {
+		t.Errorf("an enqueue whose WAIT's connection dropped: unacked=%v err=%v; want it unacknowledged (ErrNotAcked)", res.Unacked, res.Err)
+	}
+	if n, err := rdb.Exists(ctx, pipeline.TaskKey(queue, "task")).Result(); err != nil || n != 1 {
+		t.Errorf("the enqueue's task: %d %v; want it written", n, err)
+	}
+}
