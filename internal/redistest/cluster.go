@@ -104,6 +104,12 @@ func NewCluster(t TB, dir string, masters, replicas int) *Cluster {
 			c.Masters = append(c.Masters, p)
 		}
 	}
+	// A replica not yet in sync acknowledges nothing: a test's first
+	// acknowledged write would wait out its timeout.
+	if err := c.WaitSynced(ctx); err != nil {
+		c.Close()
+		t.Fatalf("cluster in %s: %v", dir, err)
+	}
 	return c
 }
 

@@ -166,7 +166,10 @@ func TestAckedWritesOnAClusterTakeOneRoundTrip(t *testing.T) {
 	rdb := c.Client(t)
 	trips := &roundTrips{}
 	rdb.OnNewNode(func(node *redis.Client) { node.AddHook(trips) })
-	acks := pipeline.Acks{Replicas: 1, Timeout: 400 * time.Millisecond}
+	// Long enough for a replica's answer on a busy machine (the race run
+	// beside other tests), short enough that the one-round-trip pipeline
+	// fits go-redis's default read timeout (OnKeysNode).
+	acks := pipeline.Acks{Replicas: 1, Timeout: time.Second}
 
 	// The first script of a node may be loaded there first (NOSCRIPT).
 	if n, err := acks.Run(ctx, rdb, insertScript, []string{"{a}first"}, "x").Int(); err != nil || n != 1 {
