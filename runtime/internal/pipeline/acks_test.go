@@ -163,7 +163,10 @@ func TestAckedWritesOnAClusterTakeOneRoundTrip(t *testing.T) {
 	if err := c.WaitSynced(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rdb := c.Client(t)
+	// go-redis's default read timeout, which the pipeline must fit
+	// (OnKeysNode); the harness's client has a shorter one.
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), ReadTimeout: 3 * time.Second})
+	t.Cleanup(func() { rdb.Close() })
 	trips := &roundTrips{}
 	rdb.OnNewNode(func(node *redis.Client) { node.AddHook(trips) })
 	// Long enough for a replica's answer on a busy machine (the race run
