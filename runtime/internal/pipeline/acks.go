@@ -81,33 +81,49 @@ type waiter interface {
 // acknowledged comes back as the command's error, ErrNotAcked.
 //
 // On Redis Cluster the script and its WAIT go together to the master of
-// the first key's slot (OnKeysNode). Elsewhere the connection is taken
+// the first key's slot (onKeysNode). Elsewhere the connection is taken
 // with a WATCH of no keys, the one way to hold a single connection
 // through any UniversalClient; it sends no WATCH.
 func (a Acks) Run(ctx context.Context, rdb redis.UniversalClient, script *redis.Script, keys []string, args ...any) *redis.Cmd {
 	if !a.On() {
 		return script.Run(ctx, rdb, keys, args...)
 	}
-	cmd, notAcked, ok := a.OnKeysNode(ctx, rdb, keys, func(p redis.Pipeliner) *redis.Cmd {
-		return script.EvalSha(ctx, p, keys, args...)
-	})
-	if !ok {
-		err := rdb.Watch(ctx, func(tx *redis.Tx) error {
-			cmd = script.Run(ctx, tx, keys, args...)
-			if cmd.Err() == nil {
-				notAcked = a.Wait(ctx, tx)
-			}
-			return nil
-		}, Pin(rdb, keys)...)
-		if cmd == nil {
-			cmd = redis.NewCmd(ctx)
-			cmd.SetErr(unpinned(rdb, err))
+	cmd, notAcked := a.exec(ctx, rdb, keys, func(c redis.Cmdable, pipelined bool) *redis.Cmd {
+		if pipelined {
+			return script.EvalSha(ctx, c, keys, args...) // a NOSCRIPT is sent again pinned, which loads it
 		}
-	}
+		return script.Run(ctx, c, keys, args...)
+	})
 	if notAcked != nil {
 		cmd.SetErr(notAcked)
 	}
 	return cmd
+}
+
+// exec sends a write over keys on one connection of rdb and WAITs on that
+// connection: on Redis Cluster the write and its WAIT in one round trip
+// to the master of the first key's slot (onKeysNode; pipelined is true),
+// else, or when that node ran nothing, on a connection pinned by a WATCH
+// (Pin). cmd is never nil: a write that never ran carries why (unpinned).
+// notAcked is the WAIT's verdict, nil when the write failed (cmd's error).
+func (a Acks) exec(ctx context.Context, rdb redis.UniversalClient, keys []string, send func(c redis.Cmdable, pipelined bool) *redis.Cmd) (cmd *redis.Cmd, notAcked error) {
+	cmd, notAcked, sent := a.onKeysNode(ctx, rdb, keys, func(p redis.Pipeliner) *redis.Cmd { return send(p, true) })
+	if sent {
+		return cmd, notAcked
+	}
+	pinned := rdb.Watch(ctx, func(tx *redis.Tx) error {
+		if cmd = send(tx, false); cmd.Err() == nil {
+			notAcked = a.Wait(ctx, tx)
+		}
+		return nil
+	}, Pin(rdb, keys)...)
+	if cmd == nil {
+		// Watch never ran the function: no connection, or on Redis
+		// Cluster no node would take the pinning WATCH.
+		cmd = redis.NewCmd(ctx)
+		cmd.SetErr(unpinned(rdb, pinned))
+	}
+	return cmd, notAcked
 }
 
 // ErrSlotMoving is a write on Redis Cluster that never ran: the nodes
@@ -131,7 +147,7 @@ func unpinned(rdb redis.UniversalClient, err error) error {
 	return errNoReply
 }
 
-// OnKeysNode sends the script fill queues and a WAIT in one pipeline to the
+// onKeysNode sends the script fill queues and a WAIT in one pipeline to the
 // master that serves keys[0] on Redis Cluster: one round trip, where a
 // WATCH to pin the connection (Pin) costs a WATCH and an UNWATCH besides.
 // The WAIT is read on the script's connection, so it counts the replicas
@@ -148,7 +164,7 @@ func unpinned(rdb redis.UniversalClient, err error) error {
 // without this, through the client, which follows redirects, loads
 // scripts and retries; a MOVED or READONLY reloads the client's slot map
 // first, so that later calls go to the slot's master.
-func (a Acks) OnKeysNode(ctx context.Context, rdb redis.UniversalClient, keys []string, fill func(redis.Pipeliner) *redis.Cmd) (cmd *redis.Cmd, notAcked error, ok bool) {
+func (a Acks) onKeysNode(ctx context.Context, rdb redis.UniversalClient, keys []string, fill func(redis.Pipeliner) *redis.Cmd) (cmd *redis.Cmd, notAcked error, ok bool) {
 	cc, cluster := rdb.(*redis.ClusterClient)
 	if !cluster || len(keys) == 0 {
 		return nil, nil, false

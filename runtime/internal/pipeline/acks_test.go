@@ -164,14 +164,14 @@ func TestAckedWritesOnAClusterTakeOneRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	// go-redis's default read timeout, which the pipeline must fit
-	// (OnKeysNode); the harness's client has a shorter one.
+	// (onKeysNode); the harness's client has a shorter one.
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), ReadTimeout: 3 * time.Second})
 	t.Cleanup(func() { rdb.Close() })
 	trips := &roundTrips{}
 	rdb.OnNewNode(func(node *redis.Client) { node.AddHook(trips) })
 	// Long enough for a replica's answer on a busy machine (the race run
 	// beside other tests), short enough that the one-round-trip pipeline
-	// fits go-redis's default read timeout (OnKeysNode).
+	// fits go-redis's default read timeout (onKeysNode).
 	acks := pipeline.Acks{Replicas: 1, Timeout: time.Second}
 
 	// The first script of a node may be loaded there first (NOSCRIPT).

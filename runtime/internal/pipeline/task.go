@@ -372,28 +372,10 @@ func (c *Client) sendTaskChunk(ctx context.Context, f *Fence, calls []*pipelined
 		cmd = c.rdb.Eval(ctx, enqueueLua, keys, args...)
 	} else {
 		// The WAIT goes on the connection the script went through: on
-		// Redis Cluster, one to the queue's master, with the script in one
-		// round trip (OnKeysNode), or pinned there (Pin) when that node
-		// ran nothing.
-		var sent bool
-		cmd, notAcked, sent = c.Acks.OnKeysNode(ctx, c.rdb, keys, func(p redis.Pipeliner) *redis.Cmd {
-			return p.Eval(ctx, enqueueLua, keys, args...)
+		// Redis Cluster, one to the queue's master.
+		cmd, notAcked = c.Acks.exec(ctx, c.rdb, keys, func(rc redis.Cmdable, _ bool) *redis.Cmd {
+			return rc.Eval(ctx, enqueueLua, keys, args...)
 		})
-		var pinned error
-		if !sent {
-			pinned = c.rdb.Watch(ctx, func(tx *redis.Tx) error {
-				if cmd = tx.Eval(ctx, enqueueLua, keys, args...); cmd.Err() == nil {
-					notAcked = c.Acks.Wait(ctx, tx)
-				}
-				return nil
-			}, Pin(c.rdb, keys)...)
-		}
-		if cmd == nil {
-			// Watch never ran the function: no connection, or on Redis
-			// Cluster no node would take the pinning WATCH.
-			cmd = redis.NewCmd(ctx)
-			cmd.SetErr(unpinned(c.rdb, pinned))
-		}
 	}
 	replies, err := cmd.Int64Slice()
 	if err != nil && f != nil && strings.HasPrefix(err.Error(), "FENCED") {
