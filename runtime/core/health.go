@@ -121,7 +121,7 @@ func (r *Runtime) Health(ctx context.Context) Health {
 	case unsafe != "":
 		h.Problems = append(h.Problems, unsafe)
 	case snap.Redis == RedisDown:
-		h.Problems = append(h.Problems, r.redisDownName()+": "+snap.RedisError)
+		h.Problems = append(h.Problems, snap.redisDownName+": "+snap.RedisError)
 	default:
 		if h.Redis == RedisSlow {
 			h.Problems = append(h.Problems, strings.ToLower(r.storeName())+" not answering in time: "+cmp.Or(snap.RedisError, statuses.RedisError))

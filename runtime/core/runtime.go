@@ -258,30 +258,31 @@ func (r *Runtime) downName(downAs string) string {
 	return cmp.Or(downAs, strings.ToLower(r.storeName())+" unreachable")
 }
 
-// redisDownName is downName of the last Redis error.
-func (r *Runtime) redisDownName() string {
-	r.redisMu.Lock()
-	defer r.redisMu.Unlock()
-	return r.downName(r.redisDownAs)
-}
-
 // redisState returns the runtime's view of Redis and, when it is down, the
 // last error.
 func (r *Runtime) redisState() (RedisState, error) {
+	state, _, err := r.redisView()
+	return state, err
+}
+
+// redisView is redisState with the name of a down Redis (downName of the
+// engine's word for the last error), read together so that the two agree.
+func (r *Runtime) redisView() (RedisState, string, error) {
 	if r.disabled != "" {
-		return RedisDisabled, nil
+		return RedisDisabled, "", nil
 	}
 	r.redisMu.Lock()
 	defer r.redisMu.Unlock()
+	name := r.downName(r.redisDownAs)
 	switch {
 	case !r.redisSeen:
-		return RedisUnknown, nil
+		return RedisUnknown, name, nil
 	case r.redisErr != nil && isSlow(r.redisErr):
-		return RedisSlow, r.redisErr
+		return RedisSlow, name, r.redisErr
 	case r.redisErr != nil:
-		return RedisDown, r.redisErr
+		return RedisDown, name, r.redisErr
 	}
-	return RedisUp, nil
+	return RedisUp, name, nil
 }
 
 // retention keeps a finished task's ID reserved for a lease TTL, not for

@@ -57,6 +57,9 @@ type Snapshot struct {
 	Replica    string
 	Redis      RedisState
 	RedisError string
+	// redisDownName is how health names Redis down (Runtime.downName),
+	// read with Redis and RedisError.
+	redisDownName string
 	// RedisUnsafe says why this replica will not lead on its Redis (it
 	// evicts keys, or is too old), "" when it may.
 	RedisUnsafe string
@@ -317,8 +320,8 @@ func (r *Runtime) settle(snap *Snapshot, reads *readLog) {
 			r.noteRedis(nil)
 		}
 	}
-	state, lastErr := r.redisState()
-	snap.Redis = state
+	state, downName, lastErr := r.redisView()
+	snap.Redis, snap.redisDownName = state, downName
 	if lastErr != nil {
 		snap.RedisError = r.redact(lastErr.Error())
 	}
