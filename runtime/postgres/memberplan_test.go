@@ -9,6 +9,7 @@ import (
 	"github.com/belfry/belfry/runtime/engine"
 	"github.com/belfry/belfry/runtime/postgres"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // A bulk insert of members leaves belfry_member analyzed, and the lookup
@@ -40,25 +41,9 @@ func TestMemberLookupsProbeThePrimaryKey(t *testing.T) {
 	if rows < n {
 		t.Errorf("belfry_member's statistics count %.0f rows after %d members went in; want it analyzed", rows, n)
 	}
-	var plan []string
-	if err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `PREPARE lookup(text, text, text[]) AS SELECT key FROM`+postgres.MembersByKeySQL); err != nil {
-			return err
-		}
-		// EXPLAIN EXECUTE takes no parameters: the keys go as a literal.
-		rows, err := tx.Query(ctx, `EXPLAIN EXECUTE lookup('ns', '`+fam+`', '{`+strings.Join(keys, ",")+`}')`)
-		if err != nil {
-			return err
-		}
-		plan, err = pgx.CollectRows(rows, pgx.RowTo[string])
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	text := strings.Join(plan, "\n")
+	// EXPLAIN EXECUTE takes no parameters: the keys go as a literal.
+	text := explainPrepared(t, db, "force_generic_plan", `lookup(text, text, text[]) AS SELECT key FROM`+postgres.MembersByKeySQL,
+		`lookup('ns', '`+fam+`', '{`+strings.Join(keys, ",")+`}')`)
 	if !strings.Contains(text, "belfry_member_pkey") || strings.Contains(text, "belfry_member_bucket") ||
 		strings.Contains(text, "Filter") || !strings.Contains(text, "key = u.k") {
 		t.Errorf("the generic plan of a member lookup does not probe the primary key by key:\n%s", text)
@@ -83,15 +68,29 @@ func TestTheLookForFreeSlotsProbesEachSlot(t *testing.T) {
 	for i := range 1000 {
 		ids = append(ids, fmt.Sprintf("occ-%d", 5000+i))
 	}
+	text := explainPrepared(t, db, "force_custom_plan", `free(text, text[]) AS `+postgres.SlotFreeSQL,
+		`free('ns', '{`+strings.Join(ids, ",")+`}')`)
+	if !strings.Contains(text, "belfry_slot_occurrence") || !strings.Contains(text, "SubPlan") || strings.Contains(text, "Hash") ||
+		strings.Contains(text, "Seq Scan") || strings.Contains(text, "belfry_slot_retention") {
+		t.Errorf("the look for free slots does not probe the occurrence index for each slot:\n%s", text)
+	}
+}
+
+// explainPrepared prepares statement ("name(types) AS sql") in a
+// transaction whose plan_cache_mode is planMode and returns the plan of
+// EXPLAIN EXECUTE execute ("name(literals)"), one line per row.
+func explainPrepared(t *testing.T, db *pgxpool.Pool, planMode, statement, execute string) string {
+	t.Helper()
+	ctx := context.Background()
 	var plan []string
 	if err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_custom_plan`); err != nil {
+		if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = `+planMode); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `PREPARE free(text, text[]) AS `+postgres.SlotFreeSQL); err != nil {
+		if _, err := tx.Exec(ctx, `PREPARE `+statement); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, `EXPLAIN EXECUTE free('ns', '{`+strings.Join(ids, ",")+`}')`)
+		rows, err := tx.Query(ctx, `EXPLAIN EXECUTE `+execute)
 		if err != nil {
 			return err
 		}
@@ -100,9 +99,5 @@ func TestTheLookForFreeSlotsProbesEachSlot(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	text := strings.Join(plan, "\n")
-	if !strings.Contains(text, "belfry_slot_occurrence") || !strings.Contains(text, "SubPlan") || strings.Contains(text, "Hash") ||
-		strings.Contains(text, "Seq Scan") || strings.Contains(text, "belfry_slot_retention") {
-		t.Errorf("the look for free slots does not probe the occurrence index for each slot:\n%s", text)
-	}
+	return strings.Join(plan, "\n")
 }
