@@ -31,16 +31,15 @@ const (
 )
 
 type clusterResult struct {
-	ran                                  bool
-	fireSlots                            int
-	place                                clusterPlace
-	fireP50, fireP99, asynqP50, asynqP99 time.Duration
-	fireTop, asynqTop                    []time.Duration
-	spikeN                               int
-	spike                                time.Duration // median of the trials
-	spikes                               []time.Duration
-	spikeServiceCPU, spikeRedisCPU       time.Duration // medians of the trials
-	overlap                              bool          // the spike ran during the fire measurement
+	ran       bool
+	fireSlots int
+	place     clusterPlace
+	fireFigures
+	spikeN                         int
+	spike                          time.Duration // median of the trials
+	spikes                         []time.Duration
+	spikeServiceCPU, spikeRedisCPU time.Duration // medians of the trials
+	overlap                        bool          // the spike ran during the fire measurement
 }
 
 // clusterPlace says where the fire measurement's keys are.
@@ -99,9 +98,7 @@ func benchCluster(s settings, r *results) error {
 	if err != nil {
 		return err
 	}
-	res.fireP50, res.fireP99 = percentile(ours, 50), percentile(ours, 99)
-	res.asynqP50, res.asynqP99 = percentile(theirs, 50), percentile(theirs, 99)
-	res.fireTop, res.asynqTop = slowest(ours, 3), slowest(theirs, 3)
+	res.fireFigures = fireFiguresOf(ours, theirs)
 	return nil
 }
 

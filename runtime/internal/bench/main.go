@@ -118,11 +118,9 @@ type settings struct {
 }
 
 type results struct {
-	nextRatio                            float64
-	nextRows                             [][]string
-	fireP50, fireP99                     time.Duration
-	asynqP50, asynqP99                   time.Duration
-	fireTop, asynqTop                    []time.Duration // the three slowest
+	nextRatio float64
+	nextRows  [][]string
+	fireFigures
 	crashTTL                             float64
 	crashDelays                          []time.Duration
 	graceful                             time.Duration
@@ -154,6 +152,18 @@ type results struct {
 	family                           familyResult
 	pg                               pgResult
 	cluster                          clusterResult
+}
+
+// fireFigures are a side-by-side fire measurement's: belfry's lag and
+// asynq's Scheduler's, p50, p99 and the three slowest.
+type fireFigures struct {
+	fireP50, fireP99, asynqP50, asynqP99 time.Duration
+	fireTop, asynqTop                    []time.Duration
+}
+
+func fireFiguresOf(ours, theirs []time.Duration) fireFigures {
+	return fireFigures{fireP50: percentile(ours, 50), fireP99: percentile(ours, 99), asynqP50: percentile(theirs, 50),
+		asynqP99: percentile(theirs, 99), fireTop: slowest(ours, 3), asynqTop: slowest(theirs, 3)}
 }
 
 func run(quick bool) error {
@@ -300,9 +310,7 @@ func benchFireLatency(addr string, s settings, r *results) error {
 	if err != nil {
 		return err
 	}
-	r.fireP50, r.fireP99 = percentile(ours, 50), percentile(ours, 99)
-	r.asynqP50, r.asynqP99 = percentile(theirs, 50), percentile(theirs, 99)
-	r.fireTop, r.asynqTop = slowest(ours, 3), slowest(theirs, 3)
+	r.fireFigures = fireFiguresOf(ours, theirs)
 	return nil
 }
 
