@@ -2,8 +2,10 @@ package runtime_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -108,6 +110,54 @@ func TestTheRuntimesReadsObeyTheirDeadlinesOnAServiceClient(t *testing.T) {
 	}
 	if body := rec.Body.String(); rec.Code != 503 || !strings.Contains(body, `"redis":"slow"`) || !strings.Contains(body, "not answering in time") {
 		t.Errorf("healthz during a stall: %d %s, want 503 with redis slow", rec.Code, body)
+	}
+	var health struct {
+		Problems []string `json:"problems"`
+	}
+	json.Unmarshal(rec.Body.Bytes(), &health)
+	for _, p := range health.Problems {
+		if strings.Contains(p, "not answering in time") && strings.Count(strings.ToLower(p), "redis") != 1 {
+			t.Errorf("healthz problem %q names Redis more than once", p)
+		}
+	}
+}
+
+// A Redis silent for longer than a lease TTL is down, and health's problem
+// says why once: "redis unreachable: no answer for 2 s", not the name of
+// the outage a second time in front of its cause.
+func TestHealthNamesASilentRedisUnreachableOnce(t *testing.T) {
+	t.Parallel()
+	srv := startPrivateRedis(t)
+	rdb := redis.NewClient(&redis.Options{Network: "unix", Addr: srv.Socket, PoolSize: 100})
+	t.Cleanup(func() { rdb.Close() })
+	rt, err := runtime.New(registry.MustNew(idleSchedule()), runtime.Options{Redis: rdb, Namespace: uniq("silent"), LeaseTTL: time.Second, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	if _, err := rt.Monitor().Snapshot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// Long enough for a health check to find Redis silent past the lease
+	// after its own reads gave up, however slow the machine.
+	srv.Stall(t, 6*time.Second)
+	var health struct {
+		Redis    string   `json:"redis"`
+		Problems []string `json:"problems"`
+	}
+	var body string
+	waitFor(t, 5*time.Second, "health to report Redis down", func() bool {
+		rec := httptest.NewRecorder()
+		rt.HealthHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
+		body = rec.Body.String()
+		return json.Unmarshal(rec.Body.Bytes(), &health) == nil && health.Redis == string(runtime.RedisDown)
+	})
+	i := slices.IndexFunc(health.Problems, func(p string) bool { return strings.Contains(p, "unreachable") })
+	if i < 0 {
+		t.Fatalf("healthz with Redis down names no problem unreachable: %s", body)
+	}
+	if p := health.Problems[i]; strings.Count(p, "unreachable") != 1 || !strings.Contains(p, "no answer") {
+		t.Errorf("healthz problem %q, want it to say unreachable once and why (no answer)", p)
 	}
 }
 

@@ -51,11 +51,13 @@ func (mon *Monitor) Grace(s *registry.Schedule) time.Duration { return mon.rt.gr
 
 // Snapshot is the state of schedules and of the cluster at one moment.
 type Snapshot struct {
-	At         time.Time
-	Schedules  []ScheduleState
-	Cluster    Cluster
-	Replica    string
-	Redis      RedisState
+	At        time.Time
+	Schedules []ScheduleState
+	Cluster   Cluster
+	Replica   string
+	Redis     RedisState
+	// RedisError says why Redis is down or slow ("no answer for 12 s"),
+	// not which of the two: Redis says that.
 	RedisError string
 	// redisDownName is how health names Redis down (Runtime.downName),
 	// read with Redis and RedisError.
@@ -252,7 +254,7 @@ type readLog struct {
 	errs    []error
 	down    error  // a failure that is not a timeout: Redis refused or broke
 	slow    error  // a read that did not answer in time (an ErrRedisSlow)
-	slowWhy string // the Missing reason of that read
+	slowWhy string // why that read failed, without the store's name: RedisError
 	// refusal is Runtime.refusal: a read the engine's server refused for
 	// how it is set up.
 	refusal func(error) error
@@ -290,12 +292,13 @@ func (l *readLog) fail(part string, err error, took time.Duration) {
 			l.down = err
 		}
 	case isSlow(err):
-		reason = fmt.Sprintf("%s slow: no answer within %.1f s", l.store, took.Seconds())
+		why := fmt.Sprintf("no answer within %.1f s", took.Seconds())
 		if took < 50*time.Millisecond {
-			reason = l.store + " slow: the request's time ran out before this read"
+			why = "the request's time ran out before this read"
 		}
+		reason = l.store + " slow: " + why
 		if l.slow == nil {
-			l.slow, l.slowWhy = err, reason
+			l.slow, l.slowWhy = err, why
 		}
 	case l.down == nil:
 		l.down = err
@@ -327,19 +330,18 @@ func (r *Runtime) settle(snap *Snapshot, reads *readLog) {
 	}
 	// A timeout says Redis did not answer in time, not that it is gone:
 	// it is slow while it answered within a lease TTL, down once silent
-	// for longer (a partition, a hung server).
+	// for longer (a partition, a hung server). RedisError gives the cause
+	// alone, beside Redis that gives the state: health puts the name of
+	// the outage in front of it, and a name in both would read twice.
 	silent := time.Since(time.Unix(0, r.statusIndex.answered.Load()))
 	switch {
 	case state == RedisSlow && silent >= r.opts.LeaseTTL:
-		snap.Redis, snap.RedisError = RedisDown, r.storeName()+" unreachable: no answer since this replica started"
+		snap.Redis, snap.RedisError = RedisDown, "no answer since this replica started"
 		if r.statusIndex.answered.Load() != 0 {
-			snap.RedisError = fmt.Sprintf("%s unreachable: no answer for %.0f s", r.storeName(), silent.Seconds())
+			snap.RedisError = fmt.Sprintf("no answer for %.0f s", silent.Seconds())
 		}
 	case state == RedisSlow && reads.slow != nil:
 		snap.RedisError = reads.slowWhy
-	case state == RedisSlow:
-		// The scheduler's own calls timed out: Redis is slow, not gone.
-		snap.RedisError = r.storeName() + " slow: " + snap.RedisError
 	}
 	for i := range reads.missing {
 		reads.missing[i].Reason = r.redact(reads.missing[i].Reason)
@@ -426,7 +428,7 @@ type Statuses struct {
 	// status they decide are StatusUnknown.
 	Missing []Missing
 	Redis   RedisState
-	// RedisError says why Redis is down or slow.
+	// RedisError says why Redis is down or slow, as Snapshot's does.
 	RedisError string
 }
 
