@@ -192,7 +192,8 @@ func (r *Runtime) Close() error {
 	return nil
 }
 
-// noteRedis logs Redis reachability changes once, not every retry.
+// noteRedis logs Redis reachability changes, and an outage changing kind
+// (slow, unreachable, the engine's word), once each, not every retry.
 func (r *Runtime) noteRedis(err error) {
 	if errors.Is(err, context.Canceled) || errors.Is(err, engine.ErrNotLeader) {
 		return
@@ -211,6 +212,7 @@ func (r *Runtime) noteRedis(err error) {
 	r.redisMu.Lock()
 	defer r.redisMu.Unlock()
 	wasDown, first, wasDownAs := r.redisErr != nil, !r.redisSeen, r.redisDownAs
+	was := r.outageName(r.redisErr, r.redisDownAs)
 	r.redisSeen = true
 	r.redisErr, r.redisDownAs = err, downAs
 	if errors.Is(err, ErrNotAcked) {
@@ -221,11 +223,13 @@ func (r *Runtime) noteRedis(err error) {
 		r.redisCheck.stale = true
 		r.redisCheck.mu.Unlock()
 	}
-	switch {
-	case err != nil && (!wasDown || first) && errors.Is(err, ErrNotAcked):
-		r.log.Error("redis replicas do not acknowledge writes; retrying with backoff", "err", err)
+	switch outage := r.outageName(err, downAs); {
 	case err != nil && (!wasDown || first):
-		r.log.Error(r.downName(downAs)+"; retrying with backoff", "err", err)
+		r.log.Error(outage+"; retrying with backoff", "err", err)
+	case err != nil && outage != was:
+		// Said once per change, so that an error of one kind repeated on
+		// every retry does not flood the log.
+		r.log.Error(outage+"; retrying with backoff", "err", err, "was", was)
 	case err == nil && wasDown:
 		if wasDownAs != "" {
 			r.log.Info(strings.ToLower(r.storeName())+" serving again", "was", wasDownAs)
@@ -256,6 +260,21 @@ func (r *Runtime) unavailable(err error) string {
 // its answer (downAs), else unreachable.
 func (r *Runtime) downName(downAs string) string {
 	return cmp.Or(downAs, strings.ToLower(r.storeName())+" unreachable")
+}
+
+// outageName is how the log names the outage err is, in health's words
+// (a call not answered in time is RedisSlow there): replicas that do not
+// acknowledge, slow, else downName; "" for no error.
+func (r *Runtime) outageName(err error, downAs string) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrNotAcked):
+		return "redis replicas do not acknowledge writes"
+	case isSlow(err):
+		return strings.ToLower(r.storeName()) + " slow"
+	}
+	return r.downName(downAs)
 }
 
 // redisState returns the runtime's view of Redis and, when it is down, the
