@@ -51,8 +51,9 @@ func (p namingPending) Configure(cfg engine.Config) (engine.Engine, error) {
 
 // The outage log says what health says: a timeout is Redis slow, a failed
 // connection Redis unreachable, an answer the engine names is named so. It
-// says it again, with what it was, when the outage changes kind while it
-// lasts — once per change, not once per error.
+// says it again, with what it was, when the outage changes to a kind not
+// yet said while it lasts: not once per error, nor once per switch between
+// two kinds.
 func TestTheOutageLogNamesEachChangeOfKindOnce(t *testing.T) {
 	var logs bytes.Buffer
 	dropTime := func(_ []string, a slog.Attr) slog.Attr {
@@ -76,7 +77,7 @@ func TestTheOutageLogNamesEachChangeOfKindOnce(t *testing.T) {
 		t.Fatalf("isSlow(%v) = %t, isSlow(%v) = %t; want a timeout slow and a refusal not", timeout, isSlow(timeout), refused, isSlow(refused))
 	}
 
-	for _, err := range []error{timeout, timeout, refused, refused, clusterDown, clusterDown, moved, nil, nil, timeout, nil} {
+	for _, err := range []error{timeout, timeout, refused, refused, timeout, refused, clusterDown, clusterDown, moved, nil, nil, timeout, nil} {
 		r.noteRedis(err)
 	}
 	want := []string{

@@ -47,6 +47,10 @@ type Runtime struct {
 	// that the server cannot serve for now (engine.Unavailable): "" for
 	// an outage.
 	redisDownAs string
+	// outageSaid holds the kinds of outage (outageName) logged since Redis
+	// was last reachable: each is said once an outage, however often the
+	// errors alternate between kinds.
+	outageSaid map[string]bool
 	running     atomic.Bool
 	// scheduling is true while the leader loop holds leader state and
 	// enqueues (leaderloop.go); only that loop writes it.
@@ -223,12 +227,22 @@ func (r *Runtime) noteRedis(err error) {
 		r.redisCheck.stale = true
 		r.redisCheck.mu.Unlock()
 	}
-	switch outage := r.outageName(err, downAs); {
+	outage := r.outageName(err, downAs)
+	if err == nil || !wasDown || first {
+		clear(r.outageSaid)
+	} else if outage == was || r.outageSaid[outage] {
+		outage = "" // said: errors repeated on every retry, or alternating between two kinds, do not flood the log
+	}
+	if outage != "" {
+		if r.outageSaid == nil {
+			r.outageSaid = map[string]bool{}
+		}
+		r.outageSaid[outage] = true
+	}
+	switch {
 	case err != nil && (!wasDown || first):
 		r.log.Error(outage+"; retrying with backoff", "err", err)
-	case err != nil && outage != was:
-		// Said once per change, so that an error of one kind repeated on
-		// every retry does not flood the log.
+	case err != nil && outage != "":
 		r.log.Error(outage+"; retrying with backoff", "err", err, "was", was)
 	case err == nil && wasDown:
 		if wasDownAs != "" {
