@@ -47,6 +47,10 @@ type Runtime struct {
 	// that the server cannot serve for now (engine.Unavailable): "" for
 	// an outage.
 	redisDownAs string
+	// outageSaid holds the kinds of outage (outageName) logged since Redis
+	// was last reachable: each is said once an outage, however often the
+	// errors alternate between kinds.
+	outageSaid map[string]bool
 	running     atomic.Bool
 	// scheduling is true while the leader loop holds leader state and
 	// enqueues (leaderloop.go); only that loop writes it.
@@ -192,7 +196,8 @@ func (r *Runtime) Close() error {
 	return nil
 }
 
-// noteRedis logs Redis reachability changes once, not every retry.
+// noteRedis logs Redis reachability changes, and an outage changing kind
+// (slow, unreachable, the engine's word), once each, not every retry.
 func (r *Runtime) noteRedis(err error) {
 	if errors.Is(err, context.Canceled) || errors.Is(err, engine.ErrNotLeader) {
 		return
@@ -211,6 +216,7 @@ func (r *Runtime) noteRedis(err error) {
 	r.redisMu.Lock()
 	defer r.redisMu.Unlock()
 	wasDown, first, wasDownAs := r.redisErr != nil, !r.redisSeen, r.redisDownAs
+	was := r.outageName(r.redisErr, r.redisDownAs)
 	r.redisSeen = true
 	r.redisErr, r.redisDownAs = err, downAs
 	if errors.Is(err, ErrNotAcked) {
@@ -221,11 +227,23 @@ func (r *Runtime) noteRedis(err error) {
 		r.redisCheck.stale = true
 		r.redisCheck.mu.Unlock()
 	}
+	outage := r.outageName(err, downAs)
+	if err == nil || !wasDown || first {
+		clear(r.outageSaid)
+	} else if outage == was || r.outageSaid[outage] {
+		outage = "" // said: errors repeated on every retry, or alternating between two kinds, do not flood the log
+	}
+	if outage != "" {
+		if r.outageSaid == nil {
+			r.outageSaid = map[string]bool{}
+		}
+		r.outageSaid[outage] = true
+	}
 	switch {
-	case err != nil && (!wasDown || first) && errors.Is(err, ErrNotAcked):
-		r.log.Error("redis replicas do not acknowledge writes; retrying with backoff", "err", err)
 	case err != nil && (!wasDown || first):
-		r.log.Error(r.downName(downAs)+"; retrying with backoff", "err", err)
+		r.log.Error(outage+"; retrying with backoff", "err", err)
+	case err != nil && outage != "":
+		r.log.Error(outage+"; retrying with backoff", "err", err, "was", was)
 	case err == nil && wasDown:
 		if wasDownAs != "" {
 			r.log.Info(strings.ToLower(r.storeName())+" serving again", "was", wasDownAs)
@@ -256,6 +274,21 @@ func (r *Runtime) unavailable(err error) string {
 // its answer (downAs), else unreachable.
 func (r *Runtime) downName(downAs string) string {
 	return cmp.Or(downAs, strings.ToLower(r.storeName())+" unreachable")
+}
+
+// outageName is how the log names the outage err is, in health's words
+// (a call not answered in time is RedisSlow there): replicas that do not
+// acknowledge, slow, else downName; "" for no error.
+func (r *Runtime) outageName(err error, downAs string) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrNotAcked):
+		return "redis replicas do not acknowledge writes"
+	case isSlow(err):
+		return strings.ToLower(r.storeName()) + " slow"
+	}
+	return r.downName(downAs)
 }
 
 // redisState returns the runtime's view of Redis and, when it is down, the
