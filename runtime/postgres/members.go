@@ -36,8 +36,7 @@ const membersByKeySQL = ` unnest($3::text[]) AS u(k) CROSS JOIN LATERAL
 	(SELECT * FROM belfry_member WHERE namespace = $1 AND family = $2 AND key = u.k OFFSET 0) AS m`
 
 // membersForUpdateSQL is membersByKeySQL with each row locked FOR UPDATE,
-// in key order (as memberShareSQL locks them FOR SHARE, so the two
-// cannot deadlock), each key once.
+// in key order, each key once.
 const membersForUpdateSQL = ` (SELECT DISTINCT k FROM unnest($3::text[]) AS u(k) ORDER BY k) AS u CROSS JOIN LATERAL
 	(SELECT * FROM belfry_member WHERE namespace = $1 AND family = $2 AND key = u.k FOR UPDATE OFFSET 0) AS m`
 
@@ -96,6 +95,7 @@ func (e *Engine) SetMembers(ctx context.Context, family string, now int64, repla
 		}
 		var since, pausedAt []int64
 		var paused []bool
+		waited := false
 		var rowKeys, zones, exprs, reasons, actors []string
 		for i, m := range ms {
 			if last[m.Key] != i {
@@ -120,6 +120,14 @@ func (e *Engine) SetMembers(ctx context.Context, family string, now int64, repla
 			f := floor(m, was.v, cur, hasCursor)
 			to := f.Since
 			if f.TaskID != "" {
+				if !waited {
+					// An enqueue under way of the family's slots ends
+					// first: its slot rows are then seen.
+					if _, err := tx.Exec(ctx, familyLockSQL, e.ns, family); err != nil {
+						return err
+					}
+					waited = true
+				}
 				var enqueued bool
 				if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM belfry_slot WHERE namespace = $1 AND occurrence_id = $2)`,
 					e.ns, f.TaskID).Scan(&enqueued); err != nil {

@@ -148,3 +148,36 @@ func TestAMemberStepRewritesRowsInPlace(t *testing.T) {
 		t.Errorf("a step moved %d of %d member rows to another page; want every rewrite in place", moved, n)
 	}
 }
+
+// An enqueue of members' slots leaves the members' rows as they are: it
+// holds their family's lock (see TestAChangeFloorSeesAnEnqueueUnderWay),
+// not a lock on each row, which would write each row's page and the
+// write-ahead log once a member (a locker's ID in the row, xmax).
+func TestAnEnqueueOfMembersWritesNoMemberRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, e := leasedEngine(t)
+	const fam = "reports"
+	var ms []engine.SetMember
+	var items []engine.Enqueue
+	for i := range 50 {
+		key := fmt.Sprintf("tenant-%02d", i)
+		ms = append(ms, engine.SetMember{Key: key, Expr: "*/10 * * * * *"})
+		items = append(items, memberItem(fam, key, time.Unix(2000, 0)))
+	}
+	if _, err := e.SetMembers(ctx, fam, 1000, false, ms, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range e.EnqueueAll(ctx, &engine.Fence{Term: "1"}, items) {
+		if r.Err != nil || !r.Inserted {
+			t.Fatalf("enqueue %d: %+v", i, r)
+		}
+	}
+	var written int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM belfry_member WHERE namespace = 'ns' AND family = $1 AND xmax::text <> '0'`, fam).Scan(&written); err != nil {
+		t.Fatal(err)
+	}
+	if written > 0 {
+		t.Errorf("the enqueue wrote %d of %d member rows (locked them); want none", written, len(ms))
+	}
+}

@@ -120,14 +120,24 @@ ON CONFLICT (namespace, schedule, member) DO UPDATE SET
     slot = greatest(c.slot, EXCLUDED.slot),
     updated_at = now()`
 
-// memberShareSQL holds the rows of the family members whose slots an
-// enqueue inserts ($2 families, $3 keys) until it commits. SetMembers
-// reads those rows FOR UPDATE before it asks whether a member's slot was
-// enqueued (its change floor): it waits for an enqueue under way, and
-// then sees its slot rows, rather than miss an uncommitted one. Rows are
-// locked in key order, one lookup each (see membersByKeySQL).
-const memberShareSQL = `SELECT count(*) FROM (SELECT family, key FROM unnest($2::text[], $3::text[]) AS u(family, key) ORDER BY family, key) AS u
-    CROSS JOIN LATERAL (SELECT 1 FROM belfry_member m WHERE m.namespace = $1 AND m.family = u.family AND m.key = u.key FOR SHARE OFFSET 0) AS held`
+// familyShareSQL holds, until the enqueue commits, the lock of each
+// family ($2) whose members' slots it inserts, shared with other
+// enqueues. SetMembers takes a family's lock alone (familyLockSQL) before
+// it asks whether a moved member's slot was enqueued (its change floor):
+// it waits for an enqueue under way, and then sees its slot rows, rather
+// than miss an uncommitted one. A lock a family, not a lock a member's
+// row: locking a row writes its page and the write-ahead log, once for
+// each member of a page. Families are locked in name order.
+const familyShareSQL = `SELECT count(pg_advisory_xact_lock_shared(` + familyLockKey + `))
+    FROM (SELECT DISTINCT f FROM unnest($2::text[]) AS u(f) ORDER BY f) AS u`
+
+// familyLockKey is the advisory lock key of family f in namespace $1:
+// a hash, so a service's own advisory locks may share a key with it, which
+// makes one wait for the other, never wrong.
+const familyLockKey = `hashtextextended('belfry family ' || length($1) || ':' || $1 || ':' || f, 0)`
+
+// familyLockSQL takes family $2's lock alone (see familyShareSQL).
+const familyLockSQL = `SELECT pg_advisory_xact_lock(` + familyLockKey + `) FROM (VALUES ($2::text)) AS u(f)`
 
 // EnqueueAll inserts, in one transaction, each item's row in the slot
 // table (a scheduled occurrence, by schedule, member and slot) or in
@@ -193,7 +203,7 @@ func (e *Engine) enqueueTx(ctx context.Context, term any, items []engine.Enqueue
 		schedules, lastIDs []string
 		slots              []int64
 	}
-	var members struct{ families, keys []string }
+	var families []string
 	for _, i := range live {
 		occ := occs[i]
 		if occ.Manual {
@@ -203,7 +213,7 @@ func (e *Engine) enqueueTx(ctx context.Context, term any, items []engine.Enqueue
 			slotIDs = append(slotIDs, occ.ID)
 		}
 		if occ.Member != "" {
-			members.families, members.keys = append(members.families, occ.Schedule), append(members.keys, occ.Member)
+			families = append(families, occ.Schedule)
 		}
 		if m := items[i].Cursor; m.Schedule != "" && term != nil {
 			marks.schedules, marks.slots, marks.lastIDs = append(marks.schedules, m.Schedule), append(marks.slots, m.Slot), append(marks.lastIDs, m.LastID)
@@ -216,8 +226,8 @@ func (e *Engine) enqueueTx(ctx context.Context, term any, items []engine.Enqueue
 		if term != nil {
 			b.Queue(fenceSQL, e.ns, term).QueryRow(func(row pgx.Row) error { return row.Scan(&termLive) })
 		}
-		if len(members.keys) > 0 {
-			b.Queue(memberShareSQL, e.ns, members.families, members.keys)
+		if len(families) > 0 {
+			b.Queue(familyShareSQL, e.ns, families)
 		}
 		collect := func(into map[string]bool) func(pgx.Rows) error {
 			return func(rows pgx.Rows) error {

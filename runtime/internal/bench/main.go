@@ -109,6 +109,9 @@ type settings struct {
 	// pgRound, which must outlast River's fixed leadership TTL), and the
 	// schedules and family members due at one second.
 	pgFireSlots, pgKills, pgSpike, pgFamilySpike int
+	// pgFamilyTrials is how many of the family's slots are timed, one
+	// after another; the figure is their median.
+	pgFamilyTrials int
 	pgRound                                      time.Duration
 	// cluster: per-second slots timed, and the schedules due at one
 	// second and the trials of it, and whether those run during the fire
@@ -172,7 +175,7 @@ func run(quick bool) error {
 		dstSchedules: 3000, dstLead: 30 * time.Second, dstAfter: time.Minute,
 		scaleSizes: []int{1000, 10000, 100000}, spikeLarge: 100000, lintSizes: []int{1000, 10000, 100000},
 		familyMembers: 100000, familyZones: 300, familySpike: 20000, familyPeriod: 30 * time.Second,
-		pgFireSlots: 120, pgKills: 3, pgSpike: 10000, pgFamilySpike: 20000, pgRound: 24 * time.Second,
+		pgFireSlots: 120, pgKills: 3, pgSpike: 10000, pgFamilySpike: 20000, pgFamilyTrials: 3, pgRound: 24 * time.Second,
 		clusterFireSlots: 120, clusterSpike: 10000, clusterSpikeTrials: 5}
 	if quick {
 		s = settings{benchtime: "20ms", fireSlots: 6, crashKills: 1, gracefulStops: 1, idleSettle: time.Second, idleWindow: 4 * time.Second, dupWindow: 3 * time.Second, spikeTrials: 1,
@@ -180,7 +183,7 @@ func run(quick bool) error {
 			dstSchedules: 200, dstLead: 4 * time.Second, dstAfter: 4 * time.Second,
 			scaleSizes: []int{1000}, spikeLarge: 2000, lintSizes: []int{200},
 			familyMembers: 3000, familyZones: 30, familySpike: 1000, familyPeriod: 5 * time.Second,
-			pgFireSlots: 5, pgKills: 0, pgSpike: 1000, pgFamilySpike: 1000, pgRound: 24 * time.Second,
+			pgFireSlots: 5, pgKills: 0, pgSpike: 1000, pgFamilySpike: 1000, pgFamilyTrials: 1, pgRound: 24 * time.Second,
 			clusterFireSlots: 3, clusterSpike: 1000, clusterSpikeTrials: 1, clusterOverlap: true}
 	}
 	srv, err := startRedis()
