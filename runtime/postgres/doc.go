@@ -119,6 +119,13 @@
 // run against tables it does not understand; CheckSchema says the same at
 // start-up, and names the command to run for a missing or old schema.
 //
+// belfry's tables, and its own reads and deletes of River's river_job
+// (which job a slot has, whether it still runs), name no schema: they are
+// found through the pool's search_path, as River finds its tables by
+// default. A River client set to another schema (river.Config.Schema)
+// needs that schema on the pool's search_path too (search_path=jobs,public
+// in the URL, say), or belfry reads another river_job, or none.
+//
 // # The slot table and its retention
 //
 // belfry_slot's primary key (namespace, schedule, member, slot) is what
