@@ -94,3 +94,24 @@ func TestTheOutageLogNamesEachChangeOfKindOnce(t *testing.T) {
 		t.Errorf("the outage log:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// Health names writes that replicas do not acknowledge as the log does,
+// not as Redis unreachable: Redis answered, its replicas did not.
+func TestHealthNamesUnacknowledgedWritesAsTheLogDoes(t *testing.T) {
+	var logs bytes.Buffer
+	r, err := newRuntime(registry.MustNew(registry.Schedule{Name: "tick", Expr: "* * * * * *", Queue: redistest.Uniq("q"),
+		Handler: func(context.Context, registry.Occurrence) error { return nil }}),
+		Options{Engine: redisengine.NewPending(redistest.Shared(t)), Namespace: redistest.Uniq("internal"), Replica: "r0",
+			Logger: slog.New(slog.NewTextHandler(&logs, nil))}, clock.Real{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.noteRedis(fmt.Errorf("enqueueing: %w", ErrNotAcked))
+	const want = "redis replicas do not acknowledge writes"
+	if state, name, _ := r.redisView(); state != RedisDown || name != want {
+		t.Errorf("Redis after an unacknowledged write: %s, named %q; want down, named %q", state, name, want)
+	}
+	if !strings.Contains(logs.String(), want+"; retrying with backoff") {
+		t.Errorf("the log: %s; want %q", logs.String(), want)
+	}
+}

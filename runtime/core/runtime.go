@@ -51,7 +51,7 @@ type Runtime struct {
 	// was last reachable: each is said once an outage, however often the
 	// errors alternate between kinds.
 	outageSaid map[string]bool
-	running     atomic.Bool
+	running    atomic.Bool
 	// scheduling is true while the leader loop holds leader state and
 	// enqueues (leaderloop.go); only that loop writes it.
 	scheduling atomic.Bool
@@ -307,6 +307,9 @@ func (r *Runtime) redisView() (RedisState, string, error) {
 	r.redisMu.Lock()
 	defer r.redisMu.Unlock()
 	name := r.downName(r.redisDownAs)
+	if errors.Is(r.redisErr, ErrNotAcked) {
+		name = r.outageName(r.redisErr, r.redisDownAs) // as the log says it
+	}
 	switch {
 	case !r.redisSeen:
 		return RedisUnknown, name, nil

@@ -47,10 +47,12 @@
 // through: no write of a term commits after the next term began. Cursors
 // only rise, a member's and a bucket's too.
 //
-// An enqueue of family members' slots holds their belfry_member rows (FOR
-// SHARE) until it commits, and SetMembers reads them FOR UPDATE before it
-// asks whether a moved member's slot was enqueued (its change floor): the
-// answer counts an enqueue under way.
+// An enqueue of family members' slots holds their family's advisory lock,
+// shared with other enqueues, until it commits, and SetMembers takes that
+// lock alone before it asks whether a moved member's slot was enqueued
+// (its change floor): the answer counts an enqueue under way. Every
+// transaction is READ COMMITTED, whatever the database's default, so that
+// a statement after such a wait sees what it waited for.
 //
 // # Clock, queues and planner statistics
 //

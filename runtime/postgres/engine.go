@@ -246,8 +246,11 @@ func (e *Engine) inTx(ctx context.Context, f func(pgx.Tx) error) error {
 
 // beginOptions start a transaction whose timeouts are ttl, in the round
 // trip of its BEGIN (a query without parameters goes as one message,
-// however many statements it has).
+// however many statements it has). It is READ COMMITTED whatever the
+// database's default: a statement that waited for a lock (the fence's
+// lease row, a family's lock) must see what the transaction it waited for
+// committed, which a snapshot taken before the wait would not.
 func beginOptions(ttl time.Duration) pgx.TxOptions {
 	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
-	return pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL idle_in_transaction_session_timeout = " + ms + "; SET LOCAL statement_timeout = " + ms}
+	return pgx.TxOptions{BeginQuery: "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL idle_in_transaction_session_timeout = " + ms + "; SET LOCAL statement_timeout = " + ms}
 }

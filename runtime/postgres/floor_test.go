@@ -7,6 +7,7 @@ import (
 
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime/engine"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // memberItem is the enqueue of family member key's slot.
@@ -21,8 +22,26 @@ func memberItem(family, key string, slot time.Time) engine.Enqueue {
 // than take the floor of a slot not enqueued and plan the slot again.
 func TestAChangeFloorSeesAnEnqueueUnderWay(t *testing.T) {
 	t.Parallel()
+	changeFloorSeesAnEnqueueUnderWay(t, migratedDB(t))
+}
+
+// The same on a database whose sessions default to REPEATABLE READ: the
+// engine's transactions are READ COMMITTED whatever the default, else the
+// move's look at the slot would use a snapshot from before its wait.
+func TestAChangeFloorSeesAnEnqueueUnderWayWhateverTheDatabasesIsolation(t *testing.T) {
+	t.Parallel()
+	cfg := migratedDB(t).Config()
+	cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "repeatable read"
+	db, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	changeFloorSeesAnEnqueueUnderWay(t, db)
+}
+
+func changeFloorSeesAnEnqueueUnderWay(t *testing.T, db *pgxpool.Pool) {
 	ctx := context.Background()
-	db := migratedDB(t)
 	const fam = "reports"
 	slot := time.Unix(4000, 0)
 	e := oneConnection(t, db, nil, []engine.Enqueue{memberItem(fam, "acme", slot)})
@@ -54,5 +73,43 @@ func TestAChangeFloorSeesAnEnqueueUnderWay(t *testing.T) {
 	}
 	if vs, _, err := e.Members(ctx, fam, []string{"bolt"}); err != nil || vs[0].Since != 6000 {
 		t.Errorf("moved while its slot's enqueue was under way: %+v, %v; want since 6000, the floor of an enqueued slot", vs, err)
+	}
+}
+
+// A member's delete takes the namespace's member version before the
+// member's row, as SetMembers does: the other order (the row, then the
+// version) waits for a SetMembers that holds the version while holding a
+// row that SetMembers may want next, a deadlock.
+func TestADeleteOfAMemberTakesTheVersionFirst(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, e := leasedEngine(t)
+	const fam = "reports"
+	if _, err := e.SetMembers(ctx, fam, 1000, false, []engine.SetMember{{Key: "acme", Zone: "UTC"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	mover, err := db.Begin(ctx) // a SetMembers between its version and its rows
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mover.Rollback(ctx)
+	if _, err := mover.Exec(ctx, `UPDATE belfry_family_version SET version = version + 1 WHERE namespace = 'ns'`); err != nil {
+		t.Fatal(err)
+	}
+	deleted := make(chan error, 1)
+	go func() {
+		_, err := e.DeleteMember(ctx, fam, "acme")
+		deleted <- err
+	}()
+	waitUntil(t, 10*time.Second, "the delete to wait", waitingOnLock(t, db))
+	if _, err := mover.Exec(ctx, `SELECT 1 FROM belfry_member WHERE namespace = 'ns' AND family = $1 AND key = 'acme' FOR UPDATE NOWAIT`, fam); err != nil {
+		t.Errorf("the member's row while its delete waits for the version: %v; want it free", err)
+	}
+	mover.Rollback(ctx)
+	if err := <-deleted; err != nil {
+		t.Fatal(err)
+	}
+	if found, err := e.DeleteMember(ctx, fam, "acme"); err != nil || found {
+		t.Errorf("deleting it again: %v, %v; want not found", found, err)
 	}
 }

@@ -197,20 +197,30 @@ func (e *Engine) analyzeMembers(ctx context.Context, n int) {
 
 // DeleteMember removes a member and its state but its records.
 func (e *Engine) DeleteMember(ctx context.Context, family, key string) (bool, error) {
-	var found bool
 	err := e.inTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `DELETE FROM belfry_member WHERE namespace = $1 AND family = $2 AND key = $3`, e.ns, family, key)
-		if err != nil || tag.RowsAffected() == 0 {
+		// The version's row first, then the member's, in SetMembers'
+		// order: the other order could deadlock with it.
+		if _, err := tx.Exec(ctx, bumpVersionSQL, e.ns); err != nil {
 			return err
 		}
-		found = true
-		b := &pgx.Batch{}
-		b.Queue(bumpVersionSQL, e.ns)
-		b.Queue(dropEmptyBucketsSQL, e.ns, family)
-		return tx.SendBatch(ctx, b).Close()
+		tag, err := tx.Exec(ctx, `DELETE FROM belfry_member WHERE namespace = $1 AND family = $2 AND key = $3`, e.ns, family, key)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return errNoMember // no change to count
+		}
+		_, err = tx.Exec(ctx, dropEmptyBucketsSQL, e.ns, family)
+		return err
 	})
-	return found, err
+	if errors.Is(err, errNoMember) {
+		return false, nil
+	}
+	return err == nil, err
 }
+
+// errNoMember rolls back a DeleteMember that found no member.
+var errNoMember = errors.New("no such member")
 
 // Members reads members by key; ok is false for unknown ones.
 func (e *Engine) Members(ctx context.Context, family string, keys []string) ([]engine.MemberValue, []bool, error) {

@@ -112,7 +112,7 @@ type settings struct {
 	// pgFamilyTrials is how many of the family's slots are timed, one
 	// after another; the figure is their median.
 	pgFamilyTrials int
-	pgRound                                      time.Duration
+	pgRound        time.Duration
 	// cluster: per-second slots timed, and the schedules due at one
 	// second and the trials of it, and whether those run during the fire
 	// measurement (the quick run's, to keep it short) or after it

@@ -434,7 +434,7 @@ func pgSpike(ctx context.Context, db *pgxpool.Pool, n int, res *pgResult) error 
 }
 
 // pgFamilyPeriod is how often the family spike's members are due: the
-// slot timed is the first one after the leader has loaded every member.
+// slots timed are the first ones after the leader has loaded every member.
 const pgFamilyPeriod = 10 * time.Second
 
 // pgFamilySpike has n members of a family come due at one second, once
