@@ -95,8 +95,15 @@ func (e *Engine) SetMembers(ctx context.Context, family string, now int64, repla
 		}
 		var since, pausedAt []int64
 		var paused []bool
-		waited := false
 		var rowKeys, zones, exprs, reasons, actors []string
+		// The moved members whose floor depends on whether a slot was
+		// enqueued: asked all at once, below.
+		type askedFloor struct {
+			k int // the member's index in since
+			f engine.Floor
+		}
+		var asked []askedFloor
+		var taskIDs []string
 		for i, m := range ms {
 			if last[m.Key] != i {
 				continue
@@ -118,26 +125,24 @@ func (e *Engine) SetMembers(ctx context.Context, family string, now int64, repla
 			}
 			cur, hasCursor := engine.ParseCursor(was.cursor)
 			f := floor(m, was.v, cur, hasCursor)
-			to := f.Since
-			if f.TaskID != "" {
-				if !waited {
-					// An enqueue under way of the family's slots ends
-					// first: its slot rows are then seen.
-					if _, err := tx.Exec(ctx, familyLockSQL, e.ns, family); err != nil {
-						return err
-					}
-					waited = true
-				}
-				var enqueued bool
-				if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM belfry_slot WHERE namespace = $1 AND occurrence_id = $2)`,
-					e.ns, f.TaskID).Scan(&enqueued); err != nil {
-					return err
-				}
-				if enqueued {
-					to = f.SinceIfTask
-				}
+			if f.TaskID == "" {
+				since[k] = max(since[k], f.Since)
+				continue
 			}
-			since[k] = max(since[k], to)
+			asked, taskIDs = append(asked, askedFloor{k, f}), append(taskIDs, f.TaskID)
+		}
+		if len(asked) > 0 {
+			enqueued, err := e.slotsTaken(ctx, tx, family, taskIDs)
+			if err != nil {
+				return err
+			}
+			for _, a := range asked {
+				to := a.f.Since
+				if enqueued[a.f.TaskID] {
+					to = a.f.SinceIfTask
+				}
+				since[a.k] = max(since[a.k], to)
+			}
 		}
 		b := &pgx.Batch{}
 		b.Queue(`INSERT INTO belfry_member AS m (namespace, family, key, zone, expr, paused, pause_reason, pause_actor, paused_at, since)
@@ -168,6 +173,27 @@ func (e *Engine) SetMembers(ctx context.Context, family string, now int64, repla
 	}
 	e.analyzeMembers(ctx, n)
 	return created, nil
+}
+
+// slotsTaken says which of the occurrences ids have a slot row, once an
+// enqueue of family's slots under way has committed: it takes the
+// family's lock alone first (see familyShareSQL), held until tx ends, so
+// that the answer counts an enqueue under way rather than miss its
+// uncommitted rows. One statement for every id: the lock stalls the
+// family's enqueues while it is held.
+func (e *Engine) slotsTaken(ctx context.Context, tx pgx.Tx, family string, ids []string) (map[string]bool, error) {
+	if _, err := tx.Exec(ctx, familyLockSQL, e.ns, family); err != nil {
+		return nil, err
+	}
+	rows, err := tx.Query(ctx, `SELECT u.id FROM unnest($2::text[]) AS u(id)
+		WHERE EXISTS (SELECT 1 FROM belfry_slot s WHERE s.namespace = $1 AND s.occurrence_id = u.id OFFSET 0)`, e.ns, ids)
+	if err != nil {
+		return nil, err
+	}
+	taken := map[string]bool{}
+	var id string
+	_, err = pgx.ForEachRow(rows, []any{&id}, func() error { taken[id] = true; return nil })
+	return taken, err
 }
 
 // analyzeMembers has Postgres's statistics of belfry_member follow the

@@ -181,3 +181,62 @@ func TestAnEnqueueOfMembersWritesNoMemberRow(t *testing.T) {
 		t.Errorf("the enqueue wrote %d of %d member rows (locked them); want none", written, len(ms))
 	}
 }
+
+// A move of many members asks which of their slots were enqueued in one
+// statement, not one a member: it holds the family's lock meanwhile,
+// which stalls the family's enqueues. Each member still takes the floor
+// its own slot calls for.
+func TestAMoveOfManyMembersAsksAboutTheirSlotsAtOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, trips := traced(t, migratedDB(t))
+	holdLease(t, db)
+	e := newEngine(t, db, "old")
+	const fam, n = "reports", 50
+	var ms, moved []engine.SetMember
+	for i := range n {
+		key := fmt.Sprintf("tenant-%02d", i)
+		ms, moved = append(ms, engine.SetMember{Key: key, Zone: "UTC"}), append(moved, engine.SetMember{Key: key, Zone: "Asia/Tokyo"})
+	}
+	if _, err := e.SetMembers(ctx, fam, 1000, false, ms, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The even members' slots are in.
+	var items []engine.Enqueue
+	for i := 0; i < n; i += 2 {
+		items = append(items, memberItem(fam, ms[i].Key, time.Unix(4000, 0)))
+	}
+	for _, r := range e.EnqueueAll(ctx, &engine.Fence{Term: "1"}, items) {
+		if r.Err != nil || !r.Inserted {
+			t.Fatalf("enqueue: %+v", r)
+		}
+	}
+	floor := func(m engine.SetMember, _ engine.MemberValue, _ engine.MemberCursor, _ bool) engine.Floor {
+		return engine.Floor{Since: 5000, Queue: "default", TaskID: memberItem(fam, m.Key, time.Unix(4000, 0)).Task.ID, SinceIfTask: 6000}
+	}
+	trips.n.Store(0)
+	if _, err := e.SetMembers(ctx, fam, 3000, false, moved, floor); err != nil {
+		t.Fatal(err)
+	}
+	if got := trips.n.Load(); got > 8 {
+		t.Errorf("moving %d members took %d round trips; want a few, not one a member", n, got)
+	}
+	vs, _, err := e.Members(ctx, fam, func() (keys []string) {
+		for _, m := range ms {
+			keys = append(keys, m.Key)
+		}
+		return keys
+	}())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range vs {
+		want := int64(5000)
+		if i%2 == 0 {
+			want = 6000
+		}
+		if v.Since != want || v.Zone != "Asia/Tokyo" {
+			t.Errorf("member %s after the move: since %d, zone %s; want %d, Asia/Tokyo", v.Key, v.Since, v.Zone, want)
+		}
+	}
+}
