@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/belfry/belfry/internal/pgtest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -29,12 +30,20 @@ import (
 // TestAdoptInFreshModule runs.
 const adoptionSection = "## Add belfry to your service"
 
+// postgresDoc and postgresWiring are the guide's section with the
+// complete main.go on Postgres and River, which TestAdoptOnPostgres runs
+// after the README's first steps.
+const (
+	postgresDoc    = "docs/postgres.md"
+	postgresWiring = "## 2. Wire the runtime, the engine and River"
+)
+
 // checkoutPlaceholder is how the README names the reader's clone of belfry;
 // the test puts this checkout there.
 const checkoutPlaceholder = "/path/to/belfry"
 
-// readmeStep is one marked block of the adoption section, in README order.
-// A block is marked by an HTML comment on the line before its fence:
+// readmeStep is one marked block of a documented section, in document
+// order. A block is marked by an HTML comment on the line before its fence:
 //
 //	<!-- file: jobs/jobs.go -->  a file to write, at that path in the module
 //	<!-- shell -->               commands run in the module, as a bash script
@@ -43,36 +52,37 @@ const checkoutPlaceholder = "/path/to/belfry"
 //	<!-- ci -->                  the CI check for a forgotten go generate
 type readmeStep struct {
 	kind, arg, body string
-	line            int // of the fence, for messages
+	at              string // document:line of the fence, for messages
 }
 
 var stepMarkRE = regexp.MustCompile(`^<!-- (file|shell|run|probe|ci)(?:: (\S+))? -->$`)
 
-// readmeSteps returns the marked blocks of the README's adoption section.
-func readmeSteps(t *testing.T, readme string) []readmeStep {
+// readmeSteps returns the marked blocks of section (its "## " heading) in
+// the document at root/doc.
+func readmeSteps(t *testing.T, root, doc, section string) []readmeStep {
 	t.Helper()
-	lines := strings.Split(readFile(t, readme), "\n")
+	lines := strings.Split(readFile(t, filepath.Join(root, doc)), "\n")
 	start := -1
 	for i, l := range lines {
-		if l == adoptionSection {
+		if l == section {
 			start = i + 1
 			break
 		}
 	}
 	if start < 0 {
-		t.Fatalf("README.md has no section %q", adoptionSection)
+		t.Fatalf("%s has no section %q", doc, section)
 	}
 	var steps []readmeStep
 	for i := start; i < len(lines) && !strings.HasPrefix(lines[i], "## "); i++ {
 		m := stepMarkRE.FindStringSubmatch(lines[i])
 		if m == nil {
 			if strings.HasPrefix(lines[i], "<!--") {
-				t.Errorf("README.md:%d: unknown mark %q; want file: PATH, shell, run, probe or ci", i+1, lines[i])
+				t.Errorf("%s:%d: unknown mark %q; want file: PATH, shell, run, probe or ci", doc, i+1, lines[i])
 			}
 			continue
 		}
 		if i+1 >= len(lines) || !strings.HasPrefix(lines[i+1], "```") {
-			t.Fatalf("README.md:%d: mark %q is not followed by a fenced block", i+1, lines[i])
+			t.Fatalf("%s:%d: mark %q is not followed by a fenced block", doc, i+1, lines[i])
 		}
 		var body []string
 		j := i + 2
@@ -80,9 +90,9 @@ func readmeSteps(t *testing.T, readme string) []readmeStep {
 			body = append(body, lines[j])
 		}
 		if j == len(lines) {
-			t.Fatalf("README.md:%d: fenced block not closed", i+2)
+			t.Fatalf("%s:%d: fenced block not closed", doc, i+2)
 		}
-		steps = append(steps, readmeStep{kind: m[1], arg: m[2], body: strings.Join(body, "\n") + "\n", line: i + 2})
+		steps = append(steps, readmeStep{kind: m[1], arg: m[2], body: strings.Join(body, "\n") + "\n", at: fmt.Sprintf("%s:%d", doc, i+2)})
 		i = j
 	}
 	return steps
@@ -107,50 +117,120 @@ func TestAdoptInFreshModule(t *testing.T) {
 	t.Parallel()
 	root := repoRoot(t)
 	redisAddr := testRedis(t)
-	steps := readmeSteps(t, filepath.Join(root, "README.md"))
+	steps := readmeSteps(t, root, "README.md", adoptionSection)
 	holdAdoptionLock(t, redisAddr)
 
 	mod := t.TempDir()
 	env := adoptEnv()
-	var run, probe, ci *readmeStep
-	files := map[string]bool{}
+	done := followSteps(t, root, mod, env, steps)
+	if done.ci == nil {
+		t.Fatal("the adoption section has no CI check (mark its block <!-- ci -->)")
+	}
+	runTwoReplicas(t, done.binary(t, mod), []string{"REDIS_URL=redis://" + redisAddr + "/0"}, done.probe,
+		func(namespace, queue string) { cleanupRedis(t, redisAddr, namespace, queue) })
+	checkCI(t, mod, env, done.ci)
+}
+
+// TestAdoptOnPostgres follows the README's adoption on Postgres and River
+// as docs/postgres.md tells a newcomer to: the README's steps up to its
+// main.go, then the guide's complete main.go and commands, which build the
+// service and the belfry CLI and migrate a fresh database with it. The
+// service must link neither go-redis nor asynq; two replicas of it must
+// pass the README's checks (every occurrence once, health ok, its probe
+// URLs served, a clean stop on SIGTERM).
+func TestAdoptOnPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a module and runs a service against Postgres")
+	}
+	t.Parallel()
+	root := repoRoot(t)
+	databaseURL := pgtest.NewDatabase(t, "belfry_adopt_test")
+	readme := readmeSteps(t, root, "README.md", adoptionSection)
+	var steps []readmeStep
+	for _, s := range readme {
+		if s.kind == "file" && s.arg == "main.go" {
+			break
+		}
+		steps = append(steps, s)
+	}
+	steps = append(steps, readmeSteps(t, root, postgresDoc, postgresWiring)...)
+	// The README's probe: the guide says its URLs answer as there.
+	for _, s := range readme {
+		if s.kind == "probe" {
+			steps = append(steps, s)
+		}
+	}
+
+	mod := t.TempDir()
+	env := append(adoptEnv(), "DATABASE_URL="+databaseURL)
+	done := followSteps(t, root, mod, env, steps)
+	cmd := exec.Command("go", "list", "-deps", ".")
+	cmd.Dir, cmd.Env = mod, env
+	deps, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, deps)
+	}
+	for _, redisOnly := range []string{"github.com/redis/go-redis/", "github.com/hibiken/asynq"} {
+		if strings.Contains(string(deps), redisOnly) {
+			t.Errorf("%s's main.go links %s", postgresDoc, redisOnly)
+		}
+	}
+	runTwoReplicas(t, done.binary(t, mod), []string{"DATABASE_URL=" + databaseURL}, done.probe, nil)
+}
+
+// adopted is what following a document's steps left to do: the files it
+// wrote, and its run, probe and CI blocks, which the tests run themselves.
+type adopted struct {
+	files          map[string]bool
+	run, probe, ci *readmeStep
+}
+
+// followSteps writes the steps' files and runs their commands in mod, in
+// order, with this checkout as /path/to/belfry; the first failure ends t.
+func followSteps(t *testing.T, root, mod string, env []string, steps []readmeStep) adopted {
+	t.Helper()
+	done := adopted{files: map[string]bool{}}
 	for i := range steps {
 		s := &steps[i]
 		switch s.kind {
 		case "file":
 			writeFile(t, filepath.Join(mod, s.arg), s.body)
-			files[s.arg] = true
+			done.files[s.arg] = true
 		case "shell":
 			script := strings.ReplaceAll(s.body, checkoutPlaceholder, root)
 			if out, err := runScript(mod, env, script); err != nil {
-				t.Fatalf("README.md:%d: the commands failed: %v\n%s\nscript:\n%s", s.line, err, out, script)
+				t.Fatalf("%s: the commands failed: %v\n%s\nscript:\n%s", s.at, err, out, script)
 			}
 		case "run":
-			run = s
+			done.run = s
 		case "probe":
-			probe = s
+			done.probe = s
 		case "ci":
-			ci = s
+			done.ci = s
 		}
 	}
 	for _, name := range []string{"jobs/jobs.go", "main.go"} {
-		if !files[name] {
-			t.Errorf("the adoption section writes no %s (mark its block <!-- file: %s -->)", name, name)
+		if !done.files[name] {
+			t.Fatalf("the steps write no %s (mark its block <!-- file: %s -->)", name, name)
 		}
 	}
-	if run == nil || probe == nil || ci == nil {
-		t.Fatalf("the adoption section lacks a marked block: run %v, probe %v, ci %v", run != nil, probe != nil, ci != nil)
-	}
 	if _, err := os.Stat(filepath.Join(mod, "jobs", outputName)); err != nil {
-		t.Fatalf("the README's commands did not generate jobs/%s: %v", outputName, err)
+		t.Fatalf("the commands did not generate jobs/%s: %v", outputName, err)
 	}
+	return done
+}
 
-	command := strings.TrimSpace(run.body)
-	if !strings.HasPrefix(command, "./") || strings.ContainsAny(command, " \n") {
-		t.Fatalf("README.md:%d: the run block is %q; want the binary the README built, such as ./svc", run.line, run.body)
+// binary is the service the steps built, as their run block starts it.
+func (a adopted) binary(t *testing.T, mod string) string {
+	t.Helper()
+	if a.run == nil || a.probe == nil {
+		t.Fatalf("the steps lack a marked block: run %v, probe %v", a.run != nil, a.probe != nil)
 	}
-	runTwoReplicas(t, filepath.Join(mod, command), redisAddr, probe)
-	checkCI(t, mod, env, ci)
+	command := strings.TrimSpace(a.run.body)
+	if !strings.HasPrefix(command, "./") || strings.ContainsAny(command, " \n") {
+		t.Fatalf("%s: the run block is %q; want the binary the steps built, such as ./svc", a.run.at, a.run.body)
+	}
+	return filepath.Join(mod, command)
 }
 
 // adoptEnv is the environment of the README's commands: the caller's, with
@@ -175,11 +255,12 @@ func runScript(dir string, env []string, script string) (string, error) {
 	return string(out), err
 }
 
-// runTwoReplicas starts two replicas of the README's service and checks
-// what a reader would see, then stops them.
-func runTwoReplicas(t *testing.T, bin, redisAddr string, probe *readmeStep) {
+// runTwoReplicas starts two replicas of the service with storeEnv, which
+// names their store, checks what a reader would see, and stops them.
+// cleanup, when not nil, removes what the service left in its store.
+func runTwoReplicas(t *testing.T, bin string, storeEnv []string, probe *readmeStep, cleanup func(namespace, queue string)) {
 	replicas := []*adoptReplica{
-		startAdoptReplica(t, bin, redisAddr), startAdoptReplica(t, bin, redisAddr),
+		startAdoptReplica(t, bin, storeEnv), startAdoptReplica(t, bin, storeEnv),
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	poll := time.NewTicker(100 * time.Millisecond) // how soon a change is seen; the deadline decides
@@ -231,7 +312,9 @@ func runTwoReplicas(t *testing.T, bin, redisAddr string, probe *readmeStep) {
 	}
 	for key := range ticks() {
 		ns, queue := namespaceOf(key), schedules[0].Queue
-		t.Cleanup(func() { cleanupRedis(t, redisAddr, ns, queue) })
+		if cleanup != nil {
+			t.Cleanup(func() { cleanup(ns, queue) })
+		}
 		break
 	}
 	if got := get(t, r.base("/livez")); got.status != http.StatusOK {
@@ -250,16 +333,16 @@ func runTwoReplicas(t *testing.T, bin, redisAddr string, probe *readmeStep) {
 		}
 		u, err := url.Parse(fields[len(fields)-1])
 		if err != nil || u.Host != "127.0.0.1:8080" {
-			t.Errorf("README.md:%d: %q: want curl ... http://127.0.0.1:8080/PATH (the address main serves by default)", probe.line, line)
+			t.Errorf("%s: %q: want curl ... http://127.0.0.1:8080/PATH (the address main serves by default)", probe.at, line)
 			continue
 		}
 		probed++
 		if got := get(t, r.base(u.Path)); got.status != http.StatusOK {
-			t.Errorf("README.md:%d: GET %s: %d %.300s", probe.line, u.Path, got.status, got.body)
+			t.Errorf("%s: GET %s: %d %.300s", probe.at, u.Path, got.status, got.body)
 		}
 	}
 	if probed == 0 {
-		t.Errorf("README.md:%d: the probe block has no curl lines", probe.line)
+		t.Errorf("%s: the probe block has no curl lines", probe.at)
 	}
 
 	for i, r := range replicas {
@@ -293,7 +376,7 @@ func checkCI(t *testing.T, mod string, env []string, ci *readmeStep) {
 	git("add", "-A")
 	git("commit", "-q", "-m", "svc")
 	if out, err := runScript(mod, env, ci.body); err != nil {
-		t.Fatalf("README.md:%d: the CI check fails on the module as the README built it: %v\n%s", ci.line, err, out)
+		t.Fatalf("%s: the CI check fails on the module as the README built it: %v\n%s", ci.at, err, out)
 	}
 
 	jobsFile := filepath.Join(mod, "jobs", "jobs.go")
@@ -311,9 +394,9 @@ func checkCI(t *testing.T, mod string, env []string, ci *readmeStep) {
 	writeFile(t, jobsFile, src[:m[2]]+changed+src[m[3]:])
 	out, err := runScript(mod, env, ci.body)
 	if err == nil {
-		t.Errorf("README.md:%d: the CI check passed after the directive changed from %q to %q without go generate\n%s", ci.line, expr, changed, out)
+		t.Errorf("%s: the CI check passed after the directive changed from %q to %q without go generate\n%s", ci.at, expr, changed, out)
 	} else if !strings.Contains(out, outputName) {
-		t.Errorf("README.md:%d: the CI check failed without naming %s:\n%s", ci.line, outputName, out)
+		t.Errorf("%s: the CI check failed without naming %s:\n%s", ci.at, outputName, out)
 	}
 	// The README says either line fails the build on its own; the script
 	// stops at the first, so each runs alone, from the committed
@@ -326,9 +409,9 @@ func checkCI(t *testing.T, mod string, env []string, ci *readmeStep) {
 		git("checkout", "--", filepath.Join("jobs", outputName))
 		out, err := runScript(mod, env, line)
 		if err == nil {
-			t.Errorf("README.md:%d: %q passed after the directive changed from %q to %q without go generate\n%s", ci.line, line, expr, changed, out)
+			t.Errorf("%s: %q passed after the directive changed from %q to %q without go generate\n%s", ci.at, line, expr, changed, out)
 		} else if !strings.Contains(out, outputName) {
-			t.Errorf("README.md:%d: %q failed without naming %s:\n%s", ci.line, line, outputName, out)
+			t.Errorf("%s: %q failed without naming %s:\n%s", ci.at, line, outputName, out)
 		}
 	}
 }
@@ -341,12 +424,13 @@ type adoptReplica struct {
 	admin          *url.URL // from the serving log line, once logged
 }
 
-func startAdoptReplica(t *testing.T, bin, redisAddr string) *adoptReplica {
+func startAdoptReplica(t *testing.T, bin string, storeEnv []string) *adoptReplica {
 	t.Helper()
 	r := &adoptReplica{cmd: exec.Command(bin), stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, done: make(chan error, 1)}
-	// The README's main reads both, with defaults for a local run; port 0
-	// keeps the test off ports a person may be using.
-	r.cmd.Env = append(os.Environ(), "REDIS_URL=redis://"+redisAddr+"/0", "HTTP_ADDR=127.0.0.1:0")
+	// The documented main reads its store's URL and HTTP_ADDR, with
+	// defaults for a local run; port 0 keeps the test off ports a person
+	// may be using.
+	r.cmd.Env = append(append(os.Environ(), storeEnv...), "HTTP_ADDR=127.0.0.1:0")
 	r.cmd.Stdout, r.cmd.Stderr = r.stdout, r.stderr
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)

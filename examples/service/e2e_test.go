@@ -271,6 +271,18 @@ func (r *replica) getText(t *testing.T, path string) string {
 	return string(b)
 }
 
+// statusOf is the status of GET url.
+func statusOf(t *testing.T, url string) int {
+	t.Helper()
+	client := &http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
 // TestWithoutRedis checks the disabled mode: with no Redis the service
 // still serves its admin page, says once why nothing is scheduled, and
 // stops cleanly.
@@ -298,6 +310,14 @@ func TestWithoutRedis(t *testing.T) {
 	resp.Body.Close()
 	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusFound || loc != "/cron/" {
 		t.Errorf("GET /: %d to %q, want 302 to /cron/", resp.StatusCode, loc)
+	}
+	// The probes where the README's main.go mounts them: /healthz says
+	// what the admin's says, and /livez does not depend on the scheduler.
+	root := strings.TrimSuffix(r.base, "cron/")
+	for path, want := range map[string]int{"healthz": statusOf(t, r.base+"healthz"), "livez": http.StatusOK} {
+		if got := statusOf(t, root+path); got != want {
+			t.Errorf("GET /%s: %d, want %d", path, got, want)
+		}
 	}
 	if st := r.stop(t, syscall.SIGTERM); !st.Success() {
 		t.Errorf("exit %v after SIGTERM, want 0", st)

@@ -13,9 +13,10 @@
 // comma-separated (host:port,host:port,...), of which any reachable one
 // tells the client the rest.
 //
-// The admin page is at http://ADDR/cron/. With -postgres the database must
-// hold belfry's and River's tables: run `belfry migrate --postgres URL`
-// first, as a deploy step, or pass -migrate (a single instance, a demo).
+// The admin page is at http://ADDR/cron/, health at /healthz and /livez,
+// metrics at /metrics. With -postgres the database must hold belfry's and
+// River's tables: run `belfry migrate --postgres URL` first, as a deploy
+// step, or pass -migrate (a single instance, a demo).
 // With neither -redis nor -postgres (and REDIS_URL unset) the scheduler is
 // disabled: the page still lists the schedules and their next runs, and
 // nothing is enqueued or run.
@@ -196,6 +197,10 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	metricsHandler := metrics.Handler(rt)
 	mux.Handle("/cron/", http.StripPrefix("/cron", admin.New(rt, admin.Options{Metrics: metricsHandler})))
 	mux.Handle("GET /metrics", metricsHandler)
+	// Where the README's main.go mounts them, for alerts and for liveness
+	// probes.
+	mux.Handle("GET /healthz", rt.HealthHandler())
+	mux.Handle("GET /livez", rt.LivezHandler())
 	mux.Handle("GET /{$}", http.RedirectHandler("/cron/", http.StatusFound))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {

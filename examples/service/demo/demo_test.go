@@ -63,9 +63,10 @@ func buildDemo(t *testing.T) string {
 }
 
 var (
-	tmpDirRE    = regexp.MustCompile(`demo: removed (\S+)`)
-	bannerURLRE = regexp.MustCompile(`^ .*(http://\S+/cron/)\s+replica demo-\d`)
-	bannerPIDRE = regexp.MustCompile(`replica (demo-\d) \(pid (\d+)\)`)
+	tmpDirRE       = regexp.MustCompile(`demo: removed (\S+)`)
+	bannerURLRE    = regexp.MustCompile(`^ .*(http://\S+/cron/)\s+replica demo-\d`)
+	bannerPIDRE    = regexp.MustCompile(`replica (demo-\d) \(pid (\d+)\)`)
+	bannerHealthRE = regexp.MustCompile(`^  health (http://\S+/healthz)\s`)
 )
 
 // TestDemo runs make demo's program the way a newcomer does, on the
@@ -118,6 +119,27 @@ func makeDemo(t *testing.T, target string) *exec.Cmd {
 	return cmd
 }
 
+// healthAnswers checks that the banner's health URL is served, as the
+// README's main.go serves it: 200 or 503, with the health JSON.
+func healthAnswers(t *testing.T, healthURL string) {
+	t.Helper()
+	if healthURL == "" {
+		t.Fatal("the banner names no health URL")
+	}
+	resp, err := http.Get(healthURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var h struct {
+		Status string `json:"status"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil || h.Status == "" ||
+		(resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusServiceUnavailable) {
+		t.Errorf("GET %s: %d, status %q (%v); want the health JSON", healthURL, resp.StatusCode, h.Status, err)
+	}
+}
+
 // demoDatabase is a name for the demo's database that no other run uses,
 // and a database of that name is dropped when the test ends, should the
 // demo leave it behind.
@@ -157,6 +179,7 @@ func runDemo(t *testing.T, cmd *exec.Cmd, storeStopped string) {
 	var mu sync.Mutex
 	var output strings.Builder
 	var banner []string      // admin URLs in the banner
+	var health string        // the health URL in the banner
 	pids := map[string]int{} // replica -> pid, as the banner says
 	ready := make(chan struct{})
 	exited := make(chan error, 1)
@@ -171,6 +194,9 @@ func runDemo(t *testing.T, cmd *exec.Cmd, storeStopped string) {
 			}
 			if m := bannerPIDRE.FindStringSubmatch(line); m != nil {
 				pids[m[1]], _ = strconv.Atoi(m[2])
+			}
+			if m := bannerHealthRE.FindStringSubmatch(line); m != nil {
+				health = m[1]
 			}
 			mu.Unlock()
 			if strings.Contains(line, "Press Ctrl-C to stop everything.") {
@@ -200,10 +226,16 @@ func runDemo(t *testing.T, cmd *exec.Cmd, storeStopped string) {
 		t.Fatal("demo not ready within 60s")
 	}
 	mu.Lock()
-	admins, named := slices.Clone(banner), len(pids)
+	admins, named, healthURL := slices.Clone(banner), len(pids), health
 	mu.Unlock()
 	if len(admins) != 3 || named != 3 {
 		t.Fatalf("banner lists %d admin URLs %v and %d pids, want 3 of each", len(admins), admins, named)
+	}
+	healthAnswers(t, healthURL)
+	// Replicas started together set up the example's tables without
+	// tripping over each other.
+	if strings.Contains(log(), "could not create") {
+		t.Errorf("a replica could not create the example's tables")
 	}
 	var leaders []string
 	for _, u := range admins {

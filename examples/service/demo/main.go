@@ -210,6 +210,8 @@ func run() int {
 		}
 		fmt.Fprintf(&banner, "%shttp://%s/cron/    replica demo-%d (pid %d)\n", label, addr, i+1, replicas[i].Process.Pid)
 	}
+	// Where the README's main.go serves health, on every replica.
+	fmt.Fprintf(&banner, "  health http://%s/healthz  (every replica; /livez for liveness probes)\n", addrs[0])
 	fmt.Fprintf(&banner, "\n  One replica holds the lease and enqueues; every replica's workers run tasks.\n")
 	fmt.Fprintf(&banner, "  Kill the lease holder (kill -9 <pid>; the page names its pid) and another takes over within %s.\n", o.leaseTTL)
 	fmt.Fprintf(&banner, "  Press Ctrl-C to stop everything.\n\n")

@@ -20,9 +20,8 @@ type PostgresEvents struct{ Pool *pgxpool.Pool }
 
 // CreateTables creates the tables if they are not there.
 func (p PostgresEvents) CreateTables(ctx context.Context) error {
-	_, err := p.Pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS example_event (id int PRIMARY KEY);
+	return createTables(ctx, p.Pool, `CREATE TABLE IF NOT EXISTS example_event (id int PRIMARY KEY);
 		CREATE TABLE IF NOT EXISTS example_event_archive (event_id int NOT NULL, archived_at timestamptz NOT NULL DEFAULT now())`)
-	return err
 }
 
 // Seed adds events 1 to n, keeping any already there.

@@ -21,9 +21,23 @@ type PostgresRows struct{ Pool *pgxpool.Pool }
 
 // CreateTable creates the table if it is not there.
 func (p PostgresRows) CreateTable(ctx context.Context) error {
-	_, err := p.Pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS example_soft_deleted (
+	return createTables(ctx, p.Pool, `CREATE TABLE IF NOT EXISTS example_soft_deleted (
 		id text PRIMARY KEY, deleted_at timestamptz NOT NULL)`)
-	return err
+}
+
+// createTables runs ddl, CREATE TABLE IF NOT EXISTS statements, holding a
+// transaction-level advisory lock. Without it replicas starting together
+// on a fresh database race: each finds no table, each creates it, and all
+// but one fail on a unique index of the catalog. With it the later ones
+// wait, then find the table.
+func createTables(ctx context.Context, pool *pgxpool.Pool, ddl string) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('belfry example tables'))`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, ddl)
+		return err
+	})
 }
 
 // SoftDelete adds rows soft-deleted at t, keeping any already there.
