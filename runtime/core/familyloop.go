@@ -360,7 +360,7 @@ func (pg *familyPages) dispatch(ctx context.Context, keys []string, last bool) {
 		pg.fail(err, nil)
 		return
 	}
-	r.enqueueAll(ctx, leaseValue, plans)
+	r.enqueueAll(ctx, &engine.Fence{Term: leaseValue}, plans)
 	commit, mcs, planErr := r.familyCommit(b, plans, prior, pg.now)
 	if errors.Is(planErr, engine.ErrNotLeader) {
 		pg.fail(planErr, nil) // the commit would be refused too

@@ -187,6 +187,7 @@ func (l *leaderLoop) run(ctx context.Context) {
 			default:
 				wait = time.Hour
 				until = next
+				l.readAhead(ctx)
 			}
 		}
 		r.scheduling.Store(l.leading)

@@ -66,6 +66,9 @@ type leaderState struct {
 	// buffers are the slots of buffer_one schedules waiting behind a
 	// running occurrence (overlap.go).
 	buffers buffers
+	// ahead are the pauses read, before the loop slept, of the schedules
+	// due at the heap's first slot (pausesahead.go); nil when none were.
+	ahead *pausesRead
 }
 
 // dispatchBatch bounds the schedules one dispatch takes from the heap, so
@@ -236,17 +239,22 @@ func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) 
 		plans = append(plans, p)
 		names = append(names, d.sched.Name)
 	}
-	// Pauses are read when slots come due, so a pause set on any replica
-	// holds from the next slot on, whoever leads.
-	pauses, windows, err := r.eng.PauseStates(ctx, names)
-	if err != nil {
+	// Pauses are read when slots come due, or before and checked again by
+	// the enqueues (fence.Pauses), so a pause set on any replica holds
+	// from the next slot on, whoever leads.
+	fence := &engine.Fence{Term: st.value}
+	pauses, windows, token, ok := st.takeAhead(plans)
+	if ok {
+		fence.Pauses = token
+	} else if pauses, windows, err = r.eng.PauseStates(ctx, names); err != nil {
 		return late, err
 	}
 	for i, p := range pauses {
 		plans[i].applyPauses(p != nil, windows[i], now, r.grace(plans[i].sched))
 	}
-	r.enqueueAll(ctx, st.value, plans)
+	r.enqueueAll(ctx, fence, plans)
 	late.enqueued = r.clock.Now()
+	replanPausesChanged(plans)
 	firstErr := firstPlanErr(plans)
 	if errors.Is(firstErr, engine.ErrNotLeader) {
 		return late, firstErr
@@ -314,11 +322,12 @@ func (r *Runtime) flushCommits(ctx context.Context, st *leaderState) error {
 // schedule that skips overlapping runs asks Redis about its previous run
 // before each slot, so those go one plan at a time, EnqueueConcurrency of
 // them at once, beside the rounds.
-func (r *Runtime) enqueueAll(ctx context.Context, leaseValue string, plans []*slotPlan) {
-	// Every enqueue is fenced: Redis runs it only while the lease holds
-	// this holder's value, so one that arrives after a takeover (a held
-	// connection, a pause after the check below) is refused, not run twice.
-	fence := &engine.Fence{Term: leaseValue}
+//
+// Every enqueue is fenced (fence.Term): the engine runs it only while the
+// lease holds this holder's value, so one that arrives after a takeover (a
+// held connection, a pause after the check below) is refused, not run
+// twice.
+func (r *Runtime) enqueueAll(ctx context.Context, fence *engine.Fence, plans []*slotPlan) {
 	var rounds, alone []*slotPlan
 	for _, p := range plans {
 		switch {
@@ -539,7 +548,12 @@ func (r *Runtime) finishSlot(fence *engine.Fence, se slotEnqueue, res engine.Res
 			err = fmt.Errorf("enqueue %s: %w", se.occ.ID, err)
 		}
 		if se.enqueued != nil {
-			se.enqueued(false, err)
+			if errors.Is(err, engine.ErrPausesChanged) {
+				// Planned again: not inserted, and nothing failed.
+				se.enqueued(false, nil)
+			} else {
+				se.enqueued(false, err)
+			}
 		}
 		se.plan.failedAt(se.k, err)
 		return false

@@ -310,7 +310,11 @@ type InDoubt interface {
 // Fence makes enqueues conditional on Term still being the engine's
 // current term, checked by the engine in the write itself.
 type Fence struct {
-	Term     string
+	Term string
+	// Pauses, when not "", is the token of the pauses the enqueue was
+	// planned with (PausesAhead): an engine that hands out tokens inserts
+	// nothing once they changed, and fails with ErrPausesChanged.
+	Pauses   string
 	rejected atomic.Bool
 }
 

@@ -53,11 +53,11 @@ func TestMigrateFromEmptyThenNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []int{1, 2, 3, 4, 5, 6}; !slices.Equal(applied.Belfry, want) || applied.River != nil {
+	if want := []int{1, 2, 3, 4, 5, 6, 7}; !slices.Equal(applied.Belfry, want) || applied.River != nil {
 		t.Errorf("first Migrate applied %+v, want belfry %v and no River", applied, want)
 	}
 	for _, table := range []string{"belfry_slot", "belfry_manual", "belfry_cursor", "belfry_record", "belfry_pause",
-		"belfry_member", "belfry_counter", "belfry_leader", "belfry_replica", "belfry_progress", "belfry_unfinished"} {
+		"belfry_member", "belfry_counter", "belfry_leader", "belfry_replica", "belfry_progress", "belfry_unfinished", "belfry_pause_version"} {
 		var exists bool
 		if err := db.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", table).Scan(&exists); err != nil || !exists {
 			t.Errorf("table %s missing after Migrate (%v)", table, err)
@@ -74,11 +74,11 @@ func TestMigrateFromEmptyThenNothing(t *testing.T) {
 		t.Errorf("second Migrate applied %+v (%v), want nothing", again, err)
 	}
 	versions, err := postgres.Versions(ctx, db)
-	if err != nil || len(versions) != 6 || versions[0].Version != 1 || versions[0].Name != "init" || versions[0].AppliedAt.IsZero() ||
+	if err != nil || len(versions) != 7 || versions[0].Version != 1 || versions[0].Name != "init" || versions[0].AppliedAt.IsZero() ||
 		versions[1].Version != 2 || versions[1].Name != "engine" || versions[2].Version != 3 || versions[2].Name != "retention" ||
 		versions[3].Version != 4 || versions[3].Name != "overlap" || versions[4].Version != 5 || versions[4].Name != "progress" ||
-		versions[5].Version != 6 || versions[5].Name != "member_room" {
-		t.Errorf("Versions = %+v, %v; want versions 1 (init), 2 (engine), 3 (retention), 4 (overlap), 5 (progress) and 6 (member_room) with their times", versions, err)
+		versions[5].Version != 6 || versions[5].Name != "member_room" || versions[6].Version != 7 || versions[6].Name != "pause_version" {
+		t.Errorf("Versions = %+v, %v; want versions 1 (init), 2 (engine), 3 (retention), 4 (overlap), 5 (progress), 6 (member_room) and 7 (pause_version) with their times", versions, err)
 	}
 	if err := postgres.CheckSchema(ctx, db); err != nil {
 		t.Errorf("CheckSchema after Migrate: %v", err)

@@ -361,7 +361,9 @@ func (e *Engine) Forget(ctx context.Context, name string) (int64, error) {
 			}
 			n += tag.RowsAffected()
 		}
-		return nil
+		// A leader that read the schedule's pause ahead reads it again.
+		_, err := tx.Exec(ctx, bumpPauseVersionSQL, e.ns)
+		return err
 	})
 	return n, err
 }

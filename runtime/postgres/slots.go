@@ -25,6 +25,16 @@ var errFencedOut = fmt.Errorf("%w: the term ended", engine.ErrNotLeader)
 const fenceSQL = `SELECT count(*) FROM (SELECT 1 FROM belfry_leader
     WHERE namespace = $1 AND term = $2 AND expires_at > clock_timestamp() FOR SHARE) AS live`
 
+// parsePauseVersion reads a token PauseStatesAhead handed out; any other
+// matches no version.
+func parsePauseVersion(token string) int64 {
+	n, err := strconv.ParseInt(token, 10, 64)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
 // parseTerm reads a term Current handed out; any other is no term.
 func parseTerm(term string) int64 {
 	n, err := strconv.ParseInt(term, 10, 64)
@@ -169,12 +179,17 @@ func (e *Engine) EnqueueAll(ctx context.Context, fence *engine.Fence, items []en
 	if len(live) == 0 {
 		return results
 	}
-	var term any // NULL: unfenced
+	var term any      // NULL: unfenced
+	var pauses *int64 // nil: the pauses were read when the slots came due
 	if fence != nil {
 		term = parseTerm(fence.Term)
+		if fence.Pauses != "" {
+			v := parsePauseVersion(fence.Pauses)
+			pauses = &v
+		}
 	}
 	inserted, err := engine.Obey(ctx, func(ctx context.Context) (map[string]bool, error) {
-		return e.enqueueTx(ctx, term, items, occs, live)
+		return e.enqueueTx(ctx, term, pauses, items, occs, live)
 	})
 	if errors.Is(err, errFencedOut) && fence != nil {
 		fence.Reject()
@@ -192,7 +207,9 @@ func (e *Engine) EnqueueAll(ctx context.Context, fence *engine.Fence, items []en
 }
 
 // enqueueTx is EnqueueAll's transaction; it returns the IDs inserted.
-func (e *Engine) enqueueTx(ctx context.Context, term any, items []engine.Enqueue, occs []registry.Occurrence, live []int) (map[string]bool, error) {
+// With pauses (the pause version the slots were planned with) it inserts
+// nothing once the version moved.
+func (e *Engine) enqueueTx(ctx context.Context, term any, pauses *int64, items []engine.Enqueue, occs []registry.Occurrence, live []int) (map[string]bool, error) {
 	var manual struct {
 		schedules, members, ids []string
 		keep                    []int64
@@ -226,6 +243,10 @@ func (e *Engine) enqueueTx(ctx context.Context, term any, items []engine.Enqueue
 		if term != nil {
 			b.Queue(fenceSQL, e.ns, term).QueryRow(func(row pgx.Row) error { return row.Scan(&termLive) })
 		}
+		var pausesNow int64
+		if pauses != nil {
+			b.Queue(pauseVersionSQL, e.ns).QueryRow(func(row pgx.Row) error { return row.Scan(&pausesNow) })
+		}
 		if len(families) > 0 {
 			b.Queue(familyShareSQL, e.ns, families)
 		}
@@ -249,6 +270,11 @@ func (e *Engine) enqueueTx(ctx context.Context, term any, items []engine.Enqueue
 		if termLive == 0 {
 			// The rows inserted after the check go with the rollback.
 			return errFencedOut
+		}
+		if pauses != nil && pausesNow != *pauses {
+			// A pause or resume committed since the slots were planned:
+			// they are planned again, and this transaction rolls back.
+			return engine.ErrPausesChanged
 		}
 		// A job for each manual row that went in and each free slot, each
 		// ID once.

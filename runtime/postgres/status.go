@@ -14,13 +14,43 @@ import (
 // cursor has not passed.
 const maxPauseWindows = 16
 
+// pauseVersionSQL is the version of namespace $1's pauses, which every
+// pause and resume raises in its transaction (bumpPauseVersionSQL); 0
+// before the first.
+const pauseVersionSQL = `SELECT coalesce((SELECT version FROM belfry_pause_version WHERE namespace = $1), 0)`
+
+// bumpPauseVersionSQL raises namespace $1's pause version, in the
+// transaction of a pause or resume.
+const bumpPauseVersionSQL = `INSERT INTO belfry_pause_version AS v (namespace, version) VALUES ($1, 1)
+    ON CONFLICT (namespace) DO UPDATE SET version = v.version + 1`
+
 // PauseStates reads the names' pauses and their past pause windows.
 func (e *Engine) PauseStates(ctx context.Context, names []string) ([]*engine.Pause, [][]engine.PauseWindow, error) {
-	// One round trip for both reads: the leader reads them when a slot
-	// comes due, before its enqueue, so each trip is lag.
+	pauses, windows, _, err := e.pauseStates(ctx, names, false)
+	return pauses, windows, err
+}
+
+// PauseStatesAhead is PauseStates with the namespace's pause version as
+// the token: read first, so a pause or resume that the states show but the
+// version does not only makes an enqueue plan again, and none that the
+// states miss goes unnoticed.
+func (e *Engine) PauseStatesAhead(ctx context.Context, names []string) ([]*engine.Pause, [][]engine.PauseWindow, string, error) {
+	pauses, windows, version, err := e.pauseStates(ctx, names, true)
+	return pauses, windows, strconv.FormatInt(version, 10), err
+}
+
+// pauseStates reads the names' pauses and windows, and with versioned the
+// pause version before them.
+func (e *Engine) pauseStates(ctx context.Context, names []string, versioned bool) ([]*engine.Pause, [][]engine.PauseWindow, int64, error) {
+	// One round trip for every read: the leader reads them when a slot
+	// comes due, before its enqueue, unless it read them ahead.
 	byName := map[string]*engine.Pause{}
 	windows := map[string][]engine.PauseWindow{}
 	b := &pgx.Batch{}
+	var version int64
+	if versioned {
+		b.Queue(pauseVersionSQL, e.ns).QueryRow(func(row pgx.Row) error { return row.Scan(&version) })
+	}
 	b.Queue(`SELECT schedule, reason, actor, belfry_ms(paused_at) FROM belfry_pause WHERE namespace = $1 AND schedule = ANY($2)`,
 		e.ns, names).Query(func(rows pgx.Rows) error {
 		var name string
@@ -43,13 +73,13 @@ func (e *Engine) PauseStates(ctx context.Context, names []string) ([]*engine.Pau
 		return err
 	})
 	if err := e.pool.SendBatch(ctx, b).Close(); err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	pauses, ws := make([]*engine.Pause, len(names)), make([][]engine.PauseWindow, len(names))
 	for i, n := range names {
 		pauses[i], ws[i] = byName[n], windows[n]
 	}
-	return pauses, ws, nil
+	return pauses, ws, version, nil
 }
 
 // pausesOf reads the pauses of names, every pause for nil names.
@@ -83,8 +113,10 @@ func (e *Engine) AllPauses(ctx context.Context) (map[string]*engine.Pause, error
 // SetPause pauses a schedule; a pause in place keeps its start and takes
 // the new reason and actor.
 func (e *Engine) SetPause(ctx context.Context, name string, p engine.Pause) error {
-	_, err := e.pool.Exec(ctx, `INSERT INTO belfry_pause (namespace, schedule, reason, actor, paused_at) VALUES ($1, $2, $3, $4, belfry_at($5))
-		ON CONFLICT (namespace, schedule) DO UPDATE SET reason = EXCLUDED.reason, actor = EXCLUDED.actor`, e.ns, name, p.Reason, p.Actor, p.At)
+	// One statement, so that the pause and its version commit together.
+	_, err := e.pool.Exec(ctx, `WITH paused AS (INSERT INTO belfry_pause (namespace, schedule, reason, actor, paused_at) VALUES ($1, $2, $3, $4, belfry_at($5))
+		ON CONFLICT (namespace, schedule) DO UPDATE SET reason = EXCLUDED.reason, actor = EXCLUDED.actor)
+		`+bumpPauseVersionSQL, e.ns, name, p.Reason, p.Actor, p.At)
 	return err
 }
 
@@ -107,6 +139,7 @@ func (e *Engine) ClearPause(ctx context.Context, name string, at int64) (bool, e
 		}
 		was = true
 		b := &pgx.Batch{}
+		b.Queue(bumpPauseVersionSQL, e.ns)
 		b.Queue(counterSetSQL, e.ns, []string{name}, []string{"last_resume"}, []int64{at})
 		b.Queue(`INSERT INTO belfry_pause_window (namespace, schedule, paused_at, resumed_at) VALUES ($1, $2, belfry_at($3), clock_timestamp())
 			ON CONFLICT DO NOTHING`, e.ns, name, pausedAt)
