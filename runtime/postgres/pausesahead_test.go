@@ -21,6 +21,7 @@ import (
 
 // An enqueue planned with pauses read ahead names their token; once a
 // pause or a resume of any schedule of the namespace has committed since,
+// by this release or by the one before it (which knows no version),
 // it inserts nothing (no slot row, no River job, no cursor) and says so
 // with ErrPausesChanged, its term still live. Planned with the pauses read
 // again, it goes in.
@@ -44,6 +45,16 @@ func TestAnEnqueuePlannedWithPausesSinceChangedInsertsNothing(t *testing.T) {
 	}{
 		{"a pause", func() error { return e.SetPause(ctx, "other", engine.Pause{Reason: "r", At: time.Now().UnixMilli()}) }},
 		{"a resume", func() error { _, err := e.ClearPause(ctx, "other", time.Now().UnixMilli()); return err }},
+		// As a replica of the release before the version writes it, during
+		// a rolling deploy: the pause alone.
+		{"a pause by the previous release", func() error {
+			_, err := db.Exec(ctx, `INSERT INTO belfry_pause (namespace, schedule, reason) VALUES ('ns', 'third', 'r')`)
+			return err
+		}},
+		{"a resume by the previous release", func() error {
+			_, err := db.Exec(ctx, `DELETE FROM belfry_pause WHERE namespace = 'ns' AND schedule = 'third'`)
+			return err
+		}},
 	} {
 		token := tokenNow()
 		if err := change.do(); err != nil {

@@ -15,14 +15,9 @@ import (
 const maxPauseWindows = 16
 
 // pauseVersionSQL is the version of namespace $1's pauses, which every
-// pause and resume raises in its transaction (bumpPauseVersionSQL); 0
-// before the first.
+// write of a pause or a pause window raises in its transaction (a trigger,
+// migrations/007_pause_version.sql); 0 before the first.
 const pauseVersionSQL = `SELECT coalesce((SELECT version FROM belfry_pause_version WHERE namespace = $1), 0)`
-
-// bumpPauseVersionSQL raises namespace $1's pause version, in the
-// transaction of a pause or resume.
-const bumpPauseVersionSQL = `INSERT INTO belfry_pause_version AS v (namespace, version) VALUES ($1, 1)
-    ON CONFLICT (namespace) DO UPDATE SET version = v.version + 1`
 
 // PauseStates reads the names' pauses and their past pause windows.
 func (e *Engine) PauseStates(ctx context.Context, names []string) ([]*engine.Pause, [][]engine.PauseWindow, error) {
@@ -113,10 +108,8 @@ func (e *Engine) AllPauses(ctx context.Context) (map[string]*engine.Pause, error
 // SetPause pauses a schedule; a pause in place keeps its start and takes
 // the new reason and actor.
 func (e *Engine) SetPause(ctx context.Context, name string, p engine.Pause) error {
-	// One statement, so that the pause and its version commit together.
-	_, err := e.pool.Exec(ctx, `WITH paused AS (INSERT INTO belfry_pause (namespace, schedule, reason, actor, paused_at) VALUES ($1, $2, $3, $4, belfry_at($5))
-		ON CONFLICT (namespace, schedule) DO UPDATE SET reason = EXCLUDED.reason, actor = EXCLUDED.actor)
-		`+bumpPauseVersionSQL, e.ns, name, p.Reason, p.Actor, p.At)
+	_, err := e.pool.Exec(ctx, `INSERT INTO belfry_pause (namespace, schedule, reason, actor, paused_at) VALUES ($1, $2, $3, $4, belfry_at($5))
+		ON CONFLICT (namespace, schedule) DO UPDATE SET reason = EXCLUDED.reason, actor = EXCLUDED.actor`, e.ns, name, p.Reason, p.Actor, p.At)
 	return err
 }
 
@@ -139,7 +132,6 @@ func (e *Engine) ClearPause(ctx context.Context, name string, at int64) (bool, e
 		}
 		was = true
 		b := &pgx.Batch{}
-		b.Queue(bumpPauseVersionSQL, e.ns)
 		b.Queue(counterSetSQL, e.ns, []string{name}, []string{"last_resume"}, []int64{at})
 		b.Queue(`INSERT INTO belfry_pause_window (namespace, schedule, paused_at, resumed_at) VALUES ($1, $2, belfry_at($3), clock_timestamp())
 			ON CONFLICT DO NOTHING`, e.ns, name, pausedAt)

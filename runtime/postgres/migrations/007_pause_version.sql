@@ -1,6 +1,8 @@
 -- belfry schema 7: a version of each namespace's pauses.
 --
--- Every pause and resume raises it in its own transaction. The leader
+-- Every pause and resume raises it in its own transaction: a trigger on
+-- the pauses and their windows, so that every writer does, a replica of
+-- the previous release during a rolling deploy as well. The leader
 -- reads it with the pauses of the schedules due at a slot before the slot
 -- comes due, and the slot's enqueue reads it again in its transaction: a
 -- version that moved means a pause or resume the leader's read did not
@@ -11,3 +13,17 @@ CREATE TABLE belfry_pause_version (
     namespace text   PRIMARY KEY,
     version   bigint NOT NULL
 );
+
+CREATE FUNCTION belfry_pause_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO belfry_pause_version AS v (namespace, version)
+    VALUES (CASE WHEN TG_OP = 'DELETE' THEN OLD.namespace ELSE NEW.namespace END, 1)
+    ON CONFLICT (namespace) DO UPDATE SET version = v.version + 1;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER belfry_pause_changed AFTER INSERT OR UPDATE OR DELETE ON belfry_pause
+    FOR EACH ROW EXECUTE FUNCTION belfry_pause_changed();
+CREATE TRIGGER belfry_pause_window_changed AFTER INSERT OR UPDATE OR DELETE ON belfry_pause_window
+    FOR EACH ROW EXECUTE FUNCTION belfry_pause_changed();
