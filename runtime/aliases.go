@@ -79,6 +79,7 @@ var (
 	ErrNotASlot           = core.ErrNotASlot
 	ErrNotAcked           = core.ErrNotAcked
 	ErrNotLeader          = core.ErrNotLeader
+	ErrPausesChanged      = core.ErrPausesChanged
 	ErrScheduleInUse      = core.ErrScheduleInUse
 	ErrTooManySlots       = core.ErrTooManySlots
 	ErrUnknownSchedule    = core.ErrUnknownSchedule

@@ -74,7 +74,9 @@ type observers struct {
 // when not nil, exactly once: inserted is true when the task went in;
 // false with a nil err when the occurrence was already there (its task ID
 // taken, by another replica, an earlier attempt or a double submit), which
-// is no failure; or err says why the enqueue failed.
+// is no failure; or err says why the enqueue failed — but ErrPausesChanged,
+// no failure either: nothing went in, and the leader plans the occurrence
+// again at once, so BeforeEnqueue may be called for it a second time.
 //
 // The leader prepares a batch of occurrences on one goroutine and sends it
 // on another, so done may run on a goroutine other than BeforeEnqueue's,

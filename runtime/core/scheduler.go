@@ -548,12 +548,7 @@ func (r *Runtime) finishSlot(fence *engine.Fence, se slotEnqueue, res engine.Res
 			err = fmt.Errorf("enqueue %s: %w", se.occ.ID, err)
 		}
 		if se.enqueued != nil {
-			if errors.Is(err, engine.ErrPausesChanged) {
-				// Planned again: not inserted, and nothing failed.
-				se.enqueued(false, nil)
-			} else {
-				se.enqueued(false, err)
-			}
+			se.enqueued(false, err) // ErrPausesChanged included: the observer tells it from a failure
 		}
 		se.plan.failedAt(se.k, err)
 		return false

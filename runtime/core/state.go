@@ -106,4 +106,11 @@ var (
 	// another replica, and wrote nothing; the replica that holds the lease
 	// enqueues the occurrence. An EnqueueObserver's done may hear it.
 	ErrNotLeader = engine.ErrNotLeader
+	// ErrPausesChanged: the scheduler's enqueue found that a pause or
+	// resume had committed since the leader read the pauses ahead of the
+	// slot, and wrote nothing; the leader plans the occurrence again at
+	// once, with the pauses as they are. No failure: an EnqueueObserver's
+	// done may hear it, and the occurrence may then be enqueued again, or
+	// recorded paused.
+	ErrPausesChanged = engine.ErrPausesChanged
 )

@@ -64,7 +64,7 @@ const (
 	// backfill).
 	AttrManual = attribute.Key("belfry.manual")
 	// AttrEnqueueResult is what became of an enqueue: ResultInserted,
-	// ResultAlreadyThere or ResultError.
+	// ResultAlreadyThere, ResultReplanned or ResultError.
 	AttrEnqueueResult = attribute.Key("belfry.enqueue.result")
 	// AttrAttempt is the attempt's number: 1 for the first, 2 for the
 	// first retry (asynq's retry count plus one).
@@ -92,6 +92,11 @@ const (
 	// ErrorRedis, ErrorTimeout, ErrorInterrupted, or else the type of the
 	// innermost error the runtime's wrapping holds.
 	ResultError = "error"
+	// ResultReplanned: a pause or resume committed after the leader read
+	// the pauses ahead of the slot, so nothing went in and the occurrence
+	// is planned again at once (a new enqueue span, or recorded paused).
+	// No failure.
+	ResultReplanned = "replanned"
 )
 
 // Values of error.type on a failed enqueue's span.
@@ -210,6 +215,8 @@ func (t *Tracer) BeforeEnqueue(ctx context.Context, s *registry.Schedule, occ re
 	}
 	return carrier, func(inserted bool, err error) {
 		switch {
+		case errors.Is(err, core.ErrPausesChanged):
+			span.SetAttributes(AttrEnqueueResult.String(ResultReplanned))
 		case err != nil:
 			span.SetAttributes(AttrEnqueueResult.String(ResultError), semconv.ErrorTypeKey.String(enqueueErrorType(err)))
 			span.RecordError(err)

@@ -498,6 +498,24 @@ func TestNoopProviderCarriesNothing(t *testing.T) {
 	}
 }
 
+// An enqueue that a pause or resume since the leader's read ahead turned
+// back is replanned, not failed: no error status, and not "already_there",
+// which would say the occurrence is in.
+func TestAnEnqueueTurnedBackByAPauseChangeIsReplanned(t *testing.T) {
+	sp := newSpans()
+	_, done := otelbelfry.New(otelbelfry.Config{TracerProvider: sp.tp}).BeforeEnqueue(context.Background(),
+		&registry.Schedule{Name: "tick", Queue: "default"}, benchOccurrence())
+	done(false, fmt.Errorf("enqueue cron:ns/tick:1793610000: %w", runtime.ErrPausesChanged))
+	ended := sp.rec.Ended()
+	if len(ended) != 1 {
+		t.Fatalf("%d spans, want 1", len(ended))
+	}
+	wantAttrs(t, ended[0], otelbelfry.AttrEnqueueResult.String(otelbelfry.ResultReplanned))
+	if code := ended[0].Status().Code; code == codes.Error {
+		t.Errorf("status %v, want no error", ended[0].Status())
+	}
+}
+
 // A failed enqueue's error.type says what kind of failure it was, through
 // the runtime's wrapping: a small vocabulary, else the innermost error's
 // type.
