@@ -187,7 +187,7 @@ func (l *leaderLoop) run(ctx context.Context) {
 			default:
 				wait = time.Hour
 				until = next
-				l.readAhead(ctx)
+				l.readAhead(ctx, until)
 			}
 		}
 		r.scheduling.Store(l.leading)

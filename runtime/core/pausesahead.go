@@ -24,7 +24,10 @@ import (
 
 // pausesAheadMin is the shortest wait the leader reads pauses ahead in:
 // a read that might not end before the slot would only move the lag from
-// after the wake-up to before it.
+// after the wake-up to before it. The read takes at most the time to the
+// loop's next due work (a family's slot may come before the schedules'),
+// and at most a third of a lease TTL: the loop does not watch the lease
+// while it reads.
 const pausesAheadMin = 50 * time.Millisecond
 
 // pausesRead are the pauses of the schedules due at one slot, read before
@@ -40,15 +43,15 @@ type pausesRead struct {
 // aheadReader is a leader task that reads, before the loop sleeps, what
 // its next due work needs.
 type aheadReader interface {
-	readAhead(ctx context.Context, now time.Time)
+	readAhead(ctx context.Context, now, until time.Time)
 }
 
 // readAhead gives each task that reads ahead its turn, before the loop
-// sleeps until the next due work.
-func (l *leaderLoop) readAhead(ctx context.Context) {
+// sleeps until the next due work, at until.
+func (l *leaderLoop) readAhead(ctx context.Context, until time.Time) {
 	for _, t := range l.tasks {
 		if a, ok := t.(aheadReader); ok {
-			a.readAhead(ctx, l.r.clock.Now())
+			a.readAhead(ctx, l.r.clock.Now(), until)
 		}
 	}
 }
@@ -57,20 +60,19 @@ func (l *leaderLoop) readAhead(ctx context.Context) {
 // slot, unless they are read already, the engine hands out no tokens, or
 // the slot is too near. A failed read is left to the dispatch, which
 // reads them again.
-func (t *scheduleTask) readAhead(ctx context.Context, now time.Time) {
+func (t *scheduleTask) readAhead(ctx context.Context, now, until time.Time) {
 	r, st := t.r, t.st
 	ahead, ok := r.eng.(engine.PausesAhead)
 	if !ok || st == nil || len(st.queue) == 0 {
 		return
 	}
 	slot := st.queue[0].slotTime()
-	wait := slot.Sub(now)
-	if st.ahead != nil && st.ahead.slot == slot.Unix() || wait < pausesAheadMin {
+	limit := min(slot.Sub(now), until.Sub(now), r.opts.LeaseTTL/3)
+	if st.ahead != nil && st.ahead.slot == slot.Unix() || limit < pausesAheadMin {
 		return
 	}
 	names := st.queue.namesAt(slot.Unix(), dispatchBatch)
-	// Bounded by the slot: a read that ends later is of no use.
-	readCtx, cancel := context.WithTimeout(ctx, wait)
+	readCtx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	states, windows, token, err := ahead.PauseStatesAhead(readCtx, names)
 	if err != nil {

@@ -2,6 +2,7 @@ package core
 
 import (
 	"container/heap"
+	"context"
 	"slices"
 	"testing"
 	"time"
@@ -69,6 +70,54 @@ func TestTakeAheadFallsBackUnlessEverySlotGoesToItsEnqueue(t *testing.T) {
 		}
 		if st.ahead != nil {
 			t.Errorf("%s: what was read ahead is kept after the dispatch", c.what)
+		}
+	}
+}
+
+// deadlineEngine answers PauseStatesAhead, noting how long the read was
+// given.
+type deadlineEngine struct {
+	engine.Engine
+	given time.Duration
+}
+
+func (e *deadlineEngine) PauseStatesAhead(ctx context.Context, names []string) ([]*engine.Pause, [][]engine.PauseWindow, string, error) {
+	if d, ok := ctx.Deadline(); ok {
+		e.given = time.Until(d)
+	}
+	return make([]*engine.Pause, len(names)), make([][]engine.PauseWindow, len(names)), "1", nil
+}
+
+// The read ahead takes at most the time to the loop's next due work (a
+// family's slot may come first) and a third of a lease TTL, the loop
+// watching neither the lease nor that work meanwhile; it is not made
+// when that leaves too little time.
+func TestTheReadAheadIsBoundedByTheNextWorkAndTheLease(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0) // slots are whole seconds
+	for _, c := range []struct {
+		what        string
+		slot, until time.Duration // the schedules' next slot, the loop's next due work, from now
+		ttl         time.Duration
+		want        time.Duration // the read's time; 0: no read
+	}{
+		{"a daily slot, a lease of 3 s", 24 * time.Hour, 24 * time.Hour, 3 * time.Second, time.Second},
+		{"a family's slot first", time.Hour, 300 * time.Millisecond, 30 * time.Second, 300 * time.Millisecond},
+		{"the slot first", time.Second, time.Hour, 30 * time.Second, time.Second},
+		{"too near", time.Hour, 20 * time.Millisecond, 30 * time.Second, 0},
+	} {
+		eng := &deadlineEngine{}
+		r := &Runtime{eng: eng, opts: Options{LeaseTTL: c.ttl}}
+		st := &leaderState{}
+		heap.Push(&st.queue, due{sched: &registry.Schedule{Name: "a"}, slot: now.Add(c.slot).Unix()})
+		(&scheduleTask{r: r, st: st}).readAhead(context.Background(), now, now.Add(c.until))
+		switch {
+		case c.want == 0 && st.ahead != nil:
+			t.Errorf("%s: read ahead, given %s; want no read", c.what, eng.given)
+		case c.want == 0:
+		case st.ahead == nil:
+			t.Errorf("%s: no read; want one given %s", c.what, c.want)
+		case eng.given > c.want || eng.given < c.want-time.Second/10:
+			t.Errorf("%s: the read was given %s; want %s", c.what, eng.given, c.want)
 		}
 	}
 }
