@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -37,7 +38,13 @@ func TestOldKeyLayoutIsMovedByTheFirstLeader(t *testing.T) {
 	t.Cleanup(func() { rdb.Del(ctx, old+"lease") })
 
 	var logs syncBuffer
-	rt, err := runtime.New(registry.MustNew(idleSchedule()), runtime.Options{Redis: rdb, Namespace: ns, LeaseTTL: time.Second,
+	// Due half a day from now, so that no slot falls between the old
+	// cursor, an hour ago, and the end of the test, whatever the time of
+	// day: a slot due would raise the cursor past the one moved.
+	nightly := idleSchedule()
+	far := time.Now().UTC().Add(12 * time.Hour)
+	nightly.Expr = fmt.Sprintf("%d %d * * *", far.Minute(), far.Hour())
+	rt, err := runtime.New(registry.MustNew(nightly), runtime.Options{Redis: rdb, Namespace: ns, LeaseTTL: time.Second,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
