@@ -47,7 +47,7 @@ type Runtime struct {
 	// that the server cannot serve for now (engine.Unavailable): "" for
 	// an outage.
 	redisDownAs string
-	// outageSaid holds the kinds of outage (outageName) logged since Redis
+	// outageSaid holds the kinds of outage (outageKind) logged since Redis
 	// was last reachable: each is said once an outage, however often the
 	// errors alternate between kinds.
 	outageSaid map[string]bool
@@ -197,7 +197,10 @@ func (r *Runtime) Close() error {
 }
 
 // noteRedis logs Redis reachability changes, and an outage changing kind
-// (slow, unreachable, the engine's word), once each, not every retry.
+// (the engine's word for it, or replicas not acknowledging), once each,
+// not every retry. Its first line says slow for a timeout, but slow and
+// unreachable are one kind: a Redis that went away gives both, a refused
+// connection and a dial that outlives the call's deadline, by turns.
 func (r *Runtime) noteRedis(err error) {
 	if errors.Is(err, context.Canceled) || errors.Is(err, engine.ErrNotLeader) {
 		return
@@ -216,7 +219,7 @@ func (r *Runtime) noteRedis(err error) {
 	r.redisMu.Lock()
 	defer r.redisMu.Unlock()
 	wasDown, first, wasDownAs := r.redisErr != nil, !r.redisSeen, r.redisDownAs
-	was := r.outageName(r.redisErr, r.redisDownAs)
+	was, wasKind := r.outageName(r.redisErr, r.redisDownAs), r.outageKind(r.redisErr, r.redisDownAs)
 	r.redisSeen = true
 	r.redisErr, r.redisDownAs = err, downAs
 	if errors.Is(err, ErrNotAcked) {
@@ -227,17 +230,17 @@ func (r *Runtime) noteRedis(err error) {
 		r.redisCheck.stale = true
 		r.redisCheck.mu.Unlock()
 	}
-	outage := r.outageName(err, downAs)
+	outage, kind := r.outageName(err, downAs), r.outageKind(err, downAs)
 	if err == nil || !wasDown || first {
 		clear(r.outageSaid)
-	} else if outage == was || r.outageSaid[outage] {
+	} else if kind == wasKind || r.outageSaid[kind] {
 		outage = "" // said: errors repeated on every retry, or alternating between two kinds, do not flood the log
 	}
 	if outage != "" {
 		if r.outageSaid == nil {
 			r.outageSaid = map[string]bool{}
 		}
-		r.outageSaid[outage] = true
+		r.outageSaid[kind] = true
 	}
 	switch {
 	case err != nil && (!wasDown || first):
@@ -274,6 +277,15 @@ func (r *Runtime) unavailable(err error) string {
 // its answer (downAs), else unreachable.
 func (r *Runtime) downName(downAs string) string {
 	return cmp.Or(downAs, strings.ToLower(r.storeName())+" unreachable")
+}
+
+// outageKind is the kind of outage err is, for telling a change of kind:
+// outageName's, with slow one kind with unreachable.
+func (r *Runtime) outageKind(err error, downAs string) string {
+	if err != nil && !errors.Is(err, ErrNotAcked) {
+		return r.downName(downAs)
+	}
+	return r.outageName(err, downAs)
 }
 
 // outageName is how the log names the outage err is, in health's words
