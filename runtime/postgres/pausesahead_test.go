@@ -300,3 +300,40 @@ func TestThePauseVersionStartsOnAnUpgradedDatabase(t *testing.T) {
 		t.Errorf("token after a pause %q; want 1", token)
 	}
 }
+
+// A pause that waited for another pause's write of the namespace's pause
+// version (one row every pause updates) goes in on a database whose
+// sessions default to REPEATABLE READ: the engine's writes are READ
+// COMMITTED, where such a wait ends in a serialization failure.
+func TestAPauseWaitingOnAnotherGoesInWhateverTheDatabasesIsolation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg := migratedDB(t).Config()
+	cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "repeatable read"
+	db, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	e := newEngine(t, db, "old")
+	if err := e.SetPause(ctx, "first", engine.Pause{Reason: "r", At: time.Now().UnixMilli()}); err != nil {
+		t.Fatal(err)
+	}
+	other, err := db.Begin(ctx) // another pause, between its write of the version and its commit
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Rollback(ctx)
+	if _, err := other.Exec(ctx, `UPDATE belfry_pause_version SET version = version + 1 WHERE namespace = 'ns'`); err != nil {
+		t.Fatal(err)
+	}
+	paused := make(chan error, 1)
+	go func() { paused <- e.SetPause(ctx, "second", engine.Pause{Reason: "r", At: time.Now().UnixMilli()}) }()
+	waitUntil(t, 10*time.Second, "the pause to wait", waitingOnLock(t, db))
+	if err := other.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-paused; err != nil {
+		t.Errorf("a pause that waited for another: %v; want it in", err)
+	}
+}

@@ -347,13 +347,16 @@ func (e *Engine) Forget(ctx context.Context, name string) (int64, error) {
 	err := e.inTx(ctx, func(tx pgx.Tx) error {
 		for _, q := range []string{
 			`DELETE FROM belfry_cursor WHERE namespace = $1 AND schedule = $2`,
-			`DELETE FROM belfry_pause WHERE namespace = $1 AND schedule = $2`,
-			`DELETE FROM belfry_pause_window WHERE namespace = $1 AND schedule = $2`,
 			`DELETE FROM belfry_counter WHERE namespace = $1 AND schedule = $2`,
 			`DELETE FROM belfry_record WHERE namespace = $1 AND schedule = $2`,
 			`DELETE FROM belfry_member WHERE namespace = $1 AND family = $2`,
 			`DELETE FROM belfry_bucket WHERE namespace = $1 AND family = $2`,
 			`DELETE FROM belfry_bucket_cursor WHERE namespace = $1 AND family = $2`,
+			// Last: deleting a pause raises the namespace's pause version
+			// (a trigger), held until the commit, which stalls every pause
+			// and resume of the namespace meanwhile.
+			`DELETE FROM belfry_pause WHERE namespace = $1 AND schedule = $2`,
+			`DELETE FROM belfry_pause_window WHERE namespace = $1 AND schedule = $2`,
 		} {
 			tag, err := tx.Exec(ctx, q, e.ns, name)
 			if err != nil {

@@ -108,9 +108,14 @@ func (e *Engine) AllPauses(ctx context.Context) (map[string]*engine.Pause, error
 // SetPause pauses a schedule; a pause in place keeps its start and takes
 // the new reason and actor.
 func (e *Engine) SetPause(ctx context.Context, name string, p engine.Pause) error {
-	_, err := e.pool.Exec(ctx, `INSERT INTO belfry_pause (namespace, schedule, reason, actor, paused_at) VALUES ($1, $2, $3, $4, belfry_at($5))
-		ON CONFLICT (namespace, schedule) DO UPDATE SET reason = EXCLUDED.reason, actor = EXCLUDED.actor`, e.ns, name, p.Reason, p.Actor, p.At)
-	return err
+	// In a transaction of the engine's (READ COMMITTED): the pause's
+	// trigger raises the namespace's pause version, one row that
+	// concurrent pauses update.
+	return e.inTx(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO belfry_pause (namespace, schedule, reason, actor, paused_at) VALUES ($1, $2, $3, $4, belfry_at($5))
+			ON CONFLICT (namespace, schedule) DO UPDATE SET reason = EXCLUDED.reason, actor = EXCLUDED.actor`, e.ns, name, p.Reason, p.Actor, p.At)
+		return err
+	})
 }
 
 // ClearPause resumes a schedule, notes when (last_resume, at) and keeps

@@ -14,7 +14,9 @@ CREATE TABLE belfry_pause_version (
     version   bigint NOT NULL
 );
 
-CREATE FUNCTION belfry_pause_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+-- The function finds belfry_pause_version where the migration made it,
+-- whatever the search_path of the session whose write fires it.
+CREATE FUNCTION belfry_pause_changed() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
     INSERT INTO belfry_pause_version AS v (namespace, version)
     VALUES (CASE WHEN TG_OP = 'DELETE' THEN OLD.namespace ELSE NEW.namespace END, 1)
