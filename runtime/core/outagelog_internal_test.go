@@ -83,7 +83,7 @@ func TestTheOutageLogNamesEachChangeOfKindOnce(t *testing.T) {
 	}
 	want := []string{
 		`level=ERROR msg="redis slow; retrying with backoff" replica=r0 err="read tcp: i/o timeout"`,
-		`level=ERROR msg="redis cluster unavailable (CLUSTERDOWN); retrying with backoff" replica=r0 err="renewing the lease: CLUSTERDOWN The cluster is down" was="redis unreachable"`,
+		`level=ERROR msg="redis cluster unavailable (CLUSTERDOWN); retrying with backoff" replica=r0 err="renewing the lease: CLUSTERDOWN The cluster is down" was="redis slow"`,
 		`level=ERROR msg="redis cluster reconfiguring (MOVED: a slot changed masters); retrying with backoff" replica=r0 err="reading the cursors: MOVED 3999 127.0.0.1:6381" was="redis cluster unavailable (CLUSTERDOWN)"`,
 		`level=INFO msg="redis serving again" replica=r0 was="redis cluster reconfiguring (MOVED: a slot changed masters)"`,
 		`level=ERROR msg="redis slow; retrying with backoff" replica=r0 err="read tcp: i/o timeout"`,

@@ -51,6 +51,8 @@ type Runtime struct {
 	// was last reachable: each is said once an outage, however often the
 	// errors alternate between kinds.
 	outageSaid map[string]bool
+	// outageLast is the outage the log last named: a later line's was.
+	outageLast string
 	running    atomic.Bool
 	// scheduling is true while the leader loop holds leader state and
 	// enqueues (leaderloop.go); only that loop writes it.
@@ -219,7 +221,7 @@ func (r *Runtime) noteRedis(err error) {
 	r.redisMu.Lock()
 	defer r.redisMu.Unlock()
 	wasDown, first, wasDownAs := r.redisErr != nil, !r.redisSeen, r.redisDownAs
-	was, wasKind := r.outageName(r.redisErr, r.redisDownAs), r.outageKind(r.redisErr, r.redisDownAs)
+	was, wasKind := r.outageLast, r.outageKind(r.redisErr, r.redisDownAs)
 	r.redisSeen = true
 	r.redisErr, r.redisDownAs = err, downAs
 	if errors.Is(err, ErrNotAcked) {
@@ -241,6 +243,7 @@ func (r *Runtime) noteRedis(err error) {
 			r.outageSaid = map[string]bool{}
 		}
 		r.outageSaid[kind] = true
+		r.outageLast = outage
 	}
 	switch {
 	case err != nil && (!wasDown || first):
