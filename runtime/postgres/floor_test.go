@@ -7,6 +7,7 @@ import (
 
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime/engine"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -30,6 +31,13 @@ func TestAChangeFloorSeesAnEnqueueUnderWay(t *testing.T) {
 // move's look at the slot would use a snapshot from before its wait.
 func TestAChangeFloorSeesAnEnqueueUnderWayWhateverTheDatabasesIsolation(t *testing.T) {
 	t.Parallel()
+	changeFloorSeesAnEnqueueUnderWay(t, repeatableReadDB(t))
+}
+
+// repeatableReadDB is a migrated database whose sessions default to
+// REPEATABLE READ.
+func repeatableReadDB(t *testing.T) *pgxpool.Pool {
+	t.Helper()
 	cfg := migratedDB(t).Config()
 	cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "repeatable read"
 	db, err := pgxpool.NewWithConfig(context.Background(), cfg)
@@ -37,7 +45,24 @@ func TestAChangeFloorSeesAnEnqueueUnderWayWhateverTheDatabasesIsolation(t *testi
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	changeFloorSeesAnEnqueueUnderWay(t, db)
+	return db
+}
+
+// holding is a transaction of db that has run update, which locks the
+// rows it changes until the transaction ends: rolled back when t ends, if
+// the test has not ended it.
+func holding(t *testing.T, db *pgxpool.Pool, update string) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback(ctx) })
+	if _, err := tx.Exec(ctx, update); err != nil {
+		t.Fatal(err)
+	}
+	return tx
 }
 
 func changeFloorSeesAnEnqueueUnderWay(t *testing.T, db *pgxpool.Pool) {
@@ -88,14 +113,8 @@ func TestADeleteOfAMemberTakesTheVersionFirst(t *testing.T) {
 	if _, err := e.SetMembers(ctx, fam, 1000, false, []engine.SetMember{{Key: "acme", Zone: "UTC"}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	mover, err := db.Begin(ctx) // a SetMembers between its version and its rows
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mover.Rollback(ctx)
-	if _, err := mover.Exec(ctx, `UPDATE belfry_family_version SET version = version + 1 WHERE namespace = 'ns'`); err != nil {
-		t.Fatal(err)
-	}
+	// A SetMembers between its version and its rows.
+	mover := holding(t, db, `UPDATE belfry_family_version SET version = version + 1 WHERE namespace = 'ns'`)
 	deleted := make(chan error, 1)
 	go func() {
 		_, err := e.DeleteMember(ctx, fam, "acme")

@@ -308,25 +308,13 @@ func TestThePauseVersionStartsOnAnUpgradedDatabase(t *testing.T) {
 func TestAPauseWaitingOnAnotherGoesInWhateverTheDatabasesIsolation(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cfg := migratedDB(t).Config()
-	cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "repeatable read"
-	db, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
+	db := repeatableReadDB(t)
 	e := newEngine(t, db, "old")
 	if err := e.SetPause(ctx, "first", engine.Pause{Reason: "r", At: time.Now().UnixMilli()}); err != nil {
 		t.Fatal(err)
 	}
-	other, err := db.Begin(ctx) // another pause, between its write of the version and its commit
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Rollback(ctx)
-	if _, err := other.Exec(ctx, `UPDATE belfry_pause_version SET version = version + 1 WHERE namespace = 'ns'`); err != nil {
-		t.Fatal(err)
-	}
+	// Another pause, between its write of the version and its commit.
+	other := holding(t, db, `UPDATE belfry_pause_version SET version = version + 1 WHERE namespace = 'ns'`)
 	paused := make(chan error, 1)
 	go func() { paused <- e.SetPause(ctx, "second", engine.Pause{Reason: "r", At: time.Now().UnixMilli()}) }()
 	waitUntil(t, 10*time.Second, "the pause to wait", waitingOnLock(t, db))
