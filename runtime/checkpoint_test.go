@@ -123,8 +123,12 @@ func lastRecord(t *testing.T, rt *runtime.Runtime, id string) runtime.Record {
 // retry at all.
 func TestCheckpointedRunLongerThanItsTimeoutContinues(t *testing.T) {
 	t.Parallel()
-	it := newItems(1500, 30, 60*time.Millisecond) // 50 batches: about 3 s of work
-	rt, queue := checkpointed(t, registry.Schedule{Timeout: time.Second, MaxRetry: 0, Handler: it.handler})
+	// 100 batches, about 6 s of work, in runs of 2 s: a margin before each
+	// deadline (a quarter of the timeout at least) that a busy CI host's
+	// stalls do not eat, as they did a 1 s timeout's, where a batch that
+	// overran the deadline failed the run (retry=0 leaves it none).
+	it := newItems(3000, 30, 60*time.Millisecond)
+	rt, queue := checkpointed(t, registry.Schedule{Timeout: 2 * time.Second, MaxRetry: 0, Handler: it.handler})
 	var continued atomic.Int64 // what the metrics count
 	rt.Observe(func(e runtime.Event) {
 		if e.Outcome == runtime.OutcomeContinued {
@@ -164,7 +168,7 @@ func TestCheckpointedRunLongerThanItsTimeoutContinues(t *testing.T) {
 		return true
 	})
 	if n < 2 {
-		t.Errorf("%d interruptions; a run of about 3 s with a 1 s timeout needs at least 2", n)
+		t.Errorf("%d interruptions; a run of about 6 s with a 2 s timeout needs at least 2", n)
 	}
 	if got := continued.Load(); got != int64(n) {
 		t.Errorf("%d continued events for %d interruptions", got, n)
