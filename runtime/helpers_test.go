@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/internal/redistest"
+	"github.com/belfry/belfry/internal/testlog"
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
 	"github.com/belfry/belfry/runtime/core"
@@ -160,14 +161,7 @@ func (quietAsynq) Fatal(args ...any) {
 }
 
 func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(p[:len(p)-1]))
-	return len(p), nil
+	return testlog.New(t, slog.LevelInfo)
 }
 
 // runUntilTheEnd runs rt until the test ends, then stops and closes it.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/belfry/belfry/internal/redistest"
+	"github.com/belfry/belfry/internal/testlog"
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime"
 	"github.com/hibiken/asynq"
@@ -139,7 +140,7 @@ func (rig *failoverRig) leader() int {
 // failoverLogger logs warnings and errors only: a failover makes every
 // replica log its Redis errors, and the interesting lines are the losses.
 func failoverLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return testlog.New(t, slog.LevelWarn)
 }
 
 // waitRun waits until some slot after `after` has run: scheduling goes on.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/belfry/belfry/internal/testlog"
 	"github.com/belfry/belfry/registry"
 	"github.com/belfry/belfry/runtime/core"
 )
@@ -225,12 +226,5 @@ func mustRegistry(t *testing.T, scheds ...registry.Schedule) *registry.Registry 
 
 // testLogger logs the runtime's warnings and errors to t.
 func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(p[:len(p)-1]))
-	return len(p), nil
+	return testlog.New(t, slog.LevelWarn)
 }
