@@ -295,13 +295,14 @@ func (r *Runtime) outageKind(err error, downAs string) string {
 // (a call not answered in time is RedisSlow there): replicas that do not
 // acknowledge, slow, else downName; "" for no error.
 func (r *Runtime) outageName(err error, downAs string) string {
+	store := strings.ToLower(r.storeName())
 	switch {
 	case err == nil:
 		return ""
 	case errors.Is(err, ErrNotAcked):
-		return "redis replicas do not acknowledge writes"
+		return store + " replicas do not acknowledge writes"
 	case isSlow(err):
-		return strings.ToLower(r.storeName()) + " slow"
+		return store + " slow"
 	}
 	return r.downName(downAs)
 }
