@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/belfry/belfry/registry"
@@ -139,7 +140,7 @@ ON CONFLICT (namespace, schedule, member) DO UPDATE SET
 // row: locking a row writes its page and the write-ahead log, once for
 // each member of a page. Families are locked in name order.
 const familyShareSQL = `SELECT count(pg_advisory_xact_lock_shared(` + familyLockKey + `))
-    FROM (SELECT DISTINCT f FROM unnest($2::text[]) AS u(f) ORDER BY f) AS u`
+    FROM (SELECT f FROM unnest($2::text[]) AS u(f) ORDER BY f) AS u`
 
 // familyLockKey is the advisory lock key of family f in namespace $1:
 // a hash, so a service's own advisory locks may share a key with it, which
@@ -229,8 +230,8 @@ func (e *Engine) enqueueTx(ctx context.Context, term any, pauses *int64, items [
 		} else {
 			slotIDs = append(slotIDs, occ.ID)
 		}
-		if occ.Member != "" {
-			families = append(families, occ.Schedule)
+		if occ.Member != "" && !slices.Contains(families, occ.Schedule) {
+			families = append(families, occ.Schedule) // a page is of one family, mostly
 		}
 		if m := items[i].Cursor; m.Schedule != "" && term != nil {
 			marks.schedules, marks.slots, marks.lastIDs = append(marks.schedules, m.Schedule), append(marks.slots, m.Slot), append(marks.lastIDs, m.LastID)
