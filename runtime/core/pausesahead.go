@@ -15,7 +15,6 @@ package core
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/belfry/belfry/registry"
@@ -141,16 +140,4 @@ func (p *slotPlan) inWindow(windows []engine.PauseWindow) bool {
 		}
 	}
 	return false
-}
-
-// replanPausesChanged takes the plans cut at an enqueue that the pauses'
-// change since they were read refused: no error, since nothing failed.
-// Each plan's cursor stays before its refused slot, so the heap has that
-// slot due again, and the next step plans it with the pauses read anew.
-func replanPausesChanged(plans []*slotPlan) {
-	for _, p := range plans {
-		if errors.Is(p.err, engine.ErrPausesChanged) {
-			p.err = nil
-		}
-	}
 }

@@ -209,8 +209,9 @@ func (p *slotPlan) pausedBetween(from, to, now time.Time) {
 	p.enqueue = keep
 }
 
-// failedAt cuts the plan at its k-th slot, whose enqueue failed: the cursor
-// stays just before it, so the next pass tries it again. Slots recorded
+// failedAt cuts the plan at its k-th slot, whose enqueue failed (err), or
+// was turned back with nothing failed (err nil): the cursor stays just
+// before it, so the next pass tries it again. Slots recorded
 // paused after the cursor (pausedBetween) are dropped from the records,
 // since the next pass records them again.
 func (p *slotPlan) failedAt(k int, err error) {

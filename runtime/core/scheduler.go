@@ -254,7 +254,6 @@ func (r *Runtime) dispatch(ctx context.Context, st *leaderState, now time.Time) 
 	}
 	r.enqueueAll(ctx, fence, plans)
 	late.enqueued = r.clock.Now()
-	replanPausesChanged(plans)
 	firstErr := firstPlanErr(plans)
 	if errors.Is(firstErr, engine.ErrNotLeader) {
 		return late, firstErr
@@ -549,6 +548,12 @@ func (r *Runtime) finishSlot(fence *engine.Fence, se slotEnqueue, res engine.Res
 		}
 		if se.enqueued != nil {
 			se.enqueued(false, err) // ErrPausesChanged included: the observer tells it from a failure
+		}
+		if errors.Is(err, engine.ErrPausesChanged) {
+			// Nothing failed: the plan stops before the slot, whose
+			// cursor stays, and the next step plans it again with the
+			// pauses read anew.
+			err = nil
 		}
 		se.plan.failedAt(se.k, err)
 		return false
