@@ -26,20 +26,13 @@ var errFencedOut = fmt.Errorf("%w: the term ended", engine.ErrNotLeader)
 const fenceSQL = `SELECT count(*) FROM (SELECT 1 FROM belfry_leader
     WHERE namespace = $1 AND term = $2 AND expires_at > clock_timestamp() FOR SHARE) AS live`
 
-// parsePauseVersion reads a token PauseStatesAhead handed out; any other
-// matches no version.
-func parsePauseVersion(token string) int64 {
-	n, err := strconv.ParseInt(token, 10, 64)
-	if err != nil {
-		return -1
-	}
-	return n
-}
-
-// parseTerm reads a term Current handed out; any other is no term.
-func parseTerm(term string) int64 {
-	n, err := strconv.ParseInt(term, 10, 64)
-	if err != nil || n <= 0 {
+// parseHandedOut reads a number the engine handed out as a string: a term
+// (Current) or a pause version (PauseStatesAhead's token). Any other string
+// is -1, which no term and no version is: a write that names it matches
+// none.
+func parseHandedOut(s string) int64 {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
 		return -1
 	}
 	return n
@@ -49,7 +42,7 @@ func parseTerm(term string) int64 {
 // tx.
 func (e *Engine) checkFence(ctx context.Context, tx pgx.Tx, term string) error {
 	var live int
-	if err := tx.QueryRow(ctx, fenceSQL, e.ns, parseTerm(term)).Scan(&live); err != nil {
+	if err := tx.QueryRow(ctx, fenceSQL, e.ns, parseHandedOut(term)).Scan(&live); err != nil {
 		return err
 	}
 	if live == 0 {
@@ -183,9 +176,9 @@ func (e *Engine) EnqueueAll(ctx context.Context, fence *engine.Fence, items []en
 	var term any      // NULL: unfenced
 	var pauses *int64 // nil: the pauses were read when the slots came due
 	if fence != nil {
-		term = parseTerm(fence.Term)
+		term = parseHandedOut(fence.Term)
 		if fence.Pauses != "" {
-			v := parsePauseVersion(fence.Pauses)
+			v := parseHandedOut(fence.Pauses)
 			pauses = &v
 		}
 	}
