@@ -185,14 +185,16 @@ func (e *Engine) slotsTaken(ctx context.Context, tx pgx.Tx, family string, ids [
 	if _, err := tx.Exec(ctx, familyLockSQL, e.ns, family); err != nil {
 		return nil, err
 	}
-	rows, err := tx.Query(ctx, `SELECT u.id FROM unnest($2::text[]) AS u(id)
-		WHERE EXISTS (SELECT 1 FROM belfry_slot s WHERE s.namespace = $1 AND s.occurrence_id = u.id OFFSET 0)`, e.ns, ids)
+	rows, err := tx.Query(ctx, slotFreeSQL, e.ns, ids)
 	if err != nil {
 		return nil, err
 	}
-	taken := map[string]bool{}
+	taken := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		taken[id] = true
+	}
 	var id string
-	_, err = pgx.ForEachRow(rows, []any{&id}, func() error { taken[id] = true; return nil })
+	_, err = pgx.ForEachRow(rows, []any{&id}, func() error { delete(taken, id); return nil })
 	return taken, err
 }
 
